@@ -1,0 +1,1 @@
+"""Declarative benchmark suites (TOML), installed as ``zoo._suites``."""

@@ -1,0 +1,53 @@
+"""Shared fixtures: small graphs with the awkward cases every model must survive."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import zoo
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    torch.manual_seed(0)
+    yield
+
+
+def awkward_graph() -> tuple:
+    """7 nodes: node 6 isolated, a self-loop on node 2, a duplicated edge 0->1, a directed edge 5->4."""
+    edges = [(0, 1), (1, 0), (0, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 2), (3, 4), (4, 3), (5, 4), (0, 3)]
+    edge_index = torch.tensor(edges, dtype=torch.long).t().contiguous()
+    return edge_index, 7
+
+
+@pytest.fixture
+def graph():
+    edge_index, n = awkward_graph()
+    return edge_index, torch.randn(n, 6)
+
+
+@pytest.fixture
+def single_node():
+    return torch.empty(2, 0, dtype=torch.long), torch.randn(1, 6)
+
+
+def small_kwargs(name: str) -> dict:
+    """Options that make every registered model small and valid (heads where supported)."""
+    kwargs = dict(in_dim=6, out_dim=3, hidden_dim=8, num_layers=3)
+    if "heads" in zoo.registry.constructor_options(zoo.registry.MODELS.get(name)) and name != "gcn":
+        kwargs["heads"] = 2
+    return kwargs
+
+
+@pytest.fixture
+def mirror() -> Path:
+    """The dataset mirror (``ZOO_DATA_MIRROR``, else ../shared/datasets)."""
+    path = Path(os.environ.get("ZOO_DATA_MIRROR", REPO.parent / "shared" / "datasets").split(os.pathsep)[0])
+    if not path.exists():
+        pytest.skip(f"dataset mirror not found at {path}; set ZOO_DATA_MIRROR")
+    return path

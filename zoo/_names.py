@@ -1,0 +1,110 @@
+"""Name normalisation and a small typed registry shared by models, inits, norms and suites.
+
+Names are compared after normalisation (``"Bal-O"``, ``"bal o"`` and ``"BAL_O"`` are one
+name), and an unknown name is answered with its closest matches and the full list of
+choices, so a typo costs one glance at the error rather than a trip to the docs.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Dict, Generic, Iterable, Iterator, List, Optional, TypeVar
+
+T = TypeVar("T")
+
+_SEPARATORS = re.compile(r"[\s\-]+")
+
+
+def normalize_name(name: str) -> str:
+    """Lower-case ``name`` and map spaces and dashes to underscores."""
+    if not isinstance(name, str):
+        raise TypeError(f"expected a name (str), got {type(name).__name__}: {name!r}")
+    return _SEPARATORS.sub("_", name.strip()).lower()
+
+
+def close_matches(name: str, choices: Iterable[str], n: int = 3) -> List[str]:
+    choices = list(choices)
+    key = normalize_name(name)
+    found = difflib.get_close_matches(key, choices, n=n, cutoff=0.5)
+    # Prefix matches catch abbreviations that difflib scores low ("gat" -> "gatv2").
+    found += [c for c in choices if c.startswith(key) and c not in found]
+    return found[:n]
+
+
+def unknown_name_error(kind: str, name: str, choices: Iterable[str], hint: str = "") -> ValueError:
+    """A ``ValueError`` that names the unknown ``name``, its near matches and every valid choice."""
+    choices = sorted(set(choices))
+    near = close_matches(name, choices)
+    msg = f"unknown {kind} {name!r}."
+    if near:
+        msg += f" Did you mean {' or '.join(repr(c) for c in near)}?"
+    msg += f" Valid {kind}s: {', '.join(choices) if choices else '(none registered)'}."
+    if hint:
+        msg += f" {hint}"
+    return ValueError(msg)
+
+
+def unknown_kwargs_error(owner: str, unknown: Iterable[str], valid: Iterable[str]) -> TypeError:
+    """A ``TypeError`` for unexpected keyword arguments, with near matches for each."""
+    valid = sorted(set(valid))
+    parts = []
+    for key in sorted(unknown):
+        near = difflib.get_close_matches(key, valid, n=2, cutoff=0.6)
+        parts.append(f"{key!r}" + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""))
+    return TypeError(
+        f"{owner} got unexpected option(s) {', '.join(parts)}. Valid options: {', '.join(valid)}."
+    )
+
+
+class Registry(Generic[T]):
+    """A name -> object map with normalised names, aliases and helpful errors.
+
+    Registering a name (or alias) twice raises, so two plugins can never silently
+    shadow each other.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: Dict[str, T] = {}
+        self._aliases: Dict[str, str] = {}
+
+    def add(self, name: str, item: T, aliases: Iterable[str] = ()) -> T:
+        key = normalize_name(name)
+        for k in (key, *map(normalize_name, aliases)):
+            if k in self._items or k in self._aliases:
+                raise ValueError(f"{self.kind} {k!r} is already registered; pick another name.")
+        self._items[key] = item
+        for alias in aliases:
+            self._aliases[normalize_name(alias)] = key
+        return item
+
+    def canonical(self, name: str) -> str:
+        key = normalize_name(name)
+        key = self._aliases.get(key, key)
+        if key not in self._items:
+            raise unknown_name_error(self.kind, name, [*self._items, *self._aliases])
+        return key
+
+    def get(self, name: str) -> T:
+        return self._items[self.canonical(name)]
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        key = normalize_name(name)
+        return key in self._items or key in self._aliases
+
+    def names(self) -> List[str]:
+        return sorted(self._items)
+
+    def aliases(self, name: Optional[str] = None) -> Dict[str, str]:
+        if name is None:
+            return dict(self._aliases)
+        key = self.canonical(name)
+        return {a: k for a, k in self._aliases.items() if k == key}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._items)

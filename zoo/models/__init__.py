@@ -1,0 +1,2 @@
+"""Model families. Adding a model = one file here + one import line below."""
+from zoo.models import gcn, gat, gatv2, gatdb  # noqa: F401

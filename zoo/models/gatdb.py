@@ -1,0 +1,112 @@
+"""GATDB and GATNB (Oxford GAT report §4.3-4.4): GAT with learnt per-edge or per-node score biases."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+from torch.nn.parameter import UninitializedParameter
+
+from zoo.graph import Graph
+from zoo.models.gat import GAT, GATLayer
+from zoo.registry import register_model
+
+
+class _TiedBiasGATLayer(GATLayer):
+    """A GAT layer with a learnt bias inside the LeakyReLU that belongs to one graph.
+
+    The bias is created (zero) on the first call, sized by that graph; calling the layer on a
+    different graph raises, since biases of one graph's edges mean nothing on another's.
+    """
+
+    bias_on = "edges"  # or "nodes"
+
+    def __init__(self, *args: Any, epsilon: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.epsilon = epsilon
+        self.xi = UninitializedParameter()
+        self.register_buffer("tied_edge_index", None)
+        self._tied_to: Optional[Graph] = None
+
+    def _check_or_tie(self, graph: Graph) -> None:
+        if self._tied_to is graph:
+            return
+        if isinstance(self.xi, UninitializedParameter):
+            rows = graph.num_edges if self.bias_on == "edges" else graph.num_nodes
+            self.xi.materialize((rows, self.heads), device=graph.device)
+            with torch.no_grad():
+                self.xi.zero_()
+            self.tied_edge_index = graph.edge_index.clone()
+        elif not (
+            self.tied_edge_index.shape == graph.edge_index.shape
+            and torch.equal(self.tied_edge_index.to(graph.device), graph.edge_index)
+        ):
+            n_tied = int(self.tied_edge_index.max()) + 1 if self.tied_edge_index.numel() else 0
+            raise ValueError(
+                f"{type(self).__name__[:-5].lower()} learns one attention bias per "
+                f"{'edge' if self.bias_on == 'edges' else 'node'} of the graph it was first called on "
+                f"(~{n_tied} nodes, {self.tied_edge_index.size(1)} edges); it was now called on a different graph "
+                f"({graph.num_nodes} nodes, {graph.num_edges} edges). It is a transductive model: build a new "
+                "model for each graph."
+            )
+        self._tied_to = graph
+
+    def score_bias(self, graph: Graph) -> Tensor:
+        self._check_or_tie(graph)
+        xi = self.xi if self.bias_on == "edges" else self.xi.index_select(0, graph.src)
+        return self.epsilon * xi
+
+
+class GATDBLayer(_TiedBiasGATLayer):
+    r"""GAT with Dynamic Biases: a learnt scalar per edge (and head) inside the LeakyReLU.
+
+    .. math::
+        e_{uv} = \mathrm{LeakyReLU}\big(a_s^\top W h_u + a_t^\top W h_v + \varepsilon\,\xi_{uv}\big)
+
+    ``xi`` starts at zero (plain GAT at initialisation).  Report Theorem 2: the attention is
+    dynamic.  Shapes as :class:`~zoo.models.gat.GATLayer`; ``xi``: ``(E, heads)``.
+    """
+
+    bias_on = "edges"
+
+
+class GATNBLayer(_TiedBiasGATLayer):
+    r"""GAT with Node Biases: a learnt scalar per *key* node ``u`` (and head).
+
+    .. math::
+        e_{uv} = \mathrm{LeakyReLU}\big(a_s^\top W h_u + a_t^\top W h_v + \varepsilon\,\xi_u\big)
+
+    Report Theorem 3: still static — the key maximising ``a_s^T W h_u + xi_u`` wins for every
+    query.  Shapes as :class:`~zoo.models.gat.GATLayer`; ``xi``: ``(N, heads)``.
+    """
+
+    bias_on = "nodes"
+
+
+class _TiedBiasGAT(GAT):
+    graph_tied = True
+
+    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
+                 epsilon: float = 1.0, **common: Any) -> None:
+        self.epsilon = epsilon
+        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
+
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
+        return self.layer_class(in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout,
+                                self.bias, score_norm, epsilon=self.epsilon)
+
+
+@register_model("gatdb")
+class GATDB(_TiedBiasGAT):
+    """Deep GATDB (per-edge score biases ``epsilon * xi_uv``, zero-initialised, tied to one graph)."""
+
+    family = "gatdb"
+    layer_class = GATDBLayer
+
+
+@register_model("gatnb")
+class GATNB(_TiedBiasGAT):
+    """Deep GATNB (per-node score biases ``epsilon * xi_u``, zero-initialised, tied to one graph)."""
+
+    family = "gatnb"
+    layer_class = GATNBLayer

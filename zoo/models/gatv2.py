@@ -1,0 +1,150 @@
+"""GATv2 (Brody, Alon & Yahav, ICLR 2022): *dynamic* graph attention."""
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo._names import normalize_name
+from zoo.graph import Graph
+from zoo.models.gat import glorot_
+from zoo.nn.base import DeepGNN
+from zoo.nn.functional import segment_softmax, segment_sum
+from zoo.registry import register_model
+
+UPDATE_WEIGHTS = ("source", "separate")
+
+
+class GATv2Layer(nn.Module):
+    r"""One GATv2 layer (balance paper Eqs. 1-2), ``heads`` heads.
+
+    .. math::
+        e_{uv} = a^\top \mathrm{LeakyReLU}\big(W_s h_u + W_t h_v\,[+\,b]\big),\qquad
+        \alpha_{uv} = \operatorname{softmax}_{u \in \mathcal N(v)} e_{uv},\qquad
+        h'_v = \sum_{u \in \mathcal N(v)} \alpha_{uv}\, U h_u
+
+    with ``W_s = W_t`` when ``share_weights`` (default), ``b`` only with ``attention_bias``,
+    and the update matrix ``U = W_s`` (``update_weight="source"``, as Brody et al.'s code) or
+    a third learnt matrix (``"separate"``, report §5.2 variant d).
+
+    Shapes:
+        x: ``(N, in_dim)`` -> out: ``(N, heads * channels)`` if ``concat`` else ``(N, channels)``;
+        alpha: ``(E, heads)`` for the edges of ``graph.edge_index``.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        channels: int,
+        heads: int = 1,
+        concat: bool = True,
+        negative_slope: float = 0.2,
+        attn_dropout: float = 0.0,
+        bias: bool = False,
+        score_norm: Any = None,
+        share_weights: bool = True,
+        attention_bias: bool = False,
+        update_weight: str = "source",
+    ) -> None:
+        super().__init__()
+        self.in_dim, self.channels, self.heads, self.concat = in_dim, channels, heads, concat
+        self.negative_slope, self.attn_dropout = negative_slope, attn_dropout
+        self.share_weights, self.update_weight = share_weights, update_weight
+        width = heads * channels
+        self.lin_src = nn.Linear(in_dim, width, bias=False)
+        self.lin_dst = None if share_weights else nn.Linear(in_dim, width, bias=False)
+        self.lin_update = nn.Linear(in_dim, width, bias=False) if update_weight == "separate" else None
+        self.att = nn.Parameter(torch.empty(heads, channels))
+        self.att_bias = nn.Parameter(torch.empty(heads, channels)) if attention_bias else None
+        self.bias = nn.Parameter(torch.empty(width if concat else channels)) if bias else None
+        self.score_norm = score_norm
+        self.reset_parameters()
+
+    def _linears(self) -> List[nn.Linear]:
+        return [m for m in (self.lin_src, self.lin_dst, self.lin_update) if m is not None]
+
+    def reset_parameters(self) -> None:
+        for lin in self._linears():
+            nn.init.xavier_uniform_(lin.weight)
+        glorot_(self.att, 1, self.heads * self.channels)
+        for p in (self.att_bias, self.bias):
+            if p is not None:
+                nn.init.zeros_(p)
+
+    def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
+        n, src, dst = graph.num_nodes, graph.src, graph.dst
+        shape = (n, self.heads, self.channels)
+        x_src = self.lin_src(x).view(shape)
+        x_dst = x_src if self.lin_dst is None else self.lin_dst(x).view(shape)
+        hidden = x_src.index_select(0, src) + x_dst.index_select(0, dst)
+        if self.att_bias is not None:
+            hidden = hidden + self.att_bias
+        if self.score_norm is not None:
+            scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
+        else:
+            scores = (F.leaky_relu(hidden, self.negative_slope) * self.att).sum(-1)
+        alpha = segment_softmax(scores, dst, n)
+        weights = F.dropout(alpha, self.attn_dropout, self.training)
+        values = x_src if self.lin_update is None else self.lin_update(x).view(shape)
+        out = segment_sum(weights.unsqueeze(-1) * values.index_select(0, src), dst, n)
+        out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
+        if self.bias is not None:
+            out = out + self.bias
+        return out, alpha
+
+    # rescaling symmetry: Thm. 2.2 (shared), 6.3 (unshared; W_t's outgoing columns also rescale), 6.4 (heads)
+    def incoming_params(self) -> List[Tensor]:
+        extra = [p for p in (self.att_bias,) if p is not None]
+        if self.bias is not None and self.concat:
+            extra.append(self.bias)
+        return [lin.weight for lin in self._linears()] + extra
+
+    def attention_params(self) -> List[Tensor]:
+        return [self.att]
+
+    def outgoing_params(self) -> List[Tensor]:
+        return [lin.weight for lin in self._linears()]
+
+
+@register_model("gatv2")
+class GATv2(DeepGNN):
+    """Deep GATv2: ``num_layers`` :class:`GATv2Layer` s on the :class:`DeepGNN` machinery.
+
+    Extra options: ``share_weights`` (``W_s = W_t``, default ``True``), ``attention_bias``
+    (a bias inside the LeakyReLU, default ``False``), ``update_weight`` (``"source"`` or
+    ``"separate"``; the latter needs ``share_weights=False``).
+    """
+
+    family = "gatv2"
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden_dim: int = 64,
+        num_layers: int = 2,
+        *,
+        share_weights: bool = True,
+        attention_bias: bool = False,
+        update_weight: str = "source",
+        **common: Any,
+    ) -> None:
+        update_weight = normalize_name(update_weight)
+        if update_weight not in UPDATE_WEIGHTS:
+            raise ValueError(f"update_weight must be one of {UPDATE_WEIGHTS}, got {update_weight!r}")
+        if share_weights and update_weight == "separate":
+            raise ValueError(
+                "update_weight='separate' learns a third matrix next to unshared W_s and W_t; "
+                "it needs share_weights=False (report §5.2, variant d)"
+            )
+        self.layer_options = dict(share_weights=share_weights, attention_bias=attention_bias,
+                                  update_weight=update_weight)
+        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
+
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
+        return GATv2Layer(
+            in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias, score_norm,
+            **self.layer_options,
+        )

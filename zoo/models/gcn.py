@@ -1,0 +1,112 @@
+"""GCN (Kipf & Welling, ICLR 2017) — the attention-free member of the family."""
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from zoo._names import normalize_name
+from zoo.graph import Graph
+from zoo.nn.base import DeepGNN
+from zoo.nn.functional import segment_sum
+from zoo.registry import register_model
+
+NORMALIZATIONS = ("symmetric", "mean")
+
+
+def propagation_coefficients(graph: Graph, normalization: str) -> Tensor:
+    """``(E, 1)`` edge coefficients: ``1/sqrt(d_u d_v)`` (symmetric) or ``1/d_v`` (mean).
+
+    Degrees count incoming edges after the self-loop policy (as PyG's ``gcn_norm``).
+    """
+
+    def compute() -> Tensor:
+        deg = graph.in_degree()
+        if normalization == "mean":
+            coef = deg.reciprocal().index_select(0, graph.dst)
+        else:
+            inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+            coef = inv_sqrt.index_select(0, graph.src) * inv_sqrt.index_select(0, graph.dst)
+        return coef.unsqueeze(-1)
+
+    return graph.cached(f"gcn_{normalization}", compute)
+
+
+class GCNLayer(nn.Module):
+    r"""One GCN layer.
+
+    .. math::
+        h'_v = \sum_{u \in \mathcal N(v)} c_{uv}\, W h_u,\qquad
+        c_{uv} = \frac{1}{\sqrt{\tilde d_u \tilde d_v}}\ \text{(symmetric)}\quad\text{or}\quad
+        c_{uv} = \frac{1}{\tilde d_v}\ \text{(mean)}
+
+    over neighbourhoods with self-loops.  ``mean`` is exactly a GAT layer with ``a = 0``
+    (uniform attention ``1/|N(v)|``), the special case of the balance paper's Remark 2.5.
+
+    Shapes:
+        x: ``(N, in_dim)`` -> out: ``(N, channels)``; alpha: ``(E, 1)`` (the coefficients ``c_uv``).
+    """
+
+    heads = 1
+    concat = True
+
+    def __init__(self, in_dim: int, channels: int, normalization: str = "symmetric", bias: bool = False) -> None:
+        super().__init__()
+        self.in_dim, self.channels, self.normalization = in_dim, channels, normalization
+        self.lin = nn.Linear(in_dim, channels, bias=False)
+        self.bias = nn.Parameter(torch.zeros(channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.lin.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
+        coef = propagation_coefficients(graph, self.normalization).to(x.dtype)
+        xw = self.lin(x)
+        out = segment_sum(coef * xw.index_select(0, graph.src), graph.dst, graph.num_nodes)
+        if self.bias is not None:
+            out = out + self.bias
+        return out, coef
+
+    def incoming_params(self) -> List[Tensor]:
+        return [self.lin.weight] + ([self.bias] if self.bias is not None else [])
+
+    def attention_params(self) -> List[Tensor]:
+        return []
+
+    def outgoing_params(self) -> List[Tensor]:
+        return [self.lin.weight]
+
+
+@register_model("gcn")
+class GCN(DeepGNN):
+    """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads."""
+
+    family = "gcn"
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden_dim: int = 64,
+        num_layers: int = 2,
+        *,
+        normalization: str = "symmetric",
+        **common: Any,
+    ) -> None:
+        normalization = normalize_name(normalization)
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+        if common.get("heads", 1) != 1 or common.get("out_heads") not in (None, 1):
+            raise ValueError("gcn has no attention heads; leave heads/out_heads at 1 (use gat for multi-head)")
+        if common.get("attn_dropout"):
+            raise ValueError("gcn has no attention coefficients to drop; use dropout instead of attn_dropout")
+        self.normalization = normalization
+        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
+
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
+        self.reject_score_norm(score_norm)
+        return GCNLayer(in_dim, channels, self.normalization, self.bias)

@@ -1,0 +1,277 @@
+"""``DeepGNN``: the depth machinery every model family shares.
+
+A family subclasses :class:`DeepGNN` and implements only :meth:`DeepGNN.make_layer`
+(PyG ``BasicGNN`` style).  The base class owns depth, heads, residual connections,
+normalisation plugins, activation, dropout and the self-loop policy, so a 64-layer GATv2
+and a 64-layer GCN differ only in the layer they stack.
+
+Layer contract (what ``make_layer`` must return) — see :class:`LayerProtocol`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple, Union, runtime_checkable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo._names import normalize_name, unknown_name_error
+from zoo.graph import Graph, GraphLike, as_graph
+
+# name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
+# is what the conservation law of the balance paper needs (Theorem 2.2).
+ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
+    "relu": (nn.ReLU, True),
+    "leaky_relu": (nn.LeakyReLU, True),
+    "identity": (nn.Identity, True),
+    "elu": (nn.ELU, False),
+    "gelu": (nn.GELU, False),
+    "tanh": (nn.Tanh, False),
+}
+RESIDUALS = ("none", "identity", "linear")
+
+
+@runtime_checkable
+class LayerProtocol(Protocol):
+    """What a message-passing layer gives the base class.
+
+    ``forward(graph, x)`` returns ``(out, alpha)``: ``out`` is ``(N, heads * channels)`` when
+    ``concat`` else ``(N, channels)``; ``alpha`` is ``(E, heads)``, the attention (or
+    propagation) coefficient of every edge of ``graph.edge_index``.
+
+    The three ``*_params`` methods describe the layer's rescaling symmetry, used by the
+    balanced initialisations and conservation diagnostics (balance paper, Thm. 2.2/6.3/6.4):
+    scaling output neuron ``i``'s *incoming* parameters by ``lambda`` and its *attention*
+    parameters by ``1/lambda`` scales that neuron's output by ``lambda``.
+    """
+
+    in_dim: int
+    channels: int
+    heads: int
+    concat: bool
+
+    def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]: ...
+
+    def incoming_params(self) -> List[Tensor]:
+        """Parameters whose dim 0 indexes the ``heads * channels`` output neurons."""
+
+    def attention_params(self) -> List[Tensor]:
+        """Parameters whose flattened index is the output neuron (e.g. ``a`` of shape (heads, channels))."""
+
+    def outgoing_params(self) -> List[Tensor]:
+        """Parameters whose dim 1 indexes this layer's ``in_dim`` input neurons."""
+
+
+@dataclass
+class AttentionRecord:
+    """Coefficients of one layer: ``alpha[e, h]`` belongs to edge ``edge_index[:, e]``, head ``h``."""
+
+    edge_index: Tensor
+    alpha: Tensor
+
+
+def resolve_activation(name: Union[str, nn.Module]) -> Tuple[nn.Module, bool]:
+    if isinstance(name, nn.Module):
+        return name, isinstance(name, (nn.ReLU, nn.LeakyReLU, nn.Identity))
+    key = normalize_name(name)
+    if key not in ACTIVATIONS:
+        raise unknown_name_error("activation", name, ACTIVATIONS)
+    factory, homogeneous = ACTIVATIONS[key]
+    return factory(), homogeneous
+
+
+class DeepGNN(nn.Module):
+    """A stack of ``num_layers`` message-passing layers (hidden heads concatenated, output heads averaged).
+
+    Args:
+        in_dim: input feature size ``n_0``.
+        out_dim: output size ``n_L`` (classes).
+        hidden_dim: width of every hidden representation (all heads together); must be
+            divisible by ``heads``.
+        num_layers: number of message-passing layers ``L`` (the first maps ``in_dim`` to
+            ``hidden_dim``, the last ``hidden_dim`` to ``out_dim``; no extra linear layers).
+        heads: attention heads of the hidden layers (outputs concatenated).
+        out_heads: heads of the output layer (outputs averaged); default ``heads``.
+        activation: ``relu`` (default), ``leaky_relu``, ``elu``, ``gelu``, ``tanh``, ``identity``.
+        dropout: dropout on every layer's input features.
+        attn_dropout: dropout on attention coefficients.
+        bias: add a bias to every layer's output (default ``False``, as in the balance paper).
+        negative_slope: LeakyReLU slope inside the attention score.
+        residual: ``none``; ``identity`` (``x + layer(x)`` where the widths match);
+            ``linear`` (a learnable skip ``R x`` on every layer, initialised to zero).
+        norm: a normalisation plugin (name or object; see :mod:`zoo.norms`).
+        norm_kwargs: options of the named norm plugin.
+        self_loops: ``add`` (remove existing self-loops, add one per node; GAT's default),
+            ``keep`` or ``remove``.
+    """
+
+    #: family name shown in model cards; set by subclasses.
+    family: str = ""
+    #: ``None`` if the balance paper's conservation law holds for this family's layers,
+    #: else the reason it does not (balanced inits then refuse to run).
+    conservation_law_exception: Optional[str] = None
+    #: models whose parameters are tied to one graph (GATDB's per-edge biases).
+    graph_tied: bool = False
+    default_self_loops: str = "add"
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden_dim: int = 64,
+        num_layers: int = 2,
+        *,
+        heads: int = 1,
+        out_heads: Optional[int] = None,
+        activation: Union[str, nn.Module] = "relu",
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        bias: bool = False,
+        negative_slope: float = 0.2,
+        residual: str = "none",
+        norm: Any = None,
+        norm_kwargs: Optional[Dict[str, Any]] = None,
+        self_loops: Optional[str] = None,
+    ) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if heads < 1 or (out_heads is not None and out_heads < 1):
+            raise ValueError(f"heads and out_heads must be >= 1, got heads={heads}, out_heads={out_heads}")
+        if hidden_dim % heads:
+            raise ValueError(
+                f"hidden_dim={hidden_dim} is not divisible by heads={heads}: hidden_dim is the width of all "
+                f"heads together; use e.g. hidden_dim={heads * max(1, hidden_dim // heads)}"
+            )
+        residual = normalize_name(residual)
+        if residual not in RESIDUALS:
+            raise unknown_name_error("residual", residual, RESIDUALS)
+        for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {p}")
+        self.in_dim, self.out_dim, self.hidden_dim, self.num_layers = in_dim, out_dim, hidden_dim, num_layers
+        self.heads = heads
+        self.out_heads = heads if out_heads is None else out_heads
+        self.dropout, self.attn_dropout, self.bias, self.negative_slope = dropout, attn_dropout, bias, negative_slope
+        self.residual = residual
+        self.self_loops = self_loops or self.default_self_loops
+        self.act, self.positively_homogeneous = resolve_activation(activation)
+        self.activation = activation if isinstance(activation, str) else type(activation).__name__
+
+        from zoo.norms import resolve_norm  # local import: norms may import model helpers
+
+        self.norm_plugin = resolve_norm(norm, **(norm_kwargs or {}))
+        score_norm = self.norm_plugin if self.norm_plugin.kind == "scores" else None
+
+        dims = [in_dim] + [hidden_dim] * (num_layers - 1) + [out_dim]
+        self.layers = nn.ModuleList()
+        for index in range(num_layers):
+            last = index == num_layers - 1
+            layer_heads = self.out_heads if last else heads
+            channels = dims[index + 1] if last else hidden_dim // heads
+            self.layers.append(
+                self.make_layer(index, dims[index], channels, layer_heads, not last, score_norm=score_norm)
+            )
+        self.skips = nn.ModuleList()
+        if residual == "linear":
+            for index in range(num_layers):
+                skip = nn.Linear(dims[index], dims[index + 1], bias=False)
+                nn.init.zeros_(skip.weight)  # a zero skip keeps the network balanced at init
+                self.skips.append(skip)
+        self.norms = nn.ModuleList()
+        if self.norm_plugin.kind == "features":
+            self.norms.extend(self.norm_plugin.make(hidden_dim) for _ in range(num_layers - 1))
+        # Identity taps after every layer: forward hooks here see each layer's representation
+        # (used by the energy / similarity diagnostics).  ``skipped_layers`` drives layer pruning.
+        self.taps = nn.ModuleList(nn.Identity() for _ in range(num_layers))
+        self.skipped_layers: Set[int] = set()
+        self.last_graph: Optional[Graph] = None
+
+    # ------------------------------------------------------------------ family hook
+    def make_layer(
+        self, index: int, in_dim: int, channels: int, heads: int, concat: bool, *, score_norm: Any = None
+    ) -> nn.Module:
+        """Return layer ``index`` mapping ``in_dim`` to ``heads x channels`` (concatenated or averaged)."""
+        raise NotImplementedError
+
+    def reject_score_norm(self, score_norm: Any) -> None:
+        """Helper for families whose score has no attention to normalise."""
+        if score_norm is not None:
+            raise ValueError(
+                f"norm {score_norm.name!r} normalises attention scores, but {self.family or type(self).__name__} "
+                "has no attention scores; use a feature norm (pairnorm, layernorm) or an attention model"
+            )
+
+    # ------------------------------------------------------------------ forward
+    def forward(
+        self, graph: GraphLike, x: Tensor, return_attention: bool = False
+    ) -> Union[Tensor, Tuple[Tensor, List[AttentionRecord]]]:
+        """Shapes: ``x`` ``(N, in_dim)`` -> ``(N, out_dim)``; with ``return_attention`` also one
+        :class:`AttentionRecord` per layer (coefficients aligned with the edges used)."""
+        g = as_graph(graph, x, self.self_loops)
+        self.last_graph = g
+        records: List[AttentionRecord] = []
+        pre_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "pre"
+        for index, layer in enumerate(self.layers):
+            last = index == self.num_layers - 1
+            if index in self.skipped_layers:
+                if layer.in_dim != (layer.channels * layer.heads if layer.concat else layer.channels):
+                    raise ValueError(f"layer {index} changes the width and cannot be skipped")
+                x = self.taps[index](x)
+                continue
+            h = self.norms[index - 1](x) if pre_norm and index > 0 else x
+            h = F.dropout(h, self.dropout, self.training)
+            out, alpha = layer(g, h)
+            if self.residual == "linear":
+                out = out + self.skips[index](h)
+            elif self.residual == "identity" and out.shape == h.shape:
+                out = out + h
+            if not last:
+                if self.norms and not pre_norm:
+                    out = self.norms[index](out)
+                out = self.act(out)
+            x = self.taps[index](out)
+            if return_attention:
+                records.append(AttentionRecord(g.edge_index, alpha))
+        return (x, records) if return_attention else x
+
+    # ------------------------------------------------------------------ conservation-law support
+    def rescale_groups(self) -> List[Dict[str, List[Tensor]]]:
+        """Per layer, the parameters of the rescaling symmetry (see :class:`LayerProtocol`),
+        with the linear skip weights added to the incoming and outgoing sides."""
+        groups = []
+        for index, layer in enumerate(self.layers):
+            g = {
+                "incoming": list(layer.incoming_params()),
+                "attention": list(layer.attention_params()),
+                "outgoing": list(layer.outgoing_params()),
+            }
+            if self.residual == "linear":
+                g["incoming"].append(self.skips[index].weight)
+                g["outgoing"].append(self.skips[index].weight)
+            groups.append(g)
+        return groups
+
+    def conservation_law_violations(self) -> List[str]:
+        """Why the balance paper's conservation law does not hold for this model (empty if it does)."""
+        reasons = []
+        if self.conservation_law_exception:
+            reasons.append(self.conservation_law_exception)
+        if not self.positively_homogeneous:
+            reasons.append(
+                f"activation {self.activation!r} is not positively homogeneous (the law needs phi(ax) = a phi(x), "
+                "e.g. relu or leaky_relu)"
+            )
+        if self.residual == "identity":
+            reasons.append("identity skips have no parameter to absorb the rescaling (use residual='linear')")
+        if self.norm_plugin.name != "none":
+            reasons.append(f"norm {self.norm_plugin.name!r} between/inside layers breaks the rescaling symmetry")
+        return reasons
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_dim={self.in_dim}, hidden_dim={self.hidden_dim}, out_dim={self.out_dim}, "
+            f"num_layers={self.num_layers}, heads={self.heads}, residual={self.residual!r}, "
+            f"norm={self.norm_plugin.name!r}, activation={self.activation!r}"
+        )
