@@ -1,0 +1,2 @@
+"""Oversmoothing diagnostics (nonlocal-MP paper). Placeholder until written."""
+__all__: list = []
