@@ -1,0 +1,237 @@
+"""Dataset registry, ``load`` and ``list_datasets``.
+
+Each dataset family lives in its own module and registers its names with
+:func:`register_dataset`; a loader receives the resolved data root, the requested split,
+the seed and its options, and returns a :class:`~zoo.datasets.task.Task` before user
+transforms. ``load`` validates names and options, then applies the user's transforms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from torch_geometric.data import Data
+
+from .._names import Registry, normalize_name, unknown_kwargs_error, unknown_name_error
+from . import mirror
+from .splits import column, per_class_split, ratio_split
+from .task import Task
+from .transforms import TransformSpec, apply_transforms, apply_transforms_to_graphs, make_transform
+
+Loader = Callable[..., Task]
+
+#: Options of every transductive dataset that choose a random split.
+SPLIT_OPTIONS: Dict[str, Any] = {
+    "train_per_class": 20, "val_per_class": 30, "num_val": None, "num_test": None,
+    "train_ratio": 0.6, "val_ratio": 0.2,
+}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    kind: str
+    metric: str
+    source: str                          # the PyG/OGB class (or generator) that builds it
+    loader: Loader
+    options: Mapping[str, Any]           # valid options -> defaults
+    raw_files: Tuple[str, ...] = ()      # paths relative to the data root; "dir/" = a whole folder
+    stats: Mapping[str, Any] = field(default_factory=dict)  # nodes, edges, features, classes, splits
+    synthetic: bool = False
+    note: str = ""
+
+
+DATASETS: "Registry[DatasetSpec]" = Registry("dataset")
+
+
+def register_dataset(name: str, *, kind: str, metric: str, source: str, options: Mapping[str, Any] = (),
+                     raw_files: Sequence[str] = (), stats: Optional[Mapping[str, Any]] = None,
+                     synthetic: bool = False, aliases: Sequence[str] = (), note: str = ""
+                     ) -> Callable[[Loader], Loader]:
+    """Register ``loader(root, split, seed, **options) -> Task`` under ``name``."""
+    def deco(loader: Loader) -> Loader:
+        spec = DatasetSpec(normalize_name(name), kind, metric, source, loader, dict(options),
+                           tuple(raw_files), dict(stats or {}), synthetic, note)
+        DATASETS.add(name, spec, aliases=aliases)
+        return loader
+    return deco
+
+
+def get_spec(name: str) -> DatasetSpec:
+    return DATASETS.get(name)
+
+
+# --------------------------------------------------------------------------- load
+
+def load(name: str, root: "str | Path | None" = None, split: Union[int, str, None] = None,
+         transforms: Sequence[TransformSpec] = (), seed: int = 0, **options: Any) -> Task:
+    """Load dataset ``name`` as a :class:`Task` (see ``docs/datasets.md``).
+
+    ``name`` is normalised (case, ``-``/space -> ``_``). ``split`` picks a split (``"public"``,
+    a Geom-GCN column ``i``, ``"per_class"``, ``"ratio"``; None = the dataset's standard one).
+    ``transforms`` are names, ``(name, kwargs)`` pairs or callables, applied in order after the
+    split. ``seed`` drives random splits, generators and seeded transforms. ``options`` are the
+    dataset's keyword options (``zoo.datasets.list_datasets()`` / the docs list them).
+    """
+    spec = get_spec(name)
+    unknown = set(options) - set(spec.options)
+    if unknown:
+        raise unknown_kwargs_error(f"dataset {spec.name!r}", unknown, spec.options)
+    if isinstance(transforms, str) or (isinstance(transforms, tuple) and len(transforms) == 2
+                                       and isinstance(transforms[0], str) and isinstance(transforms[1], Mapping)):
+        transforms = [transforms]  # a single transform given bare
+    opts = {**spec.options, **options}
+    task = spec.loader(root=mirror.resolve_root(root), split=split, seed=int(seed), **opts)
+    resolved = [make_transform(t, int(seed)) for t in transforms]
+    if resolved:
+        fns = [t for t, _ in resolved]
+        if task.data is not None:
+            task.data = apply_transforms(task.data, fns)
+            task.num_features = int(task.data.num_features)
+        else:
+            assert task.graphs is not None
+            task.graphs = apply_transforms_to_graphs(task.graphs, fns)
+            first = next((g[0] for g in task.graphs.values() if len(g)), None)
+            if first is not None and first.x is not None:
+                task.num_features = int(first.x.size(-1))
+        task.preprocessing = tuple(task.preprocessing) + tuple(d for _, d in resolved)
+    return task
+
+
+# --------------------------------------------------------------------------- helpers for loaders
+
+def instantiate(dataset: str, root: Path, rel_files: Sequence[str], source: str,
+                factory: Callable[[], Any], download: Optional[bool]) -> Any:
+    """Stage ``rel_files`` from the mirrors, then build the dataset with ``factory()``.
+
+    Missing files are left to the class's own download only when downloads are allowed;
+    any failure then becomes a :class:`~zoo.datasets.mirror.MissingDataError`.
+    """
+    missing = mirror.stage(dataset, root, rel_files)
+    if missing and not mirror.downloads_allowed(download):
+        raise mirror.missing_data_error(dataset, root, missing, source)
+    try:
+        return factory()
+    except Exception as e:  # the class's download / processing of absent files failed
+        if missing:
+            raise mirror.missing_data_error(dataset, root, missing, source, cause=e) from e
+        raise
+
+
+def select_split(data: Data, split: Union[int, str, None], seed: int, default: Union[int, str],
+                 train_per_class: int = 20, val_per_class: Optional[int] = 30, num_val: Optional[int] = None,
+                 num_test: Optional[int] = None, train_ratio: float = 0.6, val_ratio: float = 0.2
+                 ) -> Tuple[Data, Union[int, str]]:
+    """Set 1-D ``train/val/test_mask`` on ``data`` for ``split``; returns ``(data, label)``.
+
+    ``"public"``: the dataset's own 1-D masks. ``int i`` / ``"geom_gcn"`` (= 0): column ``i`` of
+    2-D Geom-GCN masks. ``"per_class"`` / ``"ratio"``: seeded random splits (see splits.py).
+    """
+    split = default if split is None else split
+    data = data.clone()
+    if isinstance(split, bool):
+        raise TypeError("split must be an int or a name, not a bool")
+    if isinstance(split, int):
+        masks = tuple(column(getattr(data, f"{s}_mask"), split) for s in ("train", "val", "test"))
+        label: Union[int, str] = split
+    else:
+        key = normalize_name(str(split))
+        if key == "geom_gcn":
+            return select_split(data, 0, seed, default)
+        if key == "public":
+            if getattr(data, "train_mask", None) is None or data.train_mask.dim() != 1:
+                raise ValueError("this dataset has no single public split; use split=<int>, 'per_class' or 'ratio'")
+            masks = (data.train_mask, data.val_mask, data.test_mask)
+            label = "public"
+        elif key in ("per_class", "random_per_class", "random"):
+            masks = per_class_split(data.y, seed, train_per_class, val_per_class, num_val, num_test)
+            label = f"random_per_class:seed={seed}"
+        elif key in ("ratio", "random_ratio"):
+            masks = ratio_split(data.num_nodes, seed, train_ratio, val_ratio)
+            label = f"random_ratio={train_ratio}/{val_ratio}:seed={seed}"
+        else:
+            raise unknown_name_error("split", str(split), ["public", "geom_gcn", "per_class", "ratio"],
+                                     hint="An int i picks Geom-GCN split i.")
+    data.train_mask, data.val_mask, data.test_mask = masks
+    return data, label
+
+
+def edge_options(undirected: bool = False, dedupe_edges: bool = False, no_self_loops: bool = False,
+                 remove_isolated: bool = False) -> List[str]:
+    """Transform names for boolean dataset options, in a fixed, sensible order."""
+    out = []
+    if no_self_loops:
+        out.append("no_self_loops")
+    if undirected:
+        out.append("undirected")
+    if dedupe_edges and not undirected:  # ToUndirected already coalesces
+        out.append("dedupe_edges")
+    if remove_isolated:
+        out.append("remove_isolated")
+    return out
+
+
+def transductive_task(name: str, data: Data, metric: str, source: str, split_label: Union[int, str],
+                      option_transforms: Sequence[str], seed: int, num_classes: Optional[int] = None,
+                      multilabel: bool = False, preprocessing: Sequence[str] = (),
+                      ogb_evaluator: Optional[str] = None) -> Task:
+    pre = list(preprocessing)
+    for t in option_transforms:
+        fn, desc = make_transform(t, seed)
+        data = apply_transforms(data, [fn])
+        pre.append(desc)
+    if num_classes is None:
+        num_classes = int(data.y.max()) + 1
+    # Geom-GCN style 2-D masks were reduced to one column; drop nothing else.
+    return Task(name=name, kind="transductive", metric=metric, num_features=int(data.num_features),
+                num_classes=int(num_classes), multilabel=multilabel, data=data, split=split_label,
+                preprocessing=tuple(pre), source=source, ogb_evaluator=ogb_evaluator)
+
+
+# --------------------------------------------------------------------------- listing
+
+def is_available(spec: DatasetSpec, root: Path) -> Tuple[bool, str]:
+    """``(available, where)``: synthetic, cached under ``root``, in a mirror, or missing."""
+    if spec.synthetic:
+        return True, "synthetic"
+    mirrors = mirror.mirror_dirs()
+    files = [f for f in spec.raw_files if not f.endswith("/")]
+    dirs = [f.rstrip("/") for f in spec.raw_files if f.endswith("/")]
+    if all((root / f).is_file() for f in files) and all((root / d).is_dir() for d in dirs):
+        return True, "cached"
+    if not mirror.missing_files(root, files, mirrors) and all(
+            (root / d).is_dir() or any((m / d).is_dir() for m in mirrors) for d in dirs):
+        return True, "mirror"
+    return False, "missing"
+
+
+def list_datasets(root: "str | Path | None" = None) -> List[Dict[str, Any]]:
+    """One row per dataset: name, kind, metric, sizes, source, options and availability."""
+    base = mirror.resolve_root(root)
+    rows = []
+    for name in DATASETS.names():
+        spec = DATASETS.get(name)
+        available, where = is_available(spec, base)
+        rows.append({
+            "name": spec.name, "kind": spec.kind, "metric": spec.metric,
+            "nodes": spec.stats.get("nodes"), "graphs": spec.stats.get("graphs"),
+            "edges": spec.stats.get("edges"), "features": spec.stats.get("features"),
+            "classes": spec.stats.get("classes"), "source": spec.source,
+            "options": sorted(spec.options), "available": available, "where": where,
+            "note": spec.note,
+        })
+    return rows
+
+
+def format_datasets_table(rows: Optional[List[Dict[str, Any]]] = None) -> str:
+    """A plain-text table of :func:`list_datasets` (for ``zoo list datasets``)."""
+    rows = list_datasets() if rows is None else rows
+    head = ("name", "kind", "metric", "nodes/graphs", "classes", "available", "source")
+    lines = [[r["name"], r["kind"], r["metric"],
+              str(r["nodes"] if r["nodes"] is not None else (r["graphs"] or "-")),
+              str(r["classes"] if r["classes"] is not None else "-"),
+              ("yes (" + r["where"] + ")") if r["available"] else "no", r["source"]] for r in rows]
+    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head)] + [fmt.format(*l) for l in lines])
