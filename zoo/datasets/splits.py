@@ -80,4 +80,4 @@ def column(mask: Tensor, i: int) -> Tensor:
         raise ValueError("this dataset has a single fixed split; pass split=None")
     if not 0 <= i < mask.size(1):
         raise ValueError(f"split={i} is out of range: this dataset has splits 0..{mask.size(1) - 1}")
-    return mask[:, i].clone()
+    return mask[:, i].to(torch.bool)  # Planetoid's Geom-GCN masks are uint8
