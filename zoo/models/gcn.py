@@ -86,6 +86,7 @@ class GCN(DeepGNN):
     """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads."""
 
     family = "gcn"
+    attention_normalized = False
 
     def __init__(
         self,

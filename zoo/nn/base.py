@@ -113,6 +113,8 @@ class DeepGNN(nn.Module):
     conservation_law_exception: Optional[str] = None
     #: models whose parameters are tied to one graph (GATDB's per-edge biases).
     graph_tied: bool = False
+    #: whether each layer's coefficients into a node sum to 1 (False for GCN's symmetric weights).
+    attention_normalized: bool = True
     default_self_loops: str = "add"
 
     def __init__(

@@ -1,0 +1,103 @@
+"""Registry, presets, build options and their error messages."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from zoo._names import Registry, normalize_name
+
+
+def test_list_models_and_wildcards():
+    names = zoo.list_models()
+    assert {"gcn", "gat", "gatv2", "gatdb", "gatnb"} <= set(names)
+    assert set(zoo.list_models("gat*")) >= {"gat", "gatv2", "gatdb", "gatnb"}
+    assert "gcn" not in zoo.list_models("gat*")
+    assert zoo.list_models("GAT?2") == ["gatv2"]
+
+
+def test_names_are_normalised():
+    assert normalize_name("Bal-O") == normalize_name("bal o") == "bal_o"
+    assert type(zoo.build("GATv2", in_dim=3, out_dim=2)).__name__ == "GATv2"
+
+
+def test_preset_builds_and_user_kwargs_override_but_none_does_not():
+    model = zoo.build("gat.velickovic2018_cora", in_dim=10, out_dim=7)
+    assert (model.num_layers, model.heads, model.out_heads, model.hidden_dim) == (2, 8, 1, 64)
+    assert model.dropout == 0.6 and model.attn_dropout == 0.6 and model.activation == "elu"
+    assert model.layers[0].channels == 8  # 8 heads x 8 hidden
+    model = zoo.build("gat.velickovic2018_cora", in_dim=10, out_dim=7, num_layers=4, dropout=None)
+    assert model.num_layers == 4 and model.dropout == 0.6
+
+
+def test_model_card():
+    card = zoo.model_card("gat")
+    assert "Veličković" in card.paper and "LeakyReLU" in card.equation
+    assert card.defaults["negative_slope"] == 0.2 and card.defaults["bias"] is False
+    assert "velickovic2018_cora" in card.presets
+    assert "gat.velickovic2018_cora" in zoo.list_presets("gat.*")
+    assert "gatv2" in str(zoo.model_card("gatv2"))
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: zoo.build("gatt", in_dim=1, out_dim=1), ValueError, r"unknown model 'gatt'\. Did you mean 'gat'.*Valid models: .*gatv2"),
+        (lambda: zoo.build("gat.cora2018", in_dim=1, out_dim=1), ValueError, r"unknown preset 'gat.cora2018'.*gat.velickovic2018_cora"),
+        (lambda: zoo.build("gat", in_dim=1, out_dim=1, hiden_dim=3), TypeError, r"'hiden_dim' \(did you mean 'hidden_dim'"),
+        (lambda: zoo.build("gat"), TypeError, "needs in_dim and out_dim"),
+        (lambda: zoo.build("gat", in_dim=4, out_dim=2, hidden_dim=10, heads=4), ValueError, "not divisible by heads=4"),
+        (lambda: zoo.build("gat", in_dim=4, out_dim=2, activation="relu6"), ValueError, "unknown activation 'relu6'.*relu"),
+        (lambda: zoo.build("gat", in_dim=4, out_dim=2, residual="dense"), ValueError, "unknown residual 'dense'"),
+        (lambda: zoo.build("gat", in_dim=4, out_dim=2, num_layers=0), ValueError, "num_layers must be >= 1"),
+        (lambda: zoo.build("gat", in_dim=4, out_dim=2, norm="batchnorm"), ValueError, "unknown norm 'batchnorm'"),
+        (lambda: zoo.build("gat", in_dim=4, out_dim=2, init="bal-q"), ValueError, "unknown init 'bal-q'"),
+        (lambda: zoo.build("gcn", in_dim=4, out_dim=2, heads=2), ValueError, "gcn has no attention heads"),
+        (lambda: zoo.build("gatv2", in_dim=4, out_dim=2, update_weight="separate"), ValueError, "needs share_weights=False"),
+        (lambda: zoo.build("gatv2", in_dim=4, out_dim=2, update_weight="target"), ValueError, "update_weight must be one of"),
+    ],
+)
+def test_errors_name_the_problem(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_registering_a_name_twice_raises():
+    with pytest.raises(ValueError, match="'gat' is already registered"):
+        zoo.register_model("gat")(type("Other", (), {}))
+    reg = Registry("thing")
+    reg.add("a-b", 1, aliases=("ab",))
+    with pytest.raises(ValueError, match="already registered"):
+        reg.add("AB", 2)
+    assert reg.get("A B") == 1 and reg.get("ab") == 1
+
+
+def test_gatdb_is_tied_to_its_graph():
+    model = zoo.build("gatdb", in_dim=3, out_dim=2, hidden_dim=4)
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    x = torch.randn(3, 3)
+    model(edge_index, x)
+    assert model.layers[0].xi.shape == (3 + 3, 1)  # 3 edges + 3 self-loops, 1 head
+    assert torch.count_nonzero(model.layers[0].xi) == 0  # zero-initialised: plain GAT at init
+    model(edge_index.clone(), x)  # the same graph in a new tensor is fine
+    with pytest.raises(ValueError, match="tied|different graph"):
+        model(torch.tensor([[0, 1], [1, 2]]), x)
+
+
+def test_gatnb_attention_is_static_and_gatdb_is_not():
+    """Report Theorem 3: with node biases, every query's top key is the same node."""
+    n = 12
+    full = torch.ones(n, n).nonzero().t()
+    x = torch.randn(n, 5)
+    for name, static in (("gatnb", True), ("gatdb", False)):
+        torch.manual_seed(3)
+        model = zoo.build(name, in_dim=5, out_dim=4, num_layers=1, self_loops="keep")
+        model(full, x)
+        with torch.no_grad():
+            model.layers[0].xi.normal_(0, 3.0)
+        _, records = model(full, x, return_attention=True)
+        alpha = torch.zeros(n, n)
+        ei = records[0].edge_index
+        alpha[ei[1], ei[0]] = records[0].alpha[:, 0]
+        top_keys = alpha.argmax(dim=1)
+        assert (top_keys.unique().numel() == 1) == static, f"{name}: top keys {top_keys.tolist()}"
