@@ -39,7 +39,8 @@ def single_node():
 def small_kwargs(name: str) -> dict:
     """Options that make every registered model small and valid (heads where supported)."""
     kwargs = dict(in_dim=6, out_dim=3, hidden_dim=8, num_layers=3)
-    if "heads" in zoo.registry.constructor_options(zoo.registry.MODELS.get(name)) and name != "gcn":
+    cls = zoo.registry.MODELS.get(name)
+    if "heads" in zoo.registry.constructor_options(cls) and getattr(cls, "supports_heads", True):
         kwargs["heads"] = 2
     return kwargs
 

@@ -87,6 +87,7 @@ class GCN(DeepGNN):
 
     family = "gcn"
     attention_normalized = False
+    supports_heads = False
 
     def __init__(
         self,

@@ -115,6 +115,8 @@ class DeepGNN(nn.Module):
     graph_tied: bool = False
     #: whether each layer's coefficients into a node sum to 1 (False for GCN's symmetric weights).
     attention_normalized: bool = True
+    #: whether ``heads`` > 1 is meaningful (False for attention-free families).
+    supports_heads: bool = True
     default_self_loops: str = "add"
 
     def __init__(
