@@ -50,6 +50,21 @@ def load_ppi(root: Path, split: Union[int, str, None], seed: int, download: Opti
 
 # ----------------------------------------------------------------------------- OGB
 
+def _ogb_safe_globals() -> list:
+    """Types ogb 1.3's own ``torch.load`` calls need under torch's ``weights_only`` default:
+    PyG's Data internals (processed files) and numpy arrays (``split_dict.pt``)."""
+    import numpy as np
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
+
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct, scalar  # type: ignore[no-redef]
+    dtypes = [type(np.dtype(t)) for t in ("int64", "int32", "float32", "float64", "bool", "uint8", "int16")]
+    return [DataEdgeAttr, DataTensorAttr, GlobalStorage, _reconstruct, scalar, np.ndarray, np.dtype, *dtypes]
+
+
 def _ogb_dir(ogb_name: str) -> str:
     return "ogb/" + "_".join(ogb_name.split("-"))
 
@@ -74,7 +89,8 @@ def _ogb_dataset(name: str, ogb_name: str, root: Path, meta_dict: Optional[Mappi
     if missing and not mirror.downloads_allowed(download):
         raise mirror.missing_data_error(name, root, missing, source)
     try:
-        return factory(), source
+        with torch.serialization.safe_globals(_ogb_safe_globals()):
+            return factory(), source
     except Exception as e:
         if missing:
             raise mirror.missing_data_error(name, root, missing, source, cause=e) from e
@@ -82,7 +98,8 @@ def _ogb_dataset(name: str, ogb_name: str, root: Path, meta_dict: Optional[Mappi
 
 
 def _node_split(ds, n: int) -> Dict[str, torch.Tensor]:
-    idx = ds.get_idx_split()
+    with torch.serialization.safe_globals(_ogb_safe_globals()):
+        idx = ds.get_idx_split()
     return {"train": mask_from_index(torch.as_tensor(idx["train"]), n),
             "val": mask_from_index(torch.as_tensor(idx["valid"]), n),
             "test": mask_from_index(torch.as_tensor(idx["test"]), n)}
@@ -146,7 +163,8 @@ def load_molhiv(root: Path, split: Union[int, str, None], seed: int,
     if split not in (None, "official", "scaffold"):
         raise ValueError(f"ogbg_molhiv has only its official scaffold split; got split={split!r}")
     ds, source = _ogb_dataset("ogbg_molhiv", "ogbg-molhiv", root, meta_dict, download, _GRAPH_EXPECTED)
-    idx = ds.get_idx_split()
+    with torch.serialization.safe_globals(_ogb_safe_globals()):
+        idx = ds.get_idx_split()
 
     def graph(i: int) -> Data:
         g = ds[int(i)]
