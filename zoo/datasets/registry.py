@@ -17,7 +17,7 @@ from .._names import Registry, normalize_name, unknown_kwargs_error, unknown_nam
 from . import mirror
 from .splits import column, per_class_split, ratio_split
 from .task import Task
-from .transforms import TransformSpec, apply_transforms, apply_transforms_to_graphs, make_transform
+from .transforms import GraphTransform, TransformSpec, apply_transforms, apply_transforms_to_graphs, make_transform
 
 Loader = Callable[..., Task]
 
@@ -95,7 +95,9 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
             first = next((g[0] for g in task.graphs.values() if len(g)), None)
             if first is not None and first.x is not None:
                 task.num_features = int(first.x.size(-1))
-        task.preprocessing = tuple(task.preprocessing) + tuple(d for _, d in resolved)
+        # described after applying: fitted transforms report what they learnt (e.g. max degree)
+        task.preprocessing = tuple(task.preprocessing) + tuple(
+            t.describe() if isinstance(t, GraphTransform) else d for t, d in resolved)
     return task
 
 

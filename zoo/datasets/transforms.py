@@ -115,8 +115,9 @@ class DegreeOneHot(GraphTransform):
             self.fit([data])
         data = data.clone()
         if not self.cat or getattr(data, "x", None) is None:
+            data.num_nodes = data.num_nodes  # pin it: isolated trailing nodes would vanish with x
             data.x = None
-        return T.OneHotDegree(int(self.max_degree), cat=self.cat)(data)
+        return T.OneHotDegree(int(self.max_degree), in_degree=True, cat=self.cat)(data)
 
     def describe(self) -> str:
         return f"degree_onehot(max_degree={self.max_degree}, cat={self.cat})"
