@@ -1,0 +1,92 @@
+"""Self-attention networks (SAN) with Post-LN, Pre-LN and nonlocal message passing, exactly as
+Guan & He, "Solving Oversmoothing in GNNs via Nonlocal Message Passing" (§3.1, §4.1) write them.
+
+* encoder: dropout, then an MLP ``Linear -> ReLU -> Linear`` to ``hidden_dim``;
+* hidden layer ``k`` with ``MP(X) = (P_1 X V_1 || ... || P_h X V_h) W``,
+  ``P_i = softmax over the neighbourhood plus self of (1/sqrt(d)) (K X(i)) . (Q X(j))``:
+
+  - ``san_post_ln``:  ``Y = LN(X + MP(X))``,   ``X' = LN(Y + FFN(Y))``
+  - ``san_pre_ln``:   ``Y = X + MP(LN(X))``,   ``X' = Y + FFN(LN(Y))``
+  - ``san_nonlocal``: Post-LN with head ``i`` multiplied by ``(1/n) ||P_i X - X||^2``;
+* decoder: an MLP without activation, i.e. one linear map (two stacked linear maps without an
+  activation are one linear map with a rank constraint).
+
+The layer itself is :class:`zoo.models.transformer.TransformerBlock`; ``d`` is the head width.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.graph import Graph
+from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, split_norm
+from zoo.registry import register_model
+
+
+class SAN(AttentionStack):
+    """Common SAN body; the registered subclasses fix ``placement`` and ``nonlocal_energy``.
+
+    Args:
+        in_dim, out_dim: input features and outputs.
+        hidden_dim: width of every hidden representation (the paper uses 32).
+        num_layers: hidden (attention + FFN) layers.
+        heads: attention heads (splitting ``hidden_dim``).
+        dropout: on the input features (encoder) and on every sublayer output.
+        attn_dropout: on attention coefficients.
+        ffn_dim: FFN hidden width (default ``2 * hidden_dim``).
+        norm, norm_kwargs: ``lipschitz`` normalises the scores (Eq. 19 of the LipschitzNorm
+            paper); a feature norm (``pairnorm``, ``layernorm``) takes the place of ``LN``.
+    """
+
+    family = "san"
+    placement = "post"
+    nonlocal_energy = False
+
+    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 32, num_layers: int = 2, *,
+                 heads: int = 1, dropout: float = 0.0, attn_dropout: float = 0.0, ffn_dim: Optional[int] = None,
+                 norm: Any = None, norm_kwargs: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__()
+        _validate_common(hidden_dim, heads, dropout, attn_dropout)
+        self.in_dim, self.out_dim, self.hidden_dim, self.heads, self.dropout = in_dim, out_dim, hidden_dim, heads, dropout
+        score_norm, feature_norm = split_norm(norm, norm_kwargs)
+        self.norm_plugin = score_norm or feature_norm
+        self._init_stack(num_layers)
+        self.encoder = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim))
+        self.layers = nn.ModuleList(
+            TransformerBlock(hidden_dim, heads, ffn_dim or 2 * hidden_dim, placement=self.placement,
+                             dropout=dropout, attn_dropout=attn_dropout, scaled=True, score_norm=score_norm,
+                             feature_norm=feature_norm, nonlocal_energy=self.nonlocal_energy)
+            for _ in range(num_layers)
+        )
+        self.decoder = nn.Linear(hidden_dim, out_dim)
+
+    def encode(self, graph: Graph, x: Tensor) -> Tensor:
+        return self.encoder(F.dropout(x, self.dropout, self.training))
+
+    def decode(self, h: Tensor) -> Tensor:
+        return self.decoder(h)
+
+
+@register_model("san_post_ln")
+class SANPostLN(SAN):
+    """Post-LN SAN: ``Y = LN(X + MP(X))``, ``X' = LN(Y + FFN(Y))`` (nonlocal-MP paper §3.1)."""
+
+    placement = "post"
+
+
+@register_model("san_pre_ln")
+class SANPreLN(SAN):
+    """Pre-LN SAN: ``Y = X + MP(LN(X))``, ``X' = Y + FFN(LN(Y))`` (nonlocal-MP paper §3.1)."""
+
+    placement = "pre"
+
+
+@register_model("san_nonlocal", aliases=("nonlocal_san",))
+class SANNonlocal(SAN):
+    """Nonlocal SAN with Post-LN: head ``i``'s aggregation ``P_i X V_i`` is multiplied by the
+    Laplacian energy ``(1/n) ||P_i X - X||^2`` (nonlocal-MP paper §4.1); no extra parameters."""
+
+    placement = "post"
+    nonlocal_energy = True
