@@ -47,4 +47,7 @@ def apply_init(model: nn.Module, init: Union[str, InitFn, None] = "xavier", **op
     fn(model, **options)
 
 
-from zoo.inits import builtin as _builtin  # noqa: E402,F401  (registers the built-in inits)
+# One import per plugin module (each registers its inits).
+from zoo.inits import builtin as _builtin  # noqa: E402,F401  xavier, xavier_zero_att
+from zoo.inits import orthogonal as _orthogonal  # noqa: E402,F401  ll_orthogonal, identity, ll_identity
+from zoo.inits import balanced as _balanced  # noqa: E402,F401  balanced_* (bal_x, bal_o, ...)

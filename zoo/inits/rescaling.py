@@ -1,0 +1,152 @@
+"""Per-neuron views of the rescaling symmetry behind the balance paper's conservation law.
+
+For a hidden neuron ``i`` of layer ``l`` (``l = 0 .. L-2``, 0-based) the symmetry scales
+
+* its **incoming** parameters by ``lambda``: row ``i`` of every ``incoming_params()`` tensor of
+  layer ``l`` (``W_s``, ``W_t``, a separate update matrix, the linear skip ``R^l``, the output
+  bias of a concatenated layer, GATv2's attention bias),
+* its **attention** parameters by ``1/lambda``: entry ``i`` of layer ``l``'s ``attention_params()``,
+* its **outgoing** parameters by ``1/lambda``: column ``i`` of every ``outgoing_params()`` matrix
+  of layer ``l + 1`` (again ``W_s``, ``W_t``, the update matrix and the skip ``R^{l+1}``).
+
+This generalises Theorem 2.2 (shared weights), 6.3 (unshared) and 6.4 (heads): a stacked
+``(heads * channels, in_dim)`` matrix holds every head, so its column ``i`` is the paper's sum
+over heads of ``W_k^{l+1}[:, i]``.  Unlike Theorem 6.3 as printed, ``W_t^{l+1}[:, i]`` is on the
+outgoing side: ``h^l[i]`` enters the next layer's score through ``W_t^{l+1} h_v`` too, and the
+conservation tests show the gradient identity fails without it.
+
+The helpers below are shared by the balanced inits (:mod:`zoo.inits.balanced`) and the
+diagnostics (:mod:`zoo.diagnostics.conservation`).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.nn.parameter import UninitializedParameter
+
+Group = Dict[str, List[Tensor]]
+
+
+def rescale_groups(model: nn.Module) -> List[Group]:
+    """``model.rescale_groups()``, with a clear error for models that do not describe their symmetry."""
+    fn = getattr(model, "rescale_groups", None)
+    if fn is None:
+        raise TypeError(
+            f"{type(model).__name__} does not describe its rescaling symmetry: conservation-law tools need a "
+            "zoo DeepGNN (or any module with rescale_groups() -> [{'incoming', 'attention', 'outgoing'}])"
+        )
+    return fn()
+
+
+def layer_width(model: nn.Module, index: int) -> int:
+    """Number of output neurons of layer ``index`` (``heads * channels`` if concatenated)."""
+    layer = model.layers[index]
+    return layer.heads * layer.channels if layer.concat else layer.channels
+
+
+def _materialised(params: Sequence[Tensor]) -> List[Tensor]:
+    return [p for p in params if not isinstance(p, UninitializedParameter)]
+
+
+def _rows(p: Tensor, n: int) -> Tensor:
+    """``p`` viewed as ``(n, -1)``: row ``i`` holds everything neuron ``i`` owns in ``p``."""
+    return p.reshape(n, -1)
+
+
+def incoming_sq_norms(group: Group, n: int) -> Tensor:
+    """``sum_p ||p[i, ...]||^2`` over the incoming parameters, per neuron (``(n,)``)."""
+    params = _materialised(group["incoming"])
+    out = torch.zeros(n, dtype=torch.float64, device=params[0].device if params else None)
+    for p in params:
+        out += _rows(p.detach(), n).double().pow(2).sum(1)
+    return out
+
+
+def attention_sq_norms(group: Group, n: int) -> Tensor:
+    """``sum_p p.flatten()[i]^2`` over the attention parameters, per neuron (zero for GCN)."""
+    params = _materialised(group["attention"])
+    out = torch.zeros(n, dtype=torch.float64, device=params[0].device if params else None)
+    for p in params:
+        out += _rows(p.detach(), n).double().pow(2).sum(1)
+    return out
+
+
+def outgoing_sq_norms(group: Group, n: int) -> Tensor:
+    """``sum_p ||p[:, i]||^2`` over the (next layer's) outgoing matrices, per input neuron ``i``."""
+    params = _materialised(group["outgoing"])
+    out = torch.zeros(n, dtype=torch.float64, device=params[0].device if params else None)
+    for p in params:
+        out += p.detach().double().pow(2).sum(0)
+    return out
+
+
+def _grad_dot_rows(params: Sequence[Tensor], n: int) -> Tensor:
+    out = torch.zeros(n, dtype=torch.float64)
+    for p in _materialised(params):
+        if p.grad is not None:
+            out = out.to(p.device) + (_rows(p.detach(), n).double() * _rows(p.grad, n).double()).sum(1)
+    return out
+
+
+def incoming_grad_dots(group: Group, n: int) -> Tensor:
+    """``<theta_in[i], grad theta_in[i]>`` per neuron (zero for parameters without a gradient)."""
+    return _grad_dot_rows(group["incoming"], n)
+
+
+def attention_grad_dots(group: Group, n: int) -> Tensor:
+    return _grad_dot_rows(group["attention"], n)
+
+
+def outgoing_grad_dots(group: Group, n: int) -> Tensor:
+    out = torch.zeros(n, dtype=torch.float64)
+    for p in _materialised(group["outgoing"]):
+        if p.grad is not None:
+            out = out.to(p.device) + (p.detach().double() * p.grad.double()).sum(0)
+    return out
+
+
+def feature_matrices(layer: nn.Module) -> List[Tensor]:
+    """The layer's feature-transformation matrices (``W_s``, ``W_t``, update): its outgoing parameters."""
+    return list(layer.outgoing_params())
+
+
+def non_matrix_params(layer: nn.Module) -> List[Tensor]:
+    """Parameters that balanced inits set to zero: attention vectors, attention and output biases
+    and GATDB/GATNB score biases ``xi`` (when materialised)."""
+    matrices = {id(p) for p in feature_matrices(layer)}
+    found: List[Tensor] = []
+    candidates = list(layer.attention_params()) + list(layer.incoming_params())
+    for name in ("bias", "att_bias", "xi"):
+        p = getattr(layer, name, None)
+        if isinstance(p, nn.Parameter):
+            candidates.append(p)
+    seen = set()
+    for p in candidates:
+        if id(p) in matrices or id(p) in seen or isinstance(p, UninitializedParameter):
+            continue
+        seen.add(id(p))
+        found.append(p)
+    return found
+
+
+def conservation_violations(model: nn.Module) -> List[str]:
+    fn = getattr(model, "conservation_law_violations", None)
+    return list(fn()) if fn is not None else []
+
+
+def check_group_shapes(model: nn.Module, groups: Optional[List[Group]] = None) -> None:
+    """Fail early, naming the layer, if a layer's symmetry description does not fit its width."""
+    groups = rescale_groups(model) if groups is None else groups
+    for index in range(len(groups) - 1):
+        n = layer_width(model, index)
+        for kind, source in (("incoming", groups[index]), ("attention", groups[index]),
+                             ("outgoing", groups[index + 1])):
+            for p in _materialised(source[kind]):
+                ok = p.dim() == 2 and p.shape[1] == n if kind == "outgoing" else p.numel() % n == 0
+                if not ok:
+                    raise ValueError(
+                        f"layer {index}: {kind} parameter of shape {tuple(p.shape)} does not index the layer's "
+                        f"{n} output neurons; check {type(model.layers[index]).__name__}.{kind}_params()"
+                    )
