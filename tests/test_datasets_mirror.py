@@ -129,7 +129,7 @@ def test_unknown_option_is_a_type_error_naming_valid_ones():
         zd.load("chameleon", undirectd=True)
 
 
-def test_bad_split_names_valid_ones(tmp_path):
-    with pytest.raises(ValueError, match="per_class"):
-        zd.load("cora", root=tmp_path, split="publik") if (REAL_MIRROR / CORA[0]).is_file() else \
-            pytest.skip("cora not in mirror")
+def test_bad_split_names_valid_ones(monkeypatch, tmp_path):
+    monkeypatch.setenv(mirror.MIRROR_ENV, str(make_mirror(tmp_path, CORA)))
+    with pytest.raises(ValueError, match="unknown split 'publik'.*'public'.*per_class"):
+        zd.load("cora", root=tmp_path / "root", split="publik", download=False)

@@ -36,7 +36,16 @@ def test_twin_is_seeded():
     assert a.split_sizes() == {"train": 8 * 8, "val": 2 * 8, "test": 2 * 8}
 
 
-def test_single_gatdb_layer_fits_twin_k4():
+@pytest.fixture
+def one_thread():
+    """16-node graphs: intra-op threads only add contention (50x slower on a busy CI box)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_single_gatdb_layer_fits_twin_k4(one_thread):
     """Report Fig. 1: one GATDB layer (dynamic, per-edge biases) reaches 100% train accuracy."""
     import zoo
 
@@ -46,7 +55,7 @@ def test_single_gatdb_layer_fits_twin_k4():
                       out_dim=task.num_classes, num_layers=1, heads=1)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     graphs = task.graphs["train"]
-    for _ in range(300):
+    for _ in range(150):  # the report trains <= 100 epochs; 100 suffice here, 150 leave margin
         opt.zero_grad()
         loss = sum(F.cross_entropy(model(g.edge_index, g.x), g.y) for g in graphs)
         loss.backward()

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from . import registry
 from .registry import SPLIT_OPTIONS, edge_options, instantiate, register_dataset, select_split, transductive_task
 
 _IND = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
