@@ -78,7 +78,8 @@ class GATv2Layer(nn.Module):
         shape = (n, self.heads, self.channels)
         x_src = self.lin_src(x).view(shape)
         x_dst = x_src if self.lin_dst is None else self.lin_dst(x).view(shape)
-        hidden = x_src.index_select(0, src) + x_dst.index_select(0, dst)
+        src_features = x_src.index_select(0, src)  # gathered once: used by the score and the message
+        hidden = src_features + x_dst.index_select(0, dst)
         if self.att_bias is not None:
             hidden = hidden + self.att_bias
         if self.score_norm is not None:
@@ -87,8 +88,8 @@ class GATv2Layer(nn.Module):
             scores = (F.leaky_relu(hidden, self.negative_slope) * self.att).sum(-1)
         alpha = segment_softmax(scores, dst, n)
         weights = F.dropout(alpha, self.attn_dropout, self.training)
-        values = x_src if self.lin_update is None else self.lin_update(x).view(shape)
-        out = segment_sum(weights.unsqueeze(-1) * values.index_select(0, src), dst, n)
+        values = src_features if self.lin_update is None else self.lin_update(x).view(shape).index_select(0, src)
+        out = segment_sum(weights.unsqueeze(-1) * values, dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
