@@ -1,1 +1,1 @@
-"""Declarative benchmark suites (TOML), installed as ``zoo._suites``."""
+"""Benchmark suites as data (installed as ``zoo._suites``): one TOML file per suite, paper numbers in reported/."""

@@ -1,0 +1,4 @@
+"""``python -m zoo`` == the ``zoo`` command."""
+from zoo.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""A static, self-contained leaderboard page: sortable tables, anchors, inline SVG plots.
+
+No external assets: plots are matplotlib SVG inlined into the page, and sorting is a few
+lines of inline JavaScript (click a column header).
+"""
+from __future__ import annotations
+
+import html
+import io
+import re
+from typing import Any, Dict, List, Sequence
+
+from zoo.bench.leaderboard import Board, fmt, tables
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}
+th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}
+td.k{text-align:left;font-family:monospace}
+.pos{color:#1a7f37}.neg{color:#b42318}.muted{color:#888}
+.plots{display:flex;flex-wrap:wrap;gap:1em}.plots svg{max-width:640px;height:auto}
+nav a{margin-right:1em} h2 a,h3 a{text-decoration:none;color:inherit}
+"""
+
+_JS = """
+document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',function(){
+ var t=th.closest('table'),b=t.tBodies[0],i=Array.prototype.indexOf.call(th.parentNode.children,th);
+ var asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
+ var rows=Array.prototype.slice.call(b.rows);rows.sort(function(x,y){
+  var a=x.cells[i].dataset.v||x.cells[i].textContent,c=y.cells[i].dataset.v||y.cells[i].textContent;
+  var fa=parseFloat(a),fc=parseFloat(c);var r=(!isNaN(fa)&&!isNaN(fc))?fa-fc:a.localeCompare(c);return asc?r:-r;});
+ rows.forEach(function(r){b.appendChild(r);});});});
+"""
+
+
+def _slug(*parts: Any) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(str(p) for p in parts).lower()).strip("-")
+
+
+def _plot(board: Board, table: Any, t: Dict[str, Any], what: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    numeric = all(isinstance(c, (int, float)) for c in t["columns"])
+    for row, cols in t["rows"].items():
+        xs, ys, es = [], [], []
+        for i, c in enumerate(t["columns"]):
+            e = cols.get(c)
+            s = None if e is None else (e.summary if what == "metric" else e.epochs)
+            if s is None or s.mean is None:
+                continue
+            xs.append(c if numeric else i)
+            ys.append(s.mean)
+            es.append(s.ci95 or 0.0)
+        if xs:
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label="/".join(map(str, row)))
+    if numeric and len(t["columns"]) > 2 and max(t["columns"]) / max(min(t["columns"]), 1) > 8:
+        ax.set_xscale("log", base=2)
+    if not numeric:
+        ax.set_xticks(range(len(t["columns"])), [str(c) for c in t["columns"]])
+    if board.layout["metric"] == "laplacian_energy" and what == "metric":
+        ax.set_yscale("log")
+    ax.set_xlabel(board.layout["columns"])
+    ax.set_ylabel(board.layout["metric"] if what == "metric" else "epochs to best")
+    ax.set_title(f"{table}: {'accuracy' if what == 'metric' else 'epochs to best'} vs {board.layout['columns']}",
+                 fontsize=10)
+    ax.grid(alpha=.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]
+
+
+def _board_html(board: Board) -> List[str]:
+    lay = board.layout
+    sid = _slug(board.suite)
+    out = [f'<h2 id="{sid}"><a href="#{sid}">{html.escape(board.meta.get("title") or board.suite)}</a></h2>']
+    if board.meta.get("paper"):
+        out.append(f"<p>Paper: {html.escape(str(board.meta['paper']))} "
+                   f"{html.escape(', '.join(board.meta.get('tables') or []))}</p>")
+    out.append(f"<p class=muted>{board.runs} runs; metric <b>{html.escape(lay['metric'])}</b>, mean ± 95% CI "
+               f"(Student t) (n); commit {html.escape(', '.join(board.provenance['commits']))}; device "
+               f"{html.escape(', '.join(board.provenance['devices']))}; "
+               + html.escape(", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items())) + "</p>")
+    for table, t in tables(board).items():
+        tid = _slug(board.suite, table)
+        out.append(f'<h3 id="{tid}"><a href="#{tid}">{html.escape(str(lay.get("table_by", "")))} = '
+                   f"{html.escape(str(table))}</a></h3>")
+        head = "".join(f"<th>{html.escape(k)}</th>" for k in lay["rows"])
+        for c in t["columns"]:
+            head += f"<th>{html.escape(str(lay['columns']))}={html.escape(str(c))}</th><th>paper</th><th>Δ</th><th>epochs</th>"
+        out.append(f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>')
+        for row, cols in t["rows"].items():
+            tds = "".join(f'<td class="k">{html.escape(str(v))}</td>' for v in row)
+            for c in t["columns"]:
+                e = cols.get(c)
+                if e is None:
+                    tds += "<td></td>" * 4
+                    continue
+                v = "" if e.summary.mean is None else f"{e.summary.mean:.6g}"
+                warn = f" <span class=neg title='diverged runs'>⚠{e.diverged}</span>" if e.diverged else ""
+                tds += f'<td data-v="{v}">{html.escape(fmt(e.summary))}{warn}</td>'
+                tds += f"<td title='{html.escape(str(e.reported.get('table', '')) if e.reported else '')}'>" \
+                       f"{html.escape(str(e.reported['value'])) if e.reported else ''}</td>"
+                if e.diff is None:
+                    tds += "<td></td>"
+                else:
+                    tds += f'<td data-v="{e.diff:.6g}" class="{"pos" if e.diff >= 0 else "neg"}">{e.diff:+.2f}</td>'
+                ep = "" if e.epochs.mean is None else f"{e.epochs.mean:.0f}"
+                tds += f'<td data-v="{ep}">{ep}</td>'
+            out.append(f"<tr>{tds}</tr>")
+        out.append("</tbody></table>")
+        out.append('<div class="plots">' + _plot(board, table, t, "metric")
+                   + (_plot(board, table, t, "epochs") if lay["metric"] not in ("laplacian_energy", "pruned") else "")
+                   + "</div>")
+    if board.skipped:
+        out.append(f"<p class=muted>Skipped {len(board.skipped)} cell(s): "
+                   + html.escape("; ".join(sorted(set(board.skipped.values()))[:10])) + "</p>")
+    return out
+
+
+def to_html(boards: Sequence[Board]) -> str:
+    nav = " ".join(f'<a href="#{_slug(b.suite)}">{html.escape(b.suite)}</a>' for b in boards)
+    body: List[str] = []
+    for b in boards:
+        body += _board_html(b)
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>gat-zoo leaderboard</title>"
+            f"<style>{_CSS}</style></head><body><h1>gat-zoo leaderboard</h1><nav>{nav}</nav>"
+            + "\n".join(body) + f"<script>{_JS}</script></body></html>")

@@ -1,0 +1,290 @@
+"""Leaderboards from run logs: Markdown, CSV, JSON and a self-contained HTML page with plots.
+
+Per suite and per dataset (``[leaderboard] table_by``): one table whose rows are the
+``rows`` keys (default model / init / norm) and whose columns are the values of ``columns``
+(default ``num_layers``).  Each cell is ``mean +- 95% CI (n)`` of the chosen metric over runs
+(Student t, :mod:`zoo.bench.stats`), the paper's number beside it and the difference.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from zoo._names import normalize_name
+from zoo.bench import records
+from zoo.bench.stats import Summary, summarize
+
+PathLike = Union[str, Path]
+KEY_META = ("value", "ci95", "std", "n", "table", "note", "metric")
+
+
+# --------------------------------------------------------------------------- reading configs
+
+
+def cell_value(config: Dict[str, Any], key: str) -> Any:
+    """The value of suite key ``key`` in a resolved cell config (defaults filled in)."""
+    model, task = config["model"], config["task"]
+    if key == "model":
+        return model["name"]
+    if key in ("init", "norm", "init_kwargs", "norm_kwargs"):
+        return model[key]
+    if key in ("dataset", "split", "data_seed", "transforms"):
+        return task[key]
+    if key in config["run"]:
+        return config["run"][key]
+    if key in config["train"]:
+        return config["train"][key]
+    bare = key.split(".", 1)[1] if key.startswith(("arch.", "data.")) else key
+    if not key.startswith("data.") and bare in model["kwargs"]:
+        return model["kwargs"][bare]
+    if not key.startswith("arch.") and bare in task["options"]:
+        return task["options"][bare]
+    try:  # unset: the model's / dataset's default
+        from zoo.registry import MODELS, constructor_options
+
+        opts = constructor_options(MODELS.get(model["name"].split(".")[0]))
+        if bare in opts and not key.startswith("data."):
+            return opts[bare]
+        from zoo.datasets import get_spec
+
+        return dict(get_spec(task["dataset"]).options).get(bare)
+    except (ValueError, KeyError):
+        return None
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, str):
+        return normalize_name(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _metric_values(rec: Dict[str, Any], metric: str) -> List[Tuple[Any, Optional[float]]]:
+    """``[(column override or None, value)]`` for one record."""
+    m = rec["metrics"]
+    if metric == "pruned":
+        return [(int(k), v) for k, v in (m.get("pruned") or {}).items()]
+    return [(None, m.get(metric))]
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+@dataclass
+class Entry:
+    table: Any
+    row: Tuple[Any, ...]
+    column: Any
+    summary: Summary
+    epochs: Summary
+    diverged: int
+    reported: Optional[Dict[str, Any]] = None
+
+    @property
+    def diff(self) -> Optional[float]:
+        if self.reported is None or self.summary.mean is None:
+            return None
+        return self.summary.mean - float(self.reported["value"])
+
+
+@dataclass
+class Board:
+    suite: str
+    meta: Dict[str, Any]
+    layout: Dict[str, Any]
+    entries: List[Entry]
+    provenance: Dict[str, Any]
+    skipped: Dict[str, str] = field(default_factory=dict)
+    runs: int = 0
+
+
+def _find_reported(reported: Optional[Dict[str, Any]], config: Dict[str, Any], layout: Dict[str, Any],
+                   column: Any) -> Optional[Dict[str, Any]]:
+    if not reported:
+        return None
+    for e in reported["entries"]:
+        if e.get("metric", layout["metric"]) != layout["metric"]:
+            continue
+        ok = True
+        for k, v in e.items():
+            if k in KEY_META:
+                continue
+            have = column if (layout["metric"] == "pruned" and k == "layer") else cell_value(config, k)
+            if _norm(have) != _norm(v):
+                ok = False
+                break
+        if ok:
+            return e
+    return None
+
+
+def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Board:
+    layout = suite_info["leaderboard"]
+    scale = float(layout.get("scale", 100.0)) if layout["metric"] in ("train", "val", "test", "pruned") else 1.0
+    buckets: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, Any]] = {}
+    for rec in recs:
+        cfg = rec["config"]
+        table = cell_value(cfg, layout["table_by"]) if layout.get("table_by") else ""
+        row = tuple(cell_value(cfg, k) for k in layout["rows"])
+        for col_override, value in _metric_values(rec, layout["metric"]):
+            col = col_override if col_override is not None else cell_value(cfg, layout["columns"])
+            b = buckets.setdefault((table, row, col), {"values": [], "epochs": [], "diverged": 0, "config": cfg})
+            b["values"].append(None if value is None else float(value) * scale)
+            b["epochs"].append(rec.get("epochs_to_best"))
+            b["diverged"] += int(bool(rec.get("diverged")))
+    entries = []
+    for (table, row, col), b in buckets.items():
+        entries.append(Entry(table, row, col, summarize(b["values"]), summarize(b["epochs"]), b["diverged"],
+                             _find_reported(suite_info.get("reported"), b["config"], layout, col)))
+    entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), _sort_key(e.column)))
+    first = recs[0] if recs else {}
+    prov = {"commits": sorted({r.get("commit", "?") for r in recs}), "devices": sorted({r.get("device", "?") for r in recs}),
+            "versions": first.get("versions", {})}
+    return Board(suite_info["name"], suite_info.get("meta", {}), layout, entries, prov, runs=len(recs))
+
+
+def _sort_key(v: Any) -> Tuple[int, Any]:
+    return (0, v) if isinstance(v, (int, float)) else (1, str(v))
+
+
+def load_board(results: PathLike) -> Board:
+    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``)."""
+    results = Path(results)
+    folder = results if results.is_dir() else results.parent
+    info_path = folder / "suite.resolved.json"
+    if not info_path.is_file():
+        raise FileNotFoundError(f"{folder} has no suite.resolved.json; pass a folder written by `zoo bench`")
+    info = json.loads(info_path.read_text())
+    board = aggregate(info, records.read_records(folder))
+    skipped = folder / "skipped.json"
+    if skipped.is_file():
+        board.skipped = json.loads(skipped.read_text())
+    return board
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(s: Summary, digits: int = 2) -> str:
+    if s.mean is None:
+        return "–"
+    if s.ci95 is None:
+        return f"{s.mean:.{digits}f} (n={s.n})"
+    return f"{s.mean:.{digits}f} ± {s.ci95:.{digits}f} ({s.n})"
+
+
+def _digits(board: Board) -> int:
+    return 4 if board.layout["metric"] == "laplacian_energy" else 2
+
+
+def _fmt_value(v: float, digits: int) -> str:
+    return f"{v:.3g}" if digits == 4 else f"{v:.{digits}f}"
+
+
+def tables(board: Board) -> Dict[Any, Dict[str, Any]]:
+    """``{table: {"columns": [...], "rows": {row: {col: Entry}}}}``."""
+    out: Dict[Any, Dict[str, Any]] = {}
+    for e in board.entries:
+        t = out.setdefault(e.table, {"columns": [], "rows": {}})
+        if e.column not in t["columns"]:
+            t["columns"].append(e.column)
+        t["rows"].setdefault(e.row, {})[e.column] = e
+    for t in out.values():
+        t["columns"].sort(key=_sort_key)
+    return out
+
+
+def to_markdown(board: Board) -> str:
+    d = _digits(board)
+    lay = board.layout
+    lines = [f"# {board.meta.get('title') or board.suite}", ""]
+    if board.meta.get("paper"):
+        lines.append(f"Paper: {board.meta['paper']}" + (f" — {', '.join(board.meta['tables'])}" if board.meta.get("tables") else ""))
+    lines += [f"Metric: **{lay['metric']}**" + (" (%)" if lay["metric"] in ("train", "val", "test", "pruned") else "")
+              + f", mean ± 95% CI (Student t) over runs, (n) runs; `paper` is the reported number, `Δ` = ours − paper.",
+              f"Provenance: commit {', '.join(board.provenance['commits'])}; device {', '.join(board.provenance['devices'])}; "
+              + ", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items()), ""]
+    for table, t in tables(board).items():
+        lines.append(f"## {lay.get('table_by', '')} = {table}" if lay.get("table_by") else "## results")
+        head = [*lay["rows"]]
+        for c in t["columns"]:
+            head += [f"{lay['columns']}={c}", "paper", "Δ"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for row, cols in t["rows"].items():
+            cells = [str(v) for v in row]
+            for c in t["columns"]:
+                e = cols.get(c)
+                if e is None:
+                    cells += ["", "", ""]
+                    continue
+                mark = f" ⚠{e.diverged} diverged" if e.diverged else ""
+                cells.append(fmt(e.summary, 2 if d == 2 else 4) + mark)
+                cells.append(_fmt_value(float(e.reported["value"]), d) if e.reported else "")
+                cells.append(f"{e.diff:+.2f}" if e.diff is not None and d == 2 else
+                             (f"{e.diff:+.3g}" if e.diff is not None else ""))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    if board.skipped:
+        lines += [f"Skipped {len(board.skipped)} cell(s):", ""]
+        reasons = sorted(set(board.skipped.values()))
+        lines += [f"- {r}" for r in reasons[:20]] + [""]
+    return "\n".join(lines)
+
+
+def to_rows(board: Board) -> List[Dict[str, Any]]:
+    rows = []
+    for e in board.entries:
+        r: Dict[str, Any] = {"suite": board.suite, "table": e.table}
+        r.update({k: v for k, v in zip(board.layout["rows"], e.row)})
+        r.update({"column": board.layout["columns"], "column_value": e.column, "metric": board.layout["metric"],
+                  "n": e.summary.n, "mean": e.summary.mean, "std": e.summary.std, "ci95": e.summary.ci95,
+                  "epochs_to_best_mean": e.epochs.mean, "epochs_to_best_ci95": e.epochs.ci95, "diverged": e.diverged,
+                  "paper": e.reported["value"] if e.reported else None,
+                  "paper_ci95": e.reported.get("ci95") if e.reported else None,
+                  "paper_table": e.reported["table"] if e.reported else None, "diff": e.diff})
+        rows.append(r)
+    return rows
+
+
+def to_csv(boards: Sequence[Board]) -> str:
+    rows = [r for b in boards for r in to_rows(b)]
+    keys: List[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def write_leaderboard(results: Sequence[PathLike], out: PathLike) -> Dict[str, Path]:
+    """Write ``leaderboard.md``, ``.csv``, ``.json`` and ``index.html`` for ``results`` folders into ``out``."""
+    from zoo.bench.html import to_html
+    from zoo.bench.runner import write_atomic
+
+    boards = [load_board(r) for r in results]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"md": out / "leaderboard.md", "csv": out / "leaderboard.csv", "json": out / "leaderboard.json",
+             "html": out / "index.html"}
+    write_atomic(paths["md"], "\n\n".join(to_markdown(b) for b in boards))
+    write_atomic(paths["csv"], to_csv(boards))
+    write_atomic(paths["json"], json.dumps([{"suite": b.suite, "meta": b.meta, "layout": b.layout,
+                                             "provenance": b.provenance, "runs": b.runs, "skipped": b.skipped,
+                                             "entries": to_rows(b)} for b in boards], indent=1, default=str,
+                                           allow_nan=False))
+    write_atomic(paths["html"], to_html(boards))
+    return paths
+
+
+def _finite(x: Optional[float]) -> bool:
+    return x is not None and math.isfinite(x)

@@ -1,0 +1,134 @@
+"""Optimisers over *stacked* parameters: every tensor has a leading replica dimension ``R``.
+
+Each replica's update is exactly what an independent ``torch.optim`` optimiser would do to
+that replica alone (same formulas and order of operations as ``torch.optim.SGD`` / ``Adam`` /
+``AdamW`` with their defaults), and a boolean ``active`` mask of shape ``(R,)`` freezes
+stopped replicas: neither their parameters nor their optimiser state change.
+
+Learning-rate schedule: optional linear warm-up, ``lr_t = lr * min(1, t / warmup_epochs)``
+for step ``t = 1, 2, ...`` (the nonlocal paper's Post-LN recipe), then constant.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Protocol, Sequence
+
+import torch
+from torch import Tensor
+
+from zoo._names import normalize_name, unknown_name_error
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+class StackedOptimizer(Protocol):
+    def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
+        """Update ``params`` in place from ``grads`` for replicas where ``active`` is true."""
+
+
+def _expand(mask: Tensor, like: Tensor) -> Tensor:
+    return mask.view(-1, *([1] * (like.dim() - 1)))
+
+
+class _Base:
+    def __init__(self, params: Sequence[Tensor], lr: float, weight_decay: float, warmup_epochs: int) -> None:
+        if lr <= 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        self.lr, self.weight_decay, self.warmup = float(lr), float(weight_decay), int(warmup_epochs)
+        replicas = params[0].size(0)
+        # Per-replica step counts: stopped replicas do not advance (matters for Adam and warm-up).
+        self.steps = torch.zeros(replicas, dtype=torch.float64, device=params[0].device)
+
+    def lr_at(self, steps: Tensor) -> Tensor:
+        if self.warmup <= 0:
+            return torch.full_like(steps, self.lr)
+        return self.lr * torch.clamp(steps / self.warmup, max=1.0)
+
+
+class StackedSGD(_Base):
+    """``torch.optim.SGD`` (momentum, dampening 0, coupled weight decay) per replica."""
+
+    def __init__(self, params: Sequence[Tensor], lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+                 warmup_epochs: int = 0) -> None:
+        super().__init__(params, lr, weight_decay, warmup_epochs)
+        self.momentum = float(momentum)
+        self.buffers: List[Tensor] = [torch.zeros_like(p) for p in params] if momentum else []
+
+    @torch.no_grad()
+    def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
+        steps = self.steps + active.to(self.steps.dtype)
+        lr = self.lr_at(steps)
+        first = steps == 1
+        for i, (p, g) in enumerate(zip(params, grads)):
+            m = _expand(active, p)
+            d = g + self.weight_decay * p if self.weight_decay else g
+            if self.momentum:
+                buf = self.buffers[i]
+                # torch: the first step's buffer is the gradient itself
+                new_buf = torch.where(_expand(first, p), d, buf * self.momentum + d)
+                buf.copy_(torch.where(m, new_buf, buf))
+                d = new_buf
+            update = p - _expand(lr, p).to(p.dtype) * d
+            p.copy_(torch.where(m, update, p))
+        self.steps = steps
+
+
+class StackedAdam(_Base):
+    """``torch.optim.Adam`` (``decoupled=False``) or ``AdamW`` (``decoupled=True``) per replica."""
+
+    def __init__(self, params: Sequence[Tensor], lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, warmup_epochs: int = 0, decoupled: bool = False) -> None:
+        super().__init__(params, lr, weight_decay, warmup_epochs)
+        self.beta1, self.beta2 = (float(b) for b in betas)
+        self.eps, self.decoupled = float(eps), decoupled
+        self.exp_avg = [torch.zeros_like(p) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
+
+    @torch.no_grad()
+    def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
+        steps = self.steps + active.to(self.steps.dtype)
+        safe = torch.clamp(steps, min=1.0)  # inactive replicas at step 0 must not divide by zero
+        lr = self.lr_at(steps)
+        bias1 = 1 - self.beta1 ** safe
+        bias2_sqrt = torch.sqrt(1 - self.beta2 ** safe)
+        step_size = lr / bias1
+        for p, g, m1, m2 in zip(params, grads, self.exp_avg, self.exp_avg_sq):
+            m = _expand(active, p)
+            base = p
+            if self.weight_decay:
+                if self.decoupled:
+                    base = p * (1 - _expand(lr, p).to(p.dtype) * self.weight_decay)
+                else:
+                    g = g + self.weight_decay * p
+            new_m1 = torch.lerp(m1, g, 1 - self.beta1)
+            new_m2 = m2 * self.beta2 + (1 - self.beta2) * g * g
+            denom = new_m2.sqrt() / _expand(bias2_sqrt, p).to(p.dtype) + self.eps
+            update = base - _expand(step_size, p).to(p.dtype) * new_m1 / denom
+            m1.copy_(torch.where(m, new_m1, m1))
+            m2.copy_(torch.where(m, new_m2, m2))
+            p.copy_(torch.where(m, update, p))
+        self.steps = steps
+
+
+def make_optimizer(name: str, params: Sequence[Tensor], *, lr: float, weight_decay: float = 0.0,
+                   momentum: float = 0.0, betas=(0.9, 0.999), eps: float = 1e-8,
+                   warmup_epochs: int = 0) -> StackedOptimizer:
+    key = normalize_name(name)
+    if key == "sgd":
+        return StackedSGD(params, lr, momentum=momentum, weight_decay=weight_decay, warmup_epochs=warmup_epochs)
+    if key in ("adam", "adamw"):
+        if momentum:
+            raise ValueError("momentum is an SGD option; Adam uses betas")
+        return StackedAdam(params, lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                           warmup_epochs=warmup_epochs, decoupled=key == "adamw")
+    raise unknown_name_error("optimizer", name, OPTIMIZERS)
+
+
+def optimizer_state(opt: StackedOptimizer) -> Dict[str, List[Tensor]]:
+    """The per-replica state tensors (for tests: a frozen replica's state must not change)."""
+    out: Dict[str, List[Tensor]] = {"steps": [opt.steps]}  # type: ignore[attr-defined]
+    for name in ("buffers", "exp_avg", "exp_avg_sq"):
+        if hasattr(opt, name):
+            out[name] = getattr(opt, name)
+    return out

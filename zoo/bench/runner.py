@@ -1,0 +1,338 @@
+"""Run a suite: expand, skip finished runs, train each group as stacked replicas, log records.
+
+The runner owns its output folder::
+
+    OUT/results.jsonl        one line per finished run (zoo.bench.records)
+    OUT/suite.resolved.json  the expanded suite (rewritten atomically at every start)
+    OUT/suite.lock           held (flock) while a runner works in OUT
+    OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
+    OUT/leaderboard/         written by zoo.bench.leaderboard
+
+Killing the process at any moment loses only the runs in flight: a record is appended only
+when its run has finished, in one atomic write, and a re-run skips every id already logged.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import json
+import os
+import resource
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from zoo.bench import records
+from zoo.bench.suite import Cell, Suite
+from zoo.bench.train import GraphPool, RunResult, TrainConfig, build_replicas, train_replicas
+
+PathLike = Union[str, Path]
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    total: int
+    already_done: int
+    ran: int
+    skipped: Dict[str, str] = field(default_factory=dict)   # cell id -> reason
+    diverged: int = 0
+    wall_time_s: float = 0.0
+
+
+def resolve_device(device: Optional[str]) -> torch.device:
+    """``None``/"auto" -> cuda if available else cpu; "cuda"/"cuda:1"/"cpu" as given (checked)."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+    return dev
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file + rename (never half-written)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    fh = open(out / "suite.lock", "w")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"another runner is working in {out} (suite.lock is held); "
+                               "wait for it or choose another --out") from None
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+    finally:
+        fh.close()
+
+
+# --------------------------------------------------------------------------- tasks and models
+
+
+class TaskCache:
+    """Load each distinct (dataset, split, transforms, options, data_seed) once per run."""
+
+    def __init__(self, root: Optional[PathLike] = None) -> None:
+        self.root = root
+        self._tasks: Dict[str, Any] = {}
+
+    def get(self, task_cfg: Dict[str, Any]) -> Any:
+        key = json.dumps(task_cfg, sort_keys=True, default=str)
+        if key not in self._tasks:
+            from zoo.datasets import load
+
+            transforms = [t if isinstance(t, str) else (t[0], t[1]) for t in task_cfg["transforms"]]
+            self._tasks[key] = load(task_cfg["dataset"], root=self.root, split=task_cfg["split"],
+                                    transforms=transforms, seed=task_cfg["data_seed"], **task_cfg["options"])
+        return self._tasks[key]
+
+
+def output_size(task: Any) -> int:
+    """Logits per row: classes, or the width of the target matrix for multi-label / ROC-AUC tasks."""
+    y = task.data.y if task.data is not None else task.graphs["train"][0].y
+    if (task.multilabel or task.metric == "rocauc") and y.dim() == 2:
+        return int(y.size(1))
+    return int(task.num_classes)
+
+
+def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
+    """A zero-argument builder of ``cell``'s model for ``task`` (seeded by the caller)."""
+    import zoo
+
+    m = cell.config["model"]
+
+    def build() -> nn.Module:
+        kwargs = dict(m["kwargs"])
+        if task.kind == "graph":
+            pooled = int(kwargs.get("hidden_dim", 64))
+            gnn = zoo.build(m["name"], in_dim=task.num_features, out_dim=pooled, init=m["init"],
+                            init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
+                            norm_kwargs=m["norm_kwargs"] or None, **kwargs)
+            return GraphPool(gnn, pooled, output_size(task))
+        return zoo.build(m["name"], in_dim=task.num_features, out_dim=output_size(task), init=m["init"],
+                         init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
+                         norm_kwargs=m["norm_kwargs"] or None, **kwargs)
+
+    return build
+
+
+def train_config(cell: Cell) -> TrainConfig:
+    t = dict(cell.config["train"])
+    t["betas"] = tuple(t["betas"])
+    t["data_seed"] = cell.config["task"]["data_seed"]
+    if cell.config["run"].get("prune_layers"):
+        t["keep_best_state"] = True
+    return TrainConfig(**t)
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def laplacian_energy(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    r"""Laplacian energy (nonlocal paper §2, :math:`\omega_{ij} = 1`, :math:`\mu_i = \deg_i + 1`).
+
+    .. math:: \mathcal E_2(X) = \frac1n \sum_i \mu_i \,\big|\Delta_\mu X(i)\big|^2,\quad
+              \Delta_\mu X(i) = \frac{1}{\mu_i} \sum_{j \in \mathcal N(i)} (X_j - X_i)
+
+    Shapes: ``x`` ``(..., n, d)`` (leading replica dims allowed), ``edge_index`` ``(2, E)``
+    without self-loops (they contribute nothing) -> ``(...)``.
+    """
+    src, dst = edge_index[0], edge_index[1]
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    n = x.size(-2)
+    deg = torch.zeros(n, dtype=x.dtype, device=x.device).index_add_(0, dst, torch.ones_like(dst, dtype=x.dtype))
+    diff = x.index_select(-2, src) - x.index_select(-2, dst)
+    agg = torch.zeros_like(x).index_add(-2, dst, diff)
+    mu = (deg + 1).unsqueeze(-1)
+    return ((agg ** 2) / mu).sum((-1, -2)) / n
+
+
+def _peak_memory(device: torch.device) -> Tuple[int, str]:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "cuda_max_allocated"
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_max_rss"
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
+              progress: Optional[Callable[[int], None]] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
+    """Train (or measure) one group of cells together; returns (result, extra record fields) per cell."""
+    dtype = getattr(torch, cells[0].config["run"]["dtype"])
+    cfg = train_config(cells[0])
+    factories = [model_factory(c, task) for c in cells]
+    seeds = [c.seed for c in cells]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    replicas, view = build_replicas(task, factories, seeds, device, dtype, cfg, stacked)
+    if suite.mode == "energy_at_init":
+        if task.kind != "transductive":
+            raise ValueError("energy_at_init needs a transductive dataset (one graph)")
+        with torch.no_grad():
+            out = replicas.forward(*view.inputs(), train=False)
+            energy = laplacian_energy(out.to(torch.float64), view.edge_index).tolist()
+        elapsed = time.perf_counter() - start
+        results = [RunResult(metrics={"laplacian_energy": e}, val_loss=None, train_loss=None, best_epoch=None,
+                             epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,
+                             wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters())
+                   for e in energy]
+    else:
+        results = train_replicas(task, replicas, view, cfg, seeds, progress=progress)
+        if suite.mode == "prune_layers" or cells[0].config["run"].get("prune_layers"):
+            _prune(task, replicas, view, cells, results)
+    mem, mem_kind = _peak_memory(device)
+    group_time = time.perf_counter() - start
+    out = []
+    for cell, res in zip(cells, results):
+        out.append((res, {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
+                          "group_size": len(cells)}))
+    return out
+
+
+def _prune(task: Any, replicas: Any, view: Any, cells: Sequence[Cell], results: List[RunResult]) -> None:
+    """Nonlocal paper Table 8: test accuracy of the best state with one layer skipped (1-based index)."""
+    from zoo.bench.train import _score
+
+    if task.kind != "transductive":
+        raise ValueError("layer pruning is implemented for transductive datasets")
+    layers = [int(v) for v in cells[0].config["run"]["prune_layers"]]
+    best = [torch.stack([r.best_state[n] for r in results]) for n in replicas.names]  # type: ignore[index]
+    base = replicas.base
+    num_layers = getattr(base, "num_layers", None)
+    pruned: List[Dict[str, Optional[float]]] = [dict() for _ in results]
+    mask = view.masks["test"]
+    try:
+        for layer in layers:
+            if num_layers is None or not 1 <= layer <= num_layers:
+                raise ValueError(f"prune_layers: layer {layer} is outside 1..{num_layers}")
+            base.skipped_layers = {layer - 1}
+            with torch.no_grad():
+                out = replicas.forward(*view.inputs(), train=False, params=best)
+                acc = _score(task, out[:, mask], view.y[mask]).tolist()
+            for r, a in enumerate(acc):
+                pruned[r][str(layer)] = a
+    finally:
+        base.skipped_layers = set()
+    for r, res in enumerate(results):
+        res.metrics["pruned"] = pruned[r]  # type: ignore[assignment]
+        res.best_state = None
+
+
+def make_record(suite: Suite, cell: Cell, task: Any, res: RunResult, extra: Dict[str, Any],
+                device: torch.device, build_config: Dict[str, Any]) -> Dict[str, Any]:
+    prov = records.provenance(device)
+    return {
+        "id": cell.id, "group": cell.group, "suite": suite.name, "quick": suite.quick,
+        "config": cell.config, "seed": cell.seed, "split": task.split,
+        "preprocessing": list(task.preprocessing), "task_source": task.source, "metric": task.metric,
+        "metrics": res.metrics, "train_loss": res.train_loss, "val_loss": res.val_loss,
+        "epochs_to_best": res.best_epoch, "epochs_run": res.epochs_run, "stop_reason": res.stop_reason,
+        "diverged": res.diverged, "diverged_epoch": res.diverged_epoch,
+        "wall_time_s": res.wall_time_s / max(extra["group_size"], 1), "time_per_epoch_s": res.time_per_epoch_s,
+        "num_parameters": res.num_parameters, "build_config": build_config,
+        "device": prov["device"], "versions": prov["versions"], "commit": prov["commit"],
+        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **extra,
+    }
+
+
+def _chunks(cells: List[Cell], size: Optional[int]) -> List[List[Cell]]:
+    if not size or size >= len(cells):
+        return [cells]
+    return [cells[i:i + size] for i in range(0, len(cells), size)]
+
+
+def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
+              stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
+              stop_after: Optional[int] = None) -> RunSummary:
+    """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
+
+    ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
+    replicas stacked at once (memory); ``stop_after`` stops after that many groups (tests).
+    """
+    from tqdm.auto import tqdm
+
+    from zoo.datasets import MissingDataError
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = resolve_device(device)
+    results_path = out / records.RESULTS_FILE
+    t0 = time.perf_counter()
+    with _lock(out):
+        write_atomic(out / "suite.resolved.json", json.dumps(suite.resolved(), indent=1, sort_keys=True, default=str))
+        done = records.completed_ids(results_path)
+        pending = [c for c in suite.cells if c.id not in done]
+        summary = RunSummary(out=out, total=len(suite.cells), already_done=len(suite.cells) - len(pending), ran=0)
+        groups: Dict[str, List[Cell]] = {}
+        for c in pending:
+            groups.setdefault(c.group, []).append(c)
+        work = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
+        tasks = TaskCache(data_root)
+        bar = tqdm(total=len(pending), desc=f"{suite.name}", unit="run", disable=quiet, dynamic_ncols=True)
+        try:
+            for n_group, cells in enumerate(work):
+                if stop_after is not None and n_group >= stop_after:
+                    break
+                try:
+                    task = tasks.get(cells[0].config["task"])
+                except MissingDataError as e:
+                    for c in cells:
+                        summary.skipped[c.id] = f"dataset {c.config['task']['dataset']!r} unavailable: {e}"
+                    bar.update(len(cells))
+                    continue
+                epochs = cells[0].config["train"]["epochs"] if suite.mode != "energy_at_init" else 0
+                inner = tqdm(total=epochs + 1, desc=_group_label(cells), leave=False, unit="ep", disable=quiet,
+                             dynamic_ncols=True)
+                try:
+                    results = run_group(suite, cells, task, dev, stacked, progress=inner.update)
+                finally:
+                    inner.close()
+                build_config = _build_config(cells[0], task)
+                for cell, (res, extra) in zip(cells, results):
+                    records.append_record(results_path, make_record(suite, cell, task, res, extra, dev,
+                                                                    {**build_config, "init": cell.config["model"]["init"]}))
+                    summary.ran += 1
+                    summary.diverged += int(res.diverged)
+                bar.update(len(cells))
+        finally:
+            bar.close()
+            write_atomic(out / "skipped.json", json.dumps(summary.skipped, indent=1, sort_keys=True))
+    summary.wall_time_s = time.perf_counter() - t0
+    return summary
+
+
+def _build_config(cell: Cell, task: Any) -> Dict[str, Any]:
+    m = cell.config["model"]
+    return {"name": m["name"], "in_dim": task.num_features, "out_dim": output_size(task), "norm": m["norm"],
+            "norm_kwargs": m["norm_kwargs"], "init_kwargs": m["init_kwargs"], **m["kwargs"]}
+
+
+def _group_label(cells: Sequence[Cell]) -> str:
+    c = cells[0].config
+    depth = c["model"]["kwargs"].get("num_layers", "")
+    return f"{c['task']['dataset']} {c['model']['name']} L={depth} x{len(cells)}"

@@ -1,0 +1,455 @@
+"""Training loops: R replicas of one architecture trained together (stacked) or one at a time.
+
+A *group* is a list of models with identical architecture that differ only in seed and/or
+initialisation.  Their parameters are stacked along a leading replica dimension
+(``torch.func.stack_module_state``) and the forward pass is ``vmap(functional_call)``; with
+``stacked=False`` every replica is run by a plain Python loop over ``functional_call`` — the
+one-at-a-time reference that grouped training must reproduce.  Each replica has its own
+optimiser state (:mod:`zoo.bench.optim`), early stopping and model selection: a stopped
+replica's parameters and optimiser state are frozen by a mask.
+
+Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
+``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
+keep it if it has the best validation score so far (ties keep the earlier epoch; the reported
+test score is the one at that epoch and ``best_epoch`` is the epochs-to-best); stop the replica
+if its training loss ``<= loss_threshold``, if ``patience`` epochs passed without a better
+validation score, or at ``e = epochs``; otherwise train one epoch.  A non-finite training
+loss marks the replica *diverged* at that epoch and stops it; its best state before that
+still counts.  Transductive tasks: one full-batch step per epoch, and the training loss is the
+loss of state ``e``.  Inductive / graph tasks: one pass over mini-batches of graphs (batch
+order fixed by ``data_seed``, shared by all replicas), and the training loss is the pass mean.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from zoo.bench.optim import make_optimizer
+
+SPLITS = ("train", "val", "test")
+SELECT = ("val_metric", "val_loss", "train_metric")
+
+
+@dataclass
+class TrainConfig:
+    """How to train (every field is a suite key; see ``docs/benchmarks.md``)."""
+
+    optimizer: str = "adam"
+    lr: float = 0.005
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    betas: Tuple[float, float] = (0.9, 0.999)
+    warmup_epochs: int = 0
+    epochs: int = 200
+    patience: Optional[int] = None
+    loss_threshold: float = 1e-4
+    select: str = "val_metric"        # "val_metric" | "val_loss" | "train_metric" (fit studies)
+    patience_on: str = "select"       # "select" | "either": reset patience when val loss OR metric improves
+    batch_size: int = 0               # graphs per mini-batch (inductive/graph tasks); 0 = all
+    data_seed: int = 0
+    keep_best_state: bool = False     # keep each replica's best parameters (layer pruning needs them)
+
+    def __post_init__(self) -> None:
+        if self.select not in SELECT:
+            raise ValueError(f"select must be one of {SELECT}, got {self.select!r}")
+        if self.patience_on not in ("select", "either"):
+            raise ValueError(f"patience_on must be 'select' or 'either', got {self.patience_on!r}")
+        if self.epochs < 0:
+            raise ValueError(f"epochs must be >= 0, got {self.epochs}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be >= 1 (or unset), got {self.patience}")
+
+
+@dataclass
+class RunResult:
+    """What one replica's training produced (metrics at the best validation epoch)."""
+
+    metrics: Dict[str, Optional[float]]
+    val_loss: Optional[float]
+    train_loss: Optional[float]
+    best_epoch: Optional[int]
+    epochs_run: int
+    stop_reason: str
+    diverged: bool
+    diverged_epoch: Optional[int]
+    wall_time_s: float
+    time_per_epoch_s: float
+    num_parameters: int
+    best_state: Optional[Dict[str, Tensor]] = field(default=None, repr=False)
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- replicas
+
+
+class Replicas:
+    """R models of one architecture as stacked tensors, with a batched forward.
+
+    ``stacked=True`` runs all replicas in one ``vmap`` call; ``False`` loops over them (the
+    reference path).  Dropout draws independent randomness per replica
+    (``randomness="different"``), so only dropout-free runs are bit-comparable across paths.
+    """
+
+    def __init__(self, models: Sequence[nn.Module], stacked: bool = True) -> None:
+        if not models:
+            raise ValueError("a group needs at least one model")
+        self.base = models[0]
+        self.stacked = stacked
+        params, buffers = stack_module_state(list(models))
+        self.names = list(params)
+        self.params: List[Tensor] = [params[n].detach().requires_grad_(True) for n in self.names]
+        self.buffers = buffers
+        self.size = len(models)
+
+    def num_parameters(self) -> int:
+        return sum(p[0].numel() for p in self.params)
+
+    def _call(self, params: Dict[str, Tensor], buffers: Dict[str, Tensor], *args: Any) -> Tensor:
+        return functional_call(self.base, (params, buffers), args)
+
+    def forward(self, *args: Any, train: bool, params: Optional[List[Tensor]] = None) -> Tensor:
+        """``(R, ...)`` outputs of every replica on the same inputs ``args``."""
+        params = self.params if params is None else params
+        self.base.train(train)
+        named = dict(zip(self.names, params))
+        if self.stacked:
+            fn = vmap(self._call, in_dims=(0, 0, *([None] * len(args))), randomness="different")
+            return fn(named, self.buffers, *args)
+        outs = []
+        for r in range(self.size):
+            outs.append(self._call({n: p[r] for n, p in named.items()},
+                                   {n: b[r] for n, b in self.buffers.items()}, *args))
+        return torch.stack(outs)
+
+    def state_of(self, r: int, params: Optional[List[Tensor]] = None) -> Dict[str, Tensor]:
+        params = self.params if params is None else params
+        return {n: p[r].detach().clone() for n, p in zip(self.names, params)}
+
+
+# --------------------------------------------------------------------------- task views
+
+
+class GraphPool(nn.Module):
+    """Graph-level head: mean-pool node outputs, then a 2-layer MLP (Oxford report §5.2.1)."""
+
+    def __init__(self, gnn: nn.Module, pooled_dim: int, num_outputs: int, hidden: int = 8) -> None:
+        super().__init__()
+        self.gnn = gnn
+        self.mlp = nn.Sequential(nn.Linear(pooled_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
+
+    def forward(self, graph: Any, x: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
+        h = self.gnn(graph, x)
+        pooled = torch.zeros(num_graphs, h.size(-1), dtype=h.dtype, device=h.device).index_add(0, batch, h)
+        counts = torch.zeros(num_graphs, dtype=h.dtype, device=h.device).index_add(
+            0, batch, torch.ones_like(batch, dtype=h.dtype))
+        return self.mlp(pooled / counts.clamp(min=1).unsqueeze(-1))
+
+
+def _labels_and_loss(task: Any) -> Tuple[Callable[[Tensor, Tensor], Tensor], bool]:
+    """Per-replica loss ``(R, n, C), (n, ...) -> (R,)`` and whether targets are multi-label."""
+    multilabel = bool(task.multilabel) or task.metric == "rocauc"
+
+    def loss_fn(logits: Tensor, y: Tensor) -> Tensor:
+        if multilabel:
+            target = y.to(logits.dtype).view(y.size(0), -1)
+            if target.size(-1) != logits.size(-1):
+                raise ValueError(f"{task.name}: {logits.size(-1)} outputs for {target.size(-1)} binary targets")
+            valid = ~torch.isnan(target)  # OGB marks missing labels with NaN
+            per = F.binary_cross_entropy_with_logits(logits, torch.nan_to_num(target).expand_as(logits),
+                                                     reduction="none")
+            return (per * valid).sum((1, 2)) / valid.sum().clamp(min=1)
+        R, n, C = logits.shape
+        per = F.cross_entropy(logits.reshape(R * n, C), y.repeat(R), reduction="none")
+        return per.view(R, n).mean(-1)
+
+    return loss_fn, multilabel
+
+
+def _score(task: Any, logits: Tensor, y: Tensor) -> Tensor:
+    """``(R,)`` task metric of every replica (vectorised for plain accuracy)."""
+    if task.metric == "accuracy" and not getattr(task, "ogb_evaluator", None) and not task.multilabel:
+        return (logits.argmax(-1) == y.unsqueeze(0)).to(torch.float64).mean(-1)
+    out = []
+    for r in range(logits.size(0)):
+        try:
+            out.append(task.evaluate(logits[r], y))
+        except ValueError:  # e.g. ROC-AUC with one class present
+            out.append(float("nan"))
+    return torch.tensor(out, dtype=torch.float64, device=logits.device)
+
+
+class _Transductive:
+    """One graph, masks per split; one full-batch step per epoch."""
+
+    def __init__(self, task: Any, device: torch.device, dtype: torch.dtype) -> None:
+        d = task.data
+        self.x = d.x.to(device=device, dtype=dtype)
+        self.edge_index = d.edge_index.to(device)
+        self.y = d.y.to(device)
+        self.masks = {s: getattr(d, f"{s}_mask").to(device) for s in SPLITS}
+        for s, m in self.masks.items():
+            if m.dim() != 1 or not bool(m.any()):
+                raise ValueError(f"{task.name}: the {s} mask must be a non-empty 1-D bool mask, got shape "
+                                 f"{tuple(m.shape)} with {int(m.sum())} nodes")
+
+    def inputs(self) -> Tuple[Any, ...]:
+        return (self.edge_index, self.x)
+
+    def dry_run(self, model: nn.Module) -> None:
+        with torch.no_grad():
+            model(*self.inputs())
+
+
+class _GraphList:
+    """Inductive node tasks and graph tasks: mini-batches of graphs merged with PyG ``Batch``.
+
+    Models tied to one graph (GATDB/GATNB: ``graph_tied``) are run graph by graph instead of
+    on a merged batch, with the outputs concatenated.
+    """
+
+    CACHE_BYTES = 512 * 2 ** 20
+
+    def __init__(self, task: Any, device: torch.device, dtype: torch.dtype, batch_size: int, data_seed: int,
+                 graph_tied: bool) -> None:
+        self.task, self.device, self.dtype = task, device, dtype
+        self.graph_level = task.kind == "graph"
+        self.graph_tied = graph_tied
+        self.graphs = task.graphs
+        for s in SPLITS:
+            if s not in self.graphs or len(self.graphs[s]) == 0:
+                raise ValueError(f"{task.name}: the {s!r} split has no graphs")
+        self.batch_size = batch_size
+        self.generator = torch.Generator().manual_seed(int(data_seed))
+        first = self.graphs["train"][0]
+        est = sum(len(g) for g in self.graphs.values()) * first.x.numel() * 4
+        self.cache: Optional[Dict[str, List[Any]]] = {} if est <= self.CACHE_BYTES else None
+
+    def _batches(self, split: str, shuffle: bool) -> List[List[int]]:
+        n = len(self.graphs[split])
+        size = self.batch_size or n
+        order = torch.randperm(n, generator=self.generator).tolist() if shuffle and size < n else list(range(n))
+        return [order[i:i + size] for i in range(0, n, size)]
+
+    def _prepare(self, indices: List[int], split: str) -> Any:
+        from torch_geometric.data import Batch
+
+        graphs = [self.graphs[split][i] for i in indices]
+        if self.graph_tied:
+            items = []
+            for g in graphs:
+                y, mask = self._targets(g)
+                items.append((g.edge_index.to(self.device), g.x.to(self.device, self.dtype), y, mask))
+            return ("tied", items)
+        b = Batch.from_data_list(graphs)
+        y, mask = self._targets(b)
+        return ("merged", (b.edge_index.to(self.device), b.x.to(self.device, self.dtype),
+                           b.batch.to(self.device), b.num_graphs, y, mask))
+
+    def _targets(self, g: Any) -> Tuple[Tensor, Optional[Tensor]]:
+        y = g.y.to(self.device)
+        mask = getattr(g, "label_mask", None) if not self.graph_level else None
+        return y, (mask.to(self.device) if mask is not None else None)
+
+    def batches(self, split: str, shuffle: bool) -> List[Any]:
+        if self.cache is not None and not (shuffle and self.batch_size):
+            if split not in self.cache:
+                self.cache[split] = [self._prepare(ix, split) for ix in self._batches(split, False)]
+            return self.cache[split]
+        return [self._prepare(ix, split) for ix in self._batches(split, shuffle)]
+
+    def run(self, replicas: "Replicas", batch: Any, train: bool,
+            params: Optional[List[Tensor]] = None) -> Tuple[Tensor, Tensor]:
+        """``(R, n, C)`` outputs on the labelled rows of ``batch`` and their ``(n, ...)`` targets."""
+        kind, payload = batch
+        if kind == "tied":
+            outs, ys = [], []
+            for edge_index, x, y, mask in payload:
+                out = replicas.forward(edge_index, x, train=train, params=params)
+                if mask is not None:
+                    out, y = out[:, mask], y[mask]
+                outs.append(out)
+                ys.append(y)
+            return torch.cat(outs, 1), torch.cat(ys, 0)
+        edge_index, x, vec, num_graphs, y, mask = payload
+        if self.graph_level:
+            return replicas.forward(edge_index, x, vec, num_graphs, train=train, params=params), y
+        out = replicas.forward(edge_index, x, train=train, params=params)
+        if mask is not None:
+            out, y = out[:, mask], y[mask]
+        return out, y
+
+    def dry_run(self, model: nn.Module) -> None:
+        kind, payload = self._prepare([0], "train")
+        with torch.no_grad():
+            if kind == "tied":
+                edge_index, x, _, _ = payload[0]
+                model(edge_index, x)
+            elif self.graph_level:
+                edge_index, x, vec, num_graphs, _, _ = payload
+                model(edge_index, x, vec, num_graphs)
+            else:
+                model(payload[0], payload[1])
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seeds: Sequence[int],
+                   device: torch.device, dtype: torch.dtype, cfg: TrainConfig, stacked: bool
+                   ) -> Tuple["Replicas", Any]:
+    """Seed, build, move and dry-run every replica, then stack them."""
+    models = []
+    view: Any = None
+    for factory, seed in zip(factories, seeds):
+        torch.manual_seed(int(seed))
+        model = factory().to(device=device, dtype=dtype)
+        if view is None:
+            tied = bool(getattr(getattr(model, "gnn", model), "graph_tied", False))
+            view = (_Transductive(task, device, dtype) if task.kind == "transductive"
+                    else _GraphList(task, device, dtype, cfg.batch_size, cfg.data_seed, tied))
+        view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
+        models.append(model)
+    return Replicas(models, stacked=stacked), view
+
+
+def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
+                   progress: Optional[Callable[[int], None]] = None) -> List[RunResult]:
+    """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring)."""
+    R = replicas.size
+    device = replicas.params[0].device
+    loss_fn, _ = _labels_and_loss(task)
+    opt = make_optimizer(cfg.optimizer, replicas.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                         momentum=cfg.momentum, betas=cfg.betas, warmup_epochs=cfg.warmup_epochs)
+    deterministic = not any(isinstance(m, nn.Dropout) for m in replicas.base.modules()) and \
+        float(getattr(replicas.base, "dropout", 0.0) or 0.0) == 0.0 and \
+        float(getattr(replicas.base, "attn_dropout", 0.0) or 0.0) == 0.0
+    transductive = isinstance(view, _Transductive)
+
+    active = torch.ones(R, dtype=torch.bool, device=device)
+    best_val = torch.full((R,), -math.inf, dtype=torch.float64, device=device)
+    best_other = torch.full((R,), -math.inf, dtype=torch.float64, device=device)
+    best_metrics = torch.full((R, 3), math.nan, dtype=torch.float64, device=device)
+    best_losses = torch.full((R, 2), math.nan, dtype=torch.float64, device=device)  # train, val
+    best_epoch = torch.full((R,), -1, dtype=torch.long, device=device)
+    since_best = torch.zeros(R, dtype=torch.long, device=device)
+    diverged_epoch = torch.full((R,), -1, dtype=torch.long, device=device)
+    stop_epoch = torch.full((R,), -1, dtype=torch.long, device=device)
+    reason = [""] * R
+    best_state: Optional[List[Tensor]] = [p.detach().clone() for p in replicas.params] if cfg.keep_best_state else None
+    last_pass_loss: Optional[Tensor] = None
+
+    start = time.perf_counter()
+    epochs_done = 0
+    for epoch in range(cfg.epochs + 1):
+        grads = None
+        # ---- evaluate state `epoch` (and, transductive, compute its training loss + gradient)
+        if transductive:
+            logits = replicas.forward(*view.inputs(), train=True)
+            train_loss = loss_fn(logits[:, view.masks["train"]], view.y[view.masks["train"]])
+            if epoch < cfg.epochs:
+                grads = torch.autograd.grad(train_loss.sum(), replicas.params)
+            with torch.no_grad():
+                eval_logits = logits.detach() if deterministic else replicas.forward(*view.inputs(), train=False)
+                scores = torch.stack([_score(task, eval_logits[:, view.masks[s]], view.y[view.masks[s]])
+                                      for s in SPLITS], 1)
+                val_loss = loss_fn(eval_logits[:, view.masks["val"]], view.y[view.masks["val"]])
+                train_loss = train_loss.detach().to(torch.float64)
+        else:
+            with torch.no_grad():
+                per_split = {}
+                for s in SPLITS:
+                    outs, ys = zip(*(view.run(replicas, b, train=False) for b in view.batches(s, shuffle=False)))
+                    per_split[s] = (torch.cat(outs, 1), torch.cat(ys, 0))
+                scores = torch.stack([_score(task, *per_split[s]) for s in SPLITS], 1)
+                val_loss = loss_fn(*per_split["val"])
+                train_loss = (last_pass_loss if last_pass_loss is not None
+                              else loss_fn(*per_split["train"])).to(torch.float64)
+        val_loss = val_loss.to(torch.float64)
+
+        # ---- divergence, selection, stopping (all on device; one sync per epoch)
+        bad = active & ~torch.isfinite(train_loss)
+        diverged_epoch = torch.where(bad, torch.full_like(diverged_epoch, epoch), diverged_epoch)
+        live = active & ~bad
+        key = {"val_metric": scores[:, 1], "val_loss": -val_loss, "train_metric": scores[:, 0]}[cfg.select]
+        key = torch.nan_to_num(key, nan=-math.inf)
+        improved = live & (key > best_val)
+        # patience_on="either" (Oxford report): waiting restarts when val loss or val metric improves
+        other = torch.nan_to_num(scores[:, 1] if cfg.select == "val_loss" else -val_loss, nan=-math.inf)
+        other_improved = live & (other > best_other)
+        best_other = torch.where(other_improved, other, best_other)
+        reset = improved | (other_improved if cfg.patience_on == "either" else torch.zeros_like(improved))
+        best_val = torch.where(improved, key, best_val)
+        best_metrics = torch.where(improved.unsqueeze(1), scores, best_metrics)
+        best_losses = torch.where(improved.unsqueeze(1), torch.stack([train_loss, val_loss], 1), best_losses)
+        best_epoch = torch.where(improved, torch.full_like(best_epoch, epoch), best_epoch)
+        since_best = torch.where(reset, torch.zeros_like(since_best), since_best + 1)
+        if best_state is not None and bool(improved.any()):
+            with torch.no_grad():
+                for b, p in zip(best_state, replicas.params):
+                    b.copy_(torch.where(improved.view(-1, *([1] * (p.dim() - 1))), p, b))
+        converged = live & (train_loss <= cfg.loss_threshold)
+        impatient = live & (since_best >= cfg.patience) if cfg.patience else torch.zeros_like(live)
+        finished = live & torch.full_like(live, epoch == cfg.epochs)
+        stopping = bad | converged | impatient | finished
+        stop_epoch = torch.where(stopping, torch.full_like(stop_epoch, epoch), stop_epoch)
+        newly = stopping.tolist()
+        if any(newly):
+            flags = (bad.tolist(), converged.tolist(), impatient.tolist())
+            for r in range(R):
+                if newly[r]:
+                    reason[r] = ("diverged" if flags[0][r] else "converged" if flags[1][r]
+                                 else "patience" if flags[2][r] else "max_epochs")
+        active = active & ~stopping
+        epochs_done = epoch
+        if progress is not None:
+            progress(1)
+        if not bool(active.any()):
+            break
+
+        # ---- train one epoch
+        if transductive:
+            assert grads is not None
+            opt.step(replicas.params, grads, active)
+        else:
+            total = torch.zeros(R, dtype=torch.float64, device=device)
+            count = 0
+            for batch in view.batches("train", shuffle=True):
+                out, y = view.run(replicas, batch, train=True)
+                loss = loss_fn(out, y)
+                g = torch.autograd.grad(loss.sum(), replicas.params)
+                opt.step(replicas.params, g, active & torch.isfinite(loss))
+                total += loss.detach().to(torch.float64)
+                count += 1
+            last_pass_loss = total / max(count, 1)
+
+    elapsed = time.perf_counter() - start
+    per_epoch = elapsed / max(epochs_done + 1, 1)
+    n_params = replicas.num_parameters()
+    be, de, se = best_epoch.tolist(), diverged_epoch.tolist(), stop_epoch.tolist()
+    bm, bl = best_metrics.tolist(), best_losses.tolist()
+    results = []
+    for r in range(R):
+        has_best = be[r] >= 0
+        metrics = {s: (bm[r][i] if has_best and math.isfinite(bm[r][i]) else None) for i, s in enumerate(SPLITS)}
+        results.append(RunResult(
+            metrics=metrics,
+            val_loss=bl[r][1] if has_best and math.isfinite(bl[r][1]) else None,
+            train_loss=bl[r][0] if has_best and math.isfinite(bl[r][0]) else None,
+            best_epoch=be[r] if has_best else None,
+            epochs_run=se[r] if se[r] >= 0 else epochs_done,
+            stop_reason=reason[r] or "max_epochs",
+            diverged=de[r] >= 0,
+            diverged_epoch=de[r] if de[r] >= 0 else None,
+            wall_time_s=elapsed,
+            time_per_epoch_s=per_epoch,
+            num_parameters=n_params,
+            best_state=replicas.state_of(r, best_state) if best_state is not None else None,
+        ))
+    return results
