@@ -37,6 +37,12 @@ from zoo.norms import register_norm
 _TINY = 1e-12
 
 
+def safe_norm(t: Tensor) -> Tensor:
+    """Euclidean norm over the last dim with a zero (not NaN) gradient at the zero vector
+    (dead ReLU units make all-zero rows common in deep models)."""
+    return t.pow(2).sum(-1).clamp_min(_TINY**2).sqrt()
+
+
 def neighbourhood_max(per_edge: Tensor, graph: Graph) -> Tensor:
     """``max`` of a non-negative ``(E, H)`` edge quantity over each destination's incoming edges,
     gathered back to the edges (``(E, H)``).  Empty neighbourhoods never reach an edge."""
@@ -71,10 +77,10 @@ class LipschitzNorm:
     # ---------------------------------------------------------------- GAT (v1): Eq. 17
     def normalize_gat(self, layer: Any, graph: Graph, x: Tensor, xw: Tensor, scores: Tensor) -> Tensor:
         """Linear scores ``a_s^T W h_u + a_t^T W h_v`` (``(E, H)``, pre-LeakyReLU); ``xw`` ``(N, H, C)``."""
-        query_norm = torch.cat([layer.att_src, layer.att_dst], dim=-1).norm(dim=-1)  # (H,)
+        query_norm = safe_norm(torch.cat([layer.att_src, layer.att_dst], dim=-1))  # (H,)
         sq = xw.pow(2).sum(-1)  # (N, H)
         max_src = neighbourhood_max(sq.index_select(0, graph.src), graph)
-        input_norm = (sq.index_select(0, graph.dst) + max_src).sqrt()
+        input_norm = (sq.index_select(0, graph.dst) + max_src).clamp_min(_TINY**2).sqrt()
         return self.alpha * scores / (query_norm * input_norm).clamp_min(_TINY)
 
     # ---------------------------------------------------------------- GATv2: Eq. 15
@@ -93,9 +99,9 @@ class LipschitzNorm:
         ``W_s, W_t`` are again left to Theorem 1's ``||W_k||`` factor.
         """
         raw = (F.leaky_relu(hidden, layer.negative_slope) * layer.att).sum(-1)  # (E, H)
-        lipschitz = layer.att.norm(dim=-1) * max(1.0, abs(layer.negative_slope))  # (H,)
+        lipschitz = safe_norm(layer.att) * max(1.0, abs(layer.negative_slope))  # (H,)
         score_bound = neighbourhood_max(raw.abs(), graph)
-        input_bound = lipschitz * neighbourhood_max(hidden.norm(dim=-1), graph)
+        input_bound = lipschitz * neighbourhood_max(safe_norm(hidden), graph)
         return self.alpha * raw / torch.maximum(score_bound, input_bound).clamp_min(_TINY)
 
     # ---------------------------------------------------------------- dot product: Eq. 19
@@ -110,8 +116,8 @@ class LipschitzNorm:
         ``sqrt(N)`` and flattens attention on large graphs; the per-node ``u`` is Eq. 19 applied
         neighbour-wise, as §5 prescribes for graph attention, and still gives ``|g| <= alpha``.
         """
-        u = query.norm(dim=-1).index_select(0, graph.dst)  # (E, H)
-        v = neighbourhood_max(key.norm(dim=-1).index_select(0, graph.src), graph)
-        w = neighbourhood_max(value.norm(dim=-1).index_select(0, graph.src), graph)
+        u = safe_norm(query).index_select(0, graph.dst)  # (E, H)
+        v = neighbourhood_max(safe_norm(key).index_select(0, graph.src), graph)
+        w = neighbourhood_max(safe_norm(value).index_select(0, graph.src), graph)
         bound = torch.maximum(torch.maximum(u * v, u * w), v * w)
         return self.alpha * scores / bound.clamp_min(_TINY)
