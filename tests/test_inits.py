@@ -1,7 +1,7 @@
 """Initialisation plugins: registry, balanced inits (c = 0), looks-linear structure, Xav_Z, refusals."""
 from __future__ import annotations
 
-import warnings
+import re
 
 import pytest
 import torch
@@ -13,6 +13,17 @@ from zoo.inits.orthogonal import looks_linear
 
 EDGES = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4, 5, 0, 6, 7, 4], [1, 0, 2, 1, 3, 2, 4, 3, 4, 3, 7, 6, 6]])
 N, IN, OUT = 8, 5, 3
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny graphs: one thread avoids OpenMP spin-waiting on a busy CI runner (restored afterwards)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 BALANCED = ["balanced_xavier", "balanced_orthogonal", "balanced_identity", "balanced_ll_identity"]
 
@@ -166,6 +177,16 @@ def test_family_exception_is_reported():
     model = Transformerish(IN, OUT, 8, 3)
     with pytest.raises(ConservationLawError, match="dot-product"):
         zoo.apply_init(model, "bal_x")
+
+
+@pytest.mark.parametrize("name", [n for n in zoo.list_models()
+                                  if zoo.registry.MODELS.get(n).conservation_law_exception])
+def test_families_without_the_law_refuse_balanced_inits(name):
+    from conftest import small_kwargs
+
+    exception = zoo.registry.MODELS.get(name).conservation_law_exception
+    with pytest.raises(ConservationLawError, match=re.escape(exception[:30])):
+        zoo.build(name, init="bal_x", **small_kwargs(name))
 
 
 def test_unbalanced_inits_accept_any_model():

@@ -132,8 +132,13 @@ def non_matrix_params(layer: nn.Module) -> List[Tensor]:
 
 
 def conservation_violations(model: nn.Module) -> List[str]:
+    """Why the conservation law does not hold for ``model`` (``DeepGNN.conservation_law_violations``,
+    else a family-level ``conservation_law_exception`` string); empty if it holds."""
     fn = getattr(model, "conservation_law_violations", None)
-    return list(fn()) if fn is not None else []
+    if fn is not None:
+        return list(fn())
+    reason = getattr(model, "conservation_law_exception", None)
+    return [reason] if reason else []
 
 
 def check_group_shapes(model: nn.Module, groups: Optional[List[Group]] = None) -> None:
