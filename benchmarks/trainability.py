@@ -15,7 +15,6 @@ This is a benchmark (minutes on 2 CPU cores), not a test.
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import time
 from pathlib import Path

@@ -139,8 +139,8 @@ def parameter_change(initial: Union[nn.Module, Snapshot], final: Union[nn.Module
         a0, a1 = x["attention"], y["attention"].to(x["attention"].device)
         n_sig, n_att = int(significant.sum()), a0.numel()
         out.append({
-            "features": _ratio(float(changed_w.sum()), n_sig) if n_sig else float("nan"),
-            "attention": _ratio(float((a1 != a0).sum()), n_att) if n_att else float("nan"),
+            "features": _ratio(float(changed_w.sum()), n_sig),
+            "attention": _ratio(float((a1 != a0).sum()), n_att),
             "features_count": n_sig, "attention_count": n_att,
         })
     return out
