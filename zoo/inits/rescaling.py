@@ -50,61 +50,55 @@ def _materialised(params: Sequence[Tensor]) -> List[Tensor]:
     return [p for p in params if not isinstance(p, UninitializedParameter)]
 
 
-def _rows(p: Tensor, n: int) -> Tensor:
-    """``p`` viewed as ``(n, -1)``: row ``i`` holds everything neuron ``i`` owns in ``p``."""
-    return p.reshape(n, -1)
+def _per_neuron(group: Group, kind: str, n: int, by: str, with_grad: bool) -> Tensor:
+    """``sum_p`` of ``p * p`` (or ``p * grad p``) reduced to one float64 value per neuron.
+
+    ``by="row"``: ``p`` viewed as ``(n, -1)``, row ``i`` being everything neuron ``i`` owns in ``p``
+    (weight rows, ``(heads, channels)`` vectors flattened); ``by="column"``: column ``i`` of a matrix.
+    Parameters without a gradient (``with_grad``) or not yet materialised contribute zero.
+    """
+    out: Optional[Tensor] = None
+    for p in _materialised(group[kind]):
+        other = p.grad if with_grad else p
+        if other is None:
+            continue
+        prod = p.detach().double() * other.detach().double()
+        value = prod.reshape(n, -1).sum(1) if by == "row" else prod.sum(0)
+        out = value if out is None else out + value
+    if out is None:  # e.g. GCN's attention: zeros on the group's device
+        device = next((p.device for ps in group.values() for p in _materialised(ps)), None)
+        out = torch.zeros(n, dtype=torch.float64, device=device)
+    return out
 
 
 def incoming_sq_norms(group: Group, n: int) -> Tensor:
     """``sum_p ||p[i, ...]||^2`` over the incoming parameters, per neuron (``(n,)``)."""
-    params = _materialised(group["incoming"])
-    out = torch.zeros(n, dtype=torch.float64, device=params[0].device if params else None)
-    for p in params:
-        out += _rows(p.detach(), n).double().pow(2).sum(1)
-    return out
+    return _per_neuron(group, "incoming", n, "row", False)
 
 
 def attention_sq_norms(group: Group, n: int) -> Tensor:
     """``sum_p p.flatten()[i]^2`` over the attention parameters, per neuron (zero for GCN)."""
-    params = _materialised(group["attention"])
-    out = torch.zeros(n, dtype=torch.float64, device=params[0].device if params else None)
-    for p in params:
-        out += _rows(p.detach(), n).double().pow(2).sum(1)
-    return out
+    return _per_neuron(group, "attention", n, "row", False)
 
 
 def outgoing_sq_norms(group: Group, n: int) -> Tensor:
     """``sum_p ||p[:, i]||^2`` over the (next layer's) outgoing matrices, per input neuron ``i``."""
-    params = _materialised(group["outgoing"])
-    out = torch.zeros(n, dtype=torch.float64, device=params[0].device if params else None)
-    for p in params:
-        out += p.detach().double().pow(2).sum(0)
-    return out
-
-
-def _grad_dot_rows(params: Sequence[Tensor], n: int) -> Tensor:
-    out = torch.zeros(n, dtype=torch.float64)
-    for p in _materialised(params):
-        if p.grad is not None:
-            out = out.to(p.device) + (_rows(p.detach(), n).double() * _rows(p.grad, n).double()).sum(1)
-    return out
+    return _per_neuron(group, "outgoing", n, "column", False)
 
 
 def incoming_grad_dots(group: Group, n: int) -> Tensor:
-    """``<theta_in[i], grad theta_in[i]>`` per neuron (zero for parameters without a gradient)."""
-    return _grad_dot_rows(group["incoming"], n)
+    """``<theta_in[i], grad theta_in[i]>`` per neuron."""
+    return _per_neuron(group, "incoming", n, "row", True)
 
 
 def attention_grad_dots(group: Group, n: int) -> Tensor:
-    return _grad_dot_rows(group["attention"], n)
+    """``<a[i], grad a[i]>`` per neuron."""
+    return _per_neuron(group, "attention", n, "row", True)
 
 
 def outgoing_grad_dots(group: Group, n: int) -> Tensor:
-    out = torch.zeros(n, dtype=torch.float64)
-    for p in _materialised(group["outgoing"]):
-        if p.grad is not None:
-            out = out.to(p.device) + (p.detach().double() * p.grad.double()).sum(0)
-    return out
+    """``<theta_out[:, i], grad theta_out[:, i]>`` per input neuron ``i``."""
+    return _per_neuron(group, "outgoing", n, "column", True)
 
 
 def feature_matrices(layer: nn.Module) -> List[Tensor]:
