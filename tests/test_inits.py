@@ -281,3 +281,14 @@ def test_xavier_attention_is_not_uniform():
     dst = records[0].edge_index[1]
     deg = torch.zeros(N).index_add_(0, dst, torch.ones(dst.numel()))
     assert not torch.allclose(records[0].alpha, (1.0 / deg[dst]).unsqueeze(1).expand_as(records[0].alpha))
+
+
+@pytest.mark.parametrize("init", ["xavier", "xav_z", "ll_orthogonal", "bal_x"])
+def test_every_init_resets_gatdb_biases(init):
+    model = make("gatnb")
+    model(EDGES, torch.randn(N, IN))
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.xi.normal_()
+    zoo.apply_init(model, init)
+    assert all(torch.count_nonzero(layer.xi) == 0 for layer in model.layers)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn.parameter import UninitializedParameter
 
 from zoo.inits import register_init
 
@@ -17,12 +18,16 @@ def zero_skips_(model: nn.Module) -> None:
 @register_init("xavier", aliases=("xav", "glorot"))
 def xavier(model: nn.Module) -> None:
     """Xav: Xavier/Glorot uniform for feature and attention weights (each layer's
-    ``reset_parameters``); biases and linear skips start at zero."""
+    ``reset_parameters``); biases, GATDB/GATNB score biases and linear skips start at zero."""
     layers = getattr(model, "layers", None)
     targets = list(layers) if layers is not None else [m for m in model.children()]
     for layer in targets:
         if hasattr(layer, "reset_parameters"):
             layer.reset_parameters()
+        xi = getattr(layer, "xi", None)
+        if isinstance(xi, nn.Parameter) and not isinstance(xi, UninitializedParameter):
+            with torch.no_grad():
+                xi.zero_()
     zero_skips_(model)
 
 
