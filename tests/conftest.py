@@ -12,6 +12,11 @@ import zoo
 REPO = Path(__file__).resolve().parents[1]
 
 
+# Test graphs are tiny, so kernels are overhead-bound; several intra-op threads only wait on
+# each other (badly so on a loaded 2-core CI machine). One thread is faster and repeatable.
+torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _deterministic():
     torch.manual_seed(0)
