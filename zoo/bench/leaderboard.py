@@ -21,7 +21,7 @@ from zoo.bench import records
 from zoo.bench.stats import Summary, summarize
 
 PathLike = Union[str, Path]
-KEY_META = ("value", "ci95", "std", "n", "table", "note", "metric")
+KEY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
 
 
 # --------------------------------------------------------------------------- reading configs

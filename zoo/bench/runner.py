@@ -150,26 +150,6 @@ def train_config(cell: Cell) -> TrainConfig:
 # --------------------------------------------------------------------------- measurements
 
 
-def laplacian_energy(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-    r"""Laplacian energy (nonlocal paper §2, :math:`\omega_{ij} = 1`, :math:`\mu_i = \deg_i + 1`).
-
-    .. math:: \mathcal E_2(X) = \frac1n \sum_i \mu_i \,\big|\Delta_\mu X(i)\big|^2,\quad
-              \Delta_\mu X(i) = \frac{1}{\mu_i} \sum_{j \in \mathcal N(i)} (X_j - X_i)
-
-    Shapes: ``x`` ``(..., n, d)`` (leading replica dims allowed), ``edge_index`` ``(2, E)``
-    without self-loops (they contribute nothing) -> ``(...)``.
-    """
-    src, dst = edge_index[0], edge_index[1]
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    n = x.size(-2)
-    deg = torch.zeros(n, dtype=x.dtype, device=x.device).index_add_(0, dst, torch.ones_like(dst, dtype=x.dtype))
-    diff = x.index_select(-2, src) - x.index_select(-2, dst)
-    agg = torch.zeros_like(x).index_add(-2, dst, diff)
-    mu = (deg + 1).unsqueeze(-1)
-    return ((agg ** 2) / mu).sum((-1, -2)) / n
-
-
 def _peak_memory(device: torch.device) -> Tuple[int, str]:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device)), "cuda_max_allocated"
@@ -195,7 +175,10 @@ def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.devi
             raise ValueError("energy_at_init needs a transductive dataset (one graph)")
         with torch.no_grad():
             out = replicas.forward(*view.inputs(), train=False)
-            energy = laplacian_energy(out.to(torch.float64), view.edge_index).tolist()
+            # nonlocal paper §2: omega_ij = 1, mu_i = deg_i + 1, on the model's final output
+            from zoo.diagnostics import laplacian_energy
+
+            energy = [float(laplacian_energy(view.edge_index, out[r].to(torch.float64))) for r in range(out.size(0))]
         elapsed = time.perf_counter() - start
         results = [RunResult(metrics={"laplacian_energy": e}, val_loss=None, train_loss=None, best_epoch=None,
                              epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,

@@ -1,0 +1,80 @@
+"""Runs per hour: one-at-a-time vs grouped (stacked, vmap) training of the same cells.
+
+Trains the same R cells (one architecture, R seeds) twice in this process — one replica at a
+time, then all R stacked — and prints runs/hour for both and their ratio.  The issue's target
+is >= 5x on a GPU for Cora-size graphs.
+
+    python benchmarks/speed_sweep.py                       # Cora, GAT L=2/5, R=10, cpu or cuda
+    python benchmarks/speed_sweep.py --device cuda --replicas 20 --epochs 100
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+
+import zoo
+from zoo.bench.runner import resolve_device
+from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_runs(task, model: str, layers: int, seeds, cfg: TrainConfig, device, stacked: bool) -> float:
+    def factory() -> torch.nn.Module:
+        return zoo.build(model, in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=64, num_layers=layers)
+
+    _sync(device)
+    start = time.perf_counter()
+    if stacked:
+        reps, view = build_replicas(task, [factory] * len(seeds), seeds, device, torch.float32, cfg, True)
+        train_replicas(task, reps, view, cfg, seeds)
+    else:
+        for s in seeds:
+            reps, view = build_replicas(task, [factory], [s], device, torch.float32, cfg, False)
+            train_replicas(task, reps, view, cfg, [s])
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", default="cora")
+    p.add_argument("--models", default="gat,gcn")
+    p.add_argument("--layers", default="2,5")
+    p.add_argument("--replicas", type=int, default=10)
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--device", default=None)
+    p.add_argument("--data-root", default=None)
+    args = p.parse_args()
+    os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
+    from zoo.datasets import load
+
+    device = resolve_device(args.device)
+    task = load(args.dataset, root=args.data_root, transforms=["normalize_features"])
+    # loss_threshold=0 and no patience: every run does exactly `epochs` epochs in both modes
+    cfg = TrainConfig(optimizer="adam", lr=0.005, epochs=args.epochs, loss_threshold=0.0)
+    seeds = list(range(args.replicas))
+    print(f"device: {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else os.cpu_count()} "
+          f"{'' if device.type == 'cuda' else 'cores'}); dataset {args.dataset}; {args.replicas} runs x {args.epochs} epochs")
+    print(f"{'model':8} {'L':>3} {'sequential runs/h':>18} {'grouped runs/h':>15} {'ratio':>6}")
+    ratios = []
+    for model in args.models.split(","):
+        for layers in map(int, args.layers.split(",")):
+            time_runs(task, model, layers, seeds[:2], TrainConfig(**{**cfg.__dict__, "epochs": 2}), device, True)  # warm-up
+            seq = time_runs(task, model, layers, seeds, cfg, device, stacked=False)
+            grp = time_runs(task, model, layers, seeds, cfg, device, stacked=True)
+            ratio = seq / grp
+            ratios.append(ratio)
+            print(f"{model:8} {layers:>3} {3600 * len(seeds) / seq:>18.0f} {3600 * len(seeds) / grp:>15.0f} {ratio:>5.2f}x")
+    geo = float(torch.tensor(ratios).log().mean().exp())
+    print(f"grouped / one-at-a-time speed ratio (geometric mean): {geo:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Stacked (grouped) training must reproduce one-at-a-time training; optimisers match torch.optim."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import zoo
+from zoo.bench.optim import make_optimizer
+from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+from zoo.datasets import Task
+
+
+def synthetic_task(n: int = 40, features: int = 6, classes: int = 3, seed: int = 0) -> Task:
+    g = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, n, (2, 6 * n), generator=g)
+    y = torch.randint(0, classes, (n,), generator=g)
+    x = torch.randn(n, features, generator=g) + 0.5 * torch.nn.functional.one_hot(y, features).float()
+    perm = torch.randperm(n, generator=g)
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    for m, part in zip(masks, perm.chunk(3)):
+        m[part] = True
+    return Task(name="synthetic", kind="transductive", metric="accuracy", num_features=features,
+                num_classes=classes, multilabel=False,
+                data=Data(x=x, edge_index=edge_index, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2]))
+
+
+def graph_list_task(k: int = 3) -> Task:
+    from zoo.datasets.synthetic import complete_edge_index, twin_graph
+
+    g = torch.Generator().manual_seed(0)
+    ei = complete_edge_index(2 * k)
+    graphs = {s: [twin_graph(k, torch.randperm(k, generator=g), ei) for _ in range(c)]
+              for s, c in (("train", 4), ("val", 2), ("test", 2))}
+    return Task(name="twin", kind="inductive", metric="accuracy", num_features=2 * k, num_classes=k,
+                multilabel=False, graphs=graphs)
+
+
+def _run(task, models, seeds, cfg, stacked, dtype=torch.float64, **kwargs):
+    factories = [(lambda m=m: zoo.build(m[0], in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,
+                                        num_layers=m[1], init=m[2], **kwargs)) for m in models]
+    reps, view = build_replicas(task, factories, seeds, torch.device("cpu"), dtype, cfg, stacked)
+    return train_replicas(task, reps, view, cfg, seeds), reps
+
+
+def _sequential(task, models, seeds, cfg):
+    out = []
+    for m, s in zip(models, seeds):
+        out += _run(task, [m], [s], cfg, stacked=False)[0]
+    return out
+
+
+@pytest.mark.parametrize("model,optimizer,extra", [
+    ("gat", "adam", {"weight_decay": 5e-4}),
+    ("gatv2", "sgd", {"momentum": 0.9, "lr": 0.05}),
+    ("gcn", "adamw", {"weight_decay": 1e-2, "warmup_epochs": 5}),
+    ("gatdb", "adam", {"patience": 5}),
+])
+def test_grouped_equals_sequential(model, optimizer, extra):
+    task = synthetic_task()
+    cfg = TrainConfig(optimizer=optimizer, lr=extra.pop("lr", 0.01), epochs=25, **extra)
+    inits = ["xavier", "xavier", "bal_o" if "balanced_orthogonal" in zoo.list_inits() else "xavier"]
+    models = [(model, 3, init) for init in inits]
+    seeds = [0, 1, 2]
+    grouped, _ = _run(task, models, seeds, cfg, stacked=True)
+    sequential = _sequential(task, models, seeds, cfg)
+    assert len({r.best_epoch for r in grouped} | {r.epochs_run for r in grouped}) > 1 or model != "gatdb"
+    for g, s in zip(grouped, sequential):
+        assert g.best_epoch == s.best_epoch and g.epochs_run == s.epochs_run and g.stop_reason == s.stop_reason
+        assert g.metrics == s.metrics
+        assert g.val_loss == pytest.approx(s.val_loss, abs=1e-10, rel=0)
+        assert g.train_loss == pytest.approx(s.train_loss, abs=1e-10, rel=0)
+
+
+def test_grouped_equals_sequential_on_graph_lists():
+    task = graph_list_task()
+    cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=15, batch_size=2)
+    models = [("gatdb", 1, "xavier"), ("gatdb", 1, "xavier")]
+    grouped, _ = _run(task, models, [3, 4], cfg, stacked=True)
+    sequential = _sequential(task, models, [3, 4], cfg)
+    for g, s in zip(grouped, sequential):
+        assert g.metrics == s.metrics and g.best_epoch == s.best_epoch
+        assert g.val_loss == pytest.approx(s.val_loss, abs=1e-10, rel=0)
+
+
+def test_stopped_replica_is_frozen():
+    """A replica that stops early keeps its parameters and optimiser state while others train on."""
+    task = synthetic_task()
+    cfg = TrainConfig(optimizer="adam", lr=0.1, epochs=60, patience=3, select="val_loss")
+    results, reps = _run(task, [("gat", 2, "xavier")] * 3, [0, 1, 2], cfg, stacked=True)
+    epochs = [r.epochs_run for r in results]
+    assert min(epochs) < max(epochs), "test needs replicas that stop at different epochs"
+    # Re-train the earliest-stopping replica alone for exactly its epochs: same final parameters.
+    first = epochs.index(min(epochs))
+    alone, reps_alone = _run(task, [("gat", 2, "xavier")], [first], cfg, stacked=False)
+    for p_group, p_alone in zip(reps.params, reps_alone.params):
+        torch.testing.assert_close(p_group[first], p_alone[0], rtol=0, atol=1e-12)
+
+
+def test_divergence_is_recorded_and_others_continue():
+    task = synthetic_task()
+    cfg = TrainConfig(optimizer="sgd", lr=1e8, epochs=10)
+    # linear GCN in float32 with an absurd step size: logits overflow, the loss becomes inf/NaN
+    results, _ = _run(task, [("gcn", 3, "xavier")] * 2, [0, 1], cfg, stacked=True, dtype=torch.float32,
+                      activation="identity")
+    assert all(r.diverged for r in results)
+    assert all(r.stop_reason == "diverged" and r.diverged_epoch is not None and r.diverged_epoch >= 1 for r in results)
+    assert all(r.best_epoch is not None and r.best_epoch < r.diverged_epoch for r in results)
+    ok, _ = _run(task, [("gcn", 3, "xavier")], [0], TrainConfig(optimizer="sgd", lr=0.01, epochs=10), stacked=True)
+    assert not ok[0].diverged and ok[0].stop_reason == "max_epochs"
+
+
+def test_loss_threshold_stops_training():
+    task = synthetic_task()
+    cfg = TrainConfig(optimizer="adam", lr=0.05, epochs=400, loss_threshold=0.05)
+    results, _ = _run(task, [("gcn", 2, "xavier")], [0], cfg, stacked=True)
+    assert results[0].stop_reason == "converged" and results[0].epochs_run < 400
+
+
+@pytest.mark.parametrize("name,torch_cls,kwargs", [
+    ("sgd", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
+    ("adam", torch.optim.Adam, {"lr": 0.01, "weight_decay": 5e-4}),
+    ("adamw", torch.optim.AdamW, {"lr": 0.01, "weight_decay": 1e-2}),
+])
+def test_stacked_optimizer_matches_torch(name, torch_cls, kwargs):
+    g = torch.Generator().manual_seed(0)
+    ref = [torch.randn(4, 3, generator=g, dtype=torch.float64) for _ in range(2)]
+    mine = [torch.stack([r.clone(), r.clone() * 2]) for r in ref]  # 2 replicas; the 2nd is frozen
+    ref_params = [r.clone().requires_grad_(True) for r in ref]
+    frozen = [m[1].clone() for m in mine]
+    opt_ref = torch_cls(ref_params, **kwargs)
+    opt = make_optimizer(name, mine, **kwargs)
+    active = torch.tensor([True, False])
+    for step in range(6):
+        grads = [torch.sin(p * (step + 1)) for p in ref_params]
+        for p, gr in zip(ref_params, grads):
+            p.grad = gr.detach().clone()
+        opt_ref.step()
+        opt.step(mine, [torch.stack([gr.detach(), gr.detach()]) for gr in grads], active)
+    for m, r, f in zip(mine, ref_params, frozen):
+        torch.testing.assert_close(m[0], r.detach(), rtol=0, atol=1e-12)
+        assert torch.equal(m[1], f)
+
+
+def test_warmup_is_linear():
+    p = [torch.zeros(2, 1, dtype=torch.float64)]
+    opt = make_optimizer("sgd", p, lr=1.0, warmup_epochs=4)
+    deltas = []
+    for _ in range(6):
+        before = p[0][0].clone()
+        opt.step(p, [torch.ones(2, 1, dtype=torch.float64)], torch.tensor([True, True]))
+        deltas.append(float(before - p[0][0]))
+    assert deltas == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
+    assert not any(math.isnan(d) for d in deltas)
