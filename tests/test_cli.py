@@ -1,0 +1,56 @@
+"""The ``zoo`` command line: list, train, bench (with resume) and leaderboard; errors exit 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from zoo.cli import main, parse_seeds
+
+
+def test_parse_seeds():
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("3,7") == [3, 7]
+    for bad in ("4-0", "a", "1,1"):
+        with pytest.raises(Exception):
+            parse_seeds(bad)
+
+
+def test_list(capsys):
+    assert main(["list", "suites"]) == 0
+    out = capsys.readouterr().out
+    assert "quick" in out and "balance_table2" in out
+    assert main(["list", "inits"]) == 0 and "xavier" in capsys.readouterr().out
+
+
+def test_train_then_leaderboard(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
+    out = tmp_path / "run"
+    argv = ["train", "--model", "gatdb", "--dataset", "twin", "--layers", "1", "--epochs", "5", "--seeds", "0-2",
+            "--optimizer", "adam", "--lr", "0.01", "--set", "data.k=4", "--quiet", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "3 run(s) done now" in text and "| gatdb |" in text
+    recs = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in recs] == [0, 1, 2] and recs[0]["config"]["task"]["options"] == {"k": 4}
+    assert main(argv) == 0 and "0 run(s) done now, 3 already done" in capsys.readouterr().out
+    lb = tmp_path / "lb"
+    assert main(["leaderboard", str(out), "--out", str(lb)]) == 0
+    assert (lb / "index.html").exists() and (lb / "leaderboard.csv").read_text().startswith("suite,")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["train", "--model", "gta", "--dataset", "twin"], "unknown model 'gta'"),
+    (["train", "--model", "gat", "--dataset", "twin", "--set", "hedas=2"], "did you mean 'heads'"),
+    (["bench", "quik"], "unknown suite 'quik'. Did you mean 'quick'"),
+])
+def test_errors_name_the_problem(argv, needle, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path / "o")] if argv[0] != "bench" else argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_unknown_option_is_rejected():
+    proc = subprocess.run([sys.executable, "-m", "zoo", "bench", "quick", "--quik"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "unrecognized arguments: --quik" in proc.stderr
