@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import segment_softmax, segment_sum
+from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 
@@ -76,7 +76,7 @@ class GATLayer(nn.Module):
         # Scores are computed per node and gathered per edge: O(N) dot products, not O(E).
         score_src = (xw * self.att_src).sum(-1)
         score_dst = (xw * self.att_dst).sum(-1)
-        scores = score_src.index_select(0, src) + score_dst.index_select(0, dst)
+        scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
         if self.score_norm is not None:
             scores = self.score_norm.normalize_gat(self, graph, x, xw, scores)
         bias = self.score_bias(graph)
@@ -84,7 +84,7 @@ class GATLayer(nn.Module):
             scores = scores + bias
         alpha = segment_softmax(F.leaky_relu(scores, self.negative_slope), dst, n)
         weights = F.dropout(alpha, self.attn_dropout, self.training)
-        out = segment_sum(weights.unsqueeze(-1) * xw.index_select(0, src), dst, n)
+        out = segment_sum(weights.unsqueeze(-1) * gather_rows(xw, src), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias

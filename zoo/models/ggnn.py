@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import segment_sum
+from zoo.nn.functional import gather_rows, segment_sum
 from zoo.registry import register_model
 
 
@@ -46,7 +46,7 @@ class GGNNLayer(nn.Module):
                     nn.init.zeros_(lin.bias)
 
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
-        message = segment_sum(self.lin(x).index_select(0, graph.src), graph.dst, graph.num_nodes)
+        message = segment_sum(gather_rows(self.lin(x), graph.src), graph.dst, graph.num_nodes)
         state = x if self.project is None else self.project(x)
         i_r, i_z, i_n = self.gates_input(message).chunk(3, dim=-1)
         h_r, h_z, h_n = self.gates_hidden(state).chunk(3, dim=-1)

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import segment_sum
+from zoo.nn.functional import gather_rows, segment_sum
 from zoo.registry import register_model
 
 
@@ -46,7 +46,7 @@ class GINLayer(nn.Module):
 
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         eps = self.eps if self.eps is not None else self.eps_fixed
-        agg = segment_sum(x.index_select(0, graph.src), graph.dst, graph.num_nodes)
+        agg = segment_sum(gather_rows(x, graph.src), graph.dst, graph.num_nodes)
         out = self.lin2(torch.relu(self.lin1((1 + eps) * x + agg)))
         return out, x.new_ones(graph.num_edges, 1)
 

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
 from zoo.nn.base import AttentionRecord
-from zoo.nn.functional import segment_softmax, segment_sum
+from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 PLACEMENTS = ("post", "pre")
@@ -72,17 +72,17 @@ class GraphSelfAttention(nn.Module):
         n, src, dst = graph.num_nodes, graph.src, graph.dst
         shape = (n, self.heads, self.channels)
         query, key, value = (lin(x).view(shape) for lin in (self.lin_query, self.lin_key, self.lin_value))
-        scores = (query.index_select(0, dst) * key.index_select(0, src)).sum(-1)  # (E, H)
+        scores = (gather_rows(query, dst) * gather_rows(key, src)).sum(-1)  # (E, H)
         if self.score_norm is not None:
             scores = self.score_norm.normalize_dot(self, graph, query, key, value, scores)
         else:
             scores = scores * self.scale
         alpha = segment_softmax(scores, dst, n)
         weights = F.dropout(alpha, self.attn_dropout, self.training)
-        heads = segment_sum(weights.unsqueeze(-1) * value.index_select(0, src), dst, n)  # P^h X V^h
+        heads = segment_sum(weights.unsqueeze(-1) * gather_rows(value, src), dst, n)  # P^h X V^h
         if self.nonlocal_energy:
             # (1/n) ||P^h X - X||^2 per head; P^h X V^h = P^h (X V^h), so only the energy needs P^h X.
-            px = segment_sum(weights.unsqueeze(-1) * x.index_select(0, src).unsqueeze(1), dst, n)  # (N, H, dim)
+            px = segment_sum(weights.unsqueeze(-1) * gather_rows(x, src).unsqueeze(1), dst, n)  # (N, H, dim)
             energy = (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / n  # (H,)
             heads = heads * energy.unsqueeze(-1)
         return self.lin_out(heads.reshape(n, self.dim)), alpha

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import segment_softmax, segment_sum
+from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 
@@ -61,14 +61,14 @@ class UniMPLayer(nn.Module):
         n, src, dst = graph.num_nodes, graph.src, graph.dst
         shape = (n, self.heads, self.channels)
         query, key, value = (lin(x).view(shape) for lin in (self.lin_query, self.lin_key, self.lin_value))
-        scores = (query.index_select(0, dst) * key.index_select(0, src)).sum(-1)
+        scores = (gather_rows(query, dst) * gather_rows(key, src)).sum(-1)
         if self.score_norm is not None:
             scores = self.score_norm.normalize_dot(self, graph, query, key, value, scores)
         else:
             scores = scores / math.sqrt(self.channels)
         alpha = segment_softmax(scores, dst, n)
         weights = F.dropout(alpha, self.attn_dropout, self.training)
-        m = segment_sum(weights.unsqueeze(-1) * value.index_select(0, src), dst, n)
+        m = segment_sum(weights.unsqueeze(-1) * gather_rows(value, src), dst, n)
         m = m.reshape(n, -1) if self.concat else m.mean(dim=1)
         root = self.lin_root(x)
         if self.lin_gate is None:
