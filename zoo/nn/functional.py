@@ -19,84 +19,89 @@ import torch
 from torch import Tensor
 
 
-@torch.library.custom_op("zoo::gather_rows", mutates_args=())
-def _gather_rows(x: Tensor, index: Tensor, dim: int) -> Tensor:
-    return x.index_select(dim, index)
+# torch.library.custom_op / register_vmap exist from torch 2.5; older versions use plain ops.
+_HAS_CUSTOM_OPS = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_vmap")
+
+if _HAS_CUSTOM_OPS:
+    @torch.library.custom_op("zoo::gather_rows", mutates_args=())
+    def _gather_rows(x: Tensor, index: Tensor, dim: int) -> Tensor:
+        return x.index_select(dim, index)
 
 
-@torch.library.custom_op("zoo::scatter_rows", mutates_args=())
-def _scatter_rows(src: Tensor, index: Tensor, dim: int, size: int) -> Tensor:
-    shape = list(src.shape)
-    shape[dim] = size
-    return src.new_zeros(shape).index_add_(dim, index, src)
+    @torch.library.custom_op("zoo::scatter_rows", mutates_args=())
+    def _scatter_rows(src: Tensor, index: Tensor, dim: int, size: int) -> Tensor:
+        shape = list(src.shape)
+        shape[dim] = size
+        return src.new_zeros(shape).index_add_(dim, index, src)
 
 
-@_gather_rows.register_fake
-def _(x: Tensor, index: Tensor, dim: int) -> Tensor:
-    shape = list(x.shape)
-    shape[dim] = index.numel()
-    return x.new_empty(shape)
+    @_gather_rows.register_fake
+    def _(x: Tensor, index: Tensor, dim: int) -> Tensor:
+        shape = list(x.shape)
+        shape[dim] = index.numel()
+        return x.new_empty(shape)
 
 
-@_scatter_rows.register_fake
-def _(src: Tensor, index: Tensor, dim: int, size: int) -> Tensor:
-    shape = list(src.shape)
-    shape[dim] = size
-    return src.new_empty(shape)
+    @_scatter_rows.register_fake
+    def _(src: Tensor, index: Tensor, dim: int, size: int) -> Tensor:
+        shape = list(src.shape)
+        shape[dim] = size
+        return src.new_empty(shape)
 
 
-def _gather_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-    x, index, dim = inputs
-    ctx.save_for_backward(index)
-    ctx.dim, ctx.size = dim, x.shape[dim]
+    def _gather_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        x, index, dim = inputs
+        ctx.save_for_backward(index)
+        ctx.dim, ctx.size = dim, x.shape[dim]
 
 
-def _gather_backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None]:
-    (index,) = ctx.saved_tensors
-    return _scatter_rows(grad.contiguous(), index, ctx.dim, ctx.size), None, None
+    def _gather_backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None]:
+        (index,) = ctx.saved_tensors
+        return _scatter_rows(grad.contiguous(), index, ctx.dim, ctx.size), None, None
 
 
-def _scatter_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-    _, index, dim, _ = inputs
-    ctx.save_for_backward(index)
-    ctx.dim = dim
+    def _scatter_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        _, index, dim, _ = inputs
+        ctx.save_for_backward(index)
+        ctx.dim = dim
 
 
-def _scatter_backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None, None]:
-    (index,) = ctx.saved_tensors
-    return _gather_rows(grad, index, ctx.dim), None, None, None
+    def _scatter_backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None, None]:
+        (index,) = ctx.saved_tensors
+        return _gather_rows(grad, index, ctx.dim), None, None, None
 
 
-_gather_rows.register_autograd(_gather_backward, setup_context=_gather_setup)
-_scatter_rows.register_autograd(_scatter_backward, setup_context=_scatter_setup)
+    _gather_rows.register_autograd(_gather_backward, setup_context=_gather_setup)
+    _scatter_rows.register_autograd(_scatter_backward, setup_context=_scatter_setup)
 
 
-def _gather_vmap(info: Any, in_dims: Sequence[Any], x: Tensor, index: Tensor, dim: int) -> Tuple[Tensor, int]:
-    x_dim, index_dim, _ = in_dims
-    if index_dim is not None:  # per-replica indices (not used by the zoo): one call per replica
-        x = x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)
-        index = index.movedim(index_dim, 0)
-        return torch.stack([_gather_rows(x[r], index[r], dim) for r in range(info.batch_size)]), 0
-    # Replica dim right after the indexed dim: every gathered row is one contiguous block.
-    return _gather_rows(x.movedim(x_dim, dim + 1), index, dim), dim + 1
+    def _gather_vmap(info: Any, in_dims: Sequence[Any], x: Tensor, index: Tensor, dim: int) -> Tuple[Tensor, int]:
+        x_dim, index_dim, _ = in_dims
+        if index_dim is not None:  # per-replica indices (not used by the zoo): one call per replica
+            x = x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)
+            index = index.movedim(index_dim, 0)
+            return torch.stack([_gather_rows(x[r], index[r], dim) for r in range(info.batch_size)]), 0
+        # Replica dim right after the indexed dim: every gathered row is one contiguous block.
+        return _gather_rows(x.movedim(x_dim, dim + 1), index, dim), dim + 1
 
 
-def _scatter_vmap(info: Any, in_dims: Sequence[Any], src: Tensor, index: Tensor, dim: int,
-                  size: int) -> Tuple[Tensor, int]:
-    src_dim, index_dim, _, _ = in_dims
-    if index_dim is not None:
-        src = src.movedim(src_dim, 0) if src_dim is not None else src.expand(info.batch_size, *src.shape)
-        index = index.movedim(index_dim, 0)
-        return torch.stack([_scatter_rows(src[r], index[r], dim, size) for r in range(info.batch_size)]), 0
-    return _scatter_rows(src.movedim(src_dim, dim + 1), index, dim, size), dim + 1
+    def _scatter_vmap(info: Any, in_dims: Sequence[Any], src: Tensor, index: Tensor, dim: int,
+                      size: int) -> Tuple[Tensor, int]:
+        src_dim, index_dim, _, _ = in_dims
+        if index_dim is not None:
+            src = src.movedim(src_dim, 0) if src_dim is not None else src.expand(info.batch_size, *src.shape)
+            index = index.movedim(index_dim, 0)
+            return torch.stack([_scatter_rows(src[r], index[r], dim, size) for r in range(info.batch_size)]), 0
+        return _scatter_rows(src.movedim(src_dim, dim + 1), index, dim, size), dim + 1
 
 
-torch.library.register_vmap("zoo::gather_rows", _gather_vmap)
-torch.library.register_vmap("zoo::scatter_rows", _scatter_vmap)
+    torch.library.register_vmap("zoo::gather_rows", _gather_vmap)
+    torch.library.register_vmap("zoo::scatter_rows", _scatter_vmap)
 
 
 # Outside vmap the plain aten ops are used: a custom op costs a Python dispatch per call.
-_is_batched = getattr(torch._C._functorch, "is_batchedtensor", lambda t: True)
+_is_batched = (getattr(torch._C._functorch, "is_batchedtensor", lambda t: True) if _HAS_CUSTOM_OPS
+               else (lambda t: False))
 
 
 def gather_rows(x: Tensor, index: Tensor) -> Tensor:
