@@ -60,7 +60,10 @@ def _plot(board: Board, table: Any, t: Dict[str, Any], what: str) -> str:
             ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label="/".join(map(str, row)))
     if numeric and len(t["columns"]) > 2 and max(t["columns"]) / max(min(t["columns"]), 1) > 8:
         ax.set_xscale("log", base=2)
-    if not numeric:
+    if numeric:  # ticks at the measured depths, not at fractional positions
+        ax.set_xticks(list(t["columns"]), [str(c) for c in t["columns"]])
+        ax.minorticks_off()
+    else:
         ax.set_xticks(range(len(t["columns"])), [str(c) for c in t["columns"]])
     if board.layout["metric"] == "laplacian_energy" and what == "metric":
         ax.set_yscale("log")
@@ -117,9 +120,10 @@ def _board_html(board: Board) -> List[str]:
                 tds += f'<td data-v="{ep}">{ep}</td>'
             out.append(f"<tr>{tds}</tr>")
         out.append("</tbody></table>")
-        out.append('<div class="plots">' + _plot(board, table, t, "metric")
-                   + (_plot(board, table, t, "epochs") if lay["metric"] not in ("laplacian_energy", "pruned") else "")
-                   + "</div>")
+        if len(t["columns"]) > 1:  # a single column is fully shown by the table
+            out.append('<div class="plots">' + _plot(board, table, t, "metric")
+                       + (_plot(board, table, t, "epochs") if lay["metric"] not in ("laplacian_energy", "pruned") else "")
+                       + "</div>")
     if board.skipped:
         out.append(f"<p class=muted>Skipped {len(board.skipped)} cell(s): "
                    + html.escape("; ".join(sorted(set(board.skipped.values()))[:10])) + "</p>")
