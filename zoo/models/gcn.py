@@ -102,8 +102,6 @@ class GCN(DeepGNN):
         normalization = normalize_name(normalization)
         if normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
-        if common.get("heads", 1) != 1 or common.get("out_heads") not in (None, 1):
-            raise ValueError("gcn has no attention heads; leave heads/out_heads at 1 (use gat for multi-head)")
         if common.get("attn_dropout"):
             raise ValueError("gcn has no attention coefficients to drop; use dropout instead of attn_dropout")
         self.normalization = normalization

@@ -78,8 +78,6 @@ class GGNN(DeepGNN):
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
                  activation: str = "identity", **common: Any) -> None:
-        if common.get("heads", 1) != 1 or common.get("out_heads") not in (None, 1):
-            raise ValueError("ggnn has no attention heads; leave heads/out_heads at 1")
         super().__init__(in_dim, out_dim, hidden_dim, num_layers, activation=activation, **common)
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):

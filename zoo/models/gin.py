@@ -76,8 +76,6 @@ class GIN(DeepGNN):
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
                  eps: float = 0.0, train_eps: bool = False, **common: Any) -> None:
-        if common.get("heads", 1) != 1 or common.get("out_heads") not in (None, 1):
-            raise ValueError("gin has no attention heads; leave heads/out_heads at 1")
         self.eps, self.train_eps = eps, train_eps
         super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
 

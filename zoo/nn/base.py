@@ -141,6 +141,11 @@ class DeepGNN(nn.Module):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if not self.supports_heads and (heads != 1 or out_heads not in (None, 1)):
+            raise ValueError(
+                f"{self.family or type(self).__name__} has no attention heads; leave heads/out_heads at 1 "
+                "(use an attention model such as gat for multi-head)"
+            )
         if heads < 1 or (out_heads is not None and out_heads < 1):
             raise ValueError(f"heads and out_heads must be >= 1, got heads={heads}, out_heads={out_heads}")
         if hidden_dim % heads:
