@@ -173,17 +173,22 @@ def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.devi
     if suite.mode == "energy_at_init":
         if task.kind != "transductive":
             raise ValueError("energy_at_init needs a transductive dataset (one graph)")
-        with torch.no_grad():
-            out = replicas.forward(*view.inputs(), train=False)
-            # nonlocal paper §2: omega_ij = 1, mu_i = deg_i + 1, on the model's final output
-            from zoo.diagnostics import laplacian_energy
+        # nonlocal paper §2 and Tables 2/4/6: Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the
+        # final layer's output X^L, read from the model's taps (before the decoder); the whole
+        # per-layer trace (Fig. 1) is kept in the record's extra.
+        from zoo.diagnostics import energy_trace
 
-            energy = [float(laplacian_energy(view.edge_index, out[r].to(torch.float64))) for r in range(out.size(0))]
+        traces = []
+        for r in range(replicas.size):
+            replicas.base.load_state_dict(replicas.state_of(r), strict=False)
+            replicas.base.eval()
+            traces.append(energy_trace(replicas.base, view.edge_index, view.x).tolist())
         elapsed = time.perf_counter() - start
-        results = [RunResult(metrics={"laplacian_energy": e}, val_loss=None, train_loss=None, best_epoch=None,
+        results = [RunResult(metrics={"laplacian_energy": trace[-1]}, val_loss=None, train_loss=None, best_epoch=None,
                              epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,
-                             wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters())
-                   for e in energy]
+                             wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters(),
+                             extra={"laplacian_energy_per_layer": trace})
+                   for trace in traces]
     else:
         results = train_replicas(task, replicas, view, cfg, seeds, progress=progress)
         if suite.mode == "prune_layers" or cells[0].config["run"].get("prune_layers"):
@@ -239,7 +244,7 @@ def make_record(suite: Suite, cell: Cell, task: Any, res: RunResult, extra: Dict
         "wall_time_s": res.wall_time_s / max(extra["group_size"], 1), "time_per_epoch_s": res.time_per_epoch_s,
         "num_parameters": res.num_parameters, "build_config": build_config,
         "device": prov["device"], "versions": prov["versions"], "commit": prov["commit"],
-        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **extra,
+        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **res.extra, **extra,
     }
 
 
