@@ -53,6 +53,16 @@ def test_dgl_is_not_imported_for_tensors():
     assert out.stdout.strip() == "False"
 
 
+def test_same_edge_index_with_more_nodes_is_a_new_graph():
+    """The node count of an edge_index graph comes from x: it must be part of the cache key."""
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    model = zoo.build("gat", in_dim=2, out_dim=2)
+    assert model(edge_index, torch.randn(2, 2)).shape == (2, 2)
+    out = model(edge_index, torch.randn(4, 2))  # two extra isolated nodes
+    assert out.shape == (4, 2) and torch.isfinite(out).all()
+    assert as_graph(edge_index, torch.randn(4, 2)).num_nodes == 4
+
+
 def test_self_loop_policies():
     edge_index, n = awkward_graph()
     x = torch.randn(n, 2)

@@ -1,6 +1,7 @@
 """``zoo.build``: resolve a name (and preset), validate options, construct, then initialise."""
 from __future__ import annotations
 
+import inspect
 from typing import Any, Dict, Optional
 
 from torch import nn
@@ -47,7 +48,7 @@ def build(
     if unknown:
         raise unknown_kwargs_error(f"model {key!r}", unknown, [*accepted, *_PLUGIN_KEYS])
     missing = [k for k in ("in_dim", "out_dim") if k not in options and k in accepted
-               and accepted[k] is __import__("inspect").Parameter.empty]
+               and accepted[k] is inspect.Parameter.empty]
     if missing:
         raise TypeError(
             f"build({name!r}) needs {' and '.join(missing)}: the input feature size and the number of "

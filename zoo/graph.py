@@ -104,24 +104,38 @@ def _is_dgl_graph(obj: Any) -> bool:
     return type(obj).__module__.split(".")[0] == "dgl" and hasattr(obj, "edges") and hasattr(obj, "num_nodes")
 
 
-def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int, Any]:
-    """Return (edge_index, num_nodes, version stamp) for any supported graph type."""
+def _stamp(graph: GraphLike, x: Optional[Tensor]) -> Any:
+    """A cheap fingerprint that changes whenever the normalised graph may change (``None``: don't cache).
+
+    Computed before any edges are read, so a cache hit costs no tensor work on the hot path.
+    """
+    if isinstance(graph, Tensor):  # the node count comes from x: part of the fingerprint
+        return graph._version, None if x is None else x.size(0)
+    if _is_dgl_graph(graph):  # DGL graphs' structure is immutable
+        return int(graph.num_nodes()), int(graph.num_edges())
+    edge_index = getattr(graph, "edge_index", None)
+    if isinstance(edge_index, Tensor):
+        return id(edge_index), edge_index._version, getattr(graph, "num_nodes", None)
+    return None
+
+
+def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int]:
+    """Return (edge_index, num_nodes) for any supported graph type."""
     if isinstance(graph, Graph):
-        return graph.edge_index, graph.num_nodes, None
+        return graph.edge_index, graph.num_nodes
     if isinstance(graph, Tensor):
         if x is None:
             raise ValueError("an edge_index graph needs the node features x to know the number of nodes")
-        return graph, x.size(0), graph._version
+        return graph, x.size(0)
     if _is_dgl_graph(graph):
         src, dst = graph.edges(order="eid")
-        num_nodes = int(graph.num_nodes())
-        return torch.stack([src, dst]).long(), num_nodes, (num_nodes, src.numel())
+        return torch.stack([src, dst]).long(), int(graph.num_nodes())
     edge_index = getattr(graph, "edge_index", None)
     if isinstance(edge_index, Tensor):  # torch_geometric.data.Data and look-alikes
         num_nodes = getattr(graph, "num_nodes", None)
         if num_nodes is None:
             num_nodes = x.size(0) if x is not None else int(edge_index.max()) + 1
-        return edge_index, int(num_nodes), (id(edge_index), edge_index._version)
+        return edge_index, int(num_nodes)
     raise TypeError(
         f"cannot read a graph from {type(graph).__name__}: pass a (2, E) edge_index LongTensor, "
         "a torch_geometric.data.Data with edge_index, or a dgl.DGLGraph"
@@ -136,12 +150,14 @@ def _validate(edge_index: Tensor, num_nodes: int) -> None:
         )
     if edge_index.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"edge_index must hold integer node indices, got dtype {edge_index.dtype}")
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
-        raise ValueError(
-            f"edge_index refers to node {int(edge_index.max()) if int(edge_index.min()) >= 0 else int(edge_index.min())}"
-            f" but the graph has {num_nodes} nodes (valid indices 0..{num_nodes - 1}); "
-            "check that x has one row per node"
-        )
+    if edge_index.numel():
+        low, high = int(edge_index.min()), int(edge_index.max())
+        bad = low if low < 0 else high
+        if low < 0 or high >= num_nodes:
+            raise ValueError(
+                f"edge_index refers to node {bad} but the graph has {num_nodes} nodes "
+                f"(valid indices 0..{num_nodes - 1}); check that x has one row per node"
+            )
 
 
 def _apply_policy(edge_index: Tensor, num_nodes: int, policy: str) -> Tensor:
@@ -171,12 +187,13 @@ def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "ad
     else:
         device = x.device if x is not None else None
         key = (self_loops, str(device))
-        entries = _CACHE.lookup(graph)
-        edge_index, num_nodes, stamp = _read_edges(graph, x)
+        stamp = _stamp(graph, x)
+        entries = _CACHE.lookup(graph) if stamp is not None else None
         hit = entries.get(key) if entries is not None else None
-        if hit is not None and stamp is not None and hit[0] == stamp:
+        if hit is not None and hit[0] == stamp:
             result = hit[1]
         else:
+            edge_index, num_nodes = _read_edges(graph, x)
             _validate(edge_index, num_nodes)
             ei = edge_index.long()
             if device is not None:
