@@ -10,11 +10,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-from zoo.bench.leaderboard import load_board, write_leaderboard
+from zoo.bench.leaderboard import write_leaderboard
 from zoo.bench.records import CorruptRecordsError, append_record, read_records
 from zoo.bench.runner import run_suite
 from zoo.bench.suite import list_suites, load_suite, parse_suite

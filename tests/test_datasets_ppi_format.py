@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from zoo.datasets import load
 

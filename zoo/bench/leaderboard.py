@@ -8,7 +8,6 @@ Per suite and per dataset (``[leaderboard] table_by``): one table whose rows are
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import math
@@ -208,7 +207,7 @@ def to_markdown(board: Board) -> str:
     if board.meta.get("paper"):
         lines.append(f"Paper: {board.meta['paper']}" + (f" — {', '.join(board.meta['tables'])}" if board.meta.get("tables") else ""))
     lines += [f"Metric: **{lay['metric']}**" + (" (%)" if lay["metric"] in ("train", "val", "test", "pruned") else "")
-              + f", mean ± 95% CI (Student t) over runs, (n) runs; `paper` is the reported number, `Δ` = ours − paper.",
+              + ", mean ± 95% CI (Student t) over runs, (n) runs; `paper` is the reported number, `Δ` = ours − paper.",
               f"Provenance: commit {', '.join(board.provenance['commits'])}; device {', '.join(board.provenance['devices'])}; "
               + ", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items()), ""]
     for table, t in tables(board).items():

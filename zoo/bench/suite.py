@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from zoo._names import close_matches, normalize_name, unknown_kwargs_error, unknown_name_error
+from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo.bench.train import SELECT, TrainConfig
 
 try:  # Python >= 3.11

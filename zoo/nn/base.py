@@ -10,9 +10,8 @@ Layer contract (what ``make_layer`` must return) — see :class:`LayerProtocol`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple, Union, runtime_checkable
+from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, Union, runtime_checkable
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 

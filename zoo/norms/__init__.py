@@ -15,7 +15,7 @@ Register a new one with :func:`register_norm`; it must satisfy :class:`NormPlugi
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Protocol, Union, runtime_checkable
+from typing import Any, Callable, List, Protocol, Union, runtime_checkable
 
 from torch import nn
 

@@ -12,7 +12,6 @@ Shapes: ``(N, dim)`` -> ``(N, dim)``; statistics run over all ``N`` nodes of the
 """
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
