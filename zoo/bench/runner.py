@@ -30,7 +30,8 @@ from torch import nn
 
 from zoo.bench import records
 from zoo.bench.suite import Cell, Suite
-from zoo.bench.train import GraphPool, RunResult, TrainConfig, build_replicas, train_replicas
+from zoo.bench.train import RunResult, TrainConfig, build_replicas, train_replicas
+from zoo.nn.readout import GraphPool
 
 PathLike = Union[str, Path]
 
@@ -118,10 +119,17 @@ def output_size(task: Any) -> int:
 
 
 def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
-    """A zero-argument builder of ``cell``'s model for ``task`` (seeded by the caller)."""
+    """A zero-argument builder of ``cell``'s model for ``task`` (seeded by the caller).
+
+    Graph tasks: the GNN maps to ``hidden_dim`` features per node, then :class:`GraphPool`
+    (readout ``m["readout"]``, default ``mean``, and a 2-layer MLP) gives one output per graph.
+    """
     import zoo
 
     m = cell.config["model"]
+    if m.get("readout") is not None and task.kind != "graph":
+        raise ValueError(f"readout={m['readout']!r} pools node outputs into graph outputs, but {task.name} is a "
+                         f"{task.kind} (node-level) task; remove readout from the suite cell")
 
     def build() -> nn.Module:
         kwargs = dict(m["kwargs"])
@@ -130,7 +138,7 @@ def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
             gnn = zoo.build(m["name"], in_dim=task.num_features, out_dim=pooled, init=m["init"],
                             init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
                             norm_kwargs=m["norm_kwargs"] or None, **kwargs)
-            return GraphPool(gnn, pooled, output_size(task))
+            return GraphPool(gnn, pooled, output_size(task), readout=m.get("readout") or "mean")
         return zoo.build(m["name"], in_dim=task.num_features, out_dim=output_size(task), init=m["init"],
                          init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
                          norm_kwargs=m["norm_kwargs"] or None, **kwargs)

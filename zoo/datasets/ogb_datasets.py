@@ -156,12 +156,19 @@ _GRAPH_EXPECTED = ["RELEASE_v1.txt", "raw/edge.csv.gz", "raw/node-feat.csv.gz", 
 
 @register_dataset("ogbg_molhiv", kind="graph", metric="rocauc",
                   source="ogb.graphproppred.PygGraphPropPredDataset('ogbg-molhiv')",
-                  options={"meta_dict": None, "download": None}, raw_files=[_ogb_dir("ogbg-molhiv") + "/"],
+                  options={"meta_dict": None, "download": None, "max_graphs": None},
+                  raw_files=[_ogb_dir("ogbg-molhiv") + "/"],
                   stats={"graphs": 41127, "features": 9, "classes": 1})
 def load_molhiv(root: Path, split: Union[int, str, None], seed: int,
-                meta_dict: Optional[Mapping[str, Any]] = None, download: Optional[bool] = None) -> Task:
+                meta_dict: Optional[Mapping[str, Any]] = None, download: Optional[bool] = None,
+                max_graphs: Optional[int] = None) -> Task:
+    """``max_graphs``: keep only the first ``max_graphs`` graphs of each split (official order), a
+    small subset for smoke tests and ``--quick`` suites (300 keeps 11/7/8 positives)."""
     if split not in (None, "official", "scaffold"):
         raise ValueError(f"ogbg_molhiv has only its official scaffold split; got split={split!r}")
+    if max_graphs is not None and (isinstance(max_graphs, bool) or not isinstance(max_graphs, int)
+                                   or max_graphs < 1):
+        raise ValueError(f"max_graphs must be a positive integer (graphs kept per split), got {max_graphs!r}")
     ds, source = _ogb_dataset("ogbg_molhiv", "ogbg-molhiv", root, meta_dict, download, _GRAPH_EXPECTED)
     with torch.serialization.safe_globals(_ogb_safe_globals()):
         idx = ds.get_idx_split()
@@ -170,7 +177,10 @@ def load_molhiv(root: Path, split: Union[int, str, None], seed: int,
         g = ds[int(i)]
         return Data(x=g.x.float(), edge_index=g.edge_index, edge_attr=g.edge_attr, y=g.y.view(1, -1))
 
-    graphs = {s: [graph(i) for i in idx[k]] for s, k in (("train", "train"), ("val", "valid"), ("test", "test"))}
+    graphs = {s: [graph(i) for i in idx[k][:max_graphs]]
+              for s, k in (("train", "train"), ("val", "valid"), ("test", "test"))}
     return Task(name="ogbg_molhiv", kind="graph", metric="rocauc", num_features=int(ds.num_features),
                 num_classes=int(ds.num_tasks), multilabel=False, graphs=graphs, split="scaffold",
-                preprocessing=("x = OGB atom codes as float",), source=source, ogb_evaluator="ogbg-molhiv")
+                preprocessing=("x = OGB atom codes as float",)
+                + ((f"first {max_graphs} graphs of each split",) if max_graphs else ()),
+                source=source, ogb_evaluator="ogbg-molhiv")
