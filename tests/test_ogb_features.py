@@ -197,3 +197,93 @@ def test_checkpoint_keeps_fewer_tensors():
     torch.manual_seed(1)
     ckpt = saved_bytes(zoo.build("gatv2", checkpoint=True, **kw))
     assert ckpt < plain / 3
+
+
+def tiny_molecule_task(graphs_per_split=(12, 6, 6), seed=0):
+    """Molecule-shaped graph task: OGB atom/bond codes (9 / 3 int columns), one binary label."""
+    from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
+    from torch_geometric.data import Data
+
+    from zoo.datasets import Task
+
+    g = torch.Generator().manual_seed(seed)
+    atom, bond = get_atom_feature_dims(), get_bond_feature_dims()
+    graphs = {}
+    for split, count in zip(("train", "val", "test"), graphs_per_split):
+        items = []
+        for i in range(count):
+            n = int(torch.randint(3, 8, (1,), generator=g))
+            x = torch.stack([torch.randint(0, min(d, 4), (n,), generator=g) for d in atom], 1)
+            s = torch.randint(0, n, (n + 2,), generator=g)
+            d = torch.randint(0, n, (n + 2,), generator=g)
+            ei = torch.cat([torch.stack([s, d]), torch.stack([d, s])], 1)
+            ea = torch.stack([torch.randint(0, min(k, 3), (n + 2,), generator=g) for k in bond], 1).repeat(2, 1)
+            y = torch.tensor([[i % 2]])  # both classes in every split
+            items.append(Data(x=x.float(), edge_index=ei, edge_attr=ea, y=y))
+        graphs[split] = items
+    return Task(name="tiny_mol", kind="graph", metric="rocauc", num_features=9, num_classes=1, multilabel=False,
+                graphs=graphs, ogb_evaluator="ogbg-molhiv")
+
+
+@pytest.mark.parametrize("model,readout,extra", [
+    ("gatv2", "attention", {"edge_encoder": "bond", "checkpoint": True}),
+    ("gcn", "sum", {}),
+])
+def test_graph_task_through_model_factory_grouped_equals_sequential(model, readout, extra):
+    """ogbg-molhiv's path on tiny data: atom encoder, bond features, readout, OGB Evaluator,
+    mini-batches shared by the replicas; stacked replicas reproduce one-at-a-time runs at float64."""
+    from zoo.bench.runner import model_factory
+    from zoo.bench.suite import Cell
+    from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+
+    task = tiny_molecule_task()
+    m = {"name": model, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": readout,
+         "kwargs": {"hidden_dim": 8, "num_layers": 2, "input_encoder": "atom", **extra}}
+    factory = model_factory(Cell(id="c", group="g", config={"model": m}), task)
+    cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=4, batch_size=5)
+    seeds = [0, 1]
+
+    def run(seed_list, stacked):
+        reps, view = build_replicas(task, [factory] * len(seed_list), seed_list, torch.device("cpu"),
+                                    torch.float64, cfg, stacked)
+        return train_replicas(task, reps, view, cfg, seed_list), reps
+
+    grouped, reps = run(seeds, True)
+    assert type(reps.base.readout).__name__.lower().startswith(readout[:3])
+    if extra.get("edge_encoder"):
+        assert reps.base.gnn.edge_encoder is not None
+    sequential = [run([s], False)[0][0] for s in seeds]
+    for g, s in zip(grouped, sequential):
+        assert g.best_epoch == s.best_epoch
+        assert g.metrics["test"] is not None and 0.0 <= g.metrics["test"] <= 1.0
+        for split in ("train", "val", "test"):
+            assert g.metrics[split] == pytest.approx(s.metrics[split], abs=1e-12)
+        assert g.val_loss == pytest.approx(s.val_loss, abs=1e-10, rel=0)
+
+
+def test_readout_on_node_task_is_refused():
+    from zoo.bench.runner import model_factory
+    from zoo.bench.suite import Cell
+
+    task = tiny_molecule_task()
+    task.kind = "transductive"
+    m = {"name": "gcn", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": "sum",
+         "kwargs": {}}
+    with pytest.raises(ValueError, match="readout='sum' pools node outputs"):
+        model_factory(Cell(id="c", group="g", config={"model": m}), task)
+
+
+def test_suite_readout_key_is_validated_and_optional():
+    from zoo.bench.suite import SuiteError, load_suite
+
+    suite = load_suite("benchmarks/suites/ogb_molhiv.toml", quick=True)
+    assert {c.config["model"]["readout"] for c in suite.cells} == {"mean"}
+    assert {c.config["model"]["kwargs"].get("edge_encoder") for c in suite.cells
+            if c.config["model"]["name"] == "gatv2"} == {"bond"}
+    quick = load_suite("benchmarks/suites/quick.toml", quick=True)
+    assert all("readout" not in c.config["model"] for c in quick.cells)  # other suites' ids unchanged
+    from zoo.bench.suite import parse_suite
+
+    raw = {"suite": {"name": "x"}, "defaults": {"dataset": "ogbg_molhiv", "model": "gcn", "readout": "meen"}}
+    with pytest.raises(SuiteError, match="Did you mean 'mean'"):
+        parse_suite(raw)

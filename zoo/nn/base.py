@@ -15,10 +15,12 @@ from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, Union, runti
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils.stateless import _reparametrize_module  # what torch.func.functional_call uses
 from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph
+from zoo.nn.functional import _is_batched
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
 # is what the conservation law of the balance paper needs (Theorem 2.2).
@@ -116,7 +118,9 @@ class DeepGNN(nn.Module):
         checkpoint: recompute each layer in the backward pass instead of keeping its
             activations (``torch.utils.checkpoint``, non-reentrant): memory ~ one layer's
             intermediates instead of ``num_layers``, at about one extra forward of compute.
-            The numbers do not change (dropout masks are replayed).
+            The numbers do not change (dropout masks are replayed).  Not applied under
+            ``torch.func.vmap`` (the benchmark's stacked replicas): train such models with
+            ``--sequential`` or ``--max-replicas 1`` to get the memory saving.
     """
 
     #: family name shown in model cards; set by subclasses.
@@ -260,15 +264,18 @@ class DeepGNN(nn.Module):
         if self.input_encoder is not None:
             x = self.input_encoder(x)
         records: List[AttentionRecord] = []
+        # Under torch.func.vmap (stacked replicas) the recomputation would run outside the vmap
+        # and fail, so layers are not checkpointed there (same numbers, more memory).
+        under_vmap = self.checkpoint and _is_batched(next(self.parameters()))
         for index, layer in enumerate(self.layers):
             if index in self.skipped_layers:
                 if layer.in_dim != (layer.channels * layer.heads if layer.concat else layer.channels):
                     raise ValueError(f"layer {index} changes the width and cannot be skipped")
                 x = self.taps[index](x)
                 continue
-            if self.checkpoint and torch.is_grad_enabled():
+            if self.checkpoint and torch.is_grad_enabled() and not under_vmap:
                 # Keep only this layer's input; recompute its intermediates in the backward pass.
-                out, alpha = checkpoint(self._layer_block, index, g, x, edges, use_reentrant=False)
+                out, alpha = checkpoint(self._recomputable_block(index), g, x, edges, use_reentrant=False)
             else:
                 out, alpha = self._layer_block(index, g, x, edges)
             x = self.taps[index](out)
@@ -292,6 +299,21 @@ class DeepGNN(nn.Module):
                 out = self.norms[index](out)
             out = self.act(out)
         return out, alpha
+
+    def _recomputable_block(self, index: int) -> Any:
+        """``_layer_block(index, ...)`` bound to the parameter tensors in use *now*.
+
+        The backward pass recomputes the block after ``torch.func.functional_call`` (the
+        benchmark's replicas) has put the module's own parameters back; replaying it with the
+        tensors of the forward pass keeps the gradients those of the replica that ran.
+        """
+        state = {**dict(self.named_parameters()), **dict(self.named_buffers())}
+
+        def block(g: Graph, x: Tensor, edges: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+            with _reparametrize_module(self, state):
+                return self._layer_block(index, g, x, edges)
+
+        return block
 
     def _encode_edges(self, graph: GraphLike, g: Graph, x: Tensor, edge_attr: Optional[Tensor]) -> Optional[Tensor]:
         """Encoded edge features aligned with ``g.edge_index`` (``None`` without an edge encoder)."""
