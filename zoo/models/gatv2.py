@@ -11,7 +11,7 @@ from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.nn.functional import gather_rows, leaky_relu_dot, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 UPDATE_WEIGHTS = ("source", "separate")
@@ -94,7 +94,7 @@ class GATv2Layer(nn.Module):
         if self.score_norm is not None:
             scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
         else:
-            scores = (F.leaky_relu(hidden, self.negative_slope) * self.att).sum(-1)
+            scores = leaky_relu_dot(hidden, self.att, self.negative_slope)  # keeps hidden only
         alpha = segment_softmax(scores, dst, n)
         weights = F.dropout(alpha, self.attn_dropout, self.training)
         values = src_features if self.lin_update is None else gather_rows(self.lin_update(x).view(shape), src)

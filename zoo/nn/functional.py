@@ -13,7 +13,7 @@ All functions here are out-of-place (in-place scatters into fresh tensors cannot
 """
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -111,11 +111,54 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
     return x.index_select(0, index)
 
 
+# aten's index_add autograd keeps the whole ``source`` (e.g. the (E, H, C) messages) alive for the
+# backward, which needs only the index: above this size the custom op (it saves the index alone)
+# is used with grad too; below it the plain op avoids the custom op's Python dispatch.
+_SAVE_FREE_MIN_NUMEL = 1 << 16
+
+
 def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
     """Sum the rows of ``values`` (``(E, ...)``) into ``num_segments`` buckets given by ``index`` (``(E,)``)."""
-    if _is_batched(values):
+    if _is_batched(values) or (_HAS_CUSTOM_OPS and values.requires_grad and torch.is_grad_enabled()
+                               and values.numel() >= _SAVE_FREE_MIN_NUMEL):
         return _scatter_rows(values, index, 0, num_segments)
     return values.new_zeros((num_segments,) + tuple(values.shape[1:])).index_add_(0, index, values)
+
+
+class _LeakyReluDot(torch.autograd.Function):
+    """``(LeakyReLU(h) * a).sum(-1)`` that keeps only ``h`` for the backward (LeakyReLU(h) is recomputed)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(hidden: Tensor, att: Tensor, slope: float) -> Tensor:
+        return (torch.nn.functional.leaky_relu(hidden, slope) * att).sum(-1)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        hidden, att, slope = inputs
+        ctx.save_for_backward(hidden, att)
+        ctx.slope = slope
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor], None]:
+        hidden, att = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        grad_hidden = grad_att = None
+        if ctx.needs_input_grad[0]:
+            grad_hidden = torch.ops.aten.leaky_relu_backward(g * att, hidden, ctx.slope, False)
+        if ctx.needs_input_grad[1]:
+            grad_att = (g * torch.nn.functional.leaky_relu(hidden, ctx.slope)).sum_to_size(att.shape)
+        return grad_hidden, grad_att, None
+
+
+def leaky_relu_dot(hidden: Tensor, att: Tensor, negative_slope: float) -> Tensor:
+    r"""GATv2's score :math:`a^\top \mathrm{LeakyReLU}(h)` per edge and head.
+
+    Same numbers as ``(F.leaky_relu(hidden, s) * att).sum(-1)``, but autograd keeps one
+    ``(E, H, C)`` tensor (``hidden``) instead of two.  Shapes: ``(E, H, C)``, ``(H, C)`` -> ``(E, H)``.
+    """
+    return _LeakyReluDot.apply(hidden, att, negative_slope)
 
 
 def segment_max(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
@@ -141,4 +184,4 @@ def segment_softmax(scores: Tensor, index: Tensor, num_segments: int) -> Tensor:
     return weights / (denom + 1e-16)
 
 
-__all__: List[str] = ["gather_rows", "segment_sum", "segment_max", "segment_softmax"]
+__all__: List[str] = ["gather_rows", "segment_sum", "segment_max", "segment_softmax", "leaky_relu_dot"]
