@@ -287,3 +287,33 @@ def test_suite_readout_key_is_validated_and_optional():
     raw = {"suite": {"name": "x"}, "defaults": {"dataset": "ogbg_molhiv", "model": "gcn", "readout": "meen"}}
     with pytest.raises(SuiteError, match="Did you mean 'mean'"):
         parse_suite(raw)
+
+
+@pytest.mark.parametrize("name", ["gatv2", "gatdb"])
+def test_conservation_identity_holds_with_edge_features(name):
+    """W_e rescales with the incoming side (and a_e with the attention side): the balance
+    paper's gradient identity stays exact with an edge term."""
+    import torch.nn.functional as F
+
+    from zoo.diagnostics.conservation import gradient_identity
+
+    torch.manual_seed(0)
+    ei, x = _graph(), torch.randn(7, 5, dtype=torch.float64)
+    ea = torch.randn(ei.size(1), 3, dtype=torch.float64)
+    model = zoo.build(name, in_dim=5, out_dim=3, hidden_dim=8, num_layers=3, heads=2,
+                      edge_encoder="linear", edge_dim=3).double()
+    model(ei, x, edge_attr=ea)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.7)
+    F.cross_entropy(model(ei, x, edge_attr=ea), torch.tensor([0, 1, 2, 0, 1, 2, 0])).backward()
+    for delta in gradient_identity(model):
+        assert float(delta.abs().max()) < 1e-9
+    # leaving W_e out of the incoming side breaks it (the test can fail)
+    layer = model.layers[0]
+    original = type(layer).incoming_params
+    try:
+        type(layer).incoming_params = lambda self: [p for p in original(self) if p is not getattr(self, "lin_edge").weight]
+        assert max(float(d.abs().max()) for d in gradient_identity(model)) > 1e-6
+    finally:
+        type(layer).incoming_params = original
