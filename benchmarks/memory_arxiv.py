@@ -45,18 +45,24 @@ LOCK = Path(tempfile.gettempdir()) / "gat-zoo-memory_arxiv.lock"
 
 
 def arxiv_shaped_graph(scale: float, seed: int = 0):
-    """A directed Chung-Lu graph with power-law expected degrees (exponent ~2.1) and arxiv's
-    node / edge counts times ``scale``; random features and labels."""
+    """A directed graph with power-law degrees and arxiv's node / edge counts times ``scale``;
+    random features and labels.  Uses ``zoo.datasets.synthetic.power_law_digraph`` (the
+    ``arxiv_like`` dataset's generator) where the zoo has it, else a Chung-Lu draw here."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     n = max(100, int(ARXIV["nodes"] * scale))
     e = max(500, int(ARXIV["edges"] * scale))
-    rank = torch.arange(1, n + 1, dtype=torch.float64)
-    weight = rank ** (-1.0 / (2.1 - 1.0))  # Zipf weights -> degree tail P(k) ~ k^-2.1
-    src = torch.multinomial(weight[torch.randperm(n, generator=g)], e, replacement=True, generator=g)
-    dst = torch.multinomial(weight[torch.randperm(n, generator=g)], e, replacement=True, generator=g)
-    edge_index = torch.stack([src, dst])
+    try:
+        from zoo.datasets.synthetic import power_law_digraph
+    except ImportError:
+        rank = torch.arange(1, n + 1, dtype=torch.float64)
+        weight = rank ** (-1.0 / (2.1 - 1.0))  # Zipf weights -> degree tail P(k) ~ k^-2.1
+        src = torch.multinomial(weight[torch.randperm(n, generator=g)], e, replacement=True, generator=g)
+        dst = torch.multinomial(weight[torch.randperm(n, generator=g)], e, replacement=True, generator=g)
+        edge_index = torch.stack([src, dst])
+    else:
+        edge_index = power_law_digraph(n, e, g)
     x = torch.randn(n, ARXIV["features"], generator=g)
     y = torch.randint(0, ARXIV["classes"], (n,), generator=g)
     return edge_index, x, y
@@ -87,6 +93,12 @@ def measure(cfg: Dict[str, Any]) -> Dict[str, Any]:
     from zoo.graph import as_graph
 
     torch.set_num_threads(int(cfg["threads"]))
+    if cfg.get("legacy"):  # the autograd graph before the memory fixes, for a same-run comparison
+        import zoo.models.gatv2 as gatv2_module
+        import zoo.nn.functional as functional
+
+        functional._SAVE_FREE_MIN_NUMEL = 1 << 62  # index_add keeps its (E, H, C) source again
+        gatv2_module.leaky_relu_dot = lambda h, a, s: (F.leaky_relu(h, s) * a).sum(-1)
     torch.manual_seed(0)
     edge_index, x, y = arxiv_shaped_graph(cfg["scale"])
     model = zoo.build(cfg["model"], in_dim=x.size(1), out_dim=ARXIV["classes"], hidden_dim=cfg["heads"] * cfg["channels"],
@@ -137,6 +149,7 @@ def measure(cfg: Dict[str, Any]) -> Dict[str, Any]:
 
 def run_worker(cfg: Dict[str, Any]) -> Dict[str, Any]:
     proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(cfg)], capture_output=True, text=True)
+    sys.stdout.flush()
     if proc.returncode != 0:
         return {**cfg, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"rc {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -158,8 +171,11 @@ def main(argv: List[str] = None) -> int:
     p.add_argument("--depth-scale", type=float, default=None, help="graph scale of the depth sweep (default --scale)")
     p.add_argument("--repeat", type=int, default=2, help="timed epochs after the measured one")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--legacy", action="store_true",
+                   help="also measure the autograd graph as it was before the memory fixes")
     p.add_argument("--out", help="write all results as JSON here")
     args = p.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows in logs as it comes
     if args.worker:
         print(json.dumps(measure(json.loads(args.worker))))
         return 0
@@ -177,13 +193,14 @@ def main(argv: List[str] = None) -> int:
     print(f"# full-batch forward+backward, arxiv shape x {args.scale}, {args.layers} layers, "
           f"{args.heads} heads x {args.channels}; GiB")
     print("model | nodes | edges (+loops) | saved by autograd | peak RSS rise | peak/saved | saved (E,H,C) tensors | s/epoch")
-    for model in args.models:
-        r = run_worker({**base, "model": model, "scale": args.scale})
+    for model, legacy in [(m, flag) for m in args.models for flag in ([False, True] if args.legacy else [False])]:
+        r = run_worker({**base, "model": model, "scale": args.scale, "legacy": legacy})
         results.append(r)
+        label = model + (" (before fixes)" if legacy else "")
         if "error" in r:
-            print(f"{model} | error: {r['error']}")
+            print(f"{label} | error: {r['error']}")
             continue
-        print(f"{model} | {r['nodes']} | {r['edges_with_loops']} | {gib(r['saved_bytes'])} | {gib(r['peak_bytes'])} | "
+        print(f"{label} | {r['nodes']} | {r['edges_with_loops']} | {gib(r['saved_bytes'])} | {gib(r['peak_bytes'])} | "
               f"{r['ratio']:.2f} | {len(r['saved_ehc'])} x {gib(r['ehc_bytes'])} | {r['time_per_epoch_s']:.2f}")
     if args.depths:
         scale = args.depth_scale or args.scale
