@@ -317,3 +317,12 @@ def test_conservation_identity_holds_with_edge_features(name):
         assert max(float(d.abs().max()) for d in gradient_identity(model)) > 1e-6
     finally:
         type(layer).incoming_params = original
+
+
+def test_graph_tied_model_on_graph_task_is_refused():
+    from zoo.bench.runner import model_factory
+    from zoo.bench.suite import Cell
+
+    m = {"name": "gatdb", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "kwargs": {}}
+    with pytest.raises(ValueError, match="tied to one graph"):
+        model_factory(Cell(id="c", group="g", config={"model": m}), tiny_molecule_task())()

@@ -138,6 +138,9 @@ def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
             gnn = zoo.build(m["name"], in_dim=task.num_features, out_dim=pooled, init=m["init"],
                             init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
                             norm_kwargs=m["norm_kwargs"] or None, **kwargs)
+            if getattr(gnn, "graph_tied", False):
+                raise ValueError(f"{m['name']} learns parameters tied to one graph (per-edge / per-node biases); "
+                                 f"{task.name} is a graph task with many graphs: use gatv2, gat or gcn")
             return GraphPool(gnn, pooled, output_size(task), readout=m.get("readout") or "mean")
         return zoo.build(m["name"], in_dim=task.num_features, out_dim=output_size(task), init=m["init"],
                          init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
