@@ -181,6 +181,4 @@ def load_molhiv(root: Path, split: Union[int, str, None], seed: int,
               for s, k in (("train", "train"), ("val", "valid"), ("test", "test"))}
     return Task(name="ogbg_molhiv", kind="graph", metric="rocauc", num_features=int(ds.num_features),
                 num_classes=int(ds.num_tasks), multilabel=False, graphs=graphs, split="scaffold",
-                preprocessing=("x = OGB atom codes as float",)
-                + ((f"first {max_graphs} graphs of each split",) if max_graphs else ()),
-                source=source, ogb_evaluator="ogbg-molhiv")
+                preprocessing=("x = OGB atom codes as float",), source=source, ogb_evaluator="ogbg-molhiv")
