@@ -326,3 +326,16 @@ def test_graph_tied_model_on_graph_task_is_refused():
     m = {"name": "gatdb", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "kwargs": {}}
     with pytest.raises(ValueError, match="tied to one graph"):
         model_factory(Cell(id="c", group="g", config={"model": m}), tiny_molecule_task())()
+
+
+@pytest.mark.slow
+def test_molhiv_subset_from_the_mirror(tmp_path, mirror):
+    """The real ogbg-molhiv through zoo.datasets with the --quick subset (OGB processing: ~30-50 s)."""
+    data_root = tmp_path / "data"
+    task = zoo.datasets.load("ogbg_molhiv", root=data_root, max_graphs=300)
+    assert {s: len(g) for s, g in task.graphs.items()} == {"train": 300, "val": 300, "test": 300}
+    assert {s: int(sum(int(g.y) for g in gs)) for s, gs in task.graphs.items()} == {"train": 11, "val": 7, "test": 8}
+    first = task.graphs["train"][0]
+    assert first.x.size(1) == 9 and first.edge_attr.size(1) == 3
+    with pytest.raises(ValueError, match="max_graphs must be a positive integer"):
+        zoo.datasets.load("ogbg_molhiv", root=data_root, max_graphs=0)
