@@ -75,3 +75,23 @@ def test_attention_layers_keep_only_needed_edge_tensors():
         g = as_graph(ei, x, model.self_loops)
         out, saved = _saved_ehc(lambda: model(g, x), g.num_edges, heads, ch)
         assert len(saved) == 2 * per_layer, (name, list(saved.values()))
+
+
+def test_weight_messages_equals_the_product_with_and_without_vmap():
+    from torch.func import vmap
+
+    from zoo.nn.functional import weight_messages
+
+    torch.manual_seed(0)
+    w = torch.randn(30, 3, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(30, 3, 4, dtype=torch.float64, requires_grad=True)
+    out, ref = weight_messages(w, v), w.unsqueeze(-1) * v
+    assert torch.equal(out, ref)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (w, v), g), torch.autograd.grad(ref, (w, v), g)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+    torch.autograd.gradcheck(weight_messages, (w[:4], v[:4]))
+    wb, vb = w.detach().expand(2, 30, 3).clone().requires_grad_(), v.detach().expand(2, 30, 3, 4).clone()
+    out_b = vmap(weight_messages)(wb, vb)
+    assert torch.equal(out_b, wb.unsqueeze(-1) * vb)
+    torch.testing.assert_close(torch.autograd.grad(out_b.sum(), wb)[0], vb.sum(-1))

@@ -152,6 +152,37 @@ class _LeakyReluDot(torch.autograd.Function):
         return grad_hidden, grad_att, None
 
 
+class _WeightMessages(torch.autograd.Function):
+    """``weights[..., None] * values`` whose backward computes the weights' gradient as a batched
+    dot product (einsum -> bmm) instead of materialising another ``(E, H, C)`` product."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(weights: Tensor, values: Tensor) -> Tensor:
+        return weights.unsqueeze(-1) * values
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        weights, values = ctx.saved_tensors
+        grad_weights = torch.einsum("...c,...c->...", grad, values) if ctx.needs_input_grad[0] else None
+        grad_values = grad * weights.unsqueeze(-1) if ctx.needs_input_grad[1] else None
+        return grad_weights, grad_values
+
+
+def weight_messages(weights: Tensor, values: Tensor) -> Tensor:
+    """Messages ``alpha_uv * m_uv`` per edge and head: ``(E, H)``, ``(E, H, C)`` -> ``(E, H, C)``.
+
+    Same forward as ``weights.unsqueeze(-1) * values``; the backward's peak memory is one
+    ``(E, H, C)`` temporary lower (the weights' gradient needs no elementwise product).
+    """
+    return _WeightMessages.apply(weights, values)
+
+
 def leaky_relu_dot(hidden: Tensor, att: Tensor, negative_slope: float) -> Tensor:
     r"""GATv2's score :math:`a^\top \mathrm{LeakyReLU}(h)` per edge and head.
 
@@ -184,4 +215,5 @@ def segment_softmax(scores: Tensor, index: Tensor, num_segments: int) -> Tensor:
     return weights / (denom + 1e-16)
 
 
-__all__: List[str] = ["gather_rows", "segment_sum", "segment_max", "segment_softmax", "leaky_relu_dot"]
+__all__: List[str] = ["gather_rows", "segment_sum", "segment_max", "segment_softmax", "leaky_relu_dot",
+                   "weight_messages"]
