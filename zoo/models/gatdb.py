@@ -33,7 +33,8 @@ class _TiedBiasGATLayer(GATLayer):
         self.lin_edge = nn.Linear(edge_dim, width, bias=False) if edge_dim else None
         self.att_edge = nn.Parameter(torch.empty(self.heads, self.channels)) if edge_dim else None
         self._edge_attr: Optional[Tensor] = None
-        self.reset_parameters()
+        if edge_dim:  # (only then: without an edge term the random stream stays GAT's)
+            self._reset_edge_parameters()
         self.xi = UninitializedParameter()
         self.register_buffer("tied_edge_index", None)
         self._tied_to: Optional[Graph] = None
@@ -64,8 +65,11 @@ class _TiedBiasGATLayer(GATLayer):
     def reset_parameters(self) -> None:
         super().reset_parameters()
         if getattr(self, "lin_edge", None) is not None:  # GATLayer.__init__ calls this before they exist
-            nn.init.xavier_uniform_(self.lin_edge.weight)
-            glorot_(self.att_edge, 1, self.heads * self.channels)
+            self._reset_edge_parameters()
+
+    def _reset_edge_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.lin_edge.weight)
+        glorot_(self.att_edge, 1, self.heads * self.channels)
 
     def forward(self, graph: Graph, x: Tensor, edge_attr: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         if (edge_attr is None) != (self.lin_edge is None):
