@@ -128,6 +128,7 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
     layout = suite_info["leaderboard"]
     scale = float(layout.get("scale", 100.0)) if layout["metric"] in ("train", "val", "test", "pruned") else 1.0
     buckets: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, Any]] = {}
+    recs = [r for r in recs if not records.is_failed(r)]  # failed runs have no metrics (re-run retries them)
     for rec in recs:
         cfg = rec["config"]
         table = cell_value(cfg, layout["table_by"]) if layout.get("table_by") else ""
