@@ -38,6 +38,19 @@ def parse_seeds(text: str) -> List[int]:
     return seeds
 
 
+def parse_workers(text: str) -> Any:
+    """``--workers``: a number >= 1 or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', got {text!r}")
+    return n
+
+
 def parse_setting(text: str) -> tuple:
     """``key=value`` with a TOML value (``8``, ``0.5``, ``true``, ``"add"``, ``[1, 2]``); bare words are strings."""
     if "=" not in text:
@@ -104,9 +117,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="run shard I of N (1-based): a deterministic, cost-balanced part of the groups "
                          "(job arrays; combine the --out folders with `zoo merge`)")
     ex.add_argument("--executor", choices=("local", "process", "ray"), default="local",
-                    help="where groups run: this process (default), --workers processes, or Ray")
-    ex.add_argument("--workers", type=int, default=1, metavar="N",
-                    help="run groups in N worker processes, one torch thread each (default 1: in-process)")
+                    help="where groups run: here / in --workers processes (default), or on Ray")
+    ex.add_argument("--workers", type=parse_workers, default="auto", metavar="N|auto",
+                    help="run groups in N worker processes, one torch thread each; 1 = in this process; "
+                         "default auto: one per CPU core on CPU (capped by the groups), 1 on a GPU")
     ex.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster to join (default: start a local Ray instance)")
     ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
@@ -167,14 +181,19 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
 
     where = parse_where(getattr(args, "where", []) or [])
     shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
-    executor = make_executor(getattr(args, "executor", "local"), workers=getattr(args, "workers", 1),
-                             quiet=args.quiet, ray_address=getattr(args, "ray_address", None),
-                             cpus_per_group=getattr(args, "cpus_per_group", 1.0),
-                             gpus_per_group=getattr(args, "gpus_per_group", 0.0),
-                             max_retries=getattr(args, "max_retries", 3), env=data_env())
+    name, workers = getattr(args, "executor", "local"), getattr(args, "workers", "auto")
+    if name == "ray":
+        if workers not in ("auto", 1):
+            raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs set "
+                             "the parallelism (--cpus-per-group / --gpus-per-group per task)")
+        executor: Any = make_executor("ray", ray_address=args.ray_address, cpus_per_group=args.cpus_per_group,
+                                      gpus_per_group=args.gpus_per_group, max_retries=args.max_retries,
+                                      env=data_env())
+    else:
+        executor = name
     summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
-                        executor=executor, where=where, shard=shard)
+                        executor=executor, workers=workers, where=where, shard=shard)
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
           f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")

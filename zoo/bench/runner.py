@@ -37,7 +37,8 @@ import torch
 from torch import nn
 
 from zoo.bench import records
-from zoo.bench.executors import Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, format_error, make_executor
+from zoo.bench.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers, format_error,
+                                 make_executor)
 from zoo.bench.suite import Cell, Suite
 from zoo.bench.train import GraphPool, RunResult, TrainConfig, build_replicas, train_replicas
 
@@ -363,14 +364,16 @@ def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacke
 
 def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
               stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
-              stop_after: Optional[int] = None, executor: Union[str, Executor, None] = None, workers: int = 1,
+              stop_after: Optional[int] = None, executor: Union[str, Executor, None] = None,
+              workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
               ) -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
     replicas stacked at once (memory); ``stop_after`` stops after that many groups (tests).
-    ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes), ``"ray"`` or an
+    ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
+    per core, see :func:`~zoo.bench.executors.auto_workers`), ``"ray"`` or an
     :class:`~zoo.bench.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
     (``(i, n)``) select part of the suite (:mod:`zoo.bench.selection`); ids stay the full suite's.
     """
@@ -379,10 +382,10 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     from zoo.bench.selection import select, selection_info
 
     out = Path(out)
-    ex = executor if isinstance(executor, Executor) else make_executor(executor or "local", workers=workers,
-                                                                       quiet=quiet, env=data_env())
-    if not isinstance(ex, RayExecutor):
+    if not (executor == "ray" or isinstance(executor, RayExecutor)):
         resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
+    if isinstance(workers, str) and workers != "auto":
+        raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
     cells = select(suite, where, shard)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / records.RESULTS_FILE
@@ -395,20 +398,29 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
         write_atomic(out / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
         done = records.completed_ids(results_path)
         pending = [c for c in cells if c.id not in done]
-        summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
-                             executor=ex.describe())
         jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root)
         if stop_after is not None:
             jobs = jobs[:stop_after]
+        if isinstance(executor, Executor):
+            ex = executor
+        else:
+            n = auto_workers(len(jobs), device) if workers == "auto" else int(workers)
+            ex = make_executor(executor or "local", workers=n, quiet=quiet, env=data_env())
+        summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
+                             executor=ex.describe())
         if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
             jobs.sort(key=lambda j: (-j.cost, j.index))
         work = functools.partial(execute_group, tasks=TaskCache(data_root)) if isinstance(ex, LocalExecutor) \
             else execute_group
         bar = tqdm(total=len(pending), desc=f"{suite.name}", unit="run", disable=quiet, dynamic_ncols=True)
         try:
-            for outcome in ex.run(jobs, work):
-                _log_outcome(suite, outcome, results_path, summary, ex.name)
-                bar.update(len(outcome.job.cells))
+            outcomes = ex.run(jobs, work)
+            try:
+                for outcome in outcomes:
+                    _log_outcome(suite, outcome, results_path, summary, ex.name)
+                    bar.update(len(outcome.job.cells))
+            finally:  # on any exit (Ctrl-C, a write error) the executor stops its workers now
+                getattr(outcomes, "close", lambda: None)()
         finally:
             bar.close()
             write_atomic(out / "skipped.json", json.dumps(summary.skipped, indent=1, sort_keys=True))
