@@ -108,7 +108,12 @@ def main(argv=None) -> int:
     del cache
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        t_local = _timed_run("local", suite, tmp_path / "local", where=where)
+        t_local = _timed_run(f"local ({torch.get_num_threads()} torch threads)", suite, tmp_path / "local",
+                             where=where)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # what each worker gets: separates process parallelism from thread effects
+        t_local1 = _timed_run("local (1 torch thread)", suite, tmp_path / "local1", where=where)
+        torch.set_num_threads(threads)
         t_proc = _timed_run(f"--workers {args.workers}", suite, tmp_path / "proc", where=where, workers=args.workers)
         print(f"  same runs and metrics as local: {_same(tmp_path / 'proc', tmp_path / 'local')}")
         po = process_overheads(args.workers)
@@ -126,7 +131,8 @@ def main(argv=None) -> int:
                   f"(worker process start); no-op round trip {ov['round_trip'] * 1e3:.2f} ms sequential, "
                   f"{ov['pipelined'] * 1e3:.2f} ms per task when {100} are in flight", flush=True)
         print("\nratios (local / executor; > 1 = faster than local):")
-        print(f"  --workers {args.workers}: {t_local / t_proc:.2f}x")
+        print(f"  local with 1 torch thread: {t_local / t_local1:.2f}x")
+        print(f"  --workers {args.workers}: {t_local / t_proc:.2f}x  (vs local with 1 thread: {t_local1 / t_proc:.2f}x)")
         if not args.skip_ray:
             print(f"  ray, instance already up: {t_local / t_ray:.2f}x;  "
                   f"including its start: {t_local / (t_ray + ov['start']):.2f}x")

@@ -122,12 +122,7 @@ def _ray_task_pids() -> list:
     return pids
 
 
-@pytest.mark.slow
-def test_killed_ray_worker_is_retried_and_the_result_is_complete(tmp_path, data_root, ray_cluster):
-    raw = tiny(epochs=400)
-    raw["grid"] = {"model": ["gat"], "k": [3], "init": ["xavier", "bal_o"]}
-    killed = []
-
+def _kill_one_ray_task_worker(killed: list) -> threading.Thread:
     def killer():
         deadline = time.time() + 120
         while time.time() < deadline and not killed:
@@ -140,12 +135,31 @@ def test_killed_ray_worker_is_retried_and_the_result_is_complete(tmp_path, data_
 
     thread = threading.Thread(target=killer)
     thread.start()
-    executor = RayExecutor(max_retries=2)
-    summary = run_suite(parse_suite(raw), tmp_path / "k", device="cpu", quiet=True, executor=executor)
+    return thread
+
+
+@pytest.mark.slow
+def test_killed_ray_worker_is_retried_and_the_result_is_complete(tmp_path, data_root, ray_cluster):
+    raw = tiny(epochs=400)
+    raw["grid"] = {"model": ["gat"], "k": [3], "init": ["xavier", "bal_o"]}
+    killed: list = []
+    thread = _kill_one_ray_task_worker(killed)
+    summary = run_suite(parse_suite(raw), tmp_path / "k", device="cpu", quiet=True,
+                        executor=RayExecutor(max_retries=2))
     thread.join()
     assert killed, "no Ray worker was running the group"
     assert summary.ran == 2 and not summary.failed
     assert [r["status"] for r in read_records(tmp_path / "k")] == ["ok", "ok"]
+    # Without retries the dead worker's group is recorded as failed, and a re-run completes it.
+    killed.clear()
+    thread = _kill_one_ray_task_worker(killed)
+    summary = run_suite(parse_suite(raw), tmp_path / "k0", device="cpu", quiet=True,
+                        executor=RayExecutor(max_retries=0))
+    thread.join()
+    assert killed and summary.ran == 0 and len(summary.failed) == 2
+    recs = read_records(tmp_path / "k0")
+    assert [r["status"] for r in recs] == ["failed", "failed"] and "WorkerCrashedError" in recs[0]["error"]
+    assert run_suite(parse_suite(raw), tmp_path / "k0", device="cpu", quiet=True, executor="ray").ran == 2
 
 
 DRIVER = textwrap.dedent("""

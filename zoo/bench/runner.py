@@ -276,8 +276,9 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
     from zoo.datasets import MissingDataError
 
     try:
-        os.environ.update(job.env)  # the driver's ZOO_DATA / ZOO_DATA_MIRROR (absolute paths)
-        tasks = tasks if tasks is not None else _worker_tasks(job.data_root)
+        if tasks is None:  # a worker: the driver's ZOO_DATA / ZOO_DATA_MIRROR (absolute paths)
+            os.environ.update(job.env)
+            tasks = _worker_tasks(job.data_root)
         cells = job.cells
         try:
             task = tasks.get(cells[0].config["task"])
@@ -288,7 +289,7 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
         prov = records.provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
-                  "commit": prov["commit"]}
+                  "commit": prov["commit"], "host": prov["host"]}
         build_config = _build_config(cells[0], task)
         out = []
         for cell, (res, extra) in zip(cells, results):
@@ -404,7 +405,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
         if isinstance(executor, Executor):
             ex = executor
         else:
-            n = auto_workers(len(jobs), device) if workers == "auto" else int(workers)
+            n = 1 if executor == "ray" else auto_workers(len(jobs), device) if workers == "auto" else int(workers)
             ex = make_executor(executor or "local", workers=n, quiet=quiet, env=data_env())
         summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
                              executor=ex.describe())
