@@ -118,9 +118,10 @@ def _parser() -> argparse.ArgumentParser:
                          "(job arrays; combine the --out folders with `zoo merge`)")
     ex.add_argument("--executor", choices=("local", "process", "ray"), default="local",
                     help="where groups run: here / in --workers processes (default), or on Ray")
-    ex.add_argument("--workers", type=parse_workers, default="auto", metavar="N|auto",
-                    help="run groups in N worker processes, one torch thread each; 1 = in this process; "
-                         "default auto: one per CPU core on CPU (capped by the groups), 1 on a GPU")
+    ex.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
+                    help="run groups in N worker processes, one torch thread each (auto: one per CPU core on "
+                         "CPU, 1 on a GPU); default 1 = in this process, which measured fastest here "
+                         "(docs/distributed.md)")
     ex.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster to join (default: start a local Ray instance)")
     ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
@@ -181,9 +182,9 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
 
     where = parse_where(getattr(args, "where", []) or [])
     shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
-    name, workers = getattr(args, "executor", "local"), getattr(args, "workers", "auto")
+    name, workers = getattr(args, "executor", "local"), getattr(args, "workers", 1)
     if name == "ray":
-        if workers not in ("auto", 1):
+        if workers != 1:
             raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs set "
                              "the parallelism (--cpus-per-group / --gpus-per-group per task)")
         executor: Any = make_executor("ray", ray_address=args.ray_address, cpus_per_group=args.cpus_per_group,

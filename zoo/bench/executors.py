@@ -285,8 +285,8 @@ def auto_workers(jobs: int, device: Optional[str]) -> int:
     """``--workers auto``: one process per core (capped by the jobs) on CPU; 1 on a GPU, where one
     process stacks the replicas and several would only contend for the device.
 
-    Measured (benchmarks/speed_executors.py, quick suite, 2 cores): 2 workers 2.1x faster than
-    the in-process loop — tiny graphs leave a second intra-op thread idle, a second process not.
+    Not the default: on the loaded 2-core machine the in-process loop measured fastest for the
+    quick suite (each worker pays a spawn + torch/zoo import; docs/distributed.md).
     """
     if device not in (None, "auto", "cpu"):
         return 1
