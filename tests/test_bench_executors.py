@@ -68,6 +68,26 @@ def test_workers_2_equals_local(tmp_path, data_root):
     same_numbers(by_id(tmp_path / "proc"), by_id(tmp_path / "local"))
 
 
+def _die_on_job_0(job):
+    from zoo.bench.executors import Outcome
+
+    if job.index == 0:
+        os._exit(1)  # a worker process that dies (OOM killer, kill -9)
+    return Outcome(job, "ok")
+
+
+@pytest.mark.slow
+def test_dead_worker_process_fails_its_group_and_the_pool_goes_on():
+    from zoo.bench.executors import GroupJob
+
+    jobs = [GroupJob(i, [], "train", "cpu", True) for i in range(5)]
+    outcomes = list(ProcessExecutor(2).run(jobs, _die_on_job_0))
+    status = {o.job.index: o.status for o in outcomes}
+    assert sorted(status) == [0, 1, 2, 3, 4]  # every job comes back exactly once
+    assert status[0] == "failed" and "worker process died" in outcomes[[o.job.index for o in outcomes].index(0)].error
+    assert status[2] == status[3] == status[4] == "ok"  # only what was in flight with job 0 can fail
+
+
 # --------------------------------------------------------------------------- Ray
 
 

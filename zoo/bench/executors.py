@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 EXECUTORS = ("local", "process", "ray")
+DIED = "worker process died while running this group (killed, or out of memory)"
 RAY_INSTALL_HINT = "pip install gat-zoo[ray]"
 
 
@@ -157,16 +158,17 @@ class ProcessExecutor(Executor):
                 for fut in done:
                     job = inflight.pop(fut)
                     try:
-                        yield fut.result()
+                        outcome = fut.result()
                     except BrokenProcessPool:
                         broken = True
-                        yield failed(job, "worker process died while running this group (killed, or out of memory)")
+                        outcome = failed(job, DIED)
                     except Exception as e:  # pickling errors and the like: the work itself catches its own
-                        yield failed(job, format_error(e))
+                        outcome = failed(job, format_error(e))
+                    yield outcome
                 if broken:
                     for fut, job in list(inflight.items()):
                         inflight.pop(fut)
-                        yield failed(job, "worker process died while running this group (killed, or out of memory)")
+                        yield failed(job, DIED)
                     pool.shutdown(wait=False, cancel_futures=True)
                     pool = None
         finally:
@@ -252,11 +254,11 @@ class RayExecutor(Executor):
                 for ref in ready:
                     job = refs.pop(ref)
                     try:
-                        yield ray.get(ref)
+                        outcome = ray.get(ref)
                     except ray.exceptions.RayError as e:  # worker died max_retries + 1 times, or similar
-                        out = failed(job, f"{type(e).__name__}: {_short(e)}")
-                        out.attempts = self.max_retries + 1
-                        yield out
+                        outcome = failed(job, f"{type(e).__name__}: {_short(e)}")
+                        outcome.attempts = self.max_retries + 1
+                    yield outcome
         finally:
             for ref in refs:  # driver interrupted: cancel what is still queued / running
                 try:
