@@ -209,3 +209,15 @@ def test_completed_ids_skip_failed_records(tmp_path):
     append_record(path, {"id": "b", "status": "failed", "error": "boom"})
     append_record(path, {"id": "c"})  # records written before statuses existed are finished runs
     assert completed_ids(path) == {"a", "c"}
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--shard", "4/3"], "--shard 4/3: need 1 <= I <= N"),
+    (["--shard", "x"], "--shard takes I/N"),
+    (["--executor", "ray", "--workers", "2"], "--workers is for the process executor"),
+    (["--where", "modle=gat"], "did you mean 'model'"),
+])
+def test_bench_flag_errors_exit_2(argv, needle, capsys, tmp_path):
+    assert main(["bench", "quick", "--quick", *argv, "--out", str(tmp_path / "o")]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "o" / "results.jsonl").exists()
