@@ -3,7 +3,7 @@
 The runner owns its output folder::
 
     OUT/results.jsonl        one line per finished run (zoo.bench.records)
-    OUT/suite.resolved.json  the expanded suite (rewritten atomically at every start)
+    OUT/suite.resolved.json  the expanded suite (atomic; another/edited suite is refused: records.check_same_suite)
     OUT/suite.lock           held (flock) while a runner works in OUT
     OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
     OUT/leaderboard/         written by zoo.bench.leaderboard
