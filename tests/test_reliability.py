@@ -196,14 +196,14 @@ def test_leaderboard_out_that_is_a_file(finished, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("change,needle", [
-    ({"grid": {"seed": [0], "lr": [0.01, -1]}}, "lr must be in"),
+    ({"grid": {"seed": [0], "lr": [0.01, -1]}}, "lr must be > 0"),
     ({"override": [{"when": {"seed": 1}, "split": "publik"}]}, "unknown split 'publik'"),
     ({"defaults": {"betas": [0.9]}}, "betas must be two numbers"),
-    ({"defaults": {"batch_size": -1}}, "batch_size must be in"),
-    ({"defaults": {"momentum": -0.5}}, "momentum must be in"),
+    ({"defaults": {"batch_size": -1}}, "batch_size must be >= 0"),
+    ({"defaults": {"momentum": -0.5}}, "momentum must be >= 0"),
     ({"defaults": {"betas": [0.9, 1.0]}}, "betas must be two numbers in \\[0, 1\\)"),
     ({"defaults": {"betas": [-0.1, 0.9]}}, "betas must be two numbers in \\[0, 1\\)"),
-    ({"defaults": {"warmup_epochs": -1}}, "warmup_epochs must be in"),
+    ({"defaults": {"warmup_epochs": -1}}, "warmup_epochs must be >= 0"),
     ({"defaults": {"lr": float("nan")}}, "lr must be a number, got nan"),
     ({"defaults": {"num_layers": True}}, "num_layers must be a positive integer, got True"),
     ({"defaults": {"hidden_dim": 0}}, "hidden_dim must be a positive integer, got 0"),

@@ -70,24 +70,21 @@ class TrainConfig:
 
 def _check_values(cfg: "TrainConfig") -> None:
     """Types and ranges of the numeric fields (bools are not numbers; NaN is never valid)."""
-    def number(name: str, low: float, high: float = math.inf, integer: bool = False, open_high: bool = False,
-               open_low: bool = False) -> None:
+    def number(name: str, low: float, integer: bool = False, strict: bool = False) -> None:
         v = getattr(cfg, name)
-        kind = "an integer" if integer else "a number"
         if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or v != v:
-            raise ValueError(f"{name} must be {kind}, got {v!r}")
-        if v < low or (open_low and v == low) or v > high or (open_high and v == high):
-            lo, hi = "(" if open_low else "[", ")" if open_high else "]"
-            raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {v!r}")
+            raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {v!r}")
+        if v < low or (strict and v == low) or v == math.inf:
+            raise ValueError(f"{name} must be {'>' if strict else '>='} {low}"
+                             f"{'' if integer else ' (and finite)'}, got {v!r}")
 
-    number("lr", 0.0, open_low=True, open_high=True)
-    number("weight_decay", 0.0, open_high=True)
-    number("momentum", 0.0, open_high=True)
-    number("warmup_epochs", 0, integer=True)
-    number("epochs", 0, integer=True)
-    number("batch_size", 0, integer=True)
+    number("lr", 0, strict=True)
+    number("weight_decay", 0)
+    number("momentum", 0)
+    for name in ("warmup_epochs", "epochs", "batch_size"):
+        number(name, 0, integer=True)
     number("data_seed", -math.inf, integer=True)
-    if cfg.patience is not None:
+    if cfg.patience is not None:  # None = no patience
         number("patience", 1, integer=True)
     if isinstance(cfg.loss_threshold, bool) or not isinstance(cfg.loss_threshold, (int, float)) \
             or cfg.loss_threshold != cfg.loss_threshold:
