@@ -38,8 +38,12 @@ def positive_int(text: str) -> int:
     return value
 
 
-def writable_dir(path: Path, flag: str) -> Path:
-    """Create ``path`` if needed and check that it is a folder we can write into (one clear error if not)."""
+def writable_dir(path: Path, flag: str, probe: bool = True) -> Path:
+    """Create ``path`` if needed and check that it is a folder we can write into (one clear error if not).
+
+    ``probe=False`` (the data root) skips the write test of an existing folder: a read-only data
+    root that already holds every dataset is fine, and a write it would need fails as one line.
+    """
     for p in (path, *path.parents):
         if p.exists() or p.is_symlink():
             if not p.is_dir():
@@ -48,8 +52,9 @@ def writable_dir(path: Path, flag: str) -> Path:
             break
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
+        if probe:
+            with tempfile.TemporaryFile(dir=path):
+                pass
     except OSError as e:
         why = "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e))
         raise CliError(f"{flag} {path} is not a writable folder ({why}); choose another {flag}") from None
@@ -190,7 +195,7 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
 
     writable_dir(out, "--out")
     if args.data_root is not None:
-        writable_dir(Path(args.data_root), "--data-root")
+        writable_dir(Path(args.data_root), "--data-root", probe=False)
     summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
                         force_new=getattr(args, "force_new", False))
@@ -205,8 +210,7 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
         return EXIT_NOTHING
     if leaderboard:
         paths = write_leaderboard([out], out / "leaderboard")
-        board = load_board(out)
-        print(to_markdown(board))
+        print(to_markdown(load_board(out)))
         print(f"leaderboard: {paths['html']}")
     return 0
 
