@@ -122,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--epochs", type=int)
     tr.add_argument("--patience", type=int)
     tr.add_argument("--dropout", type=float)
-    tr.add_argument("--split")
+    tr.add_argument("--split", type=lambda s: int(s) if s.isdigit() else s,
+                    help="a split name (public, per_class, ratio...) or a Geom-GCN split number")
     tr.add_argument("--transform", action="append", dest="transforms", metavar="NAME",
                     help="dataset transform by name (repeatable), e.g. normalize_features")
     tr.add_argument("--seeds", type=parse_seeds, default=[0])
