@@ -29,8 +29,9 @@ import os
 import shutil
 import tempfile
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type
 
 import torch
 
@@ -59,12 +60,29 @@ def allowed_globals() -> List[Any]:
     return [Data, HeteroData, DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage]
 
 
+@contextmanager
+def allow_globals(extra: Sequence[Any]) -> Iterator[None]:
+    """Like ``torch.serialization.safe_globals`` but on exit it removes only what it added:
+    torch's context manager restores its snapshot, dropping globals that libraries (PyG on a
+    lazy import) registered meanwhile, which would send PyG's own loads to its unsafe retry."""
+    ser = torch.serialization
+    before = ser.get_safe_globals()
+    added = [g for g in extra if not any(g is b for b in before)]
+    ser.add_safe_globals(added)
+    try:
+        yield
+    finally:
+        now = ser.get_safe_globals()
+        ser.clear_safe_globals()
+        ser.add_safe_globals([g for g in now if not any(g is a for a in added)])
+
+
 def safe_torch_load(path: "str | os.PathLike[str]") -> Any:
     """``torch.load(path, weights_only=True)`` with :func:`allowed_globals`; never falls back."""
     import pickle
 
     try:
-        with torch.serialization.safe_globals(allowed_globals()):
+        with allow_globals(allowed_globals()):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
