@@ -256,7 +256,8 @@ def format_datasets_table(rows: Optional[List[Dict[str, Any]]] = None) -> str:
     rows = list_datasets() if rows is None else rows
     head = ("name", "kind", "metric", "nodes/graphs", "classes", "available", "source")
     lines = [[r["name"], r["kind"], r["metric"],
-              str(r["nodes"] if r["nodes"] is not None else (r["graphs"] or "-")),
+              str(r["graphs"] if r["kind"] == "graph" and r["graphs"] else
+                  (r["nodes"] if r["nodes"] is not None else (r["graphs"] or "-"))),
               str(r["classes"] if r["classes"] is not None else "-"),
               ("yes (" + r["where"] + ")") if r["available"] else "no", r["source"]] for r in rows]
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
