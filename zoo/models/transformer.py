@@ -234,22 +234,23 @@ def _sparse_eigenvectors(edge_index: Tensor, n: int, k: int) -> Tensor:
     keep = vecs[:, order][:, vals[order] > 1e-6][:, :k]
     out = np.zeros((n, k))
     out[:, : keep.shape[1]] = keep
-    return torch.as_tensor(out, dtype=torch.get_default_dtype())
+    return torch.as_tensor(out, dtype=torch.float64)  # cast by the caller
 
 
-def laplacian_eigenvectors(graph: Graph, k: int) -> Tensor:
+def laplacian_eigenvectors(graph: Graph, k: int, dtype: Optional[torch.dtype] = None) -> Tensor:
     r"""The ``k`` eigenvectors of the symmetric normalised Laplacian
     :math:`I - D^{-1/2} A D^{-1/2}` with the smallest *strictly positive* eigenvalues (the
     constant-like eigenvector of every connected component is skipped), as ``(N, k)``; columns
     are zero-padded when the graph has fewer.  ``A`` is the simple undirected graph of
-    ``graph`` (symmetrised, self-loops and duplicates dropped).  Computed once per graph
-    (``graph.cached``)."""
+    ``graph`` (symmetrised, self-loops and duplicates dropped).  Computed in float64 once per
+    graph and ``dtype`` (default: torch's default dtype; ``graph.cached``)."""
+    dtype = dtype or torch.get_default_dtype()
 
     def compute() -> Tensor:
         n, ei = graph.num_nodes, graph.edge_index
         ei = ei[:, ei[0] != ei[1]]
         if n > _DENSE_EIGH_MAX_NODES:
-            return _sparse_eigenvectors(ei, n, k).to(graph.device)
+            return _sparse_eigenvectors(ei, n, k).to(device=graph.device, dtype=dtype)
         # Torch ops (not numpy) so that this also runs inside torch.func transforms (vmap / grad).
         ones = torch.ones(ei.size(1), dtype=torch.float64, device=ei.device)
         adj = torch.zeros(n, n, dtype=torch.float64, device=ei.device).index_put((ei[0], ei[1]), ones)
@@ -259,9 +260,9 @@ def laplacian_eigenvectors(graph: Graph, k: int) -> Tensor:
         lap = torch.eye(n, dtype=torch.float64, device=ei.device) - inv_sqrt[:, None] * adj * inv_sqrt[None, :]
         vals, vecs = torch.linalg.eigh(lap)
         keep = vecs[:, vals > 1e-6][:, :k]
-        return F.pad(keep, (0, k - keep.size(1))).to(torch.get_default_dtype())
+        return F.pad(keep, (0, k - keep.size(1))).to(dtype)
 
-    return graph.cached(f"laplacian_eigenvectors:{k}", compute)
+    return graph.cached(f"laplacian_eigenvectors:{k}", compute, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- models
@@ -318,7 +319,7 @@ class GraphTransformer(AttentionStack):
     def encode(self, graph: Graph, x: Tensor) -> Tensor:
         h = self.lin_in(F.dropout(x, self.dropout, self.training))
         if self.lin_pe is not None:
-            pe = laplacian_eigenvectors(graph, self.pe_dim).to(x.dtype)
+            pe = laplacian_eigenvectors(graph, self.pe_dim, x.dtype)
             if self.training:  # eigenvector signs are arbitrary: flip them at random (Dwivedi & Bresson)
                 pe = pe * (torch.randint(0, 2, (self.pe_dim,), device=pe.device) * 2 - 1).to(pe.dtype)
             h = h + self.lin_pe(pe)
