@@ -176,3 +176,92 @@ def test_pairnorm_after_activation_placement():
 
         pn = [c for c in load_suite(suite).cells if c.config["model"]["norm"] == "pairnorm"]
         assert pn and all(c.config["model"]["norm_kwargs"].get("placement") == "post_activation" for c in pn)
+
+
+# --------------------------------------------------------------------------- item 5: energies
+def _energy_board(values, reported=None, metric="laplacian_energy"):
+    from zoo.bench.leaderboard import aggregate
+
+    cfg = {"model": {"name": "san_post_ln", "init": "xavier", "norm": "none", "init_kwargs": {}, "norm_kwargs": {},
+                     "kwargs": {"num_layers": 32}},
+           "task": {"dataset": "cora", "split": None, "transforms": [], "data_seed": 0, "options": {}},
+           "train": {}, "run": {"seed": 0, "variant": None}}
+    recs = [{"config": cfg, "metrics": {metric: v}} for v in values]
+    info = {"name": "e", "meta": {"title": "energies"}, "reported": reported,
+            "leaderboard": {"rows": ["model"], "columns": "num_layers", "metric": metric}}
+    return aggregate(info, recs)
+
+
+def test_energy_leaderboard_is_geometric_scientific_and_log10():
+    from zoo.bench.leaderboard import to_markdown
+
+    reported = {"entries": [{"table": "Table 4", "model": "san_post_ln", "num_layers": 32, "value": 1.04e-5,
+                             "metric": "laplacian_energy"}]}
+    board = _energy_board([6.3e-5, 1.26e-2], reported)
+    entry = board.entries[0]
+    assert entry.summary.mean == pytest.approx(math.sqrt(6.3e-5 * 1.26e-2))  # not (6.3e-5 + 1.26e-2) / 2
+    assert entry.summary.low == 6.3e-5 and entry.summary.high == 1.26e-2
+    assert entry.diff == pytest.approx(math.log10(entry.summary.mean) - math.log10(1.04e-5))
+    md = to_markdown(board)
+    assert "8.91e-04 [6.3e-05 … 1.3e-02] (2)" in md
+    assert "1.04e-05" in md and "Δlog10" in md and "+1.93" in md
+    assert "(%)" not in md and "percent" not in md.lower().replace("not a percentage", "")
+    tiny = to_markdown(_energy_board([1e-5, 1e-5]))
+    assert "1.00e-05" in tiny and "0.0000" not in tiny
+
+
+def test_no_empty_paper_columns_without_reported_numbers():
+    from zoo.bench.html import to_html
+    from zoo.bench.leaderboard import to_markdown
+
+    board = _energy_board([0.5, 0.7], None, metric="test")
+    md = to_markdown(board)
+    header = next(line for line in md.splitlines() if line.startswith("| model"))
+    assert "paper" not in header and "Δ" not in header
+    assert "<th>paper</th>" not in to_html([board])
+    with_paper = _energy_board([0.5, 0.7], {"entries": [{"table": "T", "model": "san_post_ln", "value": 55.0,
+                                                          "metric": "test"}]}, metric="test")
+    assert "| paper |" in to_markdown(with_paper)
+
+
+def test_nonlocal_energy_suite_protocol():
+    from zoo.bench.suite import load_suite
+
+    suite = load_suite("nonlocal_energy")
+    seeds = {}
+    for c in suite.cells:
+        key = (c.config["task"]["dataset"], c.config["run"]["variant"], c.config["model"]["kwargs"]["num_layers"])
+        seeds.setdefault(key, set()).add(c.seed)
+        assert c.config["run"]["dtype"] == "float64"
+    assert min(len(s) for s in seeds.values()) >= 10
+    norms = {c.config["model"]["kwargs"].get("nonlocal_norm") for c in suite.cells
+             if c.config["model"]["name"] == "san_nonlocal"}
+    assert norms == {"n", "nd", "none"}
+    assert any("not reproducible" in n for n in suite.meta["notes"])
+
+
+def test_nonlocal_norm_option_scales_the_energy_factor():
+    from zoo.graph import as_graph
+    from zoo.models.transformer import GraphSelfAttention
+
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 8, dtype=torch.float64)
+    g = as_graph(edge_index, x)
+    outs = {}
+    for norm in ("n", "nd", "none"):
+        torch.manual_seed(0)
+        layer = GraphSelfAttention(8, 2, nonlocal_energy=True, nonlocal_norm=norm).double()
+        outs[norm] = layer(g, x)[0]
+    torch.testing.assert_close(outs["none"], outs["n"] * n)
+    torch.testing.assert_close(outs["nd"] * 8, outs["n"])
+    with pytest.raises(ValueError, match="nd"):
+        zoo.build("san_nonlocal", in_dim=3, out_dim=2, nonlocal_norm="1/n")
+    with pytest.raises(ValueError, match="san_nonlocal"):
+        zoo.build("san_post_ln", in_dim=3, out_dim=2, nonlocal_norm="none")
+
+
+def test_loglog_slope_of_power_law_and_records():
+    from zoo.diagnostics import loglog_slope
+
+    assert loglog_slope([3.0 * k ** -0.5 for k in range(1, 65)]) == pytest.approx(-0.5)
+    assert loglog_slope([2.0 ** -k for k in range(1, 65)]) < -5  # exponential decay: steep, bending

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.graph import Graph
-from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, split_norm
+from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, check_nonlocal_norm, split_norm
 from zoo.registry import register_model
 
 
@@ -38,6 +38,8 @@ class SAN(AttentionStack):
         ffn_dim: FFN hidden width (default ``2 * hidden_dim``).
         norm, norm_kwargs: ``lipschitz`` normalises the scores (Eq. 19 of the LipschitzNorm
             paper); a feature norm (``pairnorm``, ``layernorm``) takes the place of ``LN``.
+        nonlocal_norm: ``san_nonlocal`` only: the factor of the energy ``||P_i X - X||^2``:
+            ``"n"`` (``1/n``, §4.1, default), ``"nd"`` (``1/(n d)``) or ``"none"``.
     """
 
     family = "san"
@@ -46,9 +48,12 @@ class SAN(AttentionStack):
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 32, num_layers: int = 2, *,
                  heads: int = 1, dropout: float = 0.0, attn_dropout: float = 0.0, ffn_dim: Optional[int] = None,
-                 norm: Any = None, norm_kwargs: Optional[Dict[str, Any]] = None) -> None:
+                 norm: Any = None, norm_kwargs: Optional[Dict[str, Any]] = None, nonlocal_norm: str = "n") -> None:
         super().__init__()
         _validate_common(hidden_dim, heads, dropout, attn_dropout)
+        nonlocal_norm = check_nonlocal_norm(nonlocal_norm)
+        if nonlocal_norm != "n" and not self.nonlocal_energy:
+            raise ValueError(f"nonlocal_norm={nonlocal_norm!r} only applies to san_nonlocal (the nonlocal energy factor)")
         self.in_dim, self.out_dim, self.hidden_dim, self.heads, self.dropout = in_dim, out_dim, hidden_dim, heads, dropout
         score_norm, feature_norm = split_norm(norm, norm_kwargs)
         self.norm_plugin = score_norm or feature_norm
@@ -57,7 +62,8 @@ class SAN(AttentionStack):
         self.layers = nn.ModuleList(
             TransformerBlock(hidden_dim, heads, ffn_dim or 2 * hidden_dim, placement=self.placement,
                              dropout=dropout, attn_dropout=attn_dropout, scaled=True, score_norm=score_norm,
-                             feature_norm=feature_norm, nonlocal_energy=self.nonlocal_energy)
+                             feature_norm=feature_norm, nonlocal_energy=self.nonlocal_energy,
+                             nonlocal_norm=nonlocal_norm)
             for _ in range(num_layers)
         )
         self.decoder = nn.Linear(hidden_dim, out_dim)
