@@ -265,3 +265,35 @@ def test_loglog_slope_of_power_law_and_records():
 
     assert loglog_slope([3.0 * k ** -0.5 for k in range(1, 65)]) == pytest.approx(-0.5)
     assert loglog_slope([2.0 ** -k for k in range(1, 65)]) < -5  # exponential decay: steep, bending
+
+
+# --------------------------------------------------------------------------- item 8
+def test_attention_change_uses_the_figure_threshold():
+    from zoo.diagnostics import FIGURE_THRESHOLDS, parameter_change, snapshot
+
+    assert FIGURE_THRESHOLDS["fig3a"] == 0.05 and FIGURE_THRESHOLDS["fig4a"] == 0.5
+    model = zoo.build("gatv2", in_dim=5, out_dim=3, hidden_dim=8, num_layers=3)
+    before = snapshot(model)
+    with torch.no_grad():
+        model.layers[1].att[0, :2] += 0.01   # below Fig. 3a's 0.05: unchanged
+        model.layers[1].att[0, 2:5] += 0.2   # above 0.05, below Fig. 4a's 0.5
+    assert parameter_change(before, model, threshold=0.05)[1]["attention"] == pytest.approx(3 / 8)
+    assert parameter_change(before, model, threshold=0.5)[1]["attention"] == 0.0
+    assert parameter_change(before, model, threshold=0.5, attention_threshold=0.0)[1]["attention"] == \
+        pytest.approx(5 / 8)
+
+
+def test_nonlocal_accuracy_san_encoder_dropout():
+    from zoo.bench.suite import load_suite
+
+    cells = load_suite("nonlocal_accuracy").cells
+    assert all(c.config["model"]["kwargs"].get("input_dropout", 0) > 0 for c in cells)
+    model = zoo.build("san_post_ln", in_dim=6, out_dim=3, input_dropout=0.5)
+    assert model.input_dropout == 0.5 and model.dropout == 0.0
+    edge_index, n = awkward_graph()
+    x = torch.ones(n, 6)
+    model.train()
+    torch.manual_seed(0)
+    a = model.encode(None, x)
+    model.eval()
+    assert not torch.allclose(a, model.encode(None, x))  # the encoder drops input features in training
