@@ -1,7 +1,7 @@
 """Wall time of one suite with each executor: local, --workers N, Ray (N CPUs), and Ray's per-task overhead.
 
     python benchmarks/speed_executors.py                       # quick suite (--quick form)
-    python benchmarks/speed_executors.py --suite balance_table2 --where dataset=cornell --where num_layers=2,5
+    python benchmarks/speed_executors.py --suite balance_table2 --where dataset=cornell_npz --where num_layers=2,5
     python benchmarks/speed_executors.py --workers 2 --skip-ray
 
 Every executor runs the same cells into its own temporary folder in this one process run, so

@@ -58,11 +58,11 @@ def test_parse_where():
 
 def test_where_selects_matching_cells_of_a_real_suite():
     suite = load_suite("balance_table2", validate_models=False)
-    cells = select(suite, {"dataset": ["cornell"], "num_layers": [2, 5]})
-    assert cells and all(c.config["task"]["dataset"] == "cornell" for c in cells)
+    cells = select(suite, {"dataset": ["cornell_npz"], "num_layers": [2, 5]})
+    assert cells and all(c.config["task"]["dataset"] == "cornell_npz" for c in cells)
     assert {c.config["model"]["kwargs"]["num_layers"] for c in cells} == {2, 5}
     # Case and separators are normalised like names everywhere else; ids are the full suite's.
-    assert [c.id for c in select(suite, {"dataset": ["Cornell"], "num_layers": [2, 5]})] == [c.id for c in cells]
+    assert [c.id for c in select(suite, {"dataset": ["Cornell-NPZ"], "num_layers": [2, 5]})] == [c.id for c in cells]
     full = {c.id for c in suite.cells}
     assert {c.id for c in cells} <= full and len(cells) < len(full)
 
@@ -120,7 +120,7 @@ def test_shards_partition_the_groups_deterministically_and_balance_cost():
     # Squirrel (217k edges) L=40 costs far more than Cornell L=2 (no data loaded for this).
     cost = {(g[0].config["task"]["dataset"], g[0].config["model"]["kwargs"]["num_layers"]): group_cost(g)
             for g in groups.values()}
-    assert cost[("squirrel", 40)] > 100 * cost[("cornell", 2)]
+    assert cost[("squirrel_npz", 40)] > 100 * cost[("cornell_npz", 2)]
 
 
 def test_shards_then_merge_equal_the_unsharded_run(tmp_path, data_root, capsys):
@@ -191,6 +191,17 @@ def test_failed_records_are_retried_and_ignored_by_the_leaderboard(tmp_path, dat
     write_leaderboard([out], out / "lb")
     again = run_suite(suite, out, device="cpu", quiet=True)  # failed runs are retried, finished ones are not
     assert again.already_done == 4 and again.ran == 0 and len(again.failed) == 4
+    # A run that failed once and then finished counts once, with its finished record.
+    ok = next(r for r in recs if r["status"] == "ok")
+    retried = tmp_path / "retried"
+    retried.mkdir()
+    (retried / "suite.resolved.json").write_text((out / "suite.resolved.json").read_text())
+    append_record(retried / "results.jsonl", {k: v for k, v in ok.items() if k != "metrics"} | {
+        "status": "failed", "error": "worker died"})
+    append_record(retried / "results.jsonl", ok)
+    board = load_board(retried)
+    assert board.runs == 1 and board.dropped == {"failed": 1}
+    assert board.entries[0].summary.mean == pytest.approx(100 * ok["metrics"]["test"])
 
 
 def test_cli_exit_code_1_when_runs_failed(tmp_path, data_root, capsys):

@@ -8,7 +8,7 @@ and returns ``(cell, result, extra)`` per cell; only the driver appends records.
 The runner owns its output folder::
 
     OUT/results.jsonl        one line per finished run (zoo.bench.records)
-    OUT/suite.resolved.json  the expanded suite (rewritten atomically at every start)
+    OUT/suite.resolved.json  the expanded suite (atomic; another/edited suite is refused: records.check_same_suite)
     OUT/suite.lock           held (flock) while a runner works in OUT
     OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
     OUT/leaderboard/         written by zoo.bench.leaderboard
@@ -206,7 +206,8 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
         results = [RunResult(metrics={"laplacian_energy": trace[-1]}, val_loss=None, train_loss=None, best_epoch=None,
                              epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,
                              wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters(),
-                             extra={"laplacian_energy_per_layer": trace})
+                             extra={"laplacian_energy_per_layer": trace,
+                                    "laplacian_energy_loglog_slope": _slope(trace)})
                    for trace in traces]
     else:
         results = train_replicas(task, replicas, view, cfg, seeds, progress=progress)
@@ -219,6 +220,16 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
         out.append((res, {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
                           "group_size": len(cells)}))
     return out
+
+
+def _slope(trace: List[float]) -> Optional[float]:
+    """Fig. 1 of the nonlocal paper: the log-log slope of the per-layer energy (None if undefined)."""
+    from zoo.diagnostics import loglog_slope
+
+    try:
+        return loglog_slope(trace)
+    except ValueError:
+        return None
 
 
 def _prune(task: Any, replicas: Any, view: Any, cells: Sequence[Cell], results: List[RunResult]) -> None:
@@ -365,14 +376,16 @@ def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacke
 
 def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
               stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
-              stop_after: Optional[int] = None, executor: Union[str, Executor, None] = None,
-              workers: Union[int, str] = 1,
+              stop_after: Optional[int] = None, force_new: bool = False,
+              executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
               ) -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
     replicas stacked at once (memory); ``stop_after`` stops after that many groups (tests).
+    An ``out`` holding another or an edited suite's results is refused (``records.check_same_suite``);
+    ``force_new`` moves those results into ``out/superseded-<time>/`` first.
     ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
     per core, see :func:`~zoo.bench.executors.auto_workers`), ``"ray"`` or an
     :class:`~zoo.bench.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
@@ -382,6 +395,9 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
 
     from zoo.bench.selection import select, selection_info
 
+    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
+                                     or max_replicas < 1):
+        raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
     out = Path(out)
     if not (executor == "ray" or isinstance(executor, RayExecutor)):
         resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
@@ -392,7 +408,8 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     results_path = out / records.RESULTS_FILE
     t0 = time.perf_counter()
     with _lock(out):
-        resolved = suite.resolved()
+        resolved = suite.resolved()  # the full suite: a slice / shard keeps the full suite's ids
+        records.check_same_suite(out, resolved, force_new=force_new)
         info = selection_info(where, shard)
         if info is not None:
             resolved["selection"] = info
