@@ -175,6 +175,8 @@ def load_board(results: PathLike) -> Board:
     seen = set()
     dropped = {"duplicate": 0, "not_in_suite": 0}
     for number, rec in records.iter_numbered(log):
+        if rec.get("status") == "failed":  # a failed attempt (no metrics); a later record may finish it
+            continue
         if rec["id"] not in suite_ids:
             dropped["not_in_suite"] += 1
             continue
