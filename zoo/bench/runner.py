@@ -187,7 +187,8 @@ def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.devi
         results = [RunResult(metrics={"laplacian_energy": trace[-1]}, val_loss=None, train_loss=None, best_epoch=None,
                              epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,
                              wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters(),
-                             extra={"laplacian_energy_per_layer": trace})
+                             extra={"laplacian_energy_per_layer": trace,
+                                    "laplacian_energy_loglog_slope": _slope(trace)})
                    for trace in traces]
     else:
         results = train_replicas(task, replicas, view, cfg, seeds, progress=progress)
@@ -200,6 +201,16 @@ def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.devi
         out.append((res, {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
                           "group_size": len(cells)}))
     return out
+
+
+def _slope(trace: List[float]) -> Optional[float]:
+    """Fig. 1 of the nonlocal paper: the log-log slope of the per-layer energy (None if undefined)."""
+    from zoo.diagnostics import loglog_slope
+
+    try:
+        return loglog_slope(trace)
+    except ValueError:
+        return None
 
 
 def _prune(task: Any, replicas: Any, view: Any, cells: Sequence[Cell], results: List[RunResult]) -> None:

@@ -342,6 +342,7 @@ class DeepGNN(nn.Module):
             empty = [AttentionRecord(g.edge_index, x.new_zeros(0, layer.heads)) for layer in self.layers]
             return (out, empty) if return_attention else out
         pre_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "pre"
+        post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
         for index, layer in enumerate(self.layers):
             last = index == self.num_layers - 1
             if index in self.skipped_layers:
@@ -357,9 +358,11 @@ class DeepGNN(nn.Module):
             elif self.residual == "identity" and out.shape == h.shape:
                 out = out + h
             if not last:
-                if self.norms and not pre_norm:
+                if self.norms and not pre_norm and not post_act_norm:
                     out = self.norms[index](out)
                 out = self.act(out)
+                if post_act_norm:  # placement "post_activation": norm after the nonlinearity
+                    out = self.norms[index](out)
             x = self.taps[index](out)
             if return_attention:
                 records.append(AttentionRecord(g.edge_index, alpha))
