@@ -5,15 +5,66 @@
               --epochs 5000 --seeds 0-4 [--set heads=8 --set data.undirected=true] [--device cuda]
     zoo bench SUITE [--quick] [--device cuda] [--out DIR] [--quiet]
     zoo leaderboard RESULTS... --out DIR
+
+Exit codes: 0 success; 2 an error (bad input, unusable folder, corrupt file: one line on stderr);
+3 nothing to do (no run recorded: every dataset missing, or an empty leaderboard).  See
+docs/reliability.md.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 LISTABLE = ("models", "inits", "norms", "datasets", "suites")
+EXIT_ERROR = 2      # bad input, unusable folder, corrupt file
+EXIT_NOTHING = 3    # nothing ran / nothing to show
+
+
+class CliError(Exception):
+    """A user error the CLI reports as one line."""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def writable_dir(path: Path, flag: str, probe: bool = True) -> Path:
+    """Create ``path`` if needed and check that it is a folder we can write into (one clear error if not).
+
+    ``probe=False`` (the data root) skips the write test of an existing folder: a read-only data
+    root that already holds every dataset is fine, and a write it would need fails as one line.
+    """
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                where = "is a file" if p == path else f"is below {p}, which is a file"
+                raise CliError(f"{flag} {path} {where}, not a folder; choose a folder path")
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if probe:
+            with tempfile.TemporaryFile(dir=path):
+                pass
+    except OSError as e:
+        why = "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e))
+        raise CliError(f"{flag} {path} is not a writable folder ({why}); choose another {flag}") from None
+    return path
+
+
+def _os_error(e: OSError) -> str:
+    if not e.strerror:  # raised with a full message (ours), not by the OS
+        return str(e)
+    return f"{e.strerror}: {e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
 
 
 def parse_seeds(text: str) -> List[int]:
@@ -71,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--epochs", type=int)
     tr.add_argument("--patience", type=int)
     tr.add_argument("--dropout", type=float)
-    tr.add_argument("--split")
+    tr.add_argument("--split", type=lambda s: int(s) if s.isdigit() else s,
+                    help="a split name (public, per_class, ratio...) or a Geom-GCN split number")
     tr.add_argument("--transform", action="append", dest="transforms", metavar="NAME",
                     help="dataset transform by name (repeatable), e.g. normalize_features")
     tr.add_argument("--seeds", type=parse_seeds, default=[0])
@@ -82,6 +134,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     tr.add_argument("--data-root", default=None)
     tr.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
+    tr.add_argument("--force-new", action="store_true",
+                    help="OUT holds another configuration's results: move them to OUT/superseded-<time>/ first")
     tr.add_argument("--quiet", action="store_true")
 
     be = sub.add_parser("bench", help="run a benchmark suite (resumable) and write its leaderboard")
@@ -90,7 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     be.add_argument("--out", default=None, help="results folder (default results/<suite>[-quick])")
     be.add_argument("--data-root", default=None)
-    be.add_argument("--max-replicas", type=int, default=None, help="cap on replicas trained at once (memory)")
+    be.add_argument("--max-replicas", type=positive_int, default=None,
+                    help="cap on replicas trained at once (memory)")
+    be.add_argument("--force-new", action="store_true",
+                    help="OUT holds another/edited suite's results: move them to OUT/superseded-<time>/ and start afresh")
     be.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
     be.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     be.add_argument("--no-leaderboard", action="store_true")
@@ -137,13 +194,21 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
     from zoo.bench.leaderboard import load_board, to_markdown, write_leaderboard
     from zoo.bench.runner import run_suite
 
+    writable_dir(out, "--out")
+    if args.data_root is not None:
+        writable_dir(Path(args.data_root), "--data-root", probe=False)
     summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
-                        max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root)
+                        max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
+                        force_new=getattr(args, "force_new", False))
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {summary.diverged} diverged; {summary.wall_time_s:.1f} s; results in {out}")
     if summary.skipped:
         for reason in sorted(set(summary.skipped.values())):
             print(f"  skipped: {reason}", file=sys.stderr)
+    if summary.ran + summary.already_done == 0:
+        print(f"zoo: nothing ran: none of the {summary.total} run(s) of {suite.name} could start "
+              "(see 'skipped' above); nothing was recorded", file=sys.stderr)
+        return EXIT_NOTHING
     if leaderboard:
         paths = write_leaderboard([out], out / "leaderboard")
         print(to_markdown(load_board(out)))
@@ -173,15 +238,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             args.max_replicas = None
             return _bench(suite, out, args)
         if args.command == "leaderboard":
-            from zoo.bench.leaderboard import write_leaderboard
+            from zoo.bench.leaderboard import dropped_note, load_board, write_leaderboard
 
-            paths = write_leaderboard(args.results, args.out)
+            boards = [load_board(r) for r in args.results]
+            for r, b in zip(args.results, boards):
+                if b.dropped:
+                    print(f"zoo leaderboard: {r}: {dropped_note(b)}", file=sys.stderr)
+            if not any(b.runs for b in boards):
+                print(f"zoo leaderboard: nothing to show: no run records in {', '.join(map(str, args.results))}",
+                      file=sys.stderr)
+                return EXIT_NOTHING
+            paths = write_leaderboard(args.results, writable_dir(Path(args.out), "--out"))
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
-    except (SuiteError, ValueError, TypeError, FileNotFoundError, RuntimeError) as e:
-        print(f"zoo {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except (SuiteError, CliError, ValueError, TypeError, RuntimeError, OSError) as e:
+        # OSError: disk full, read-only or vanished folders...: one line, no traceback
+        print(f"zoo {args.command}: error: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        return EXIT_ERROR
     return 1  # pragma: no cover - argparse enforces a command
 
 

@@ -111,6 +111,8 @@ class Board:
     provenance: Dict[str, Any]
     skipped: Dict[str, str] = field(default_factory=dict)
     runs: int = 0
+    #: records left out of the board: ``{"duplicate": n, "not_in_suite": m}`` (see :func:`load_board`)
+    dropped: Dict[str, int] = field(default_factory=dict)
 
 
 def _find_reported(reported: Optional[Dict[str, Any]], config: Dict[str, Any], layout: Dict[str, Any],
@@ -164,18 +166,56 @@ def _sort_key(v: Any) -> Tuple[int, Any]:
 
 
 def load_board(results: PathLike) -> Board:
-    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``)."""
+    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``).
+
+    Only records whose ``id`` is a cell of the folder's resolved suite count; a second record
+    with an id already seen (a duplicated line, a re-imported log) is dropped.  How many were
+    left out is in ``Board.dropped`` and printed under the tables.
+    """
     results = Path(results)
+    if not results.exists():
+        raise FileNotFoundError(f"results folder {results} does not exist; pass a folder written by `zoo bench`")
     folder = results if results.is_dir() else results.parent
-    info_path = folder / "suite.resolved.json"
-    if not info_path.is_file():
-        raise FileNotFoundError(f"{folder} has no suite.resolved.json; pass a folder written by `zoo bench`")
-    info = json.loads(info_path.read_text())
-    board = aggregate(info, records.read_records(folder))
+    info = records.read_resolved(folder)
+    if info is None:
+        raise FileNotFoundError(f"{folder} has no {records.RESOLVED_FILE}; pass a folder written by `zoo bench`")
+    log = folder / records.RESULTS_FILE
+    suite_ids = {c["id"] for c in info["cells"]}
+    kept: List[Dict[str, Any]] = []
+    seen = set()
+    dropped = {"duplicate": 0, "not_in_suite": 0}
+    for number, rec in records.iter_numbered(log):
+        if rec["id"] not in suite_ids:
+            dropped["not_in_suite"] += 1
+            continue
+        if rec["id"] in seen:
+            dropped["duplicate"] += 1
+            continue
+        missing = [k for k in ("config", "metrics") if not isinstance(rec.get(k), dict)]
+        if missing:
+            raise records.CorruptRecordsError(f"{log}:{number}: record {rec['id']} has no {' or '.join(map(repr, missing))} "
+                                              "object; a run record written by `zoo bench` always has both")
+        seen.add(rec["id"])
+        kept.append(rec)
+    board = aggregate(info, kept)
+    board.dropped = {k: v for k, v in dropped.items() if v}
     skipped = folder / "skipped.json"
     if skipped.is_file():
-        board.skipped = json.loads(skipped.read_text())
+        try:
+            board.skipped = json.loads(skipped.read_text())
+        except ValueError as e:
+            raise records.CorruptRecordsError(f"{skipped} is corrupt ({e}); delete it (the next run rewrites it)") from None
     return board
+
+
+def dropped_note(board: Board) -> str:
+    """One line saying which records were left out of ``board`` (empty if none)."""
+    parts = []
+    if board.dropped.get("duplicate"):
+        parts.append(f"{board.dropped['duplicate']} duplicate record(s) (same run id) ignored")
+    if board.dropped.get("not_in_suite"):
+        parts.append(f"{board.dropped['not_in_suite']} record(s) of cells not in suite {board.suite!r} ignored")
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -275,6 +315,8 @@ def to_markdown(board: Board) -> str:
                     cells.append(fmt_diff(board, e.diff))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    if board.dropped:
+        lines += [f"Note: {dropped_note(board)}.", ""]
     if board.skipped:
         lines += [f"Skipped {len(board.skipped)} cell(s):", ""]
         reasons = sorted(set(board.skipped.values()))
@@ -325,6 +367,7 @@ def write_leaderboard(results: Sequence[PathLike], out: PathLike) -> Dict[str, P
     write_atomic(paths["csv"], to_csv(boards))
     write_atomic(paths["json"], json.dumps([{"suite": b.suite, "meta": b.meta, "layout": b.layout,
                                              "provenance": b.provenance, "runs": b.runs, "skipped": b.skipped,
+                                             "dropped": b.dropped,
                                              "entries": to_rows(b)} for b in boards], indent=1, default=str,
                                            allow_nan=False))
     write_atomic(paths["html"], to_html(boards))

@@ -3,7 +3,7 @@
 The runner owns its output folder::
 
     OUT/results.jsonl        one line per finished run (zoo.bench.records)
-    OUT/suite.resolved.json  the expanded suite (rewritten atomically at every start)
+    OUT/suite.resolved.json  the expanded suite (atomic; another/edited suite is refused: records.check_same_suite)
     OUT/suite.lock           held (flock) while a runner works in OUT
     OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
     OUT/leaderboard/         written by zoo.bench.leaderboard
@@ -267,22 +267,28 @@ def _chunks(cells: List[Cell], size: Optional[int]) -> List[List[Cell]]:
 
 def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
               stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
-              stop_after: Optional[int] = None) -> RunSummary:
+              stop_after: Optional[int] = None, force_new: bool = False) -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
     replicas stacked at once (memory); ``stop_after`` stops after that many groups (tests).
+    An ``out`` holding another or an edited suite's results is refused (``records.check_same_suite``);
+    ``force_new`` moves those results into ``out/superseded-<time>/`` first.
     """
     from tqdm.auto import tqdm
 
     from zoo.datasets import MissingDataError
 
+    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
+                                     or max_replicas < 1):
+        raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dev = resolve_device(device)
     results_path = out / records.RESULTS_FILE
     t0 = time.perf_counter()
     with _lock(out):
+        records.check_same_suite(out, suite.resolved(), force_new=force_new)
         write_atomic(out / "suite.resolved.json", json.dumps(suite.resolved(), indent=1, sort_keys=True, default=str))
         done = records.completed_ids(results_path)
         pending = [c for c in suite.cells if c.id not in done]

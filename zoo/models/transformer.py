@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
-from zoo.nn.base import AttentionRecord
+from zoo.nn.base import AttentionRecord, check_node_features, positive_int
 from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
@@ -171,6 +171,7 @@ class AttentionStack(nn.Module):
     graph_tied = False
     attention_normalized = True
     self_loops = "add"  # each node attends to its neighbourhood plus itself
+    check_inputs = True  # scan node features for NaN/inf (zoo.nn.base.check_node_features)
     layers: nn.ModuleList
 
     def _init_stack(self, num_layers: int) -> None:
@@ -193,6 +194,7 @@ class AttentionStack(nn.Module):
                 return_attention: bool = False) -> Union[Tensor, Tuple[Tensor, List[AttentionRecord]]]:
         """Shapes: ``x`` ``(N, in_dim)`` -> ``(N, out_dim)``; with ``return_attention`` also one
         :class:`AttentionRecord` per applied layer."""
+        check_node_features(self, x, self.in_dim)
         g = as_graph(graph, x, self.self_loops)
         h = self.encode(g, x)
         records: List[AttentionRecord] = []
@@ -207,6 +209,8 @@ class AttentionStack(nn.Module):
 
 
 def _validate_common(hidden_dim: int, heads: int, dropout: float, attn_dropout: float) -> None:
+    positive_int("hidden_dim", hidden_dim)
+    positive_int("heads", heads)
     if heads < 1 or hidden_dim % heads:
         raise ValueError(f"hidden_dim={hidden_dim} must be a positive multiple of heads={heads} "
                          f"(the heads split hidden_dim evenly), e.g. hidden_dim={heads * max(1, hidden_dim // max(heads, 1))}")
