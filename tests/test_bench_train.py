@@ -154,3 +154,22 @@ def test_warmup_is_linear():
         deltas.append(float(before - p[0][0]))
     assert deltas == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
     assert not any(math.isnan(d) for d in deltas)
+
+
+@pytest.mark.parametrize("model", ["gat", "gatv2"])
+def test_dropout_replica_depends_only_on_its_seed(model):
+    """Issue 11 item 6: seed 1 alone == seed 1 next to seed 0 (stacked or not), with dropout 0.5."""
+    task = synthetic_task()
+    cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=8, loss_threshold=0.0)
+    kw = dict(dropout=0.5, attn_dropout=0.5)
+    alone, _ = _run(task, [(model, 2, "xavier")], [1], cfg, stacked=True, **kw)
+    pair, _ = _run(task, [(model, 2, "xavier")] * 2, [0, 1], cfg, stacked=True, **kw)
+    seq, _ = _run(task, [(model, 2, "xavier")] * 2, [0, 1], cfg, stacked=False, **kw)
+    other, _ = _run(task, [(model, 2, "xavier")] * 2, [2, 1], cfg, stacked=True, **kw)
+    for r in (pair[1], seq[1], other[1]):
+        assert r.metrics == alone[0].metrics and r.best_epoch == alone[0].best_epoch
+        assert r.val_loss == alone[0].val_loss and r.train_loss == alone[0].train_loss
+    # dropout is live: a different seed's run differs, and a dropout-free run differs
+    assert pair[0].val_loss != pair[1].val_loss
+    plain, _ = _run(task, [(model, 2, "xavier")], [1], cfg, stacked=True)
+    assert plain[0].val_loss != alone[0].val_loss

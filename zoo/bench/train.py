@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from zoo.bench.optim import make_optimizer
+from zoo.nn.functional import ReplicaRandomness, replica_randomness
 
 SPLITS = ("train", "val", "test")
 SELECT = ("val_metric", "val_loss", "train_metric")
@@ -93,11 +94,13 @@ class Replicas:
     """R models of one architecture as stacked tensors, with a batched forward.
 
     ``stacked=True`` runs all replicas in one ``vmap`` call; ``False`` loops over them (the
-    reference path).  Dropout draws independent randomness per replica
-    (``randomness="different"``), so only dropout-free runs are bit-comparable across paths.
+    reference path).  Dropout (:func:`zoo.nn.functional.dropout`) draws replica ``r``'s masks
+    from a stream seeded by ``seeds[r]`` alone, so a replica's numbers do not depend on its group
+    or on the path.
     """
 
-    def __init__(self, models: Sequence[nn.Module], stacked: bool = True) -> None:
+    def __init__(self, models: Sequence[nn.Module], stacked: bool = True,
+                 seeds: Optional[Sequence[int]] = None) -> None:
         if not models:
             raise ValueError("a group needs at least one model")
         self.base = models[0]
@@ -107,12 +110,15 @@ class Replicas:
         self.params: List[Tensor] = [params[n].detach().requires_grad_(True) for n in self.names]
         self.buffers = buffers
         self.size = len(models)
+        self.rng = ReplicaRandomness(range(self.size) if seeds is None else seeds)
+        self.tokens = torch.arange(self.size, device=self.params[0].device)
 
     def num_parameters(self) -> int:
         return sum(p[0].numel() for p in self.params)
 
-    def _call(self, params: Dict[str, Tensor], buffers: Dict[str, Tensor], *args: Any) -> Tensor:
-        return functional_call(self.base, (params, buffers), args)
+    def _call(self, params: Dict[str, Tensor], buffers: Dict[str, Tensor], token: Tensor, *args: Any) -> Tensor:
+        with replica_randomness(self.rng, token):
+            return functional_call(self.base, (params, buffers), args)
 
     def forward(self, *args: Any, train: bool, params: Optional[List[Tensor]] = None) -> Tensor:
         """``(R, ...)`` outputs of every replica on the same inputs ``args``."""
@@ -120,12 +126,12 @@ class Replicas:
         self.base.train(train)
         named = dict(zip(self.names, params))
         if self.stacked:
-            fn = vmap(self._call, in_dims=(0, 0, *([None] * len(args))), randomness="different")
-            return fn(named, self.buffers, *args)
+            fn = vmap(self._call, in_dims=(0, 0, 0, *([None] * len(args))), randomness="different")
+            return fn(named, self.buffers, self.tokens, *args)
         outs = []
         for r in range(self.size):
             outs.append(self._call({n: p[r] for n, p in named.items()},
-                                   {n: b[r] for n, b in self.buffers.items()}, *args))
+                                   {n: b[r] for n, b in self.buffers.items()}, self.tokens[r], *args))
         return torch.stack(outs)
 
     def state_of(self, r: int, params: Optional[List[Tensor]] = None) -> Dict[str, Tensor]:
@@ -316,7 +322,7 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
                     else _GraphList(task, device, dtype, cfg.batch_size, cfg.data_seed, tied))
         view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
         models.append(model)
-    return Replicas(models, stacked=stacked), view
+    return Replicas(models, stacked=stacked, seeds=seeds), view
 
 
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],

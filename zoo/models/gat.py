@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 
@@ -83,7 +83,7 @@ class GATLayer(nn.Module):
         if bias is not None:
             scores = scores + bias
         alpha = segment_softmax(F.leaky_relu(scores, self.negative_slope), dst, n)
-        weights = F.dropout(alpha, self.attn_dropout, self.training)
+        weights = dropout(alpha, self.attn_dropout, self.training)
         out = segment_sum(weights.unsqueeze(-1) * gather_rows(xw, src), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:

@@ -11,7 +11,7 @@ from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 UPDATE_WEIGHTS = ("source", "separate")
@@ -87,7 +87,7 @@ class GATv2Layer(nn.Module):
         else:
             scores = (F.leaky_relu(hidden, self.negative_slope) * self.att).sum(-1)
         alpha = segment_softmax(scores, dst, n)
-        weights = F.dropout(alpha, self.attn_dropout, self.training)
+        weights = dropout(alpha, self.attn_dropout, self.training)
         values = src_features if self.lin_update is None else gather_rows(self.lin_update(x).view(shape), src)
         out = segment_sum(weights.unsqueeze(-1) * values, dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
