@@ -173,3 +173,44 @@ def test_dropout_replica_depends_only_on_its_seed(model):
     assert pair[0].val_loss != pair[1].val_loss
     plain, _ = _run(task, [(model, 2, "xavier")], [1], cfg, stacked=True)
     assert plain[0].val_loss != alone[0].val_loss
+
+
+def graph_level_task(seed: int = 0) -> Task:
+    """Tiny graph classification: label = whether a random graph has more edges than the median."""
+    g = torch.Generator().manual_seed(seed)
+
+    def one() -> Data:
+        n = int(torch.randint(4, 8, (1,), generator=g))
+        m = int(torch.randint(n, 3 * n, (1,), generator=g))
+        ei = torch.randint(0, n, (2, m), generator=g)
+        return Data(x=torch.randn(n, 4, generator=g), edge_index=ei, y=torch.tensor([int(m > 2 * n)]))
+
+    graphs = {s: [one() for _ in range(c)] for s, c in (("train", 10), ("val", 4), ("test", 4))}
+    return Task(name="tiny_graphs", kind="graph", metric="accuracy", num_features=4, num_classes=2,
+                multilabel=False, graphs=graphs)
+
+
+@pytest.mark.parametrize("model", ["gatv2", "gcn"])
+def test_grouped_equals_sequential_on_graph_level_task(model):
+    """Issue 12 item 2: mini-batches of graphs, replicas share the (shuffled) batches; float64."""
+    from zoo.bench.train import GraphPool
+
+    task = graph_level_task()
+    cfg = TrainConfig(optimizer="adam", lr=0.02, epochs=12, batch_size=3, loss_threshold=0.0)
+
+    def factory(init):
+        return lambda: GraphPool(zoo.build(model, in_dim=4, out_dim=8, hidden_dim=8, num_layers=2, init=init), 8, 2)
+
+    def run(inits, seeds, stacked):
+        reps, view = build_replicas(task, [factory(i) for i in inits], seeds, torch.device("cpu"), torch.float64,
+                                    cfg, stacked)
+        return train_replicas(task, reps, view, cfg, seeds)
+
+    inits, seeds = ["xavier", "xavier", "balanced_orthogonal" if model == "gatv2" else "xavier"], [0, 1, 2]
+    grouped = run(inits, seeds, True)
+    sequential = [run([i], [s], False)[0] for i, s in zip(inits, seeds)]
+    assert len({r.val_loss for r in grouped}) == 3  # the replicas really differ
+    for g, s in zip(grouped, sequential):
+        assert g.metrics == s.metrics and g.best_epoch == s.best_epoch and g.epochs_run == s.epochs_run
+        assert g.val_loss == pytest.approx(s.val_loss, abs=1e-10, rel=0)
+        assert g.train_loss == pytest.approx(s.train_loss, abs=1e-10, rel=0)
