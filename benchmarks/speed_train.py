@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+from zoo.bench.train import TrainConfig, build_replicas, train_replicas, tune_allocator
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = time.perf_counter
@@ -151,17 +151,23 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--clock", choices=sorted(CLOCK), default="wall",
                    help="wall time (default) or process CPU time (steadier on a shared machine)")
+    p.add_argument("--plain-allocator", action="store_true",
+                   help="leave glibc's allocator as it is (zoo.bench.train.tune_allocator off) for both sides")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     global _clock
     _clock = CLOCK[args.clock]
+    if args.plain_allocator:
+        os.environ["ZOO_TUNE_ALLOCATOR"] = "0"
+    # both sides run with the same allocator settings (train_replicas would tune it anyway)
+    tuned = tune_allocator()
     os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
     if args.threads:
         torch.set_num_threads(args.threads)
     epochs = args.epochs or (5 if args.quick else 20)
     repeat = args.repeat or (1 if args.quick else 3)
     counts = [int(r) for r in args.replicas.split(",")]
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; allocator tuned (both sides): {tuned}")
     print(f"{epochs} epochs per timing, best of {repeat}, {args.clock} clock; ms per replica-epoch (train step + per-epoch evaluation)")
     header = f"{'config':34} {'PyG loop':>9}" + "".join(f" {f'ours R={r}':>10} {'ratio':>6}" for r in counts)
     print(header)

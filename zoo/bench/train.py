@@ -87,6 +87,41 @@ class RunResult:
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
+# --------------------------------------------------------------------------- allocator
+
+_ALLOCATOR_TUNED = False
+
+
+def tune_allocator() -> bool:
+    """Keep freed heap memory in this process (glibc): no ``mmap``/``munmap`` per large tensor.
+
+    glibc serves every allocation above its mmap threshold (128 KiB .. 32 MiB) with a fresh
+    ``mmap`` and returns it on free, so each epoch's ``(E, R, H, C)`` edge tensors are page-faulted
+    in from zero again: on a 2-core CPU that kernel time was 40-60 % of a stacked Cora epoch.
+    Serving them from the (never trimmed) heap instead measured 2.6-4x less CPU time per
+    replica-epoch (Cora gatv2 L=10, 15 replicas).  Process-wide, once; ``ZOO_TUNE_ALLOCATOR=0``
+    opts out; a no-op off glibc.  Returns whether the tuning is in effect.
+    """
+    global _ALLOCATOR_TUNED
+    if _ALLOCATOR_TUNED:
+        return True
+    import os
+
+    if os.environ.get("ZOO_TUNE_ALLOCATOR", "1") == "0":
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+        # M_TRIM_THRESHOLD (-1): never give the heap top back; M_MMAP_MAX (-4) = 0: no mmap'd chunks
+        ok = mallopt(-1, 2 ** 30) == 1 and mallopt(-4, 0) == 1
+    except (OSError, AttributeError):
+        return False
+    _ALLOCATOR_TUNED = bool(ok)
+    return _ALLOCATOR_TUNED
+
+
 # --------------------------------------------------------------------------- replicas
 
 
@@ -330,6 +365,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring)."""
     R = replicas.size
     device = replicas.params[0].device
+    if device.type == "cpu":
+        tune_allocator()
     loss_fn, _ = _labels_and_loss(task)
     opt = make_optimizer(cfg.optimizer, replicas.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                          momentum=cfg.momentum, betas=cfg.betas, warmup_epochs=cfg.warmup_epochs)
