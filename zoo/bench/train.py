@@ -160,7 +160,7 @@ class Replicas:
         params = self.params if params is None else params
         self.base.train(train)
         named = dict(zip(self.names, params))
-        if self.stacked:
+        if self.stacked and self.size > 1:  # one replica: a plain call (vmap costs dispatch per op)
             fn = vmap(self._call, in_dims=(0, 0, 0, *([None] * len(args))), randomness="different")
             return fn(named, self.buffers, self.tokens, *args)
         outs = []
