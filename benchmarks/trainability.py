@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from zoo.diagnostics import ConservationRecorder, parameter_change, snapshot
+from zoo.diagnostics import FIGURE_THRESHOLDS, ConservationRecorder, parameter_change, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,9 @@ def run(init: str, data, args) -> Dict:
             break
         opt.step()
     seconds = time.perf_counter() - t0
-    change = parameter_change(start, best["state"], threshold=0.05, min_magnitude=1e-4)
+    # The figures' thresholds: Fig. 3a (L = 5) relative change > 0.05, Fig. 4a (L = 10) > 0.5.
+    threshold = FIGURE_THRESHOLDS["fig4a" if args.layers >= 10 else "fig3a"]
+    change = parameter_change(start, best["state"], threshold=threshold, min_magnitude=1e-4)
     return {"init": init, "loss": loss_value, "epochs": epoch + 1, "best_epoch": best["epoch"],
             "val": best["val"], "test": best["test"], "change": change, "seconds": seconds, "recorder": recorder}
 

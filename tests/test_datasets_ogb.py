@@ -7,6 +7,7 @@ same official Evaluator) into a temporary mirror and load them through ``zoo.dat
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -68,7 +69,8 @@ def test_ogbg_molhiv_roundtrip_and_evaluator(tmp_path, monkeypatch):
     test_graphs = task.graphs["test"]
     for g, i in zip(test_graphs, split["test"]):  # graphs come back in split order, features intact
         assert g.num_nodes == graphs[i]["num_nodes"]
-        assert torch.equal(g.x, torch.from_numpy(graphs[i]["node_feat"]).float())
+        assert g.x.dtype == torch.int64 and torch.equal(g.x, torch.from_numpy(graphs[i]["node_feat"]))
+        assert g.edge_attr.dtype == torch.int64  # category codes for ogb's AtomEncoder / BondEncoder
         assert int(g.y) == int(labels[i, 0])
     y = torch.cat([g.y for g in test_graphs])
     assert task.evaluate(y.float(), y) == 1.0
@@ -132,3 +134,80 @@ def test_missing_ogb_data_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv(mirror.MIRROR_ENV, str(tmp_path / "empty"))
     with pytest.raises(zd.MissingDataError, match=r"ogbn_arxiv.*ogb/ogbn_arxiv/raw/node-feat\.csv\.gz"):
         zd.load("ogbn_arxiv", root=tmp_path / "root", download=False)
+
+
+def _write_arxiv_release(folder: Path, n: int, rng) -> dict:
+    """The file set OGB's ``arxiv.zip`` unpacks to (csv.gz, time split), tiny."""
+    import pandas as pd
+
+    ei = rng.integers(0, n, (120, 2))
+    ei = ei[ei[:, 0] != ei[:, 1]]
+    tables = {
+        "raw/edge.csv.gz": ei, "raw/node-feat.csv.gz": rng.random((n, 128)).astype(np.float32),
+        "raw/node-label.csv.gz": rng.integers(0, 40, (n, 1)), "raw/node_year.csv.gz": rng.integers(2000, 2020, (n, 1)),
+        "raw/num-node-list.csv.gz": np.array([[n]]), "raw/num-edge-list.csv.gz": np.array([[len(ei)]]),
+    }
+    perm = rng.permutation(n)
+    split = {"train": np.sort(perm[:30]), "valid": np.sort(perm[30:40]), "test": np.sort(perm[40:])}
+    for k, v in split.items():
+        tables[f"split/time/{k}.csv.gz"] = v.reshape(-1, 1)
+    for rel, arr in tables.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(arr).to_csv(folder / rel, header=False, index=False, compression="gzip")
+    (folder / "RELEASE_v1.txt").write_text("ogbn-arxiv v1\n")
+    (folder / "mapping").mkdir()
+    (folder / "mapping" / "README.md").write_text("toy\n")
+    return {"edges": ei, "split": split, "feat": tables["raw/node-feat.csv.gz"]}
+
+
+def test_downloaded_ogbn_arxiv_copy_loads_from_a_mirror(tmp_path, monkeypatch):
+    """A downloaded copy (OGB's own layout under <mirror>/ogb/ogbn_arxiv) loads without meta_dict."""
+    rng = np.random.default_rng(3)
+    n = 50
+    mirror_dir = tmp_path / "downloads"
+    written = _write_arxiv_release(mirror_dir / "ogb" / "ogbn_arxiv", n, rng)
+    (mirror_dir / "ogb" / "ogbn_arxiv" / "processed").mkdir()  # a foreign processed cache is never copied
+    (mirror_dir / "ogb" / "ogbn_arxiv" / "processed" / "geometric_data_processed.pt").write_bytes(b"junk")
+    monkeypatch.setenv(mirror.MIRROR_ENV, str(mirror_dir))
+    spec = zd.get_spec("ogbn_arxiv")
+    for k, v in {"nodes": n, "edges": len(written["edges"]), "features": 128, "classes": 40}.items():
+        monkeypatch.setitem(spec.stats, k, v)  # the toy copy's statistics (the real ones: 169343 ...)
+    task = zd.load("ogbn_arxiv", root=tmp_path / "root", download=False)
+    d = task.data
+    assert (d.num_nodes, d.num_edges, task.num_classes) == (n, len(written["edges"]), 40)
+    assert torch.equal(d.edge_index, torch.from_numpy(written["edges"].T))
+    assert torch.allclose(d.x, torch.from_numpy(written["feat"]))
+    assert torch.equal(d.test_mask.nonzero().view(-1), torch.from_numpy(written["split"]["test"]))
+    monkeypatch.setitem(spec.stats, "nodes", 169343)  # the real statistics: the toy copy is refused
+    import zoo.datasets.cache as cache
+
+    with pytest.warns(RuntimeWarning, match="nodes 50 \\(expected 169343\\)"):
+        with pytest.raises(cache.DataIntegrityError, match="ogbn_arxiv.*nodes 50 \\(expected 169343\\)"):
+            zd.load("ogbn_arxiv", root=tmp_path / "root", download=False)
+
+
+REAL_MIRROR = Path(os.environ.get(mirror.MIRROR_ENV, "").split(os.pathsep)[0]
+                   or Path(__file__).resolve().parents[2] / "shared" / "datasets")
+
+
+@pytest.mark.slow
+def test_real_ogbg_molhiv_from_the_mirror(tmp_path, monkeypatch):
+    """The real ogbg-molhiv (mirror): int64 features, scaffold split 32901/4113/4113, OGB's Evaluator."""
+    if not (REAL_MIRROR / "ogb" / "ogbg_molhiv" / "RELEASE_v1.txt").is_file():
+        pytest.skip(f"ogbg-molhiv not in the mirror {REAL_MIRROR}")
+    monkeypatch.setenv(mirror.MIRROR_ENV, str(REAL_MIRROR))
+    task = zd.load("ogbg_molhiv", root=tmp_path / "root", download=False)
+    assert task.split_sizes() == {"train": 32901, "val": 4113, "test": 4113}
+    assert (task.kind, task.metric, task.num_features, task.num_classes) == ("graph", "rocauc", 9, 1)
+    g = task.graphs["train"][0]
+    assert g.x.dtype == torch.int64 and g.x.size(1) == 9 and g.edge_attr.dtype == torch.int64
+    assert g.edge_attr.size(1) == 3 and g.y.shape == (1, 1)
+    y = torch.cat([h.y for h in task.graphs["test"]])
+    assert 0 < int(y.sum()) < len(y)
+    from ogb.graphproppred import Evaluator
+
+    scores = torch.randn(len(y), 1)
+    assert task.evaluate(scores, y) == pytest.approx(
+        Evaluator("ogbg-molhiv").eval({"y_true": y, "y_pred": scores})["rocauc"])
+    again = zd.load("ogbg_molhiv", root=tmp_path / "root", download=False)  # verified cache reused
+    assert torch.equal(again.graphs["test"][5].x, task.graphs["test"][5].x)

@@ -195,11 +195,16 @@ def test_mirror_unchanged_after_loading(tmp_path):
 
 def test_list_datasets_marks_availability(data_root):
     rows = {r["name"]: r for r in zd.list_datasets(data_root)}
-    expected = set(KNOWN) | {"ppi", "ogbn_arxiv", "ogbn_proteins", "ogbg_molhiv", "trees", "twin"}
+    from zoo.datasets.heterophilous_npz import NPZ
+
+    expected = set(KNOWN) | set(NPZ) | {"ppi", "ogbn_arxiv", "ogbn_proteins", "ogbg_molhiv", "trees", "twin",
+                                        "arxiv_like"}
     assert set(rows) == expected
     assert rows["twin"]["available"] and rows["twin"]["where"] == "synthetic"
     require_mirrored("cora")
     assert rows["cora"]["available"]
+    if (mirror.mirror_dirs()[0] / "heterophilous" / "minesweeper").is_dir():
+        assert rows["minesweeper"]["available"] and rows["minesweeper"]["metric"] == "rocauc"
     if not any((m / "ogb" / "ogbn_proteins").is_dir() for m in mirror.mirror_dirs()):
         assert not rows["ogbn_proteins"]["available"] and rows["ogbn_proteins"]["where"] == "missing"
     table = zd.format_datasets_table(list(rows.values()))

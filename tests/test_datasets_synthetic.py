@@ -108,3 +108,34 @@ def test_trees_depth_ten_is_lazy_and_bounds_checked():
         zd.load("trees", depth=11)
     with pytest.raises(ValueError, match="2..10"):
         zd.load("trees", depth=1)
+
+
+# ----------------------------------------------------------------------------- arxiv_like
+
+def test_arxiv_like_small_is_seeded_simple_and_heavy_tailed():
+    from torch_geometric.utils import degree
+
+    a = zd.load("arxiv_like", num_nodes=2000, num_edges=14000, num_features=16, num_classes=5, seed=1)
+    b = zd.load("arxiv_like", num_nodes=2000, num_edges=14000, num_features=16, num_classes=5, seed=1)
+    c = zd.load("arxiv_like", num_nodes=2000, num_edges=14000, num_features=16, num_classes=5, seed=2)
+    d = a.data
+    assert (d.num_nodes, d.num_edges, a.num_features, a.num_classes) == (2000, 14000, 16, 5)
+    assert torch.equal(d.edge_index, b.data.edge_index) and torch.equal(d.x, b.data.x)
+    assert not torch.equal(d.edge_index, c.data.edge_index)
+    assert int((d.edge_index[0] == d.edge_index[1]).sum()) == 0
+    assert (d.edge_index[0] * 2000 + d.edge_index[1]).unique().numel() == 14000, "distinct directed edges"
+    assert not d.is_undirected()
+    indeg = degree(d.edge_index[1], 2000)
+    assert indeg.max() > 10 * indeg.mean(), "power-law in-degrees have hubs"
+    sizes = a.split_sizes()
+    assert sum(sizes.values()) == 2000 and abs(sizes["train"] / 2000 - 90941 / 169343) < 1e-3
+
+
+def test_arxiv_like_defaults_have_arxivs_shape():
+    spec = zd.get_spec("arxiv_like")
+    assert {k: spec.options[k] for k in ("num_nodes", "num_edges", "num_features", "num_classes")} == {
+        "num_nodes": 169343, "num_edges": 1166243, "num_features": 128, "num_classes": 40}
+    with pytest.raises(ValueError, match="num_edges must be a positive int"):
+        zd.load("arxiv_like", num_nodes=10, num_edges=0)
+    with pytest.raises(ValueError, match="cannot place 100 distinct"):
+        zd.load("arxiv_like", num_nodes=10, num_edges=100)

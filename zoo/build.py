@@ -10,7 +10,32 @@ from zoo._names import unknown_kwargs_error
 from zoo.registry import MODELS, constructor_options, preset
 
 # Options that build() consumes itself rather than passing to the model constructor.
-_PLUGIN_KEYS = ("init", "init_kwargs")
+_PLUGIN_KEYS = ("init", "init_kwargs", "check_inputs")
+# Sizes every model family shares: each must be an int >= 1 (None = unset where allowed).
+_POSITIVE_INTS = ("in_dim", "out_dim", "hidden_dim", "num_layers", "heads", "out_heads", "ffn_dim")
+
+
+def _check_option_types(owner: str, options: Dict[str, Any], accepted: Dict[str, Any]) -> None:
+    """Wrong-typed options fail here with their name, not deep inside a constructor: sizes are
+    positive ints, and an option whose default is a bool / int / float takes that type (bools
+    are not ints: ``num_layers=True`` is an error, not one layer)."""
+    from zoo.nn.base import positive_int
+
+    for key, value in options.items():
+        if key in _POSITIVE_INTS:
+            positive_int(key, value, allow_none=accepted.get(key) is None)
+            continue
+        default = accepted.get(key, inspect.Parameter.empty)
+        if isinstance(default, bool):
+            ok, kind = isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif isinstance(default, float):
+            ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+        else:
+            continue
+        if not ok:
+            raise ValueError(f"{owner}: {key} must be {kind}, got {value!r} ({type(value).__name__})")
 
 
 def build(
@@ -18,6 +43,7 @@ def build(
     *,
     init: Any = None,
     init_kwargs: Optional[Dict[str, Any]] = None,
+    check_inputs: bool = True,
     **kwargs: Any,
 ) -> nn.Module:
     """Build a registered model by ``name`` or preset ``name.tag``.
@@ -25,7 +51,8 @@ def build(
     ``kwargs`` override the preset's values; a ``None`` value does not override (so a CLI or
     suite can pass "unset" options through).  ``norm``/``norm_kwargs`` select a norm plugin,
     ``init``/``init_kwargs`` an initialisation plugin applied after construction (default
-    ``xavier``).
+    ``xavier``).  ``check_inputs=False`` skips the models' NaN/inf scan of node features (feature
+    width and dtype are always checked; ``docs/reliability.md``).
 
     Example::
 
@@ -54,7 +81,10 @@ def build(
             f"build({name!r}) needs {' and '.join(missing)}: the input feature size and the number of "
             "outputs (classes) of your task, e.g. in_dim=data.num_features, out_dim=num_classes"
         )
+    _check_option_types(f"model {key!r}", options, accepted)
     model = cls(**options)
+    if not check_inputs:
+        model.check_inputs = False
 
     from zoo.inits import apply_init  # local import: inits inspect model structure
 

@@ -3,17 +3,72 @@
     zoo list [models|inits|norms|datasets|suites]
     zoo train --model gatv2 --dataset cora --layers 10 --init bal_o --optimizer sgd --lr 0.05 \
               --epochs 5000 --seeds 0-4 [--set heads=8 --set data.undirected=true] [--device cuda]
-    zoo bench SUITE [--quick] [--device cuda] [--out DIR] [--quiet]
+    zoo bench SUITE [--quick] [--device cuda] [--out DIR] [--quiet] [--where KEY=V1[,V2]]... [--shard I/N]
+              [--workers N | --executor ray [--ray-address ADDR] [--gpus-per-group F] [--max-retries N]]
+    zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
+
+Exit codes: 0 success; 1 some runs failed (recorded as failed; a re-run retries them); 2 an error
+(bad input, unusable folder, corrupt file: one line on stderr); 3 nothing to do (no run recorded:
+every dataset missing, or an empty leaderboard).  See
+docs/reliability.md.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 LISTABLE = ("models", "inits", "norms", "datasets", "suites")
+EXIT_FAILED = 1     # some runs failed (recorded as failed; a re-run retries them)
+EXIT_ERROR = 2      # bad input, unusable folder, corrupt file
+EXIT_NOTHING = 3    # nothing ran / nothing to show
+
+
+class CliError(Exception):
+    """A user error the CLI reports as one line."""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def writable_dir(path: Path, flag: str, probe: bool = True) -> Path:
+    """Create ``path`` if needed and check that it is a folder we can write into (one clear error if not).
+
+    ``probe=False`` (the data root) skips the write test of an existing folder: a read-only data
+    root that already holds every dataset is fine, and a write it would need fails as one line.
+    """
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                where = "is a file" if p == path else f"is below {p}, which is a file"
+                raise CliError(f"{flag} {path} {where}, not a folder; choose a folder path")
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if probe:
+            with tempfile.TemporaryFile(dir=path):
+                pass
+    except OSError as e:
+        why = "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e))
+        raise CliError(f"{flag} {path} is not a writable folder ({why}); choose another {flag}") from None
+    return path
+
+
+def _os_error(e: OSError) -> str:
+    if not e.strerror:  # raised with a full message (ours), not by the OS
+        return str(e)
+    return f"{e.strerror}: {e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
 
 
 def parse_seeds(text: str) -> List[int]:
@@ -34,6 +89,19 @@ def parse_seeds(text: str) -> List[int]:
     if len(set(seeds)) != len(seeds):
         raise argparse.ArgumentTypeError(f"seeds repeat in {text!r}")
     return seeds
+
+
+def parse_workers(text: str) -> Any:
+    """``--workers``: a number >= 1 or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', got {text!r}")
+    return n
 
 
 def parse_setting(text: str) -> tuple:
@@ -71,7 +139,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--epochs", type=int)
     tr.add_argument("--patience", type=int)
     tr.add_argument("--dropout", type=float)
-    tr.add_argument("--split")
+    tr.add_argument("--split", type=lambda s: int(s) if s.isdigit() else s,
+                    help="a split name (public, per_class, ratio...) or a Geom-GCN split number")
     tr.add_argument("--transform", action="append", dest="transforms", metavar="NAME",
                     help="dataset transform by name (repeatable), e.g. normalize_features")
     tr.add_argument("--seeds", type=parse_seeds, default=[0])
@@ -82,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     tr.add_argument("--data-root", default=None)
     tr.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
+    tr.add_argument("--force-new", action="store_true",
+                    help="OUT holds another configuration's results: move them to OUT/superseded-<time>/ first")
     tr.add_argument("--quiet", action="store_true")
 
     be = sub.add_parser("bench", help="run a benchmark suite (resumable) and write its leaderboard")
@@ -90,10 +161,37 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     be.add_argument("--out", default=None, help="results folder (default results/<suite>[-quick])")
     be.add_argument("--data-root", default=None)
-    be.add_argument("--max-replicas", type=int, default=None, help="cap on replicas trained at once (memory)")
+    be.add_argument("--max-replicas", type=positive_int, default=None,
+                    help="cap on replicas trained at once (memory)")
+    be.add_argument("--force-new", action="store_true",
+                    help="OUT holds another/edited suite's results: move them to OUT/superseded-<time>/ and start afresh")
     be.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
     be.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     be.add_argument("--no-leaderboard", action="store_true")
+    ex = be.add_argument_group("selection and execution (docs/distributed.md)")
+    ex.add_argument("--where", action="append", default=[], metavar="KEY=V1[,V2]",
+                    help="run only cells with KEY in the values (repeatable; keys as in the suite, e.g. "
+                         "dataset=cornell_npz, num_layers=2,5); ids stay the full suite's")
+    ex.add_argument("--shard", default=None, metavar="I/N",
+                    help="run shard I of N (1-based): a deterministic, cost-balanced part of the groups "
+                         "(job arrays; combine the --out folders with `zoo merge`)")
+    ex.add_argument("--executor", choices=("local", "process", "ray"), default="local",
+                    help="where groups run: here / in --workers processes (default), or on Ray")
+    ex.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
+                    help="run groups in N worker processes, one torch thread each (auto: one per CPU core on "
+                         "CPU, 1 on a GPU); default 1 = in this process, which measured fastest here "
+                         "(docs/distributed.md)")
+    ex.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="Ray cluster to join (default: start a local Ray instance)")
+    ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
+    ex.add_argument("--gpus-per-group", type=float, default=0.0, metavar="F",
+                    help="Ray: GPUs per task, a fraction shares one GPU between groups (default 0)")
+    ex.add_argument("--max-retries", type=int, default=3, metavar="N",
+                    help="Ray: retries of a group whose worker died before it is recorded as failed (default 3)")
+
+    mg = sub.add_parser("merge", help="merge shard / slice results folders of one suite into one folder")
+    mg.add_argument("results", nargs="+", help="results folders written by `zoo bench --shard I/N --out ...`")
+    mg.add_argument("--out", required=True, help="new folder for the merged results")
 
     lb = sub.add_parser("leaderboard", help="Markdown/CSV/JSON/HTML leaderboard from results folders")
     lb.add_argument("results", nargs="+")
@@ -137,17 +235,60 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
     from zoo.bench.leaderboard import load_board, to_markdown, write_leaderboard
     from zoo.bench.runner import run_suite
 
+    from zoo.bench.executors import make_executor
+    from zoo.bench.runner import data_env
+    from zoo.bench.selection import parse_shard, parse_where
+
+    where = parse_where(getattr(args, "where", []) or [])
+    shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
+    name, workers = getattr(args, "executor", "local"), getattr(args, "workers", 1)
+    if name == "ray":
+        if workers != 1:
+            raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs set "
+                             "the parallelism (--cpus-per-group / --gpus-per-group per task)")
+        executor: Any = make_executor("ray", ray_address=args.ray_address, cpus_per_group=args.cpus_per_group,
+                                      gpus_per_group=args.gpus_per_group, max_retries=args.max_retries,
+                                      env=data_env())
+    else:
+        executor = name
+    writable_dir(out, "--out")
+    if args.data_root is not None:
+        writable_dir(Path(args.data_root), "--data-root", probe=False)
     summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
-                        max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root)
+                        max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
+                        force_new=getattr(args, "force_new", False),
+                        executor=executor, workers=workers, where=where, shard=shard)
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
-          f"{len(summary.skipped)} skipped, {summary.diverged} diverged; {summary.wall_time_s:.1f} s; results in {out}")
+          f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
+          f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")
     if summary.skipped:
         for reason in sorted(set(summary.skipped.values())):
             print(f"  skipped: {reason}", file=sys.stderr)
+    if summary.failed:
+        for error in sorted(set(summary.failed.values())):
+            print(f"  failed (recorded; a re-run retries it): {error.strip().splitlines()[-1]}", file=sys.stderr)
+    if summary.ran + summary.already_done == 0:
+        if summary.failed:
+            print(f"zoo: no run of {suite.name} finished: {len(summary.failed)} failed (see above)", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"zoo: nothing ran: none of the {summary.total} run(s) of {suite.name} could start "
+              "(see 'skipped' above); nothing was recorded", file=sys.stderr)
+        return EXIT_NOTHING
     if leaderboard:
         paths = write_leaderboard([out], out / "leaderboard")
         print(to_markdown(load_board(out)))
         print(f"leaderboard: {paths['html']}")
+    return EXIT_FAILED if summary.failed else 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from zoo.bench.merge import merge
+
+    s = merge(args.results, args.out)
+    print(f"merged {s.inputs} folder(s) into {s.out}: {s.runs} finished run(s) of {s.total}, "
+          f"{s.failed} failed record(s) kept (a re-run retries them)")
+    if s.missing_shards:
+        print(f"  warning: shard(s) {', '.join(map(str, s.missing_shards))} not among the inputs", file=sys.stderr)
     return 0
 
 
@@ -172,16 +313,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             out = Path(args.out or f"results/train/{cell_id(raw)[:10]}")
             args.max_replicas = None
             return _bench(suite, out, args)
+        if args.command == "merge":
+            return _merge(args)
         if args.command == "leaderboard":
-            from zoo.bench.leaderboard import write_leaderboard
+            from zoo.bench.leaderboard import dropped_note, load_board, write_leaderboard
 
-            paths = write_leaderboard(args.results, args.out)
+            boards = [load_board(r) for r in args.results]
+            for r, b in zip(args.results, boards):
+                if b.dropped:
+                    print(f"zoo leaderboard: {r}: {dropped_note(b)}", file=sys.stderr)
+            if not any(b.runs for b in boards):
+                print(f"zoo leaderboard: nothing to show: no run records in {', '.join(map(str, args.results))}",
+                      file=sys.stderr)
+                return EXIT_NOTHING
+            paths = write_leaderboard(args.results, writable_dir(Path(args.out), "--out"))
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
-    except (SuiteError, ValueError, TypeError, FileNotFoundError, RuntimeError) as e:
-        print(f"zoo {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except (SuiteError, CliError, ValueError, TypeError, RuntimeError, OSError) as e:
+        # OSError: disk full, read-only or vanished folders...: one line, no traceback
+        print(f"zoo {args.command}: error: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        return EXIT_ERROR
     return 1  # pragma: no cover - argparse enforces a command
 
 

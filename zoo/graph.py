@@ -53,19 +53,28 @@ class Graph:
     def device(self) -> torch.device:
         return self.edge_index.device
 
-    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
-        """Memoise a per-graph quantity (degrees, normalisation, Laplacian eigenvectors...)."""
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
+    def cached(self, key: str, compute: Callable[[], Any], dtype: Optional[torch.dtype] = None) -> Any:
+        """Memoise a per-graph quantity (degrees, normalisation, Laplacian eigenvectors...).
 
-    def in_degree(self) -> Tensor:
-        """Number of incoming edges per node (after the self-loop policy), float."""
+        A floating-point quantity must pass the ``dtype`` it is computed in (that of the
+        features it will meet): the cache key holds the dtype and the device, so a float64
+        forward never reuses (or is rounded through) a float32 copy.
+        """
+        full = (key, None if dtype is None else str(dtype), str(self.device))
+        if full not in self._cache:
+            self._cache[full] = compute()
+        return self._cache[full]
+
+    def in_degree(self, dtype: Optional[torch.dtype] = None) -> Tensor:
+        """Number of incoming edges per node (after the self-loop policy), in ``dtype``
+        (default: torch's default dtype) on the graph's device."""
+        dtype = dtype or torch.get_default_dtype()
         return self.cached(
             "in_degree",
-            lambda: torch.zeros(self.num_nodes, device=self.device).index_add_(
-                0, self.dst, torch.ones(self.num_edges, device=self.device)
+            lambda: torch.zeros(self.num_nodes, dtype=dtype, device=self.device).index_add_(
+                0, self.dst, torch.ones(self.num_edges, dtype=dtype, device=self.device)
             ),
+            dtype=dtype,
         )
 
     def __repr__(self) -> str:

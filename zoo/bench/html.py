@@ -10,7 +10,8 @@ import io
 import re
 from typing import Any, Dict, List, Sequence
 
-from zoo.bench.leaderboard import Board, fmt, tables
+from zoo.bench.leaderboard import Board, diff_label, fmt, fmt_diff, fmt_paper, has_reported, metric_description, notes, \
+    tables
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;max-width:1400px;color:#222}
@@ -47,7 +48,7 @@ def _plot(board: Board, table: Any, t: Dict[str, Any], what: str) -> str:
     fig, ax = plt.subplots(figsize=(6, 3.6))
     numeric = all(isinstance(c, (int, float)) for c in t["columns"])
     for row, cols in t["rows"].items():
-        xs, ys, es = [], [], []
+        xs, ys, lo, hi = [], [], [], []
         for i, c in enumerate(t["columns"]):
             e = cols.get(c)
             s = None if e is None else (e.summary if what == "metric" else e.epochs)
@@ -55,9 +56,14 @@ def _plot(board: Board, table: Any, t: Dict[str, Any], what: str) -> str:
                 continue
             xs.append(c if numeric else i)
             ys.append(s.mean)
-            es.append(s.ci95 or 0.0)
+            if s.kind == "geometric":  # the min–max range over seeds
+                lo.append(s.mean - (s.low if s.low is not None else s.mean))
+                hi.append((s.high if s.high is not None else s.mean) - s.mean)
+            else:
+                lo.append(s.ci95 or 0.0)
+                hi.append(s.ci95 or 0.0)
         if xs:
-            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label="/".join(map(str, row)))
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="/".join(map(str, row)))
     if numeric and len(t["columns"]) > 2 and max(t["columns"]) / max(min(t["columns"]), 1) > 8:
         ax.set_xscale("log", base=2)
     if numeric:  # ticks at the measured depths, not at fractional positions
@@ -88,34 +94,42 @@ def _board_html(board: Board) -> List[str]:
     if board.meta.get("paper"):
         out.append(f"<p>Paper: {html.escape(str(board.meta['paper']))} "
                    f"{html.escape(', '.join(board.meta.get('tables') or []))}</p>")
-    out.append(f"<p class=muted>{board.runs} runs; metric <b>{html.escape(lay['metric'])}</b>, mean ± 95% CI "
-               f"(Student t) (n); commit {html.escape(', '.join(board.provenance['commits']))}; device "
+    desc = metric_description(board).replace("**", "")
+    out.append(f"<p class=muted>{board.runs} runs. {html.escape(desc)} Commit "
+               f"{html.escape(', '.join(board.provenance['commits']))}; device "
                f"{html.escape(', '.join(board.provenance['devices']))}; "
                + html.escape(", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items())) + "</p>")
+    for note in notes(board):
+        out.append(f"<p><b>Note.</b> {html.escape(note)}</p>")
     for table, t in tables(board).items():
         tid = _slug(board.suite, table)
+        paper_cols = has_reported(t)
         out.append(f'<h3 id="{tid}"><a href="#{tid}">{html.escape(str(lay.get("table_by", "")))} = '
                    f"{html.escape(str(table))}</a></h3>")
         head = "".join(f"<th>{html.escape(k)}</th>" for k in lay["rows"])
         for c in t["columns"]:
-            head += f"<th>{html.escape(str(lay['columns']))}={html.escape(str(c))}</th><th>paper</th><th>Δ</th><th>epochs</th>"
+            head += f"<th>{html.escape(str(lay['columns']))}={html.escape(str(c))}</th>"
+            head += f"<th>paper</th><th>{diff_label(board)}</th>" if paper_cols else ""
+            head += "<th>epochs</th>"
         out.append(f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>')
         for row, cols in t["rows"].items():
             tds = "".join(f'<td class="k">{html.escape(str(v))}</td>' for v in row)
             for c in t["columns"]:
                 e = cols.get(c)
                 if e is None:
-                    tds += "<td></td>" * 4
+                    tds += "<td></td>" * (4 if paper_cols else 2)
                     continue
                 v = "" if e.summary.mean is None else f"{e.summary.mean:.6g}"
                 warn = f" <span class=neg title='diverged runs'>⚠{e.diverged}</span>" if e.diverged else ""
                 tds += f'<td data-v="{v}">{html.escape(fmt(e.summary))}{warn}</td>'
-                tds += f"<td title='{html.escape(str(e.reported.get('table', '')) if e.reported else '')}'>" \
-                       f"{html.escape(str(e.reported['value'])) if e.reported else ''}</td>"
-                if e.diff is None:
-                    tds += "<td></td>"
-                else:
-                    tds += f'<td data-v="{e.diff:.6g}" class="{"pos" if e.diff >= 0 else "neg"}">{e.diff:+.2f}</td>'
+                if paper_cols:
+                    title = html.escape(str(e.reported.get("table", ""))) if e.reported else ""
+                    tds += f"<td title='{title}'>{fmt_paper(board, e.reported['value']) if e.reported else ''}</td>"
+                    if e.diff is None:
+                        tds += "<td></td>"
+                    else:
+                        tds += (f'<td data-v="{e.diff:.6g}" class="{"pos" if e.diff >= 0 else "neg"}">'
+                                f"{fmt_diff(board, e.diff)}</td>")
                 ep = "" if e.epochs.mean is None else f"{e.epochs.mean:.0f}"
                 tds += f'<td data-v="{ep}">{ep}</td>'
             out.append(f"<tr>{tds}</tr>")

@@ -4,6 +4,9 @@ Per suite and per dataset (``[leaderboard] table_by``): one table whose rows are
 ``rows`` keys (default model / init / norm) and whose columns are the values of ``columns``
 (default ``num_layers``).  Each cell is ``mean +- 95% CI (n)`` of the chosen metric over runs
 (Student t, :mod:`zoo.bench.stats`), the paper's number beside it and the difference.
+Energies (``laplacian_energy``) are log-normal over seeds: their cells are the geometric mean
+with the ``[min … max]`` range in scientific notation, and the difference is taken in log10.
+A table without any reported number has no ``paper``/``Δ`` columns.
 """
 from __future__ import annotations
 
@@ -17,10 +20,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from zoo._names import normalize_name
 from zoo.bench import records
-from zoo.bench.stats import Summary, summarize
+from zoo.bench.stats import Summary, summarize, summarize_log
 
 PathLike = Union[str, Path]
 KEY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
+#: Metrics summarised geometrically (log-normal over seeds) and compared in log10.
+LOG_METRICS = ("laplacian_energy",)
 
 
 # --------------------------------------------------------------------------- reading configs
@@ -88,9 +93,13 @@ class Entry:
 
     @property
     def diff(self) -> Optional[float]:
+        """ours − paper; for geometric summaries log10(ours) − log10(paper) (decades)."""
         if self.reported is None or self.summary.mean is None:
             return None
-        return self.summary.mean - float(self.reported["value"])
+        paper = float(self.reported["value"])
+        if self.summary.kind == "geometric":
+            return math.log10(self.summary.mean) - math.log10(paper) if paper > 0 else None
+        return self.summary.mean - paper
 
 
 @dataclass
@@ -102,6 +111,8 @@ class Board:
     provenance: Dict[str, Any]
     skipped: Dict[str, str] = field(default_factory=dict)
     runs: int = 0
+    #: records left out of the board: ``{"duplicate": n, "not_in_suite": m}`` (see :func:`load_board`)
+    dropped: Dict[str, int] = field(default_factory=dict)
 
 
 def _find_reported(reported: Optional[Dict[str, Any]], config: Dict[str, Any], layout: Dict[str, Any],
@@ -128,6 +139,7 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
     layout = suite_info["leaderboard"]
     scale = float(layout.get("scale", 100.0)) if layout["metric"] in ("train", "val", "test", "pruned") else 1.0
     buckets: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, Any]] = {}
+    recs = [r for r in recs if not records.is_failed(r)]  # failed runs have no metrics (re-run retries them)
     for rec in recs:
         cfg = rec["config"]
         table = cell_value(cfg, layout["table_by"]) if layout.get("table_by") else ""
@@ -139,8 +151,9 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
             b["epochs"].append(rec.get("epochs_to_best"))
             b["diverged"] += int(bool(rec.get("diverged")))
     entries = []
+    stat = summarize_log if layout["metric"] in LOG_METRICS else summarize
     for (table, row, col), b in buckets.items():
-        entries.append(Entry(table, row, col, summarize(b["values"]), summarize(b["epochs"]), b["diverged"],
+        entries.append(Entry(table, row, col, stat(b["values"]), summarize(b["epochs"]), b["diverged"],
                              _find_reported(suite_info.get("reported"), b["config"], layout, col)))
     entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), _sort_key(e.column)))
     first = recs[0] if recs else {}
@@ -154,18 +167,61 @@ def _sort_key(v: Any) -> Tuple[int, Any]:
 
 
 def load_board(results: PathLike) -> Board:
-    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``)."""
+    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``).
+
+    Only records whose ``id`` is a cell of the folder's resolved suite count; a second record
+    with an id already seen (a duplicated line, a re-imported log) is dropped.  How many were
+    left out is in ``Board.dropped`` and printed under the tables.
+    """
     results = Path(results)
+    if not results.exists():
+        raise FileNotFoundError(f"results folder {results} does not exist; pass a folder written by `zoo bench`")
     folder = results if results.is_dir() else results.parent
-    info_path = folder / "suite.resolved.json"
-    if not info_path.is_file():
-        raise FileNotFoundError(f"{folder} has no suite.resolved.json; pass a folder written by `zoo bench`")
-    info = json.loads(info_path.read_text())
-    board = aggregate(info, records.read_records(folder))
+    info = records.read_resolved(folder)
+    if info is None:
+        raise FileNotFoundError(f"{folder} has no {records.RESOLVED_FILE}; pass a folder written by `zoo bench`")
+    log = folder / records.RESULTS_FILE
+    suite_ids = {c["id"] for c in info["cells"]}
+    kept: List[Dict[str, Any]] = []
+    seen = set()
+    dropped = {"duplicate": 0, "not_in_suite": 0, "failed": 0}
+    for number, rec in records.iter_numbered(log):
+        if records.is_failed(rec):  # no metrics; not finished, so a re-run retries it (docs/distributed.md)
+            dropped["failed"] += 1
+            continue
+        if rec["id"] not in suite_ids:
+            dropped["not_in_suite"] += 1
+            continue
+        if rec["id"] in seen:
+            dropped["duplicate"] += 1
+            continue
+        missing = [k for k in ("config", "metrics") if not isinstance(rec.get(k), dict)]
+        if missing:
+            raise records.CorruptRecordsError(f"{log}:{number}: record {rec['id']} has no {' or '.join(map(repr, missing))} "
+                                              "object; a run record written by `zoo bench` always has both")
+        seen.add(rec["id"])
+        kept.append(rec)
+    board = aggregate(info, kept)
+    board.dropped = {k: v for k, v in dropped.items() if v}
     skipped = folder / "skipped.json"
     if skipped.is_file():
-        board.skipped = json.loads(skipped.read_text())
+        try:
+            board.skipped = json.loads(skipped.read_text())
+        except ValueError as e:
+            raise records.CorruptRecordsError(f"{skipped} is corrupt ({e}); delete it (the next run rewrites it)") from None
     return board
+
+
+def dropped_note(board: Board) -> str:
+    """One line saying which records were left out of ``board`` (empty if none)."""
+    parts = []
+    if board.dropped.get("duplicate"):
+        parts.append(f"{board.dropped['duplicate']} duplicate record(s) (same run id) ignored")
+    if board.dropped.get("not_in_suite"):
+        parts.append(f"{board.dropped['not_in_suite']} record(s) of cells not in suite {board.suite!r} ignored")
+    if board.dropped.get("failed"):
+        parts.append(f"{board.dropped['failed']} failed-run record(s) ignored (a re-run retries them)")
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -174,17 +230,50 @@ def load_board(results: PathLike) -> Board:
 def fmt(s: Summary, digits: int = 2) -> str:
     if s.mean is None:
         return "–"
+    if s.kind == "geometric":  # scientific notation: energies span many decades
+        if s.n == 1:
+            return f"{s.mean:.2e} (n=1)"
+        return f"{s.mean:.2e} [{s.low:.1e} … {s.high:.1e}] ({s.n})"
     if s.ci95 is None:
         return f"{s.mean:.{digits}f} (n={s.n})"
     return f"{s.mean:.{digits}f} ± {s.ci95:.{digits}f} ({s.n})"
 
 
-def _digits(board: Board) -> int:
-    return 4 if board.layout["metric"] == "laplacian_energy" else 2
+def is_log_metric(board: Board) -> bool:
+    return board.layout["metric"] in LOG_METRICS
 
 
-def _fmt_value(v: float, digits: int) -> str:
-    return f"{v:.3g}" if digits == 4 else f"{v:.{digits}f}"
+def fmt_paper(board: Board, value: Any) -> str:
+    return f"{float(value):.2e}" if is_log_metric(board) else f"{float(value):.2f}"
+
+
+def fmt_diff(board: Board, diff: Optional[float]) -> str:
+    return "" if diff is None else f"{diff:+.2f}"
+
+
+def diff_label(board: Board) -> str:
+    return "Δlog10" if is_log_metric(board) else "Δ"
+
+
+def metric_description(board: Board) -> str:
+    """One line: what a cell shows (geometric vs arithmetic) and what the paper/Δ columns mean."""
+    lay = board.layout
+    if is_log_metric(board):
+        return (f"Metric: **{lay['metric']}** (absolute value, not a percentage), geometric mean [min … max] "
+                "over runs (n); `paper` is the reported number; `Δlog10` = log10(ours) − log10(paper), in decades.")
+    return (f"Metric: **{lay['metric']}**" + (" (%)" if lay["metric"] in ("train", "val", "test", "pruned") else "")
+            + ", mean ± 95% CI (Student t) over runs, (n) runs; `paper` is the reported number, `Δ` = ours − paper.")
+
+
+def has_reported(t: Dict[str, Any]) -> bool:
+    """Whether any cell of table ``t`` (from :func:`tables`) has a reported number."""
+    return any(e.reported is not None for cols in t["rows"].values() for e in cols.values())
+
+
+def notes(board: Board) -> List[str]:
+    """The suite's ``notes`` (a string or a list of strings)."""
+    raw = board.meta.get("notes") or []
+    return [raw] if isinstance(raw, str) else [str(n) for n in raw]
 
 
 def tables(board: Board) -> Dict[Any, Dict[str, Any]]:
@@ -201,20 +290,21 @@ def tables(board: Board) -> Dict[Any, Dict[str, Any]]:
 
 
 def to_markdown(board: Board) -> str:
-    d = _digits(board)
     lay = board.layout
     lines = [f"# {board.meta.get('title') or board.suite}", ""]
     if board.meta.get("paper"):
         lines.append(f"Paper: {board.meta['paper']}" + (f" — {', '.join(board.meta['tables'])}" if board.meta.get("tables") else ""))
-    lines += [f"Metric: **{lay['metric']}**" + (" (%)" if lay["metric"] in ("train", "val", "test", "pruned") else "")
-              + ", mean ± 95% CI (Student t) over runs, (n) runs; `paper` is the reported number, `Δ` = ours − paper.",
+    lines += [metric_description(board),
               f"Provenance: commit {', '.join(board.provenance['commits'])}; device {', '.join(board.provenance['devices'])}; "
               + ", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items()), ""]
+    for note in notes(board):
+        lines += [f"> **Note.** {note}", ""]
     for table, t in tables(board).items():
         lines.append(f"## {lay.get('table_by', '')} = {table}" if lay.get("table_by") else "## results")
+        paper_cols = has_reported(t)
         head = [*lay["rows"]]
         for c in t["columns"]:
-            head += [f"{lay['columns']}={c}", "paper", "Δ"]
+            head += [f"{lay['columns']}={c}"] + (["paper", diff_label(board)] if paper_cols else [])
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for row, cols in t["rows"].items():
@@ -222,15 +312,17 @@ def to_markdown(board: Board) -> str:
             for c in t["columns"]:
                 e = cols.get(c)
                 if e is None:
-                    cells += ["", "", ""]
+                    cells += [""] * (3 if paper_cols else 1)
                     continue
                 mark = f" ⚠{e.diverged} diverged" if e.diverged else ""
-                cells.append(fmt(e.summary, 2 if d == 2 else 4) + mark)
-                cells.append(_fmt_value(float(e.reported["value"]), d) if e.reported else "")
-                cells.append(f"{e.diff:+.2f}" if e.diff is not None and d == 2 else
-                             (f"{e.diff:+.3g}" if e.diff is not None else ""))
+                cells.append(fmt(e.summary) + mark)
+                if paper_cols:
+                    cells.append(fmt_paper(board, e.reported["value"]) if e.reported else "")
+                    cells.append(fmt_diff(board, e.diff))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    if board.dropped:
+        lines += [f"Note: {dropped_note(board)}.", ""]
     if board.skipped:
         lines += [f"Skipped {len(board.skipped)} cell(s):", ""]
         reasons = sorted(set(board.skipped.values()))
@@ -245,6 +337,8 @@ def to_rows(board: Board) -> List[Dict[str, Any]]:
         r.update({k: v for k, v in zip(board.layout["rows"], e.row)})
         r.update({"column": board.layout["columns"], "column_value": e.column, "metric": board.layout["metric"],
                   "n": e.summary.n, "mean": e.summary.mean, "std": e.summary.std, "ci95": e.summary.ci95,
+                  "aggregate": e.summary.kind, "min": e.summary.low, "max": e.summary.high,
+                  "median": e.summary.median,
                   "epochs_to_best_mean": e.epochs.mean, "epochs_to_best_ci95": e.epochs.ci95, "diverged": e.diverged,
                   "paper": e.reported["value"] if e.reported else None,
                   "paper_ci95": e.reported.get("ci95") if e.reported else None,
@@ -279,6 +373,7 @@ def write_leaderboard(results: Sequence[PathLike], out: PathLike) -> Dict[str, P
     write_atomic(paths["csv"], to_csv(boards))
     write_atomic(paths["json"], json.dumps([{"suite": b.suite, "meta": b.meta, "layout": b.layout,
                                              "provenance": b.provenance, "runs": b.runs, "skipped": b.skipped,
+                                             "dropped": b.dropped,
                                              "entries": to_rows(b)} for b in boards], indent=1, default=str,
                                            allow_nan=False))
     write_atomic(paths["html"], to_html(boards))

@@ -132,6 +132,9 @@ def list_suites() -> List[str]:
 def find_suite(name_or_path: Union[str, Path]) -> Path:
     p = Path(name_or_path)
     if p.suffix == ".toml" or p.exists():
+        if p.is_dir():
+            raise SuiteError(f"{p} is a directory, not a suite file; pass a .toml file or a suite name "
+                             "(`zoo list suites`)")
         if not p.is_file():
             raise SuiteError(f"suite file {p} does not exist")
         return p
@@ -151,6 +154,10 @@ def load_suite(name_or_path: Union[str, Path], quick: bool = False, validate_mod
             raw = tomllib.load(fh)
     except tomllib.TOMLDecodeError as e:
         raise SuiteError(f"{path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise SuiteError(f"{path}: not a text (UTF-8 TOML) file; pass a suite .toml file") from None
+    except OSError as e:
+        raise SuiteError(f"cannot read suite file {path}: {e.strerror or e}") from None
     return parse_suite(raw, quick=quick, source=str(path), validate_models=validate_models)
 
 
@@ -302,6 +309,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
             task["options"][key] = value
         else:
             _check_keys(where, {key: value}, valid_all)
+    _check_split(where, dataset, task["split"])
     if run["dtype"] not in DTYPES:
         raise SuiteError(f"{where}: dtype must be one of {DTYPES}, got {run['dtype']!r}")
     if train["select"] not in SELECT:
@@ -318,6 +326,67 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     except (TypeError, ValueError) as e:
         raise SuiteError(f"{where}: {e}") from None
     return {"task": task, "model": {"name": model, **plugins, "kwargs": arch}, "train": train, "run": run}
+
+
+#: Named splits by dataset family (the loaders' own names; ``zoo/datasets``).  Checked at suite load
+#: so that a bad ``split`` fails before any training, not when its group starts.
+_RANDOM_SPLITS = ("per_class", "random_per_class", "random", "ratio", "random_ratio")
+
+
+def valid_splits(dataset: str) -> Tuple[Tuple[str, ...], int]:
+    """``(split names, number of integer splits)`` that ``dataset``'s loader accepts."""
+    from zoo.datasets import get_spec
+
+    spec = get_spec(dataset)
+    if spec.kind == "transductive" and not spec.name.startswith("ogb"):
+        num = spec.stats.get("num_splits", 0)
+        num = num if isinstance(num, int) else 0
+        return ("public", *(("geom_gcn",) if num else ()), *_RANDOM_SPLITS), num
+    if spec.name == "ogbg_molhiv":
+        return ("official", "scaffold"), 0
+    if spec.synthetic or "synthetic" in spec.source:
+        return ("random",), 0
+    return ("official",), 0
+
+
+def _check_split(where: str, dataset: str, split: Any) -> None:
+    if split is None:
+        return
+    names, num = valid_splits(dataset)
+    if isinstance(split, bool) or not isinstance(split, (int, str)):
+        raise SuiteError(f"{where}: split must be a split name or an integer, got {split!r}")
+    if isinstance(split, int):
+        if not 0 <= split < num:
+            have = f"has integer splits 0..{num - 1}" if num else "has no numbered splits"
+            raise SuiteError(f"{where}: split={split} is out of range: dataset {dataset!r} {have}; "
+                             f"named splits: {', '.join(names)}")
+        return
+    if normalize_name(split) not in names:
+        raise SuiteError(f"{where}: {unknown_name_error('split', split, names)} (dataset {dataset!r})")
+
+
+def _check_board_keys(source: str, board: Dict[str, Any], cells: Sequence[Cell]) -> None:
+    """``rows``/``columns``/``table_by`` must name cell keys; an unknown one would pool every run
+    into a single ``None`` cell."""
+    valid = set(TRAIN_KEYS) | set(TASK_KEYS) | set(PLUGIN_KEYS) | set(RUN_KEYS)
+    for c in cells:
+        opts = [k for k in _model_options(c.config["model"]["name"]) if k not in FIXED_BY_TASK]
+        data = list(_dataset_options(c.config["task"]["dataset"]))
+        valid |= set(opts) | set(data) | {f"arch.{k}" for k in opts} | {f"data.{k}" for k in data}
+    rows = board["rows"]
+    if not isinstance(rows, list) or not all(isinstance(r, str) for r in rows):
+        raise SuiteError(f"{source} [leaderboard]: rows must be a list of cell keys, got {rows!r}")
+    keys = [("rows", r) for r in rows]
+    if board["metric"] != "pruned":  # there the columns are the pruned layers; ``columns`` is their label
+        keys.append(("columns", board["columns"]))
+    if board.get("table_by"):
+        keys.append(("table_by", board["table_by"]))
+    for what, key in keys:
+        if not isinstance(key, str) or key not in valid:
+            near = close_matches(key, valid) if isinstance(key, str) else []
+            raise SuiteError(f"{source} [leaderboard]: {what} names {key!r}, which is not a cell key"
+                             + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
+                             + f". Valid keys: {', '.join(sorted(valid))}.")
 
 
 def _matches(cell: Dict[str, Any], when: Mapping[str, Any]) -> bool:
@@ -438,6 +507,7 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
         cells.append(Cell(cid, group_id(config), config))
     if not cells:
         raise SuiteError(f"{source}: the grid expands to no cells (everything excluded?)")
+    _check_board_keys(source, board, cells)
     if validate_models:
         _dry_build(source, cells)
     reported = None

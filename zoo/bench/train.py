@@ -58,6 +58,7 @@ class TrainConfig:
     keep_best_state: bool = False     # keep each replica's best parameters (layer pruning needs them)
 
     def __post_init__(self) -> None:
+        _check_values(self)
         if self.select not in SELECT:
             raise ValueError(f"select must be one of {SELECT}, got {self.select!r}")
         if self.patience_on not in ("select", "either"):
@@ -66,6 +67,33 @@ class TrainConfig:
             raise ValueError(f"epochs must be >= 0, got {self.epochs}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience must be >= 1 (or unset), got {self.patience}")
+
+
+def _check_values(cfg: "TrainConfig") -> None:
+    """Types and ranges of the numeric fields (bools are not numbers; NaN is never valid)."""
+    def number(name: str, low: float, integer: bool = False, strict: bool = False) -> None:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or v != v:
+            raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {v!r}")
+        if v < low or (strict and v == low) or v == math.inf:
+            raise ValueError(f"{name} must be {'>' if strict else '>='} {low}"
+                             f"{'' if integer else ' (and finite)'}, got {v!r}")
+
+    number("lr", 0, strict=True)
+    number("weight_decay", 0)
+    number("momentum", 0)
+    for name in ("warmup_epochs", "epochs", "batch_size"):
+        number(name, 0, integer=True)
+    number("data_seed", -math.inf, integer=True)
+    if cfg.patience is not None:  # None = no patience
+        number("patience", 1, integer=True)
+    if isinstance(cfg.loss_threshold, bool) or not isinstance(cfg.loss_threshold, (int, float)) \
+            or cfg.loss_threshold != cfg.loss_threshold:
+        raise ValueError(f"loss_threshold must be a number, got {cfg.loss_threshold!r}")
+    betas = cfg.betas
+    if (not isinstance(betas, (tuple, list)) or len(betas) != 2
+            or any(isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b < 1.0 for b in betas)):
+        raise ValueError(f"betas must be two numbers in [0, 1) (beta1, beta2), e.g. [0.9, 0.999]; got {betas!r}")
 
 
 @dataclass

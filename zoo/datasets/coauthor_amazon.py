@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .registry import SPLIT_OPTIONS, edge_options, instantiate, register_dataset, select_split, transductive_task
+from .cache import verified
+from .registry import SPLIT_OPTIONS, edge_options, get_spec, instantiate, register_dataset, select_split, transductive_task
 
 # name -> (class, class name arg, root suffix, raw file (relative to data root), nodes, edges, features, classes)
 _SHCHUR = {
@@ -28,10 +29,10 @@ def _make_loader(name: str, cls_name: str, arg: str, sub: str, raw: str):
                     download: Optional[bool] = None, **split_opts: Any):
         from torch_geometric import datasets as D
 
-        cls = getattr(D, cls_name)
+        cls = verified(getattr(D, cls_name))
         ds_root = str(root / sub) if sub else str(root)
         source = f"torch_geometric.datasets.{cls_name}(root={ds_root!r}, name={arg!r})"
-        ds = instantiate(name, root, [raw], source, lambda: cls(ds_root, arg), download)
+        ds = instantiate(name, root, [raw], source, lambda: cls(ds_root, arg), download, expected=get_spec(name).stats)
         data, label = select_split(ds[0], split, seed, default="per_class", **split_opts)
         return transductive_task(name, data, "accuracy", source, label,
                                  edge_options(remove_isolated=remove_isolated), seed, num_classes=ds.num_classes)

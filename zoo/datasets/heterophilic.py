@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .registry import SPLIT_OPTIONS, edge_options, instantiate, register_dataset, select_split, transductive_task
+from .cache import verified
+from .registry import SPLIT_OPTIONS, edge_options, get_spec, instantiate, register_dataset, select_split, transductive_task
 
 # name -> (class, folder holding raw/, split-file stem, nodes, edges, undirected edges, Table 8 edges,
 #          features, train/val/test of split 0)
@@ -37,12 +38,12 @@ def _factory(cls_name: str, name: str, root: Path):
     from torch_geometric import datasets as D
 
     if cls_name == "WebKB":
-        return (lambda: D.WebKB(str(root), name)), f"torch_geometric.datasets.WebKB(root={str(root)!r}, name={name!r})"
+        return (lambda: verified(D.WebKB)(str(root), name)), f"torch_geometric.datasets.WebKB(root={str(root)!r}, name={name!r})"
     if cls_name == "WikipediaNetwork":
-        return ((lambda: D.WikipediaNetwork(str(root), name, geom_gcn_preprocess=True)),
+        return ((lambda: verified(D.WikipediaNetwork)(str(root), name, geom_gcn_preprocess=True)),
                 f"torch_geometric.datasets.WikipediaNetwork(root={str(root)!r}, name={name!r}, geom_gcn_preprocess=True)")
     actor_root = str(root / "Actor")
-    return (lambda: D.Actor(actor_root)), f"torch_geometric.datasets.Actor(root={actor_root!r})"
+    return (lambda: verified(D.Actor)(actor_root)), f"torch_geometric.datasets.Actor(root={actor_root!r})"
 
 
 def _make_loader(name: str, cls_name: str, folder: str, stem: str):
@@ -50,7 +51,7 @@ def _make_loader(name: str, cls_name: str, folder: str, stem: str):
                           dedupe_edges: bool = False, no_self_loops: bool = False,
                           download: Optional[bool] = None, **split_opts: Any):
         factory, source = _factory(cls_name, name, root)
-        ds = instantiate(name, root, raw_files(folder, stem), source, factory, download)
+        ds = instantiate(name, root, raw_files(folder, stem), source, factory, download, expected=get_spec(name).stats)
         data, label = select_split(ds[0], split, seed, default=0, **split_opts)
         return transductive_task(name, data, "accuracy", source, label,
                                  edge_options(undirected=undirected, dedupe_edges=dedupe_edges,

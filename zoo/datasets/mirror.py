@@ -114,6 +114,28 @@ def _check(path: Path, rel: str, digest: str, sums_at: Path, dataset: str, how_t
 
 # --------------------------------------------------------------------------- staging
 
+def _umask() -> int:
+    try:  # Linux: read it without the set-and-restore race of os.umask
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """Mode of files the zoo writes into the data root: 0666 minus the umask (0644 usually)."""
+    return 0o666 & ~_umask()
+
+
+def dir_mode() -> int:
+    """Mode of folders the zoo creates: 0777 minus the umask (0755 usually)."""
+    return 0o777 & ~_umask()
+
+
 def find_in_mirrors(rel: str, mirrors: Sequence[Path]) -> Optional[Path]:
     for m in mirrors:
         candidate = m / rel
@@ -155,6 +177,7 @@ def stage(dataset: str, root: Path, rel_files: Sequence[str]) -> List[str]:
         tmp = Path(tmp_name)
         try:
             shutil.copyfile(source, tmp)
+            os.chmod(tmp, file_mode())  # mkstemp makes 0600; a shared data root needs 0644 (umask 022)
             if expected:
                 _check(tmp, rel, *expected, dataset,
                        f"The mirror copy {source} is corrupted: restore it (e.g. `sha256sum -c "
@@ -169,15 +192,17 @@ def stage(dataset: str, root: Path, rel_files: Sequence[str]) -> List[str]:
 def stage_tree(dataset: str, root: Path, rel_dir: str) -> bool:
     """Copy a whole folder (e.g. an OGB dataset dir) from the first mirror holding it.
 
-    Returns True when ``root/rel_dir`` exists afterwards.
+    Every file of the mirror's folder is staged (and verified against ``SHA256SUMS``) even
+    when ``root/rel_dir`` already exists, so a partial folder left by a failed download is
+    completed, never taken as present. ``processed/`` folders are not copied: processed
+    caches are only trusted when the zoo wrote them (see :mod:`zoo.datasets.cache`).
+    Returns True when a mirror holds the folder.
     """
-    target = root / rel_dir
-    if target.is_dir():
-        return True
     for m in mirror_dirs():
         source = m / rel_dir
         if source.is_dir():
-            files = [str(p.relative_to(m)) for p in sorted(source.rglob("*")) if p.is_file()]
+            files = [str(p.relative_to(m)) for p in sorted(source.rglob("*"))
+                     if p.is_file() and "processed" not in p.relative_to(source).parts[:-1]]
             stage(dataset, root, files)
             return True
     return False

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .registry import SPLIT_OPTIONS, edge_options, instantiate, register_dataset, select_split, transductive_task
+from .cache import verified
+from .registry import SPLIT_OPTIONS, edge_options, get_spec, instantiate, register_dataset, select_split, transductive_task
 
 _IND = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 
@@ -40,7 +41,8 @@ def _make_loader(name: str, pyg_name: str):
         pyg_split = "geom-gcn" if geom else "public"
         source = f"torch_geometric.datasets.Planetoid(root={str(root)!r}, name={pyg_name!r}, split={pyg_split!r})"
         ds = instantiate(name, root, raw_files(pyg_name, geom), source,
-                         lambda: Planetoid(str(root), pyg_name, split=pyg_split), download)
+                         lambda: verified(Planetoid)(str(root), pyg_name, split=pyg_split), download,
+                         expected=get_spec(name).stats)
         data, label = select_split(ds[0], split, seed, default="public", **split_opts)
         return transductive_task(name, data, "accuracy", source, label,
                                  edge_options(remove_isolated=remove_isolated), seed,

@@ -7,6 +7,7 @@ transforms. ``load`` validates names and options, then applies the user's transf
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -14,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from torch_geometric.data import Data
 
 from .._names import Registry, normalize_name, unknown_kwargs_error, unknown_name_error
-from . import mirror
+from . import cache, mirror
 from .splits import column, per_class_split, ratio_split
 from .task import Task
 from .transforms import GraphTransform, TransformSpec, apply_transforms, apply_transforms_to_graphs, make_transform
@@ -104,21 +105,45 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
 # --------------------------------------------------------------------------- helpers for loaders
 
 def instantiate(dataset: str, root: Path, rel_files: Sequence[str], source: str,
-                factory: Callable[[], Any], download: Optional[bool]) -> Any:
+                factory: Callable[[], Any], download: Optional[bool],
+                expected: Optional[Mapping[str, Any]] = None) -> Any:
     """Stage ``rel_files`` from the mirrors, then build the dataset with ``factory()``.
 
     Missing files are left to the class's own download only when downloads are allowed;
     any failure then becomes a :class:`~zoo.datasets.mirror.MissingDataError`.
+    ``factory`` should build a :func:`~zoo.datasets.cache.verified` class: the loaded data's
+    statistics are compared with ``expected`` (the registry's) and with the processed
+    folder's stamp; a mismatch re-processes once, then raises
+    :class:`~zoo.datasets.cache.DataIntegrityError`.
     """
     missing = mirror.stage(dataset, root, rel_files)
     if missing and not mirror.downloads_allowed(download):
         raise mirror.missing_data_error(dataset, root, missing, source)
-    try:
-        return factory()
-    except Exception as e:  # the class's download / processing of absent files failed
-        if missing:
-            raise mirror.missing_data_error(dataset, root, missing, source, cause=e) from e
-        raise
+    for attempt in (1, 2):
+        try:
+            ds = factory()
+        except cache.DataIntegrityError:
+            raise
+        except Exception as e:  # the class's download / processing of absent files failed
+            if missing:
+                raise mirror.missing_data_error(dataset, root, missing, source, cause=e) from e
+            raise
+        if not cache.subclass_of(type(ds)):
+            return ds
+        problem = cache.check_stats(dataset, ds, cache.stats_of(expected or {}))
+        if problem is None:
+            return ds
+        folder = cache.processed_folder(ds)
+        if attempt == 1:
+            warnings.warn(f"re-processing {folder}: {problem}", RuntimeWarning, stacklevel=2)
+            cache.discard(folder)
+            continue
+        raw_dir = getattr(ds, "raw_dir", folder.parent / "raw")
+        raise cache.DataIntegrityError(
+            f"{problem}, also after re-processing {folder} from the raw files in {raw_dir}. The raw files "
+            f"are not the dataset {dataset!r} the zoo knows: delete {raw_dir} so they are staged again from "
+            f"the mirror (${mirror.MIRROR_ENV}), or restore the original files.")
+    raise AssertionError("unreachable")
 
 
 def select_split(data: Data, split: Union[int, str, None], seed: int, default: Union[int, str],
@@ -231,7 +256,8 @@ def format_datasets_table(rows: Optional[List[Dict[str, Any]]] = None) -> str:
     rows = list_datasets() if rows is None else rows
     head = ("name", "kind", "metric", "nodes/graphs", "classes", "available", "source")
     lines = [[r["name"], r["kind"], r["metric"],
-              str(r["nodes"] if r["nodes"] is not None else (r["graphs"] or "-")),
+              str(r["graphs"] if r["kind"] == "graph" and r["graphs"] else
+                  (r["nodes"] if r["nodes"] is not None else (r["graphs"] or "-"))),
               str(r["classes"] if r["classes"] is not None else "-"),
               ("yes (" + r["where"] + ")") if r["available"] else "no", r["source"]] for r in rows]
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]

@@ -8,7 +8,8 @@ r"""Conservation-law and trainability diagnostics (balance paper, §2, §3 and �
   when the activation is positively homogeneous; measurably non-zero with ELU.
 * :func:`relative_grad_norms` — per layer ``||grad W||_F / ||W||_F`` and ``||grad a|| / ||a||`` (§7).
 * :func:`parameter_change` — per layer, the fraction of feature weights with relative change
-  above a threshold and of attention weights that changed at all (Figs. 3a, 4a, 8, 11).
+  and of attention weights with absolute change above the figure's threshold (Figs. 3a, 4a:
+  ``FIGURE_THRESHOLDS``; ``attention_threshold=0`` counts any change, as Figs. 8 and 11).
 * :class:`ConservationRecorder` — a training callback recording these every ``every`` epochs;
   plot with :func:`plot_relative_grad_norms` and :func:`plot_change_fractions`.
 
@@ -33,7 +34,7 @@ from zoo.inits.rescaling import (attention_grad_dots, attention_sq_norms, incomi
                                  layer_width, outgoing_grad_dots, outgoing_sq_norms, rescale_groups)
 
 __all__ = [
-    "balance", "gradient_identity", "relative_grad_norms", "snapshot", "parameter_change",
+    "balance", "gradient_identity", "relative_grad_norms", "snapshot", "parameter_change", "FIGURE_THRESHOLDS",
     "ConservationRecorder", "plot_relative_grad_norms", "plot_change_fractions",
 ]
 
@@ -111,18 +112,26 @@ def snapshot(model: nn.Module) -> Snapshot:
     return out
 
 
+#: The change thresholds of the balance paper's figures: Fig. 3a (L = 5) "relative change > 0.05",
+#: Fig. 4a (L = 10) "relative change > 0.5"; Figs. 8/11 count any change (threshold 0).
+FIGURE_THRESHOLDS = {"fig3a": 0.05, "fig4a": 0.5, "fig8": 0.0}
+
+
 def parameter_change(initial: Union[nn.Module, Snapshot], final: Union[nn.Module, Snapshot],
-                     threshold: float = 0.05, min_magnitude: float = 1e-4) -> List[Dict[str, float]]:
+                     threshold: float = 0.05, min_magnitude: float = 1e-4,
+                     attention_threshold: Optional[float] = None) -> List[Dict[str, float]]:
     """Per layer, the fraction of parameters that moved between ``initial`` and ``final`` (models or snapshots).
 
     * ``"features"``: among feature weights with ``|w*| >= min_magnitude`` (significant ones, §3),
       the fraction with relative change ``|(w* - w0) / w*| > threshold``;
-    * ``"attention"``: the fraction of attention weights with ``a* != a0`` (absolute change, since
-      balanced inits start at ``a = 0``; §7);
+    * ``"attention"``: the fraction of attention weights with absolute change
+      ``|a* - a0| > attention_threshold`` (absolute, since balanced inits start at ``a = 0``, §7;
+      default: ``threshold``, as Figs. 3a/4a apply one threshold to both; ``0``: any change);
 
     plus ``"features_count"`` / ``"attention_count"`` (how many were considered).  A fraction over
     no parameters is ``nan``.
     """
+    att_threshold = threshold if attention_threshold is None else attention_threshold
     a = snapshot(initial) if isinstance(initial, nn.Module) else initial
     b = snapshot(final) if isinstance(final, nn.Module) else final
     if len(a) != len(b):
@@ -138,9 +147,10 @@ def parameter_change(initial: Union[nn.Module, Snapshot], final: Union[nn.Module
         changed_w = (rel > threshold) & significant
         a0, a1 = x["attention"], y["attention"].to(x["attention"].device)
         n_sig, n_att = int(significant.sum()), a0.numel()
+        changed_a = (a1.double() - a0.double()).abs() > att_threshold
         out.append({
             "features": _ratio(float(changed_w.sum()), n_sig),
-            "attention": _ratio(float((a1 != a0).sum()), n_att),
+            "attention": _ratio(float(changed_a.sum()), n_att),
             "features_count": n_sig, "attention_count": n_att,
         })
     return out

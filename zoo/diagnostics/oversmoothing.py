@@ -20,6 +20,7 @@ model afterwards.
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
@@ -30,7 +31,7 @@ from zoo.graph import Graph, GraphLike, as_graph
 
 __all__ = [
     "dirichlet_energy", "laplacian_energy", "relative_energy", "ENERGIES",
-    "layer_representations", "energy_trace", "cosine_similarity", "similarity_matrix",
+    "layer_representations", "energy_trace", "loglog_slope", "cosine_similarity", "similarity_matrix",
     "layer_pruning_sensitivity",
 ]
 
@@ -127,6 +128,26 @@ def energy_trace(model: nn.Module, graph: GraphLike, x: Tensor, energy: str = "l
     fn = ENERGIES[energy]
     reps = ([x] if include_input else []) + layer_representations(model, graph, x)
     return torch.stack([fn(graph, r).double() for r in reps])
+
+
+def loglog_slope(trace: Sequence[float], first_layer: int = 1) -> float:
+    r"""Least-squares slope of :math:`\log_{10} E_k` against :math:`\log_{10} k` over a per-layer
+    energy trace (layer ``k = first_layer, first_layer + 1, ...``; non-positive entries dropped).
+
+    Fig. 1 of the nonlocal paper is this plot: a power law :math:`E_k \propto k^{s}` is a straight
+    line of slope ``s`` (nonlocal Post-LN: algebraic decay, ``s < 0`` moderate; Pre-LN: growth,
+    ``s > 0``), while Post-LN's exponential decay bends ever steeper.  The slope does not depend
+    on a constant factor in the energy, so it compares with the paper where the absolute values
+    (Table 6) cannot (``docs/differences.md``).
+    """
+    pts = [(math.log10(k), math.log10(float(e))) for k, e in enumerate(trace, start=first_layer)
+           if e is not None and math.isfinite(float(e)) and float(e) > 0]
+    if len(pts) < 2:
+        raise ValueError("a log-log slope needs at least two layers with positive energy")
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
 
 
 def cosine_similarity(xs: Tensor, xt: Tensor, eps: float = 1e-12) -> Tensor:

@@ -16,6 +16,14 @@ Procedure (``direction="forward"``):
 3. for ``l = 1 .. L-1`` the columns of layer ``l+1`` are rescaled so that
    ``||theta_out^{l+1}[:, i]||^2 = ||theta_in^l[i]||^2``.
 
+Unshared weights (GATv2 ``share_weights=False``, Thm. 6.3): by default (``unshared="zero_target"``)
+every target matrix ``W_t`` is set to zero and only ``W_s`` (and a separate update matrix) is
+balanced, as the authors' code does.  ``W_t = 0`` keeps ``c = 0`` exactly (it adds nothing to
+either side) and leaves ``W_s`` its full norm: rescaling ``W_s`` and ``W_t`` together
+(``unshared="rescale_both"``, the zoo's earlier behaviour) splits ``beta`` between them, so each
+hidden ``W_s`` shrinks by about ``1/sqrt(2)`` and the signal of a deep network dies (Cora, L=10,
+SGD: loss stays at ``ln 7``).  See ``docs/differences.md``.
+
 ``direction="reverse"`` (Remark 2.7) fixes ``||theta_out^L[:, i]||^2 = beta_i`` and rescales rows
 backwards.  Every matrix touching a neuron (``W_s``, ``W_t``, update matrix, every head's slice)
 is scaled by the same factor, so directions drawn by the base init are kept.
@@ -32,7 +40,7 @@ from typing import Callable, List, Union
 import torch
 from torch import Tensor, nn
 
-from zoo._names import normalize_name
+from zoo._names import normalize_name, unknown_name_error
 from zoo.inits import register_init
 from zoo.inits.builtin import xavier
 from zoo.inits.orthogonal import identity_init_, identity_block, looks_linear_init_, orthonormal_block, \
@@ -42,6 +50,7 @@ from zoo.inits.rescaling import (Group, attention_sq_norms, check_group_shapes, 
 
 Beta = Union[float, Tensor, Callable[[int], Tensor]]
 DIRECTIONS = ("forward", "reverse")
+UNSHARED = ("zero_target", "rescale_both")
 
 
 class ConservationLawError(ValueError):
@@ -115,12 +124,35 @@ def scale_columns_(group: Group, n: int, target: Tensor) -> None:
             p.mul_(factor.to(p.dtype).unsqueeze(0))
 
 
-def balance_(model: nn.Module, beta: Beta = 2.0, direction: str = "forward") -> None:
-    """Zero attention/biases/skips and rescale feature matrices so that ``c = 0`` for every hidden neuron."""
+def target_matrices(model: nn.Module) -> List[Tensor]:
+    """The unshared target matrices ``W_t`` (a layer's ``lin_dst``) of every layer, if any."""
+    found = []
+    for layer in model.layers:
+        lin = getattr(layer, "lin_dst", None)
+        if isinstance(lin, nn.Linear):
+            found.append(lin.weight)
+    return found
+
+
+def _check_unshared(unshared: str) -> str:
+    key = normalize_name(unshared)
+    if key not in UNSHARED:
+        raise unknown_name_error("unshared balancing scheme", unshared, UNSHARED)
+    return key
+
+
+def balance_(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", unshared: str = "zero_target") -> None:
+    """Zero attention/biases/skips and rescale feature matrices so that ``c = 0`` for every hidden
+    neuron (``unshared``: how unshared ``W_s``/``W_t`` are treated, see the module docstring)."""
     direction = normalize_name(direction)
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS} (Remark 2.7), got {direction!r}")
+    unshared = _check_unshared(unshared)
     zero_non_matrix_params_(model)
+    if unshared == "zero_target":
+        with torch.no_grad():
+            for w in target_matrices(model):
+                w.zero_()
     groups: List[Group] = rescale_groups(model)
     check_group_shapes(model, groups)
     num_layers = len(groups)
@@ -144,36 +176,41 @@ def balance_(model: nn.Module, beta: Beta = 2.0, direction: str = "forward") -> 
 
 
 def _balanced(init_name: str, base: Callable[[nn.Module], None], model: nn.Module, beta: Beta,
-              direction: str, strict: bool) -> None:
+              direction: str, strict: bool, unshared: str = "zero_target") -> None:
     check_law(model, init_name, strict)
     if normalize_name(direction) not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS} (Remark 2.7), got {direction!r}")
+    _check_unshared(unshared)
     rescale_groups(model)  # fail on models without a symmetry description before touching weights
     base(model)
-    balance_(model, beta, direction)
+    balance_(model, beta, direction, unshared)
 
 
 @register_init("balanced_xavier", aliases=("bal_x", "balx", "xavier_balanced"))
-def balanced_xavier(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True) -> None:
+def balanced_xavier(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True,
+                     unshared: str = "zero_target") -> None:
     """Bal_X: Xavier feature matrices, zero attention, balanced (Procedure 2.6)."""
-    _balanced("balanced_xavier", xavier, model, beta, direction, strict)
+    _balanced("balanced_xavier", xavier, model, beta, direction, strict, unshared)
 
 
 @register_init("balanced_orthogonal", aliases=("bal_o", "balo", "ll_orthogonal_balanced", "llortho_bal"))
-def balanced_orthogonal(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True) -> None:
+def balanced_orthogonal(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True,
+                     unshared: str = "zero_target") -> None:
     """Bal_O: looks-linear orthogonal feature matrices, zero attention, balanced with ``beta = 2``."""
     _balanced("balanced_orthogonal", lambda m: looks_linear_init_(m, orthonormal_block), model, beta, direction,
-              strict)
+              strict, unshared)
 
 
 @register_init("balanced_identity", aliases=("identity_balanced", "bal_id"))
-def balanced_identity(model: nn.Module, beta: Beta = 1.0, direction: str = "forward", strict: bool = True) -> None:
+def balanced_identity(model: nn.Module, beta: Beta = 1.0, direction: str = "forward", strict: bool = True,
+                     unshared: str = "zero_target") -> None:
     """Identity hidden layers, balanced with first/last-layer norms ``beta = 1`` (appendix, Fig. 9)."""
-    _balanced("balanced_identity", identity_init_, model, beta, direction, strict)
+    _balanced("balanced_identity", identity_init_, model, beta, direction, strict, unshared)
 
 
 @register_init("balanced_ll_identity", aliases=("ll_identity_balanced", "bal_llid"))
-def balanced_ll_identity(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True) -> None:
+def balanced_ll_identity(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True,
+                     unshared: str = "zero_target") -> None:
     """LLidentity hidden layers, balanced with first/last-layer norms ``beta = 2`` (appendix, Fig. 9)."""
     _balanced("balanced_ll_identity", lambda m: looks_linear_init_(m, identity_block, ends="xavier"), model, beta,
-              direction, strict)
+              direction, strict, unshared)

@@ -1,7 +1,7 @@
 """GCN (Kipf & Welling, ICLR 2017) — the attention-free member of the family."""
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -15,14 +15,16 @@ from zoo.registry import register_model
 NORMALIZATIONS = ("symmetric", "mean")
 
 
-def propagation_coefficients(graph: Graph, normalization: str) -> Tensor:
-    """``(E, 1)`` edge coefficients: ``1/sqrt(d_u d_v)`` (symmetric) or ``1/d_v`` (mean).
+def propagation_coefficients(graph: Graph, normalization: str, dtype: Optional[torch.dtype] = None) -> Tensor:
+    """``(E, 1)`` edge coefficients: ``1/sqrt(d_u d_v)`` (symmetric) or ``1/d_v`` (mean), in
+    ``dtype`` (that of the features; default: torch's default dtype).
 
     Degrees count incoming edges after the self-loop policy (as PyG's ``gcn_norm``).
     """
+    dtype = dtype or torch.get_default_dtype()
 
     def compute() -> Tensor:
-        deg = graph.in_degree()
+        deg = graph.in_degree(dtype)
         if normalization == "mean":
             coef = deg.reciprocal().index_select(0, graph.dst)
         else:
@@ -30,7 +32,7 @@ def propagation_coefficients(graph: Graph, normalization: str) -> Tensor:
             coef = inv_sqrt.index_select(0, graph.src) * inv_sqrt.index_select(0, graph.dst)
         return coef.unsqueeze(-1)
 
-    return graph.cached(f"gcn_{normalization}", compute)
+    return graph.cached(f"gcn_{normalization}", compute, dtype=dtype)
 
 
 class GCNLayer(nn.Module):
@@ -64,7 +66,7 @@ class GCNLayer(nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
-        coef = propagation_coefficients(graph, self.normalization).to(x.dtype)
+        coef = propagation_coefficients(graph, self.normalization, x.dtype)
         xw = linear(x, self.lin.weight)
         out = segment_sum(coef * gather_rows(xw, graph.src), graph.dst, graph.num_nodes)
         if self.bias is not None:

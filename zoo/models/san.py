@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional
 from torch import Tensor, nn
 
 from zoo.graph import Graph
-from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, split_norm
+from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, check_nonlocal_norm, split_norm
 from zoo.nn.functional import dropout
 from zoo.registry import register_model
 
@@ -34,10 +34,14 @@ class SAN(AttentionStack):
         num_layers: hidden (attention + FFN) layers.
         heads: attention heads (splitting ``hidden_dim``).
         dropout: on the input features (encoder) and on every sublayer output.
+        input_dropout: the encoder's dropout on the input features alone (§3.1: "the encoder
+            is composed of a dropout, and a MLP"); default: ``dropout``.
         attn_dropout: on attention coefficients.
         ffn_dim: FFN hidden width (default ``2 * hidden_dim``).
         norm, norm_kwargs: ``lipschitz`` normalises the scores (Eq. 19 of the LipschitzNorm
             paper); a feature norm (``pairnorm``, ``layernorm``) takes the place of ``LN``.
+        nonlocal_norm: ``san_nonlocal`` only: the factor of the energy ``||P_i X - X||^2``:
+            ``"n"`` (``1/n``, §4.1, default), ``"nd"`` (``1/(n d)``) or ``"none"``.
     """
 
     family = "san"
@@ -46,9 +50,16 @@ class SAN(AttentionStack):
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 32, num_layers: int = 2, *,
                  heads: int = 1, dropout: float = 0.0, attn_dropout: float = 0.0, ffn_dim: Optional[int] = None,
-                 norm: Any = None, norm_kwargs: Optional[Dict[str, Any]] = None) -> None:
+                 input_dropout: Optional[float] = None,
+                 norm: Any = None, norm_kwargs: Optional[Dict[str, Any]] = None, nonlocal_norm: str = "n") -> None:
         super().__init__()
         _validate_common(hidden_dim, heads, dropout, attn_dropout)
+        nonlocal_norm = check_nonlocal_norm(nonlocal_norm)
+        if input_dropout is not None and not 0.0 <= input_dropout < 1.0:
+            raise ValueError(f"input_dropout must be in [0, 1), got {input_dropout}")
+        self.input_dropout = dropout if input_dropout is None else float(input_dropout)
+        if nonlocal_norm != "n" and not self.nonlocal_energy:
+            raise ValueError(f"nonlocal_norm={nonlocal_norm!r} only applies to san_nonlocal (the nonlocal energy factor)")
         self.in_dim, self.out_dim, self.hidden_dim, self.heads, self.dropout = in_dim, out_dim, hidden_dim, heads, dropout
         score_norm, feature_norm = split_norm(norm, norm_kwargs)
         self.norm_plugin = score_norm or feature_norm
@@ -57,13 +68,14 @@ class SAN(AttentionStack):
         self.layers = nn.ModuleList(
             TransformerBlock(hidden_dim, heads, ffn_dim or 2 * hidden_dim, placement=self.placement,
                              dropout=dropout, attn_dropout=attn_dropout, scaled=True, score_norm=score_norm,
-                             feature_norm=feature_norm, nonlocal_energy=self.nonlocal_energy)
+                             feature_norm=feature_norm, nonlocal_energy=self.nonlocal_energy,
+                             nonlocal_norm=nonlocal_norm)
             for _ in range(num_layers)
         )
         self.decoder = nn.Linear(hidden_dim, out_dim)
 
     def encode(self, graph: Graph, x: Tensor) -> Tensor:
-        return self.encoder(dropout(x, self.dropout, self.training))
+        return self.encoder(dropout(x, self.input_dropout, self.training))
 
     def decode(self, h: Tensor) -> Tensor:
         return self.decoder(h)

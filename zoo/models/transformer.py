@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
-from zoo.nn.base import AttentionRecord
+from zoo.nn.base import AttentionRecord, check_node_features, positive_int
 from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
@@ -42,15 +42,19 @@ class GraphSelfAttention(nn.Module):
     with ``s = 1/sqrt(channels)`` when ``scaled`` (Vaswani; SAN) and ``s = 1`` otherwise (the
     report's Eq. 8).  A ``scores`` norm plugin (LipschitzNorm, Eq. 19) replaces ``s``.
     ``nonlocal_energy`` multiplies head ``h`` by ``(1/n) ||P^h X - X||^2`` (nonlocal message
-    passing, nonlocal-MP paper §4.1).  No biases: a key bias cannot change a softmax over keys.
+    passing, nonlocal-MP paper §4.1); ``nonlocal_norm`` picks the factor in front of the squared
+    Frobenius norm: ``"n"`` (``1/n``, the paper's text, default), ``"nd"`` (``1/(n d)``, ``d`` =
+    the width of ``X``) or ``"none"`` (the paper's Table 6 is not reproduced by ``1/n``;
+    ``docs/differences.md``).  No biases: a key bias cannot change a softmax over keys.
 
     Shapes:
         x: ``(N, dim)`` -> out ``(N, dim)``; alpha ``(E, heads)`` for ``graph.edge_index``.
     """
 
     def __init__(self, dim: int, heads: int = 1, *, scaled: bool = True, attn_dropout: float = 0.0,
-                 score_norm: Any = None, nonlocal_energy: bool = False) -> None:
+                 score_norm: Any = None, nonlocal_energy: bool = False, nonlocal_norm: str = "n") -> None:
         super().__init__()
+        self.nonlocal_norm = check_nonlocal_norm(nonlocal_norm)
         if dim % heads:
             raise ValueError(f"hidden_dim={dim} is not divisible by heads={heads}; the heads split hidden_dim evenly")
         self.dim, self.heads, self.channels = dim, heads, dim // heads
@@ -83,7 +87,9 @@ class GraphSelfAttention(nn.Module):
         if self.nonlocal_energy:
             # (1/n) ||P^h X - X||^2 per head; P^h X V^h = P^h (X V^h), so only the energy needs P^h X.
             px = segment_sum(weights.unsqueeze(-1) * gather_rows(x, src).unsqueeze(1), dst, n)  # (N, H, dim)
-            energy = (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / n  # (H,)
+            energy = (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2))  # (H,)
+            if self.nonlocal_norm != "none":
+                energy = energy / (n * (self.dim if self.nonlocal_norm == "nd" else 1))
             heads = heads * energy.unsqueeze(-1)
         return self.lin_out(heads.reshape(n, self.dim)), alpha
 
@@ -104,13 +110,14 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, dim: int, heads: int, ffn_dim: int, *, placement: str = "post", dropout: float = 0.0,
                  attn_dropout: float = 0.0, scaled: bool = True, score_norm: Any = None,
-                 feature_norm: Any = None, nonlocal_energy: bool = False) -> None:
+                 feature_norm: Any = None, nonlocal_energy: bool = False, nonlocal_norm: str = "n") -> None:
         super().__init__()
         if placement not in PLACEMENTS:
             raise unknown_name_error("norm placement", placement, PLACEMENTS)
         self.placement, self.dropout = placement, dropout
         self.attention = GraphSelfAttention(dim, heads, scaled=scaled, attn_dropout=attn_dropout,
-                                            score_norm=score_norm, nonlocal_energy=nonlocal_energy)
+                                            score_norm=score_norm, nonlocal_energy=nonlocal_energy,
+                                            nonlocal_norm=nonlocal_norm)
         self.ffn = nn.Sequential(nn.Linear(dim, ffn_dim), nn.ReLU(), nn.Linear(ffn_dim, dim))
         make = feature_norm.make if feature_norm is not None else nn.LayerNorm
         self.norm1, self.norm2 = make(dim), make(dim)
@@ -164,6 +171,7 @@ class AttentionStack(nn.Module):
     graph_tied = False
     attention_normalized = True
     self_loops = "add"  # each node attends to its neighbourhood plus itself
+    check_inputs = True  # scan node features for NaN/inf (zoo.nn.base.check_node_features)
     layers: nn.ModuleList
 
     def _init_stack(self, num_layers: int) -> None:
@@ -186,6 +194,7 @@ class AttentionStack(nn.Module):
                 return_attention: bool = False) -> Union[Tensor, Tuple[Tensor, List[AttentionRecord]]]:
         """Shapes: ``x`` ``(N, in_dim)`` -> ``(N, out_dim)``; with ``return_attention`` also one
         :class:`AttentionRecord` per applied layer."""
+        check_node_features(self, x, self.in_dim)
         g = as_graph(graph, x, self.self_loops)
         h = self.encode(g, x)
         records: List[AttentionRecord] = []
@@ -200,12 +209,25 @@ class AttentionStack(nn.Module):
 
 
 def _validate_common(hidden_dim: int, heads: int, dropout: float, attn_dropout: float) -> None:
+    positive_int("hidden_dim", hidden_dim)
+    positive_int("heads", heads)
     if heads < 1 or hidden_dim % heads:
         raise ValueError(f"hidden_dim={hidden_dim} must be a positive multiple of heads={heads} "
                          f"(the heads split hidden_dim evenly), e.g. hidden_dim={heads * max(1, hidden_dim // max(heads, 1))}")
     for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout)):
         if not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be in [0, 1), got {p}")
+
+
+NONLOCAL_NORMS = ("n", "nd", "none")
+
+
+def check_nonlocal_norm(value: str) -> str:
+    """Validate the factor of the nonlocal energy: ``1/n``, ``1/(n d)`` or none."""
+    key = normalize_name(str(value))
+    if key not in NONLOCAL_NORMS:
+        raise unknown_name_error("nonlocal_norm", value, NONLOCAL_NORMS)
+    return key
 
 
 # --------------------------------------------------------------------------- positional encodings
@@ -234,22 +256,23 @@ def _sparse_eigenvectors(edge_index: Tensor, n: int, k: int) -> Tensor:
     keep = vecs[:, order][:, vals[order] > 1e-6][:, :k]
     out = np.zeros((n, k))
     out[:, : keep.shape[1]] = keep
-    return torch.as_tensor(out, dtype=torch.get_default_dtype())
+    return torch.as_tensor(out, dtype=torch.float64)  # cast by the caller
 
 
-def laplacian_eigenvectors(graph: Graph, k: int) -> Tensor:
+def laplacian_eigenvectors(graph: Graph, k: int, dtype: Optional[torch.dtype] = None) -> Tensor:
     r"""The ``k`` eigenvectors of the symmetric normalised Laplacian
     :math:`I - D^{-1/2} A D^{-1/2}` with the smallest *strictly positive* eigenvalues (the
     constant-like eigenvector of every connected component is skipped), as ``(N, k)``; columns
     are zero-padded when the graph has fewer.  ``A`` is the simple undirected graph of
-    ``graph`` (symmetrised, self-loops and duplicates dropped).  Computed once per graph
-    (``graph.cached``)."""
+    ``graph`` (symmetrised, self-loops and duplicates dropped).  Computed in float64 once per
+    graph and ``dtype`` (default: torch's default dtype; ``graph.cached``)."""
+    dtype = dtype or torch.get_default_dtype()
 
     def compute() -> Tensor:
         n, ei = graph.num_nodes, graph.edge_index
         ei = ei[:, ei[0] != ei[1]]
         if n > _DENSE_EIGH_MAX_NODES:
-            return _sparse_eigenvectors(ei, n, k).to(graph.device)
+            return _sparse_eigenvectors(ei, n, k).to(device=graph.device, dtype=dtype)
         # Torch ops (not numpy) so that this also runs inside torch.func transforms (vmap / grad).
         ones = torch.ones(ei.size(1), dtype=torch.float64, device=ei.device)
         adj = torch.zeros(n, n, dtype=torch.float64, device=ei.device).index_put((ei[0], ei[1]), ones)
@@ -259,9 +282,9 @@ def laplacian_eigenvectors(graph: Graph, k: int) -> Tensor:
         lap = torch.eye(n, dtype=torch.float64, device=ei.device) - inv_sqrt[:, None] * adj * inv_sqrt[None, :]
         vals, vecs = torch.linalg.eigh(lap)
         keep = vecs[:, vals > 1e-6][:, :k]
-        return F.pad(keep, (0, k - keep.size(1))).to(torch.get_default_dtype())
+        return F.pad(keep, (0, k - keep.size(1))).to(dtype)
 
-    return graph.cached(f"laplacian_eigenvectors:{k}", compute)
+    return graph.cached(f"laplacian_eigenvectors:{k}", compute, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- models
@@ -318,7 +341,7 @@ class GraphTransformer(AttentionStack):
     def encode(self, graph: Graph, x: Tensor) -> Tensor:
         h = self.lin_in(dropout(x, self.dropout, self.training))
         if self.lin_pe is not None:
-            pe = laplacian_eigenvectors(graph, self.pe_dim).to(x.dtype)
+            pe = laplacian_eigenvectors(graph, self.pe_dim, x.dtype)
             if self.training:  # eigenvector signs are arbitrary: flip them at random (Dwivedi & Bresson)
                 pe = pe * (torch.randint(0, 2, (self.pe_dim,), device=pe.device) * 2 - 1).to(pe.dtype)
             h = h + self.lin_pe(pe)

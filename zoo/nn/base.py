@@ -9,9 +9,13 @@ Layer contract (what ``make_layer`` must return) — see :class:`LayerProtocol`.
 """
 from __future__ import annotations
 
+import math
+import os
+import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, Union, runtime_checkable
 
+import torch
 from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
@@ -70,6 +74,114 @@ class AttentionRecord:
     alpha: Tensor
 
 
+# --------------------------------------------------------------------------- input checks
+
+#: Set ``ZOO_CHECK_INPUTS=0`` to skip the NaN/inf scan of node features in every model.
+CHECK_INPUTS_ENV = "ZOO_CHECK_INPUTS"
+
+
+def positive_int(name: str, value: Any, *, allow_none: bool = False) -> Optional[int]:
+    """``value`` if it is an ``int`` >= 1 (bools are not ints), else a ``ValueError`` naming ``name``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def real_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
+                high_open: bool = False) -> float:
+    """``value`` if it is a finite real (not a bool) in ``[low, high]`` (``[low, high)`` if ``high_open``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not (low <= value and (value < high if high_open else value <= high)):
+        raise ValueError(f"{name} must be in [{low}, {high}{')' if high_open else ']'}, got {value!r}")
+    return value
+
+
+class _SeenInputs:
+    """Feature tensors already scanned for NaN/inf, keyed by ``id`` and checked against the
+    tensor's version counter (an in-place change re-triggers the scan); like zoo.graph's cache."""
+
+    def __init__(self) -> None:
+        self._seen: Dict[int, Tuple[Any, int]] = {}
+
+    def hit(self, x: Tensor, version: Optional[int]) -> bool:
+        entry = self._seen.get(id(x))
+        return entry is not None and version is not None and entry[0]() is x and entry[1] == version
+
+    def add(self, x: Tensor, version: Optional[int]) -> None:
+        if version is None:
+            return
+        key = id(x)
+        if key not in self._seen:
+            weakref.finalize(x, self._seen.pop, key, None)
+        self._seen[key] = (weakref.ref(x), version)
+
+
+_SEEN = _SeenInputs()
+
+
+def _version(x: Tensor) -> Optional[int]:
+    try:
+        return x._version
+    except RuntimeError:  # inference tensors have no version counter: scan every time
+        return None
+
+
+def _scan_skipped(x: Tensor) -> bool:
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is not None and functorch.is_batchedtensor(x):  # values are per-replica: not readable here
+        return True
+    return x.device.type == "meta" or torch.compiler.is_compiling()
+
+
+def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
+    """Check a model's node features: a floating ``(N, in_dim)`` tensor of the parameters' dtype,
+    and (unless switched off) free of NaN/inf.
+
+    The value scan runs once per feature tensor (cached by identity and version counter, so a
+    training loop that passes the same ``x`` every epoch pays for it once).  Switch it off per
+    model with ``zoo.build(..., check_inputs=False)`` / ``model.check_inputs = False``, or for
+    every model with the environment variable ``ZOO_CHECK_INPUTS=0``.
+    """
+    owner = type(model).__name__
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{owner}: node features x must be a torch.Tensor of shape (N, {in_dim}), "
+                        f"got {type(x).__name__}")
+    if x.dim() != 2 or x.size(1) != in_dim:
+        got = f"{x.size(1)}" if x.dim() == 2 else f"a tensor of shape {tuple(x.shape)}"
+        raise ValueError(f"{owner}: expected node features of shape (N, in_dim) with in_dim={in_dim} features, "
+                         f"got {got}; build the model with in_dim=x.size(1) or pass the matching features")
+    # A model with an input encoder (e.g. OGB's AtomEncoder) reads raw columns of any dtype.
+    if getattr(model, "input_encoder", None) is None:
+        if not x.is_floating_point():
+            raise TypeError(f"{owner}: node features must be floating point, got dtype {x.dtype}; "
+                            "convert them with x.float() (integer category ids need an input encoder)")
+        param = next(iter(model.parameters()), None)
+        if (param is not None and param.is_floating_point() and x.dtype != param.dtype
+                and not torch.is_autocast_enabled(x.device.type)):
+            raise TypeError(f"{owner}: node features have dtype {x.dtype} but the model's parameters are "
+                            f"{param.dtype}; convert one of them (x.to({param.dtype}) or model.to({x.dtype}))")
+    if (not x.is_floating_point() or not getattr(model, "check_inputs", True)
+            or os.environ.get(CHECK_INPUTS_ENV, "1") == "0" or _scan_skipped(x)):
+        return
+    version = _version(x)
+    if _SEEN.hit(x, version):
+        return
+    # One reduction: a NaN/inf anywhere makes the sum non-finite (a finite overflow only sends us
+    # to the exact elementwise test below).
+    if not bool(torch.isfinite(x.sum())) and not bool(torch.isfinite(x).all()):
+        bad = (~torch.isfinite(x)).nonzero()
+        row, col = (int(v) for v in bad[0])
+        raise ValueError(
+            f"{owner}: node features contain {bad.size(0)} NaN/inf value(s) (first at row {row}, column {col}: "
+            f"{x[row, col].item()}); clean the data (e.g. torch.nan_to_num) or skip this check with "
+            f"zoo.build(..., check_inputs=False) / {CHECK_INPUTS_ENV}=0"
+        )
+    _SEEN.add(x, version)
+
+
 def resolve_activation(name: Union[str, nn.Module]) -> Tuple[nn.Module, bool]:
     if isinstance(name, nn.Module):
         return name, isinstance(name, (nn.ReLU, nn.LeakyReLU, nn.Identity))
@@ -117,6 +229,8 @@ class DeepGNN(nn.Module):
     #: whether ``heads`` > 1 is meaningful (False for attention-free families).
     supports_heads: bool = True
     default_self_loops: str = "add"
+    #: scan node features for NaN/inf (once per tensor); ``zoo.build(..., check_inputs=False)`` turns it off.
+    check_inputs: bool = True
 
     def __init__(
         self,
@@ -138,8 +252,10 @@ class DeepGNN(nn.Module):
         self_loops: Optional[str] = None,
     ) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        for name, value in (("in_dim", in_dim), ("out_dim", out_dim), ("hidden_dim", hidden_dim),
+                            ("num_layers", num_layers), ("heads", heads)):
+            positive_int(name, value)
+        positive_int("out_heads", out_heads, allow_none=True)
         if not self.supports_heads and (heads != 1 or out_heads not in (None, 1)):
             raise ValueError(
                 f"{self.family or type(self).__name__} has no attention heads; leave heads/out_heads at 1 "
@@ -156,8 +272,8 @@ class DeepGNN(nn.Module):
         if residual not in RESIDUALS:
             raise unknown_name_error("residual", residual, RESIDUALS)
         for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {p}")
+            real_number(name, p, 0.0, 1.0, high_open=True)
+        real_number("negative_slope", negative_slope)
         self.in_dim, self.out_dim, self.hidden_dim, self.num_layers = in_dim, out_dim, hidden_dim, num_layers
         self.heads = heads
         self.out_heads = heads if out_heads is None else out_heads
@@ -217,10 +333,16 @@ class DeepGNN(nn.Module):
     ) -> Union[Tensor, Tuple[Tensor, List[AttentionRecord]]]:
         """Shapes: ``x`` ``(N, in_dim)`` -> ``(N, out_dim)``; with ``return_attention`` also one
         :class:`AttentionRecord` per layer (coefficients aligned with the edges used)."""
+        check_node_features(self, x, self.in_dim)
         g = as_graph(graph, x, self.self_loops)
         self.last_graph = g
         records: List[AttentionRecord] = []
+        if g.num_nodes == 0:  # an empty graph has an empty output (the layers' reshapes need N > 0)
+            out = x.new_zeros(0, self.out_dim)
+            empty = [AttentionRecord(g.edge_index, x.new_zeros(0, layer.heads)) for layer in self.layers]
+            return (out, empty) if return_attention else out
         pre_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "pre"
+        post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
         for index, layer in enumerate(self.layers):
             last = index == self.num_layers - 1
             if index in self.skipped_layers:
@@ -236,9 +358,11 @@ class DeepGNN(nn.Module):
             elif self.residual == "identity" and out.shape == h.shape:
                 out = out + h
             if not last:
-                if self.norms and not pre_norm:
+                if self.norms and not pre_norm and not post_act_norm:
                     out = self.norms[index](out)
                 out = self.act(out)
+                if post_act_norm:  # placement "post_activation": norm after the nonlinearity
+                    out = self.norms[index](out)
             x = self.taps[index](out)
             if return_attention:
                 records.append(AttentionRecord(g.edge_index, alpha))

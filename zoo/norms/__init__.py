@@ -5,8 +5,8 @@ one of two kinds:
 
 * ``"features"`` — a module applied to node representations between layers; the plugin's
   :meth:`NormPlugin.make` builds one per hidden layer and ``placement`` says whether it runs
-  before each layer (``"pre"``) or after each hidden layer's aggregation, before the
-  activation (``"post"``).
+  before each layer (``"pre"``), after each hidden layer's aggregation, before the
+  activation (``"post"``), or after each hidden layer's activation (``"post_activation"``).
 * ``"scores"`` — normalises attention *scores* inside attention layers (LipschitzNorm); the
   plugin object is handed to every layer, which calls the plugin for its score type.
   Layers without attention reject it with a clear error.
@@ -30,7 +30,7 @@ class NormPlugin(Protocol):
 
     name: str
     kind: str  # "features" | "scores" | "none"
-    placement: str  # "pre" | "post" (features); ignored otherwise
+    placement: str  # "pre" | "post" | "post_activation" (features); ignored otherwise
 
     def make(self, dim: int) -> nn.Module:
         """A fresh feature-norm module for representations of width ``dim`` (kind ``features``)."""

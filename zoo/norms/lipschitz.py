@@ -19,6 +19,25 @@ Score types (one method each; the attention layer calls the one that matches its
 * GATv2, Eq. 15 — see :meth:`LipschitzNorm.normalize_gatv2` for the bound used.
 * dot product (transformers, UniMP), Eq. 19 — ``g_uv = alpha q_v^T k_u / max{uv, uw, vw}``.
 
+Variants (``norm_kwargs={"variant": ...}``; ``docs/differences.md``):
+
+* ``"paper"`` (default) — the equations above.
+* ``"authors_code"`` — GAT (v1) scores as the authors' released code computes them
+  (``normalizations/lipschitznorm.py`` with ``scale_individually=False``, as their ``DeepGAT``
+  builds it for ``norm="lipschitznorm"``):
+
+  .. math:: g_{uv} = \frac{s_{uv}}{4\,\|a\|_F\,\sqrt{M[\mathrm{flat}(v)] + \|W h_u\|^2} + 10^{-12}}
+
+  i.e. the divisor is ``4 ||a||`` (effective ``alpha = 1/4``), ``||a||_F`` is **one** norm over
+  all heads' ``[a_s ; a_t]``, the input term uses the edge's *source* norm ``||W h_u||^2`` (a
+  per-edge divisor, not one scaling per node) plus the neighbourhood maximum
+  ``M[v, h] = max_{u' in N(v)} ||W h_{u'}^{(h)}||^2`` read from the ``(N * H)``-flattened
+  ``M`` at position ``v`` (``max_norm.view(-1, 1)[index]``): for ``H > 1`` that is the entry of
+  node ``v // H``, head ``v % H``, shared by all heads of the edge (the released indexing,
+  reproduced faithfully; exact for ``H = 1``).
+* ``"authors_code_si"`` — the same with ``scale_individually=True`` (their ``lipschitznorm-si``):
+  ``||a||`` per head.
+
 Shapes: scores ``(E, heads)`` in and out; node tensors ``(N, heads, channels)``.
 """
 from __future__ import annotations
@@ -29,12 +48,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph
 from zoo.nn.functional import segment_max
 from zoo.norms import register_norm
 
 #: Floor of a denominator (an all-zero neighbourhood gives zero scores, not NaN).
 _TINY = 1e-12
+VARIANTS = ("paper", "authors_code", "authors_code_si")
 
 
 def safe_norm(t: Tensor) -> Tensor:
@@ -56,32 +77,59 @@ class LipschitzNorm:
 
     Args:
         alpha: the bound on every normalised score (paper: ``alpha = 1``; ``alpha = 0`` gives
-            uniform attention).
+            uniform attention).  The ``authors_code`` variants multiply their score by it too.
+        variant: ``"paper"`` (Eqs. 15/17/19, default), ``"authors_code"`` or
+            ``"authors_code_si"`` (the released code's GAT normalisation; module docstring).
     """
 
     name = "lipschitz"
     kind = "scores"
     placement = "post"  # unused: score norms act inside the attention layer
 
-    def __init__(self, alpha: float = 1.0) -> None:
+    def __init__(self, alpha: float = 1.0, variant: str = "paper") -> None:
         if not alpha >= 0:
             raise ValueError(f"lipschitz: alpha must be >= 0 (the bound on |score|), got {alpha}")
-        self.alpha = float(alpha)
+        key = normalize_name(variant)
+        if key not in VARIANTS:
+            raise unknown_name_error("lipschitz variant", variant, VARIANTS)
+        self.alpha, self.variant = float(alpha), key
 
     def make(self, dim: int) -> nn.Module:
         raise TypeError("lipschitz normalises attention scores inside attention layers; it has no feature module")
 
     def __repr__(self) -> str:
-        return f"LipschitzNorm(alpha={self.alpha})"
+        return f"LipschitzNorm(alpha={self.alpha}, variant={self.variant!r})"
+
+    def _paper_only(self, score: str) -> None:
+        if self.variant != "paper":
+            raise ValueError(
+                f"lipschitz variant {self.variant!r} reproduces the authors' GAT (v1) code; they released no "
+                f"{score} normalisation of that form: use variant='paper' for this model"
+            )
 
     # ---------------------------------------------------------------- GAT (v1): Eq. 17
     def normalize_gat(self, layer: Any, graph: Graph, x: Tensor, xw: Tensor, scores: Tensor) -> Tensor:
         """Linear scores ``a_s^T W h_u + a_t^T W h_v`` (``(E, H)``, pre-LeakyReLU); ``xw`` ``(N, H, C)``."""
+        if self.variant != "paper":
+            return self._authors_code_gat(layer, graph, xw, scores)
         query_norm = safe_norm(torch.cat([layer.att_src, layer.att_dst], dim=-1))  # (H,)
         sq = xw.pow(2).sum(-1)  # (N, H)
         max_src = neighbourhood_max(sq.index_select(0, graph.src), graph)
         input_norm = (sq.index_select(0, graph.dst) + max_src).clamp_min(_TINY**2).sqrt()
         return self.alpha * scores / (query_norm * input_norm).clamp_min(_TINY)
+
+    def _authors_code_gat(self, layer: Any, graph: Graph, xw: Tensor, scores: Tensor) -> Tensor:
+        """The released ``LipschitzNorm.forward`` (see the module docstring), same inputs."""
+        att = torch.cat([layer.att_src, layer.att_dst], dim=-1)  # (H, 2C)
+        if self.variant == "authors_code":
+            att_norm = 4.0 * att.pow(2).sum().sqrt()  # one norm over all heads
+        else:
+            att_norm = 4.0 * att.pow(2).sum(-1).sqrt()  # (H,)
+        norm_x = xw.pow(2).sum(-1).index_select(0, graph.src)  # (E, H): the edge's source norm
+        per_node = segment_max(norm_x, graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
+        flat_max = per_node.reshape(-1, 1).index_select(0, graph.dst)  # (E, 1): flat index v, as released
+        divisor = (flat_max + norm_x).clamp_min(_TINY**2).sqrt()  # the floor only keeps 0-rows finite
+        return self.alpha * scores / (att_norm * divisor + 1e-12)
 
     # ---------------------------------------------------------------- GATv2: Eq. 15
     def normalize_gatv2(
@@ -98,6 +146,7 @@ class LipschitzNorm:
         first (``g~(0) = 0``): ``|g| <= alpha``.  Both are computed, as written in Eq. 15.
         ``W_s, W_t`` are again left to Theorem 1's ``||W_k||`` factor.
         """
+        self._paper_only("GATv2")
         raw = (F.leaky_relu(hidden, layer.negative_slope) * layer.att).sum(-1)  # (E, H)
         lipschitz = safe_norm(layer.att) * max(1.0, abs(layer.negative_slope))  # (H,)
         score_bound = neighbourhood_max(raw.abs(), graph)
@@ -116,6 +165,7 @@ class LipschitzNorm:
         ``sqrt(N)`` and flattens attention on large graphs; the per-node ``u`` is Eq. 19 applied
         neighbour-wise, as §5 prescribes for graph attention, and still gives ``|g| <= alpha``.
         """
+        self._paper_only("dot-product")
         u = safe_norm(query).index_select(0, graph.dst)  # (E, H)
         v = neighbourhood_max(safe_norm(key).index_select(0, graph.src), graph)
         w = neighbourhood_max(safe_norm(value).index_select(0, graph.src), graph)

@@ -18,7 +18,7 @@ from zoo._names import normalize_name, unknown_name_error
 from zoo.norms import register_norm
 
 MODES = {"pn": "PN", "pn_si": "PN-SI", "pn_scs": "PN-SCS"}
-PLACEMENTS = ("pre", "post")
+PLACEMENTS = ("pre", "post", "post_activation")
 
 
 class PairNorm(nn.Module):
@@ -53,7 +53,9 @@ class PairNormPlugin:
     Args:
         mode: ``PN`` (default), ``PN-SI`` or ``PN-SCS``.
         scale: the scale ``s`` (default 1).
-        placement: ``post`` (after each hidden layer's aggregation, as in Zhao & Akoglu) or ``pre``.
+        placement: ``post`` (after each hidden layer's aggregation, before the activation, as in
+            Zhao & Akoglu), ``pre``, or ``post_activation`` (after each hidden layer's
+            activation: the LipschitzNorm authors' DeepGAT applies PyG's PairNorm after the ELU).
     """
 
     name = "pairnorm"
