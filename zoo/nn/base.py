@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, Union, runtime_checkable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.stateless import _reparametrize_module  # what torch.func.functional_call uses
 from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph
-from zoo.nn.functional import _is_batched
+from zoo.nn.functional import _is_batched, dropout
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
 # is what the conservation law of the balance paper needs (Theorem 2.2).
@@ -409,7 +408,7 @@ class DeepGNN(nn.Module):
         pre_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "pre"
         post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
         h = self.norms[index - 1](x) if pre_norm and index > 0 else x
-        h = F.dropout(h, self.dropout, self.training)
+        h = dropout(h, self.dropout, self.training)
         out, alpha = layer(g, h) if edges is None else layer(g, h, edges)
         if self.residual == "linear":
             out = out + self.skips[index](h)
