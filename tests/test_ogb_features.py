@@ -174,6 +174,31 @@ def test_checkpoint_does_not_change_numbers(name):
     assert len(g0) == len(g1) and all(torch.allclose(a, b, rtol=1e-12, atol=1e-14) for a, b in zip(g0, g1))
 
 
+@pytest.mark.parametrize("name", ["gatv2", "gat"])
+def test_checkpoint_replays_per_replica_dropout(name):
+    """zoo.bench's per-replica dropout streams are not torch's RNG: the recomputation in the
+    backward must draw the same masks (else the gradients belong to other masks)."""
+    from zoo.nn.functional import ReplicaRandomness, replica_randomness
+
+    ei, x = _graph(), torch.randn(7, 5, dtype=torch.float64)
+    kw = dict(in_dim=5, out_dim=3, hidden_dim=8, num_layers=4, dropout=0.5, residual="linear")
+    runs = []
+    for ckpt in (False, True):
+        torch.manual_seed(1)
+        model = zoo.build(name, checkpoint=ckpt, **kw).double().train()
+        rng = ReplicaRandomness([7])
+        with replica_randomness(rng, torch.tensor(0)):
+            out = model(ei, x)
+        (out ** 2).sum().backward()  # outside the context, as a training loop may do
+        with replica_randomness(rng, torch.tensor(0)):
+            after = model(ei, x)  # the stream continues where the forward left it
+        runs.append((out.detach(), [p.grad.clone() for p in model.parameters()], after.detach()))
+    (o0, g0, a0), (o1, g1, a1) = runs
+    assert torch.equal(o0, o1)
+    assert all(torch.allclose(a, b, rtol=1e-12, atol=1e-14) for a, b in zip(g0, g1))
+    assert torch.equal(a0, a1)
+
+
 def test_checkpoint_keeps_fewer_tensors():
     """With checkpoint=True autograd keeps only the layer inputs (hooks count saved bytes)."""
     torch.manual_seed(0)

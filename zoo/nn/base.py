@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph
-from zoo.nn.functional import _is_batched, dropout
+from zoo.nn.functional import _is_batched, active_replica_randomness, dropout, replica_randomness
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
 # is what the conservation law of the balance paper needs (Theorem 2.2).
@@ -430,10 +430,28 @@ class DeepGNN(nn.Module):
         tensors of the forward pass keeps the gradients those of the replica that ran.
         """
         state = {**dict(self.named_parameters()), **dict(self.named_buffers())}
+        # Per-replica dropout streams (zoo.bench) are not torch's global RNG, which checkpoint
+        # replays by itself: remember their positions so the recomputation draws the same masks.
+        active = active_replica_randomness()
+        rng_state = active[0].get_state() if active is not None else None
+        calls = [0]
 
         def block(g: Graph, x: Tensor, edges: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+            calls[0] += 1
             with _reparametrize_module(self, state):
-                return self._layer_block(index, g, x, edges)
+                if active is None:
+                    return self._layer_block(index, g, x, edges)
+                rng, token = active
+                if calls[0] == 1:
+                    with replica_randomness(rng, token):
+                        return self._layer_block(index, g, x, edges)
+                now = rng.get_state()
+                rng.set_state(rng_state)
+                try:
+                    with replica_randomness(rng, token):
+                        return self._layer_block(index, g, x, edges)
+                finally:
+                    rng.set_state(now)
 
         return block
 

@@ -355,6 +355,18 @@ class ReplicaRandomness:
                 (self.seeds[replica] * 1_000_003 + 0x5EED) % 2 ** 63)
         return self._generators[key]
 
+    def get_state(self) -> Dict[Tuple[int, str], Tensor]:
+        """The streams' positions (for replaying a recomputed block, e.g. activation checkpointing)."""
+        return {key: gen.get_state() for key, gen in self._generators.items()}
+
+    def set_state(self, state: Dict[Tuple[int, str], Tensor]) -> None:
+        """Rewind to ``get_state()``'s positions; streams created since then start afresh."""
+        for key in list(self._generators):
+            if key not in state:
+                del self._generators[key]
+        for key, value in state.items():
+            self._generators[key].set_state(value)
+
     def mask(self, replica: int, like: Tensor, p: float) -> Tensor:
         """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``."""
         keep = torch.empty(like.shape, dtype=like.dtype, device=like.device)
@@ -373,6 +385,11 @@ def _no_vmap_randomness() -> Any:
 
 
 _ACTIVE: List[Tuple[ReplicaRandomness, Tensor]] = []
+
+
+def active_replica_randomness() -> Optional[Tuple[ReplicaRandomness, Tensor]]:
+    """The innermost :func:`replica_randomness` context's ``(rng, token)``, or ``None``."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 @contextmanager
@@ -418,4 +435,4 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
 
 
 __all__: List[str] = ["gather_rows", "segment_sum", "segment_max", "segment_softmax", "dropout", "linear",
-                      "ReplicaRandomness", "replica_randomness", "leaky_relu_dot", "weight_messages"]
+                      "ReplicaRandomness", "replica_randomness", "active_replica_randomness", "leaky_relu_dot", "weight_messages"]
