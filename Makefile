@@ -20,7 +20,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test,ray]"
 	$(BIN)/python -m pip install -q $(DGL) || echo "warning: $(DGL) could not be installed; DGL adapter tests will be skipped"
 	touch $@
 

@@ -3,11 +3,14 @@
     zoo list [models|inits|norms|datasets|suites]
     zoo train --model gatv2 --dataset cora --layers 10 --init bal_o --optimizer sgd --lr 0.05 \
               --epochs 5000 --seeds 0-4 [--set heads=8 --set data.undirected=true] [--device cuda]
-    zoo bench SUITE [--quick] [--device cuda] [--out DIR] [--quiet]
+    zoo bench SUITE [--quick] [--device cuda] [--out DIR] [--quiet] [--where KEY=V1[,V2]]... [--shard I/N]
+              [--workers N | --executor ray [--ray-address ADDR] [--gpus-per-group F] [--max-retries N]]
+    zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
 
-Exit codes: 0 success; 2 an error (bad input, unusable folder, corrupt file: one line on stderr);
-3 nothing to do (no run recorded: every dataset missing, or an empty leaderboard).  See
+Exit codes: 0 success; 1 some runs failed (recorded as failed; a re-run retries them); 2 an error
+(bad input, unusable folder, corrupt file: one line on stderr); 3 nothing to do (no run recorded:
+every dataset missing, or an empty leaderboard).  See
 docs/reliability.md.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 LISTABLE = ("models", "inits", "norms", "datasets", "suites")
+EXIT_FAILED = 1     # some runs failed (recorded as failed; a re-run retries them)
 EXIT_ERROR = 2      # bad input, unusable folder, corrupt file
 EXIT_NOTHING = 3    # nothing ran / nothing to show
 
@@ -87,6 +91,19 @@ def parse_seeds(text: str) -> List[int]:
     return seeds
 
 
+def parse_workers(text: str) -> Any:
+    """``--workers``: a number >= 1 or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', got {text!r}")
+    return n
+
+
 def parse_setting(text: str) -> tuple:
     """``key=value`` with a TOML value (``8``, ``0.5``, ``true``, ``"add"``, ``[1, 2]``); bare words are strings."""
     if "=" not in text:
@@ -151,6 +168,30 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
     be.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     be.add_argument("--no-leaderboard", action="store_true")
+    ex = be.add_argument_group("selection and execution (docs/distributed.md)")
+    ex.add_argument("--where", action="append", default=[], metavar="KEY=V1[,V2]",
+                    help="run only cells with KEY in the values (repeatable; keys as in the suite, e.g. "
+                         "dataset=cornell_npz, num_layers=2,5); ids stay the full suite's")
+    ex.add_argument("--shard", default=None, metavar="I/N",
+                    help="run shard I of N (1-based): a deterministic, cost-balanced part of the groups "
+                         "(job arrays; combine the --out folders with `zoo merge`)")
+    ex.add_argument("--executor", choices=("local", "process", "ray"), default="local",
+                    help="where groups run: here / in --workers processes (default), or on Ray")
+    ex.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
+                    help="run groups in N worker processes, one torch thread each (auto: one per CPU core on "
+                         "CPU, 1 on a GPU); default 1 = in this process, which measured fastest here "
+                         "(docs/distributed.md)")
+    ex.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="Ray cluster to join (default: start a local Ray instance)")
+    ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
+    ex.add_argument("--gpus-per-group", type=float, default=0.0, metavar="F",
+                    help="Ray: GPUs per task, a fraction shares one GPU between groups (default 0)")
+    ex.add_argument("--max-retries", type=int, default=3, metavar="N",
+                    help="Ray: retries of a group whose worker died before it is recorded as failed (default 3)")
+
+    mg = sub.add_parser("merge", help="merge shard / slice results folders of one suite into one folder")
+    mg.add_argument("results", nargs="+", help="results folders written by `zoo bench --shard I/N --out ...`")
+    mg.add_argument("--out", required=True, help="new folder for the merged results")
 
     lb = sub.add_parser("leaderboard", help="Markdown/CSV/JSON/HTML leaderboard from results folders")
     lb.add_argument("results", nargs="+")
@@ -194,18 +235,42 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
     from zoo.bench.leaderboard import load_board, to_markdown, write_leaderboard
     from zoo.bench.runner import run_suite
 
+    from zoo.bench.executors import make_executor
+    from zoo.bench.runner import data_env
+    from zoo.bench.selection import parse_shard, parse_where
+
+    where = parse_where(getattr(args, "where", []) or [])
+    shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
+    name, workers = getattr(args, "executor", "local"), getattr(args, "workers", 1)
+    if name == "ray":
+        if workers != 1:
+            raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs set "
+                             "the parallelism (--cpus-per-group / --gpus-per-group per task)")
+        executor: Any = make_executor("ray", ray_address=args.ray_address, cpus_per_group=args.cpus_per_group,
+                                      gpus_per_group=args.gpus_per_group, max_retries=args.max_retries,
+                                      env=data_env())
+    else:
+        executor = name
     writable_dir(out, "--out")
     if args.data_root is not None:
         writable_dir(Path(args.data_root), "--data-root", probe=False)
     summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
-                        force_new=getattr(args, "force_new", False))
+                        force_new=getattr(args, "force_new", False),
+                        executor=executor, workers=workers, where=where, shard=shard)
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
-          f"{len(summary.skipped)} skipped, {summary.diverged} diverged; {summary.wall_time_s:.1f} s; results in {out}")
+          f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
+          f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")
     if summary.skipped:
         for reason in sorted(set(summary.skipped.values())):
             print(f"  skipped: {reason}", file=sys.stderr)
+    if summary.failed:
+        for error in sorted(set(summary.failed.values())):
+            print(f"  failed (recorded; a re-run retries it): {error.strip().splitlines()[-1]}", file=sys.stderr)
     if summary.ran + summary.already_done == 0:
+        if summary.failed:
+            print(f"zoo: no run of {suite.name} finished: {len(summary.failed)} failed (see above)", file=sys.stderr)
+            return EXIT_FAILED
         print(f"zoo: nothing ran: none of the {summary.total} run(s) of {suite.name} could start "
               "(see 'skipped' above); nothing was recorded", file=sys.stderr)
         return EXIT_NOTHING
@@ -213,6 +278,17 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
         paths = write_leaderboard([out], out / "leaderboard")
         print(to_markdown(load_board(out)))
         print(f"leaderboard: {paths['html']}")
+    return EXIT_FAILED if summary.failed else 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from zoo.bench.merge import merge
+
+    s = merge(args.results, args.out)
+    print(f"merged {s.inputs} folder(s) into {s.out}: {s.runs} finished run(s) of {s.total}, "
+          f"{s.failed} failed record(s) kept (a re-run retries them)")
+    if s.missing_shards:
+        print(f"  warning: shard(s) {', '.join(map(str, s.missing_shards))} not among the inputs", file=sys.stderr)
     return 0
 
 
@@ -237,6 +313,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             out = Path(args.out or f"results/train/{cell_id(raw)[:10]}")
             args.max_replicas = None
             return _bench(suite, out, args)
+        if args.command == "merge":
+            return _merge(args)
         if args.command == "leaderboard":
             from zoo.bench.leaderboard import dropped_note, load_board, write_leaderboard
 

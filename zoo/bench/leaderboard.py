@@ -139,6 +139,7 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
     layout = suite_info["leaderboard"]
     scale = float(layout.get("scale", 100.0)) if layout["metric"] in ("train", "val", "test", "pruned") else 1.0
     buckets: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, Any]] = {}
+    recs = [r for r in recs if not records.is_failed(r)]  # failed runs have no metrics (re-run retries them)
     for rec in recs:
         cfg = rec["config"]
         table = cell_value(cfg, layout["table_by"]) if layout.get("table_by") else ""
@@ -183,8 +184,11 @@ def load_board(results: PathLike) -> Board:
     suite_ids = {c["id"] for c in info["cells"]}
     kept: List[Dict[str, Any]] = []
     seen = set()
-    dropped = {"duplicate": 0, "not_in_suite": 0}
+    dropped = {"duplicate": 0, "not_in_suite": 0, "failed": 0}
     for number, rec in records.iter_numbered(log):
+        if records.is_failed(rec):  # no metrics; not finished, so a re-run retries it (docs/distributed.md)
+            dropped["failed"] += 1
+            continue
         if rec["id"] not in suite_ids:
             dropped["not_in_suite"] += 1
             continue
@@ -215,6 +219,8 @@ def dropped_note(board: Board) -> str:
         parts.append(f"{board.dropped['duplicate']} duplicate record(s) (same run id) ignored")
     if board.dropped.get("not_in_suite"):
         parts.append(f"{board.dropped['not_in_suite']} record(s) of cells not in suite {board.suite!r} ignored")
+    if board.dropped.get("failed"):
+        parts.append(f"{board.dropped['failed']} failed-run record(s) ignored (a re-run retries them)")
     return "; ".join(parts)
 
 

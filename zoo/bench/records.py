@@ -20,6 +20,9 @@ import torch
 
 PathLike = Union[str, Path]
 RESULTS_FILE = "results.jsonl"
+# A record's ``status``: "ok" (or absent: older records) for a finished run; "failed" for a run
+# whose group raised or whose worker died (with ``error``): not done, so a re-run retries it.
+OK, FAILED = "ok", "failed"
 
 
 class CorruptRecordsError(RuntimeError):
@@ -114,8 +117,13 @@ def read_records(path: PathLike) -> List[Dict[str, Any]]:
     return list(iter_records(path))
 
 
+def is_failed(record: Dict[str, Any]) -> bool:
+    return record.get("status", OK) == FAILED
+
+
 def completed_ids(path: PathLike) -> set:
-    return {r["id"] for r in iter_records(path)}
+    """Ids of finished runs (failed records are not finished: a re-run retries them)."""
+    return {r["id"] for r in iter_records(path) if not is_failed(r)}
 
 
 # --------------------------------------------------------------------------- the suite an output folder holds

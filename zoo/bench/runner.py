@@ -1,5 +1,10 @@
 """Run a suite: expand, skip finished runs, train each group as stacked replicas, log records.
 
+The driver (:func:`run_suite`) selects cells (``where`` / ``shard``), drops those already
+logged, makes one job per group and hands the jobs to an executor (:mod:`zoo.bench.executors`:
+in-process, a process pool, or Ray).  Wherever a job runs, :func:`execute_group` does the work
+and returns ``(cell, result, extra)`` per cell; only the driver appends records.
+
 The runner owns its output folder::
 
     OUT/results.jsonl        one line per finished run (zoo.bench.records)
@@ -10,12 +15,15 @@ The runner owns its output folder::
 
 Killing the process at any moment loses only the runs in flight: a record is appended only
 when its run has finished, in one atomic write, and a re-run skips every id already logged.
+A group that raised (or whose worker died) is logged as ``status: "failed"`` with its error;
+the leaderboard ignores such records and a re-run retries them.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
 import fcntl
+import functools
 import json
 import os
 import resource
@@ -23,12 +31,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
 from zoo.bench import records
+from zoo.bench.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers, format_error,
+                                 make_executor)
 from zoo.bench.suite import Cell, Suite
 from zoo.bench.train import GraphPool, RunResult, TrainConfig, build_replicas, train_replicas
 
@@ -44,6 +54,8 @@ class RunSummary:
     skipped: Dict[str, str] = field(default_factory=dict)   # cell id -> reason
     diverged: int = 0
     wall_time_s: float = 0.0
+    failed: Dict[str, str] = field(default_factory=dict)    # cell id -> error
+    executor: str = "local"
 
 
 def resolve_device(device: Optional[str]) -> torch.device:
@@ -92,10 +104,12 @@ def _lock(out: Path) -> Iterator[None]:
 
 
 class TaskCache:
-    """Load each distinct (dataset, split, transforms, options, data_seed) once per run."""
+    """Load each distinct (dataset, split, transforms, options, data_seed) once per run
+    (``max_items`` keeps only the most recent ones: long-lived workers)."""
 
-    def __init__(self, root: Optional[PathLike] = None) -> None:
+    def __init__(self, root: Optional[PathLike] = None, max_items: Optional[int] = None) -> None:
         self.root = root
+        self.max_items = max_items
         self._tasks: Dict[str, Any] = {}
 
     def get(self, task_cfg: Dict[str, Any]) -> Any:
@@ -104,6 +118,8 @@ class TaskCache:
             from zoo.datasets import load
 
             transforms = [t if isinstance(t, str) else (t[0], t[1]) for t in task_cfg["transforms"]]
+            if self.max_items is not None and len(self._tasks) >= self.max_items:
+                self._tasks.pop(next(iter(self._tasks)))
             self._tasks[key] = load(task_cfg["dataset"], root=self.root, split=task_cfg["split"],
                                     transforms=transforms, seed=task_cfg["data_seed"], **task_cfg["options"])
         return self._tasks[key]
@@ -159,9 +175,12 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
 # --------------------------------------------------------------------------- running
 
 
-def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
+def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
               progress: Optional[Callable[[int], None]] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
-    """Train (or measure) one group of cells together; returns (result, extra record fields) per cell."""
+    """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
+
+    ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``).
+    """
     dtype = getattr(torch, cells[0].config["run"]["dtype"])
     cfg = train_config(cells[0])
     factories = [model_factory(c, task) for c in cells]
@@ -170,7 +189,7 @@ def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.devi
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     replicas, view = build_replicas(task, factories, seeds, device, dtype, cfg, stacked)
-    if suite.mode == "energy_at_init":
+    if mode == "energy_at_init":
         if task.kind != "transductive":
             raise ValueError("energy_at_init needs a transductive dataset (one graph)")
         # nonlocal paper §2 and Tables 2/4/6: Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the
@@ -192,7 +211,7 @@ def run_group(suite: Suite, cells: Sequence[Cell], task: Any, device: torch.devi
                    for trace in traces]
     else:
         results = train_replicas(task, replicas, view, cfg, seeds, progress=progress)
-        if suite.mode == "prune_layers" or cells[0].config["run"].get("prune_layers"):
+        if mode == "prune_layers" or cells[0].config["run"].get("prune_layers"):
             _prune(task, replicas, view, cells, results)
     mem, mem_kind = _peak_memory(device)
     group_time = time.perf_counter() - start
@@ -242,21 +261,87 @@ def _prune(task: Any, replicas: Any, view: Any, cells: Sequence[Cell], results: 
         res.best_state = None
 
 
-def make_record(suite: Suite, cell: Cell, task: Any, res: RunResult, extra: Dict[str, Any],
-                device: torch.device, build_config: Dict[str, Any]) -> Dict[str, Any]:
-    prov = records.provenance(device)
+# --------------------------------------------------------------------------- one group, anywhere
+
+
+_WORKER_TASKS: Dict[str, TaskCache] = {}
+
+
+def _worker_tasks(data_root: Optional[str]) -> TaskCache:
+    """A worker process's task cache (kept across the groups it runs; two tasks at most)."""
+    key = json.dumps([data_root, os.environ.get("ZOO_DATA"), os.environ.get("ZOO_DATA_MIRROR")])
+    if key not in _WORKER_TASKS:
+        _WORKER_TASKS.clear()
+        _WORKER_TASKS[key] = TaskCache(data_root, max_items=2)
+    return _WORKER_TASKS[key]
+
+
+def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = None,
+                  tasks: Optional[TaskCache] = None) -> Outcome:
+    """The work every executor runs for one job, here or on a worker: load the task (from the
+    data root / mirror *of this machine*), train the group, and return ``(cell, result, extra)``
+    per cell — ``extra`` holds everything of the record that only the worker knows (task
+    facts, build config, device, peak memory).  Missing data -> ``skipped``; any error ->
+    ``failed`` with its traceback; nothing is written here.
+    """
+    from zoo.datasets import MissingDataError
+
+    try:
+        if tasks is None:  # a worker: the driver's ZOO_DATA / ZOO_DATA_MIRROR (absolute paths)
+            os.environ.update(job.env)
+            tasks = _worker_tasks(job.data_root)
+        cells = job.cells
+        try:
+            task = tasks.get(cells[0].config["task"])
+        except MissingDataError as e:
+            return Outcome(job, "skipped", error=f"dataset {cells[0].config['task']['dataset']!r} unavailable: {e}")
+        dev = resolve_device(job.device)
+        results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress)
+        prov = records.provenance(dev)
+        common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
+                  "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
+                  "commit": prov["commit"], "host": prov["host"]}
+        build_config = _build_config(cells[0], task)
+        out = []
+        for cell, (res, extra) in zip(cells, results):
+            res.best_state = None  # tensors the driver does not need (and would have to receive)
+            out.append((cell, res, {**common, "build_config": {**build_config, "init": cell.config["model"]["init"]},
+                                    **extra}))
+        return Outcome(job, "ok", out)
+    except Exception as e:  # recorded as failed; the suite goes on and a re-run retries it
+        return Outcome(job, "failed", error=format_error(e))
+
+
+# --------------------------------------------------------------------------- records
+
+
+def make_record(suite: Suite, cell: Cell, res: RunResult, extra: Dict[str, Any]) -> Dict[str, Any]:
+    """A finished run's record (``extra`` comes from :func:`execute_group`)."""
     return {
-        "id": cell.id, "group": cell.group, "suite": suite.name, "quick": suite.quick,
-        "config": cell.config, "seed": cell.seed, "split": task.split,
-        "preprocessing": list(task.preprocessing), "task_source": task.source, "metric": task.metric,
+        "id": cell.id, "group": cell.group, "suite": suite.name, "quick": suite.quick, "status": records.OK,
+        "config": cell.config, "seed": cell.seed,
         "metrics": res.metrics, "train_loss": res.train_loss, "val_loss": res.val_loss,
         "epochs_to_best": res.best_epoch, "epochs_run": res.epochs_run, "stop_reason": res.stop_reason,
         "diverged": res.diverged, "diverged_epoch": res.diverged_epoch,
         "wall_time_s": res.wall_time_s / max(extra["group_size"], 1), "time_per_epoch_s": res.time_per_epoch_s,
-        "num_parameters": res.num_parameters, "build_config": build_config,
-        "device": prov["device"], "versions": prov["versions"], "commit": prov["commit"],
-        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **res.extra, **extra,
+        "num_parameters": res.num_parameters,
+        "finished_at": _now(), **res.extra, **extra,
     }
+
+
+def failed_record(suite: Suite, cell: Cell, error: str, attempts: int, executor: str) -> Dict[str, Any]:
+    """A run whose group raised or whose worker died: kept for the record, ignored by the
+    leaderboard, and retried by the next run (``records.completed_ids`` skips it)."""
+    return {"id": cell.id, "group": cell.group, "suite": suite.name, "quick": suite.quick, "status": records.FAILED,
+            "config": cell.config, "seed": cell.seed, "error": error, "attempts": attempts, "executor": executor,
+            "finished_at": _now()}
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------------------- the driver
 
 
 def _chunks(cells: List[Cell], size: Optional[int]) -> List[List[Cell]]:
@@ -265,65 +350,95 @@ def _chunks(cells: List[Cell], size: Optional[int]) -> List[List[Cell]]:
     return [cells[i:i + size] for i in range(0, len(cells), size)]
 
 
+def _abs_paths(value: str) -> str:
+    return os.pathsep.join(str(Path(p).expanduser().resolve()) if p else p for p in value.split(os.pathsep))
+
+
+def data_env() -> Dict[str, str]:
+    """The driver's data locations, as absolute paths, for workers (``ZOO_DATA``, ``ZOO_DATA_MIRROR``)."""
+    return {k: _abs_paths(os.environ[k]) for k in ("ZOO_DATA", "ZOO_DATA_MIRROR") if os.environ.get(k)}
+
+
+def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
+              max_replicas: Optional[int], data_root: Optional[PathLike]) -> List[GroupJob]:
+    """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked."""
+    from zoo.bench.selection import group_cost
+
+    groups: Dict[str, List[Cell]] = {}
+    for c in cells:
+        groups.setdefault(c.group, []).append(c)
+    root = None if data_root is None else str(Path(data_root).expanduser().resolve())
+    env = data_env()
+    chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
+    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk))
+            for i, chunk in enumerate(chunks)]
+
+
 def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
               stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
-              stop_after: Optional[int] = None, force_new: bool = False) -> RunSummary:
+              stop_after: Optional[int] = None, force_new: bool = False,
+              executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
+              where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
+              ) -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
     replicas stacked at once (memory); ``stop_after`` stops after that many groups (tests).
     An ``out`` holding another or an edited suite's results is refused (``records.check_same_suite``);
     ``force_new`` moves those results into ``out/superseded-<time>/`` first.
+    ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
+    per core, see :func:`~zoo.bench.executors.auto_workers`), ``"ray"`` or an
+    :class:`~zoo.bench.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
+    (``(i, n)``) select part of the suite (:mod:`zoo.bench.selection`); ids stay the full suite's.
     """
     from tqdm.auto import tqdm
 
-    from zoo.datasets import MissingDataError
+    from zoo.bench.selection import select, selection_info
 
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
                                      or max_replicas < 1):
         raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
     out = Path(out)
+    if not (executor == "ray" or isinstance(executor, RayExecutor)):
+        resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
+    if isinstance(workers, str) and workers != "auto":
+        raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
+    cells = select(suite, where, shard)
     out.mkdir(parents=True, exist_ok=True)
-    dev = resolve_device(device)
     results_path = out / records.RESULTS_FILE
     t0 = time.perf_counter()
     with _lock(out):
-        records.check_same_suite(out, suite.resolved(), force_new=force_new)
-        write_atomic(out / "suite.resolved.json", json.dumps(suite.resolved(), indent=1, sort_keys=True, default=str))
+        resolved = suite.resolved()  # the full suite: a slice / shard keeps the full suite's ids
+        records.check_same_suite(out, resolved, force_new=force_new)
+        info = selection_info(where, shard)
+        if info is not None:
+            resolved["selection"] = info
+        write_atomic(out / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
         done = records.completed_ids(results_path)
-        pending = [c for c in suite.cells if c.id not in done]
-        summary = RunSummary(out=out, total=len(suite.cells), already_done=len(suite.cells) - len(pending), ran=0)
-        groups: Dict[str, List[Cell]] = {}
-        for c in pending:
-            groups.setdefault(c.group, []).append(c)
-        work = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
-        tasks = TaskCache(data_root)
+        pending = [c for c in cells if c.id not in done]
+        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root)
+        if stop_after is not None:
+            jobs = jobs[:stop_after]
+        if isinstance(executor, Executor):
+            ex = executor
+        else:
+            n = 1 if executor == "ray" else auto_workers(len(jobs), device) if workers == "auto" else int(workers)
+            ex = make_executor(executor or "local", workers=n, quiet=quiet, env=data_env())
+        summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
+                             executor=ex.describe())
+        if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
+            jobs.sort(key=lambda j: (-j.cost, j.index))
+        work = functools.partial(execute_group, tasks=TaskCache(data_root)) if isinstance(ex, LocalExecutor) \
+            else execute_group
         bar = tqdm(total=len(pending), desc=f"{suite.name}", unit="run", disable=quiet, dynamic_ncols=True)
         try:
-            for n_group, cells in enumerate(work):
-                if stop_after is not None and n_group >= stop_after:
-                    break
-                try:
-                    task = tasks.get(cells[0].config["task"])
-                except MissingDataError as e:
-                    for c in cells:
-                        summary.skipped[c.id] = f"dataset {c.config['task']['dataset']!r} unavailable: {e}"
-                    bar.update(len(cells))
-                    continue
-                epochs = cells[0].config["train"]["epochs"] if suite.mode != "energy_at_init" else 0
-                inner = tqdm(total=epochs + 1, desc=_group_label(cells), leave=False, unit="ep", disable=quiet,
-                             dynamic_ncols=True)
-                try:
-                    results = run_group(suite, cells, task, dev, stacked, progress=inner.update)
-                finally:
-                    inner.close()
-                build_config = _build_config(cells[0], task)
-                for cell, (res, extra) in zip(cells, results):
-                    records.append_record(results_path, make_record(suite, cell, task, res, extra, dev,
-                                                                    {**build_config, "init": cell.config["model"]["init"]}))
-                    summary.ran += 1
-                    summary.diverged += int(res.diverged)
-                bar.update(len(cells))
+            outcomes = ex.run(jobs, work)
+            try:
+                for outcome in outcomes:
+                    _log_outcome(suite, outcome, results_path, summary, ex.name)
+                    bar.update(len(outcome.job.cells))
+            finally:  # on any exit (Ctrl-C, a write error) the executor stops its workers now
+                getattr(outcomes, "close", lambda: None)()
         finally:
             bar.close()
             write_atomic(out / "skipped.json", json.dumps(summary.skipped, indent=1, sort_keys=True))
@@ -331,13 +446,24 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     return summary
 
 
+def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: RunSummary, executor: str) -> None:
+    """The only place records are written: one atomic line per run, in the driver."""
+    cells = outcome.job.cells
+    if outcome.status == "skipped":
+        for c in cells:
+            summary.skipped[c.id] = outcome.error
+    elif outcome.status == "failed":
+        for c in cells:
+            records.append_record(results_path, failed_record(suite, c, outcome.error, outcome.attempts, executor))
+            summary.failed[c.id] = outcome.error
+    else:
+        for cell, res, extra in outcome.results:
+            records.append_record(results_path, make_record(suite, cell, res, extra))
+            summary.ran += 1
+            summary.diverged += int(res.diverged)
+
+
 def _build_config(cell: Cell, task: Any) -> Dict[str, Any]:
     m = cell.config["model"]
     return {"name": m["name"], "in_dim": task.num_features, "out_dim": output_size(task), "norm": m["norm"],
             "norm_kwargs": m["norm_kwargs"], "init_kwargs": m["init_kwargs"], **m["kwargs"]}
-
-
-def _group_label(cells: Sequence[Cell]) -> str:
-    c = cells[0].config
-    depth = c["model"]["kwargs"].get("num_layers", "")
-    return f"{c['task']['dataset']} {c['model']['name']} L={depth} x{len(cells)}"

@@ -153,15 +153,18 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
         got = f"{x.size(1)}" if x.dim() == 2 else f"a tensor of shape {tuple(x.shape)}"
         raise ValueError(f"{owner}: expected node features of shape (N, in_dim) with in_dim={in_dim} features, "
                          f"got {got}; build the model with in_dim=x.size(1) or pass the matching features")
-    if not x.is_floating_point():
-        raise TypeError(f"{owner}: node features must be floating point, got dtype {x.dtype}; "
-                        "convert them with x.float() (integer category ids need an embedding first)")
-    param = next(iter(model.parameters()), None)
-    if (param is not None and param.is_floating_point() and x.dtype != param.dtype
-            and not torch.is_autocast_enabled(x.device.type)):
-        raise TypeError(f"{owner}: node features have dtype {x.dtype} but the model's parameters are {param.dtype}; "
-                        f"convert one of them (x.to({param.dtype}) or model.to({x.dtype}))")
-    if not getattr(model, "check_inputs", True) or os.environ.get(CHECK_INPUTS_ENV, "1") == "0" or _scan_skipped(x):
+    # A model with an input encoder (e.g. OGB's AtomEncoder) reads raw columns of any dtype.
+    if getattr(model, "input_encoder", None) is None:
+        if not x.is_floating_point():
+            raise TypeError(f"{owner}: node features must be floating point, got dtype {x.dtype}; "
+                            "convert them with x.float() (integer category ids need an input encoder)")
+        param = next(iter(model.parameters()), None)
+        if (param is not None and param.is_floating_point() and x.dtype != param.dtype
+                and not torch.is_autocast_enabled(x.device.type)):
+            raise TypeError(f"{owner}: node features have dtype {x.dtype} but the model's parameters are "
+                            f"{param.dtype}; convert one of them (x.to({param.dtype}) or model.to({x.dtype}))")
+    if (not x.is_floating_point() or not getattr(model, "check_inputs", True)
+            or os.environ.get(CHECK_INPUTS_ENV, "1") == "0" or _scan_skipped(x)):
         return
     version = _version(x)
     if _SEEN.hit(x, version):
