@@ -2,7 +2,7 @@
 
 Trains the same R cells (one architecture, R seeds) twice in this process — one replica at a
 time, then all R stacked — and prints runs/hour for both and their ratio.  The issue's target
-is >= 5x on a GPU for Cora-size graphs.
+is >= 5x on a GPU for Cora-size graphs and >= 3x on CPU (issue 9).
 
     python benchmarks/speed_sweep.py                       # Cora, GAT L=2/5, R=10, cpu or cuda
     python benchmarks/speed_sweep.py --device cuda --replicas 20 --epochs 100

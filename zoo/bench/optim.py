@@ -29,6 +29,11 @@ def _expand(mask: Tensor, like: Tensor) -> Tensor:
     return mask.view(-1, *([1] * (like.dim() - 1)))
 
 
+def _all(mask: Tensor) -> bool:
+    """Whether every entry of ``mask`` is true, asked only on CPU (no device sync per step)."""
+    return mask.device.type == "cpu" and bool(mask.all())
+
+
 class _Base:
     def __init__(self, params: Sequence[Tensor], lr: float, weight_decay: float, warmup_epochs: int) -> None:
         if lr <= 0:
@@ -60,6 +65,24 @@ class StackedSGD(_Base):
         steps = self.steps + active.to(self.steps.dtype)
         lr = self.lr_at(steps)
         first = steps == 1
+        if _all(active) and (_all(first) or not bool(first.any())):
+            self._step_in_place(params, grads, lr, bool(first[0]))
+        else:
+            self._step_masked(params, grads, active, lr, first)
+        self.steps = steps
+
+    def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: Tensor, first: bool) -> None:
+        # every replica active and at the same phase: the masked update's values, computed in place
+        for i, (p, g) in enumerate(zip(params, grads)):
+            d = g + self.weight_decay * p if self.weight_decay else g
+            if self.momentum:
+                buf = self.buffers[i]
+                buf.copy_(d) if first else buf.mul_(self.momentum).add_(d)
+                d = buf
+            p.sub_(_expand(lr, p).to(p.dtype) * d)
+
+    def _step_masked(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor, lr: Tensor,
+                     first: Tensor) -> None:
         for i, (p, g) in enumerate(zip(params, grads)):
             m = _expand(active, p)
             d = g + self.weight_decay * p if self.weight_decay else g
@@ -71,7 +94,6 @@ class StackedSGD(_Base):
                 d = new_buf
             update = p - _expand(lr, p).to(p.dtype) * d
             p.copy_(torch.where(m, update, p))
-        self.steps = steps
 
 
 class StackedAdam(_Base):
@@ -93,6 +115,28 @@ class StackedAdam(_Base):
         bias1 = 1 - self.beta1 ** safe
         bias2_sqrt = torch.sqrt(1 - self.beta2 ** safe)
         step_size = lr / bias1
+        if _all(active):
+            self._step_in_place(params, grads, lr, step_size, bias2_sqrt)
+        else:
+            self._step_masked(params, grads, active, lr, step_size, bias2_sqrt)
+        self.steps = steps
+
+    def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: Tensor, step_size: Tensor,
+                       bias2_sqrt: Tensor) -> None:
+        # every replica active: the masked update's values (same operations, same order), in place
+        for p, g, m1, m2 in zip(params, grads, self.exp_avg, self.exp_avg_sq):
+            if self.weight_decay:
+                if self.decoupled:
+                    p.mul_(1 - _expand(lr, p).to(p.dtype) * self.weight_decay)
+                else:
+                    g = g + self.weight_decay * p
+            m1.lerp_(g, 1 - self.beta1)
+            m2.mul_(self.beta2).add_((1 - self.beta2) * g * g)
+            denom = m2.sqrt() / _expand(bias2_sqrt, p).to(p.dtype) + self.eps
+            p.sub_(_expand(step_size, p).to(p.dtype) * m1 / denom)
+
+    def _step_masked(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor, lr: Tensor,
+                     step_size: Tensor, bias2_sqrt: Tensor) -> None:
         for p, g, m1, m2 in zip(params, grads, self.exp_avg, self.exp_avg_sq):
             m = _expand(active, p)
             base = p
@@ -108,7 +152,6 @@ class StackedAdam(_Base):
             m1.copy_(torch.where(m, new_m1, m1))
             m2.copy_(torch.where(m, new_m2, m2))
             p.copy_(torch.where(m, update, p))
-        self.steps = steps
 
 
 def make_optimizer(name: str, params: Sequence[Tensor], *, lr: float, weight_decay: float = 0.0,

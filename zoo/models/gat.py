@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 
@@ -72,7 +72,7 @@ class GATLayer(nn.Module):
 
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         n, src, dst = graph.num_nodes, graph.src, graph.dst
-        xw = self.lin(x).view(n, self.heads, self.channels)
+        xw = linear(x, self.lin.weight).view(n, self.heads, self.channels)
         # Scores are computed per node and gathered per edge: O(N) dot products, not O(E).
         score_src = (xw * self.att_src).sum(-1)
         score_dst = (xw * self.att_dst).sum(-1)
@@ -83,7 +83,7 @@ class GATLayer(nn.Module):
         if bias is not None:
             scores = scores + bias
         alpha = segment_softmax(F.leaky_relu(scores, self.negative_slope), dst, n)
-        weights = F.dropout(alpha, self.attn_dropout, self.training)
+        weights = dropout(alpha, self.attn_dropout, self.training)
         out = segment_sum(weights.unsqueeze(-1) * gather_rows(xw, src), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:

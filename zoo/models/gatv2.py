@@ -11,7 +11,7 @@ from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 UPDATE_WEIGHTS = ("source", "separate")
@@ -76,8 +76,8 @@ class GATv2Layer(nn.Module):
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         n, src, dst = graph.num_nodes, graph.src, graph.dst
         shape = (n, self.heads, self.channels)
-        x_src = self.lin_src(x).view(shape)
-        x_dst = x_src if self.lin_dst is None else self.lin_dst(x).view(shape)
+        x_src = linear(x, self.lin_src.weight).view(shape)
+        x_dst = x_src if self.lin_dst is None else linear(x, self.lin_dst.weight).view(shape)
         src_features = gather_rows(x_src, src)  # gathered once: used by the score and the message
         hidden = src_features + gather_rows(x_dst, dst)
         if self.att_bias is not None:
@@ -87,8 +87,9 @@ class GATv2Layer(nn.Module):
         else:
             scores = (F.leaky_relu(hidden, self.negative_slope) * self.att).sum(-1)
         alpha = segment_softmax(scores, dst, n)
-        weights = F.dropout(alpha, self.attn_dropout, self.training)
-        values = src_features if self.lin_update is None else gather_rows(self.lin_update(x).view(shape), src)
+        weights = dropout(alpha, self.attn_dropout, self.training)
+        values = (src_features if self.lin_update is None
+                  else gather_rows(linear(x, self.lin_update.weight).view(shape), src))
         out = segment_sum(weights.unsqueeze(-1) * values, dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:

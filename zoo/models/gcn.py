@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_sum
+from zoo.nn.functional import gather_rows, linear, segment_sum
 from zoo.registry import register_model
 
 NORMALIZATIONS = ("symmetric", "mean")
@@ -67,7 +67,7 @@ class GCNLayer(nn.Module):
 
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         coef = propagation_coefficients(graph, self.normalization, x.dtype)
-        xw = self.lin(x)
+        xw = linear(x, self.lin.weight)
         out = segment_sum(coef * gather_rows(xw, graph.src), graph.dst, graph.num_nodes)
         if self.bias is not None:
             out = out + self.bias

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, check_nonlocal_norm, split_norm
+from zoo.nn.functional import dropout
 from zoo.registry import register_model
 
 
@@ -75,7 +75,7 @@ class SAN(AttentionStack):
         self.decoder = nn.Linear(hidden_dim, out_dim)
 
     def encode(self, graph: Graph, x: Tensor) -> Tensor:
-        return self.encoder(F.dropout(x, self.input_dropout, self.training))
+        return self.encoder(dropout(x, self.input_dropout, self.training))
 
     def decode(self, h: Tensor) -> Tensor:
         return self.decoder(h)

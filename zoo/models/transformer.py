@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
 from zoo.nn.base import AttentionRecord, check_node_features, positive_int
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 PLACEMENTS = ("post", "pre")
@@ -82,7 +82,7 @@ class GraphSelfAttention(nn.Module):
         else:
             scores = scores * self.scale
         alpha = segment_softmax(scores, dst, n)
-        weights = F.dropout(alpha, self.attn_dropout, self.training)
+        weights = dropout(alpha, self.attn_dropout, self.training)
         heads = segment_sum(weights.unsqueeze(-1) * gather_rows(value, src), dst, n)  # P^h X V^h
         if self.nonlocal_energy:
             # (1/n) ||P^h X - X||^2 per head; P^h X V^h = P^h (X V^h), so only the energy needs P^h X.
@@ -133,7 +133,7 @@ class TransformerBlock(nn.Module):
                 norm.reset_parameters()
 
     def _sub(self, module_out: Tensor) -> Tensor:
-        return F.dropout(module_out, self.dropout, self.training)
+        return dropout(module_out, self.dropout, self.training)
 
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         if self.placement == "post":
@@ -339,7 +339,7 @@ class GraphTransformer(AttentionStack):
         return self.layers[0 if self.shared_block else index]
 
     def encode(self, graph: Graph, x: Tensor) -> Tensor:
-        h = self.lin_in(F.dropout(x, self.dropout, self.training))
+        h = self.lin_in(dropout(x, self.dropout, self.training))
         if self.lin_pe is not None:
             pe = laplacian_eigenvectors(graph, self.pe_dim, x.dtype)
             if self.training:  # eigenvector signs are arbitrary: flip them at random (Dwivedi & Bresson)

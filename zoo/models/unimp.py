@@ -6,12 +6,11 @@ import math
 from typing import Any, List, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 
@@ -67,7 +66,7 @@ class UniMPLayer(nn.Module):
         else:
             scores = scores / math.sqrt(self.channels)
         alpha = segment_softmax(scores, dst, n)
-        weights = F.dropout(alpha, self.attn_dropout, self.training)
+        weights = dropout(alpha, self.attn_dropout, self.training)
         m = segment_sum(weights.unsqueeze(-1) * gather_rows(value, src), dst, n)
         m = m.reshape(n, -1) if self.concat else m.mean(dim=1)
         root = self.lin_root(x)

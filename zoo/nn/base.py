@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, Union, runtime_checkable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
+from zoo.nn.functional import dropout
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
 # is what the conservation law of the balance paper needs (Theorem 2.2).
@@ -351,7 +351,7 @@ class DeepGNN(nn.Module):
                 x = self.taps[index](x)
                 continue
             h = self.norms[index - 1](x) if pre_norm and index > 0 else x
-            h = F.dropout(h, self.dropout, self.training)
+            h = dropout(h, self.dropout, self.training)
             out, alpha = layer(g, h)
             if self.residual == "linear":
                 out = out + self.skips[index](h)
