@@ -12,6 +12,7 @@ from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
 from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum
+from zoo.nn.fused import edge_attention, graph_orders, use_fused
 from zoo.registry import register_model
 
 UPDATE_WEIGHTS = ("source", "separate")
@@ -86,11 +87,15 @@ class GATv2Layer(nn.Module):
             scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
         else:
             scores = (F.leaky_relu(hidden, self.negative_slope) * self.att).sum(-1)
-        alpha = segment_softmax(scores, dst, n)
-        weights = dropout(alpha, self.attn_dropout, self.training)
-        values = (src_features if self.lin_update is None
-                  else gather_rows(linear(x, self.lin_update.weight).view(shape), src))
-        out = segment_sum(weights.unsqueeze(-1) * values, dst, n)
+        if use_fused(self):  # softmax + aggregation as sparse products, no (E, H, C) tensors
+            values = x_src if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
+            out, alpha = edge_attention(scores, values, src, dst, n, graph_orders(graph))
+        else:
+            alpha = segment_softmax(scores, dst, n)
+            weights = dropout(alpha, self.attn_dropout, self.training)
+            values = (src_features if self.lin_update is None
+                      else gather_rows(linear(x, self.lin_update.weight).view(shape), src))
+            out = segment_sum(weights.unsqueeze(-1) * values, dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
