@@ -9,8 +9,8 @@ computes
           h'_v = \\sum_{u \\in \\mathcal N(v)} \\alpha_{uv}\\, x_u
 
 with no ``(E, heads, channels)`` tensor at all: each head's ``alpha`` is the value array of a
-CSR matrix ``A_h`` (rows = destinations, columns = sources; all heads in one block-diagonal
-matrix), the forward is ``A_h @ X_h`` (``torch.sparse.mm``), the backward recomputes nothing
+CSR matrix ``A_h`` (rows = destinations, columns = sources; all heads interleaved in one
+``(N*heads, N*heads)`` matrix, so ``(N, heads, C)`` features are used as ``(N*heads, C)`` views), the forward is ``A_h @ X_h`` (``torch.sparse.mm``), the backward recomputes nothing
 edge-sized either: ``dX_h = A_h^T @ dH_h`` and ``d alpha = (dH_h X_h^T)`` sampled at the edges
 (``torch.sparse.sampled_addmm``), then the softmax Jacobian on ``(E, heads)``.  Under
 ``torch.func.vmap`` the replica dimension is folded into the heads (one call for all replicas).
@@ -19,7 +19,8 @@ Plain torch ops only: devices and dtypes follow the inputs.
 from __future__ import annotations
 
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple
+import weakref
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -62,45 +63,76 @@ def _csr(crow: Tensor, col: Tensor, values: Tensor, size: Tuple[int, ...]) -> Te
         return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
 
 
-def _block_spmm(crow: Tensor, col: Tensor, values: Tensor, x: Tensor) -> Tensor:
-    """Per head ``h``: ``A_h @ x[:, h]`` with ``A_h`` the CSR ``(crow, col, values[h])``, all heads
-    as one block-diagonal product.
+_LAYOUTS: Dict[Tuple[int, int], Tuple[Any, Tuple[Tensor, Tensor, Tensor, Tensor]]] = {}
 
-    Shapes: crow ``(N + 1,)``, col ``(E,)``, values ``(H, E)``, x ``(N, H, C)`` -> ``(N, H, C)``.
+
+def _block_layout(crow: Tensor, col: Tensor, heads: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """All heads' matrices as one ``(N*H, N*H)`` CSR whose row/column ``v*H + h`` is node ``v``,
+    head ``h`` — the layout of an ``(N, H, C)`` tensor viewed as ``(N*H, C)``, so no copies.
+
+    Returns ``crow_b``, ``col_b``, ``pos`` (``(E*H,)``: where value ``(j, h)`` of the sorted
+    ``(E, H)`` values lands) and its inverse ``take`` (CSR values = ``values.flatten()[take]``).
+    Cached per ``crow`` tensor (the graph's, kept by its cache) and ``heads``.
+    """
+    key = (id(crow), heads)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0]() is crow:
+        return hit[1]
+    n, e = crow.numel() - 1, col.numel()
+    deg = crow[1:] - crow[:-1]
+    node = torch.repeat_interleave(torch.arange(n, device=col.device), deg, output_size=e)
+    hs = torch.arange(heads, device=col.device)
+    pos = ((crow[:-1].index_select(0, node) * (heads - 1) + torch.arange(e, device=col.device)).unsqueeze(1)
+           + hs * deg.index_select(0, node).unsqueeze(1)).reshape(-1)
+    crow_b = torch.cat([((heads * crow[:-1]).unsqueeze(1) + hs * deg.unsqueeze(1)).reshape(-1),
+                        crow.new_tensor([heads * e])])
+    take = torch.empty_like(pos)
+    take[pos] = torch.arange(pos.numel(), device=col.device)
+    col_b = (col.unsqueeze(1) * heads + hs).reshape(-1).index_select(0, take)
+    layout = (crow_b, col_b, pos, take)
+    try:
+        ref = weakref.ref(crow)
+    except TypeError:
+        return layout
+    if hit is None:
+        weakref.finalize(crow, _LAYOUTS.pop, key, None)
+    _LAYOUTS[key] = (ref, layout)
+    return layout
+
+
+def _block_spmm(crow: Tensor, col: Tensor, values: Tensor, x: Tensor) -> Tensor:
+    """Per head ``h``: ``A_h @ x[:, h]`` with ``A_h`` the CSR ``(crow, col, values[:, h])``.
+
+    Shapes: crow ``(N + 1,)``, col ``(E,)``, values ``(E, H)``, x ``(N, H, C)`` -> ``(N, H, C)``.
     """
     n, h, c = x.shape
-    e = col.numel()
-    offsets = torch.arange(h, device=col.device).unsqueeze(1)
-    crow_b = torch.cat([(crow[:-1].unsqueeze(0) + offsets * e).reshape(-1), crow.new_tensor([h * e])])
-    col_b = (col.unsqueeze(0) + offsets * n).reshape(-1)
-    a = _csr(crow_b, col_b, values.reshape(-1), (h * n, h * n))
+    crow_b, col_b, _, take = _block_layout(crow, col, h)
+    flat = values.reshape(-1).index_select(0, take)
     with _quiet():
         warnings.simplefilter("ignore", UserWarning)
-        out = torch.sparse.mm(a, x.permute(1, 0, 2).reshape(h * n, c))
-    return out.view(h, n, c).permute(1, 0, 2).contiguous()
+        out = torch.sparse.mm(_csr(crow_b, col_b, flat, (n * h, n * h)), x.reshape(n * h, c))
+    return out.view(n, h, c)
 
 
 def _forward(scores: Tensor, x: Tensor, dst: Tensor, orders: Sequence[Tensor], num_nodes: int) -> Tuple[Tensor, Tensor]:
     alpha = segment_softmax(scores, dst, num_nodes)
     perm, crow, col = orders[:3]
-    return _block_spmm(crow, col, alpha.index_select(0, perm).t(), x), alpha
+    return _block_spmm(crow, col, alpha.index_select(0, perm), x), alpha
 
 
 def _backward(grad_out: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, x: Tensor, dst: Tensor,
               orders: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
-    n, h, _ = x.shape
-    e = dst.numel()
+    n, h, c = x.shape
     perm, crow, col, perm_s, crow_s, col_s = orders
     # dX = A^T dH: the same matrices with rows = sources
-    grad_x = _block_spmm(crow_s, col_s, alpha.index_select(0, perm_s).t(), grad_out)
-    # d alpha_e = <dH_dst(e), X_src(e)>: dH X^T sampled at the edges, per head (batched CSR)
-    pattern = _csr(crow.expand(h, n + 1).contiguous(), col.expand(h, e).contiguous(), alpha.new_zeros(h, e),
-                   (h, n, n))
+    grad_x = _block_spmm(crow_s, col_s, alpha.index_select(0, perm_s), grad_out)
+    # d alpha_e = <dH_dst(e), X_src(e)>: dH X^T sampled at the edges (same block layout)
+    crow_b, col_b, pos, _ = _block_layout(crow, col, h)
+    pattern = _csr(crow_b, col_b, alpha.new_zeros(col_b.numel()), (n * h, n * h))
     with _quiet():
         warnings.simplefilter("ignore", UserWarning)
-        sampled = torch.sparse.sampled_addmm(pattern, grad_out.permute(1, 0, 2).contiguous(),
-                                             x.permute(1, 2, 0).contiguous(), beta=0.0)
-    g = torch.empty_like(alpha).index_copy_(0, perm, sampled.values().t())
+        sampled = torch.sparse.sampled_addmm(pattern, grad_out.reshape(n * h, c), x.reshape(n * h, c).t(), beta=0.0)
+    g = torch.empty_like(alpha).index_copy_(0, perm, sampled.values().index_select(0, pos).view(-1, h))
     if grad_alpha is not None:
         g = g + grad_alpha
     # softmax Jacobian: d e_k = alpha_k (g_k - sum_{e into dst(k)} alpha_e g_e)
