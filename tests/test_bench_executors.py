@@ -109,10 +109,10 @@ def test_ray_missing_says_how_to_install(monkeypatch):
 
 def test_ray_equals_local_on_the_quick_suite(tmp_path, data_root, ray_cluster):
     suite = quick_float64_suite()
-    where = {"dataset": ["twin"], "model": ["gat", "gatv2"]}  # two groups of two inits
+    where = {"dataset": ["twin"], "model": ["gat", "gatdb"]}  # two groups (one init each on twin)
     run_suite(suite, tmp_path / "local", device="cpu", quiet=True, where=where)
     summary = run_suite(suite, tmp_path / "ray", device="cpu", quiet=True, where=where, executor="ray")
-    assert summary.executor.startswith("ray") and summary.ran == 4 and not summary.failed
+    assert summary.executor.startswith("ray") and summary.ran == 2 and not summary.failed
     local, remote = by_id(tmp_path / "local"), by_id(tmp_path / "ray")
     same_numbers(remote, local)
     assert all(r["config"]["run"]["dtype"] == "float64" for r in remote.values())

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -260,7 +258,7 @@ def test_nonlocal_norm_option_scales_the_energy_factor():
         zoo.build("san_post_ln", in_dim=3, out_dim=2, nonlocal_norm="none")
 
 
-def test_loglog_slope_of_power_law_and_records():
+def test_loglog_slope_of_power_law():
     from zoo.diagnostics import loglog_slope
 
     assert loglog_slope([3.0 * k ** -0.5 for k in range(1, 65)]) == pytest.approx(-0.5)

@@ -256,13 +256,18 @@ def diff_label(board: Board) -> str:
 
 
 def metric_description(board: Board) -> str:
-    """One line: what a cell shows (geometric vs arithmetic) and what the paper/Δ columns mean."""
+    """One line: what a cell shows (geometric vs arithmetic) and, when the board has reported
+    numbers, what the paper/Δ columns mean."""
     lay = board.layout
+    with_paper = any(e.reported is not None for e in board.entries)
     if is_log_metric(board):
-        return (f"Metric: **{lay['metric']}** (absolute value, not a percentage), geometric mean [min … max] "
-                "over runs (n); `paper` is the reported number; `Δlog10` = log10(ours) − log10(paper), in decades.")
-    return (f"Metric: **{lay['metric']}**" + (" (%)" if lay["metric"] in ("train", "val", "test", "pruned") else "")
-            + ", mean ± 95% CI (Student t) over runs, (n) runs; `paper` is the reported number, `Δ` = ours − paper.")
+        text = (f"Metric: **{lay['metric']}** (absolute value, not a percentage), geometric mean [min … max] "
+                "over runs (n)")
+        return text + ("; `paper` is the reported number; `Δlog10` = log10(ours) − log10(paper), in decades."
+                       if with_paper else ".")
+    text = (f"Metric: **{lay['metric']}**" + (" (%)" if lay["metric"] in ("train", "val", "test", "pruned") else "")
+            + ", mean ± 95% CI (Student t) over runs, (n) runs")
+    return text + ("; `paper` is the reported number, `Δ` = ours − paper." if with_paper else ".")
 
 
 def has_reported(t: Dict[str, Any]) -> bool:

@@ -40,7 +40,8 @@ from zoo.bench import records
 from zoo.bench.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers, format_error,
                                  make_executor)
 from zoo.bench.suite import Cell, Suite
-from zoo.bench.train import GraphPool, RunResult, TrainConfig, build_replicas, train_replicas
+from zoo.bench.train import RunResult, TrainConfig, build_replicas, train_replicas
+from zoo.nn.readout import GraphPool
 
 PathLike = Union[str, Path]
 
@@ -134,10 +135,17 @@ def output_size(task: Any) -> int:
 
 
 def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
-    """A zero-argument builder of ``cell``'s model for ``task`` (seeded by the caller)."""
+    """A zero-argument builder of ``cell``'s model for ``task`` (seeded by the caller).
+
+    Graph tasks: the GNN maps to ``hidden_dim`` features per node, then :class:`GraphPool`
+    (readout ``m["readout"]``, default ``mean``, and a 2-layer MLP) gives one output per graph.
+    """
     import zoo
 
     m = cell.config["model"]
+    if m.get("readout") is not None and task.kind != "graph":
+        raise ValueError(f"readout={m['readout']!r} pools node outputs into graph outputs, but {task.name} is a "
+                         f"{task.kind} (node-level) task; remove readout from the suite cell")
 
     def build() -> nn.Module:
         kwargs = dict(m["kwargs"])
@@ -146,7 +154,10 @@ def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
             gnn = zoo.build(m["name"], in_dim=task.num_features, out_dim=pooled, init=m["init"],
                             init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
                             norm_kwargs=m["norm_kwargs"] or None, **kwargs)
-            return GraphPool(gnn, pooled, output_size(task))
+            if getattr(gnn, "graph_tied", False):
+                raise ValueError(f"{m['name']} learns parameters tied to one graph (per-edge / per-node biases); "
+                                 f"{task.name} is a graph task with many graphs: use gatv2, gat or gcn")
+            return GraphPool(gnn, pooled, output_size(task), readout=m.get("readout") or "mean")
         return zoo.build(m["name"], in_dim=task.num_features, out_dim=output_size(task), init=m["init"],
                          init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
                          norm_kwargs=m["norm_kwargs"] or None, **kwargs)

@@ -55,7 +55,8 @@ METRICS = ("train", "val", "test", "laplacian_energy", "pruned")
 # data_seed is a task key; keep_best_state is switched on by prune_layers.
 TRAIN_KEYS = {f.name: f.default for f in fields(TrainConfig) if f.name not in ("data_seed", "keep_best_state")}
 TASK_KEYS = {"dataset": None, "split": None, "transforms": [], "data_seed": 0}
-PLUGIN_KEYS = {"model": None, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}}
+# readout (graph tasks; zoo.nn.readout) enters a cell's config only where set: other suites' cell ids stay as they were.
+PLUGIN_KEYS = {"model": None, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": None}
 RUN_KEYS = {"seed": 0, "dtype": "float32", "variant": None, "prune_layers": []}
 FIXED_BY_TASK = ("in_dim", "out_dim")
 GROUP_FREE = ("seed", "init", "init_kwargs")  # what replicas of one group may differ in
@@ -218,6 +219,10 @@ def _canonical(kind: str, name: str) -> str:
         from zoo.datasets import DATASETS
 
         return DATASETS.canonical(name)
+    if kind == "readout":
+        from zoo.nn.readout import READOUTS
+
+        return READOUTS.canonical(name)
     raise AssertionError(kind)
 
 
@@ -287,7 +292,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
         elif key in TASK_KEYS:
             task[key] = _normalise_transforms(f"{where}: transforms", value) if key == "transforms" else value
         elif key in PLUGIN_KEYS:
-            if key in ("init", "norm"):
+            if key in ("init", "norm", "readout"):
                 try:
                     value = _canonical(key, value)
                 except ValueError as e:

@@ -33,6 +33,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from zoo.bench.optim import make_optimizer
 from zoo.nn.functional import ReplicaRandomness, replica_randomness
+from zoo.nn.readout import GraphPool  # noqa: F401  (moved; re-exported for old imports)
 
 SPLITS = ("train", "val", "test")
 SELECT = ("val_metric", "val_loss", "train_metric")
@@ -205,22 +206,6 @@ class Replicas:
 # --------------------------------------------------------------------------- task views
 
 
-class GraphPool(nn.Module):
-    """Graph-level head: mean-pool node outputs, then a 2-layer MLP (Oxford report §5.2.1)."""
-
-    def __init__(self, gnn: nn.Module, pooled_dim: int, num_outputs: int, hidden: int = 8) -> None:
-        super().__init__()
-        self.gnn = gnn
-        self.mlp = nn.Sequential(nn.Linear(pooled_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
-
-    def forward(self, graph: Any, x: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
-        h = self.gnn(graph, x)
-        pooled = torch.zeros(num_graphs, h.size(-1), dtype=h.dtype, device=h.device).index_add(0, batch, h)
-        counts = torch.zeros(num_graphs, dtype=h.dtype, device=h.device).index_add(
-            0, batch, torch.ones_like(batch, dtype=h.dtype))
-        return self.mlp(pooled / counts.clamp(min=1).unsqueeze(-1))
-
-
 def _labels_and_loss(task: Any) -> Tuple[Callable[[Tensor, Tensor], Tensor], bool]:
     """Per-replica loss ``(R, n, C), (n, ...) -> (R,)`` and whether targets are multi-label."""
     multilabel = bool(task.multilabel) or task.metric == "rocauc"
@@ -286,10 +271,11 @@ class _GraphList:
     CACHE_BYTES = 512 * 2 ** 20
 
     def __init__(self, task: Any, device: torch.device, dtype: torch.dtype, batch_size: int, data_seed: int,
-                 graph_tied: bool) -> None:
+                 graph_tied: bool, edge_features: bool = False) -> None:
         self.task, self.device, self.dtype = task, device, dtype
         self.graph_level = task.kind == "graph"
         self.graph_tied = graph_tied
+        self.edge_features = edge_features
         self.graphs = task.graphs
         for s in SPLITS:
             if s not in self.graphs or len(self.graphs[s]) == 0:
@@ -318,8 +304,10 @@ class _GraphList:
             return ("tied", items)
         b = Batch.from_data_list(graphs)
         y, mask = self._targets(b)
+        edge_attr = getattr(b, "edge_attr", None) if self.edge_features else None
         return ("merged", (b.edge_index.to(self.device), b.x.to(self.device, self.dtype),
-                           b.batch.to(self.device), b.num_graphs, y, mask))
+                           b.batch.to(self.device), b.num_graphs, y, mask,
+                           None if edge_attr is None else edge_attr.to(self.device)))
 
     def _targets(self, g: Any) -> Tuple[Tensor, Optional[Tensor]]:
         y = g.y.to(self.device)
@@ -346,9 +334,9 @@ class _GraphList:
                 outs.append(out)
                 ys.append(y)
             return torch.cat(outs, 1), torch.cat(ys, 0)
-        edge_index, x, vec, num_graphs, y, mask = payload
+        edge_index, x, vec, num_graphs, y, mask, edge_attr = payload
         if self.graph_level:
-            return replicas.forward(edge_index, x, vec, num_graphs, train=train, params=params), y
+            return replicas.forward(edge_index, x, vec, num_graphs, edge_attr, train=train, params=params), y
         out = replicas.forward(edge_index, x, train=train, params=params)
         if mask is not None:
             out, y = out[:, mask], y[mask]
@@ -361,8 +349,8 @@ class _GraphList:
                 edge_index, x, _, _ = payload[0]
                 model(edge_index, x)
             elif self.graph_level:
-                edge_index, x, vec, num_graphs, _, _ = payload
-                model(edge_index, x, vec, num_graphs)
+                edge_index, x, vec, num_graphs, _, _, edge_attr = payload
+                model(edge_index, x, vec, num_graphs, edge_attr)
             else:
                 model(payload[0], payload[1])
 
@@ -380,9 +368,11 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
         torch.manual_seed(int(seed))
         model = factory().to(device=device, dtype=dtype)
         if view is None:
-            tied = bool(getattr(getattr(model, "gnn", model), "graph_tied", False))
+            gnn = getattr(model, "gnn", model)
+            tied = bool(getattr(gnn, "graph_tied", False))
+            edges = getattr(gnn, "edge_encoder", None) is not None
             view = (_Transductive(task, device, dtype) if task.kind == "transductive"
-                    else _GraphList(task, device, dtype, cfg.batch_size, cfg.data_seed, tied))
+                    else _GraphList(task, device, dtype, cfg.batch_size, cfg.data_seed, tied, edges))
         view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
         models.append(model)
     return Replicas(models, stacked=stacked, seeds=seeds), view

@@ -250,13 +250,20 @@ _GRAPH_EXPECTED = ["RELEASE_v1.txt", "raw/edge.csv.gz", "raw/node-feat.csv.gz", 
 
 @register_dataset("ogbg_molhiv", kind="graph", metric="rocauc",
                   source="ogb.graphproppred.PygGraphPropPredDataset('ogbg-molhiv')",
-                  options={"meta_dict": None, "download": None}, raw_files=[_ogb_dir("ogbg-molhiv") + "/"],
+                  options={"meta_dict": None, "download": None, "max_graphs": None},
+                  raw_files=[_ogb_dir("ogbg-molhiv") + "/"],
                   stats={"graphs": 41127, "nodes": 1049163, "edges": 2259376, "features": 9, "classes": 1,
                          "split": (32901, 4113, 4113)})
 def load_molhiv(root: Path, split: Union[int, str, None], seed: int,
-                meta_dict: Optional[Mapping[str, Any]] = None, download: Optional[bool] = None) -> Task:
+                meta_dict: Optional[Mapping[str, Any]] = None, download: Optional[bool] = None,
+                max_graphs: Optional[int] = None) -> Task:
+    """``max_graphs``: keep only the first ``max_graphs`` graphs of each split (official order), a
+    small subset for smoke tests and ``--quick`` suites (300 keeps 11/7/8 positives)."""
     if split not in (None, "official", "scaffold"):
         raise ValueError(f"ogbg_molhiv has only its official scaffold split; got split={split!r}")
+    if max_graphs is not None and (isinstance(max_graphs, bool) or not isinstance(max_graphs, int)
+                                   or max_graphs < 1):
+        raise ValueError(f"max_graphs must be a positive integer (graphs kept per split), got {max_graphs!r}")
     ds, source = _ogb_dataset("ogbg_molhiv", "ogbg-molhiv", root, meta_dict, download, _GRAPH_EXPECTED,
                               ("graphs", "nodes", "edges", "features"))
     with allow_globals(_ogb_safe_globals()):
@@ -266,7 +273,8 @@ def load_molhiv(root: Path, split: Union[int, str, None], seed: int,
         g = ds[int(i)]  # x, edge_attr: int64 OGB category codes (for AtomEncoder / BondEncoder)
         return Data(x=g.x, edge_index=g.edge_index, edge_attr=g.edge_attr, y=g.y.view(1, -1))
 
-    graphs = {s: [graph(i) for i in idx[k]] for s, k in (("train", "train"), ("val", "valid"), ("test", "test"))}
+    graphs = {s: [graph(i) for i in idx[k][:max_graphs]]
+              for s, k in (("train", "train"), ("val", "valid"), ("test", "test"))}
     return Task(name="ogbg_molhiv", kind="graph", metric="rocauc", num_features=int(ds.num_features),
                 num_classes=int(ds.num_tasks), multilabel=False, graphs=graphs, split="scaffold",
                 source=source, ogb_evaluator="ogbg-molhiv")

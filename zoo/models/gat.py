@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum
+from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum, weight_messages
 from zoo.nn.fused import edge_attention, graph_orders, use_fused
 from zoo.registry import register_model
 
@@ -89,7 +89,7 @@ class GATLayer(nn.Module):
         else:
             alpha = segment_softmax(scores, dst, n)
             weights = dropout(alpha, self.attn_dropout, self.training)
-            out = segment_sum(weights.unsqueeze(-1) * gather_rows(xw, src), dst, n)
+            out = segment_sum(weight_messages(weights, gather_rows(xw, src)), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias

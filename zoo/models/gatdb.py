@@ -1,14 +1,14 @@
 """GATDB and GATNB (Oxford GAT report §4.3-4.4): GAT with learnt per-edge or per-node score biases."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn.parameter import UninitializedParameter
 
 from zoo.graph import Graph
-from zoo.models.gat import GAT, GATLayer
+from zoo.models.gat import GAT, GATLayer, glorot_
 from zoo.registry import register_model
 
 
@@ -17,13 +17,24 @@ class _TiedBiasGATLayer(GATLayer):
 
     The bias is created (zero) on the first call, sized by that graph; calling the layer on a
     different graph raises, since biases of one graph's edges mean nothing on another's.
+
+    With ``edge_dim`` the score also gets an edge-feature term ``a_e^T W_e f_uv`` inside the
+    LeakyReLU, as PyG's ``GATConv(edge_dim=...)`` (``W_e``: ``(heads * channels, edge_dim)``,
+    ``a_e``: ``(heads, channels)``); ``forward(graph, x, edge_attr)`` with ``edge_attr``
+    ``(E, edge_dim)`` aligned with ``graph.edge_index``.
     """
 
     bias_on = "edges"  # or "nodes"
 
-    def __init__(self, *args: Any, epsilon: float = 1.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, epsilon: float = 1.0, edge_dim: Optional[int] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.epsilon = epsilon
+        width = self.heads * self.channels
+        self.lin_edge = nn.Linear(edge_dim, width, bias=False) if edge_dim else None
+        self.att_edge = nn.Parameter(torch.empty(self.heads, self.channels)) if edge_dim else None
+        self._edge_attr: Optional[Tensor] = None
+        if edge_dim:  # (only then: without an edge term the random stream stays GAT's)
+            self._reset_edge_parameters()
         self.xi = UninitializedParameter()
         self.register_buffer("tied_edge_index", None)
         self._tied_to: Optional[Graph] = None
@@ -51,10 +62,39 @@ class _TiedBiasGATLayer(GATLayer):
             )
         self._tied_to = graph
 
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        if getattr(self, "lin_edge", None) is not None:  # GATLayer.__init__ calls this before they exist
+            self._reset_edge_parameters()
+
+    def _reset_edge_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.lin_edge.weight)
+        glorot_(self.att_edge, 1, self.heads * self.channels)
+
+    def forward(self, graph: Graph, x: Tensor, edge_attr: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        if (edge_attr is None) != (self.lin_edge is None):
+            raise ValueError("edge_attr must be given exactly when the layer has an edge term (edge_dim)")
+        self._edge_attr = edge_attr  # read by score_bias, inside GATLayer.forward
+        try:
+            return super().forward(graph, x)
+        finally:
+            self._edge_attr = None
+
     def score_bias(self, graph: Graph) -> Tensor:
         self._check_or_tie(graph)
         xi = self.xi if self.bias_on == "edges" else self.xi.index_select(0, graph.src)
-        return self.epsilon * xi
+        bias = self.epsilon * xi
+        if self._edge_attr is not None:
+            edge = self.lin_edge(self._edge_attr).view(-1, self.heads, self.channels)
+            bias = bias + (edge * self.att_edge).sum(-1)
+        return bias
+
+    # the edge term rescales like the node terms: W_e rows with the incoming side, a_e inversely
+    def incoming_params(self) -> List[Tensor]:
+        return super().incoming_params() + ([self.lin_edge.weight] if self.lin_edge is not None else [])
+
+    def attention_params(self) -> List[Tensor]:
+        return super().attention_params() + ([self.att_edge] if self.att_edge is not None else [])
 
 
 class GATDBLayer(_TiedBiasGATLayer):
@@ -85,6 +125,7 @@ class GATNBLayer(_TiedBiasGATLayer):
 
 class _TiedBiasGAT(GAT):
     graph_tied = True
+    supports_edge_features = True
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
                  epsilon: float = 1.0, **common: Any) -> None:
@@ -93,7 +134,7 @@ class _TiedBiasGAT(GAT):
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
         return self.layer_class(in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout,
-                                self.bias, score_norm, epsilon=self.epsilon)
+                                self.bias, score_norm, epsilon=self.epsilon, edge_dim=self.edge_dim)
 
 
 @register_model("gatdb")

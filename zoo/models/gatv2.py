@@ -1,7 +1,7 @@
 """GATv2 (Brody, Alon & Yahav, ICLR 2022): *dynamic* graph attention."""
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -11,7 +11,8 @@ from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum
+from zoo.nn.functional import (dropout, gather_rows, leaky_relu_dot, linear, segment_softmax, segment_sum,
+                                weight_messages)
 from zoo.nn.fused import edge_attention, graph_orders, use_fused
 from zoo.registry import register_model
 
@@ -22,16 +23,19 @@ class GATv2Layer(nn.Module):
     r"""One GATv2 layer (balance paper Eqs. 1-2), ``heads`` heads.
 
     .. math::
-        e_{uv} = a^\top \mathrm{LeakyReLU}\big(W_s h_u + W_t h_v\,[+\,b]\big),\qquad
+        e_{uv} = a^\top \mathrm{LeakyReLU}\big(W_s h_u + W_t h_v\,[+\,W_e f_{uv}]\,[+\,b]\big),\qquad
         \alpha_{uv} = \operatorname{softmax}_{u \in \mathcal N(v)} e_{uv},\qquad
         h'_v = \sum_{u \in \mathcal N(v)} \alpha_{uv}\, U h_u
 
     with ``W_s = W_t`` when ``share_weights`` (default), ``b`` only with ``attention_bias``,
     and the update matrix ``U = W_s`` (``update_weight="source"``, as Brody et al.'s code) or
-    a third learnt matrix (``"separate"``, report §5.2 variant d).
+    a third learnt matrix (``"separate"``, report §5.2 variant d).  With ``edge_dim`` the edge
+    features ``f_uv`` enter the score through ``W_e`` inside the LeakyReLU, exactly as PyG's
+    ``GATv2Conv(edge_dim=...)`` (Brody et al.'s code); the message stays ``U h_u``.
 
     Shapes:
-        x: ``(N, in_dim)`` -> out: ``(N, heads * channels)`` if ``concat`` else ``(N, channels)``;
+        x: ``(N, in_dim)``; edge_attr: ``(E, edge_dim)`` aligned with ``graph.edge_index`` ->
+        out: ``(N, heads * channels)`` if ``concat`` else ``(N, channels)``;
         alpha: ``(E, heads)`` for the edges of ``graph.edge_index``.
     """
 
@@ -48,6 +52,7 @@ class GATv2Layer(nn.Module):
         share_weights: bool = True,
         attention_bias: bool = False,
         update_weight: str = "source",
+        edge_dim: Optional[int] = None,
     ) -> None:
         super().__init__()
         self.in_dim, self.channels, self.heads, self.concat = in_dim, channels, heads, concat
@@ -57,6 +62,7 @@ class GATv2Layer(nn.Module):
         self.lin_src = nn.Linear(in_dim, width, bias=False)
         self.lin_dst = None if share_weights else nn.Linear(in_dim, width, bias=False)
         self.lin_update = nn.Linear(in_dim, width, bias=False) if update_weight == "separate" else None
+        self.lin_edge = nn.Linear(edge_dim, width, bias=False) if edge_dim else None
         self.att = nn.Parameter(torch.empty(heads, channels))
         self.att_bias = nn.Parameter(torch.empty(heads, channels)) if attention_bias else None
         self.bias = nn.Parameter(torch.empty(width if concat else channels)) if bias else None
@@ -67,26 +73,30 @@ class GATv2Layer(nn.Module):
         return [m for m in (self.lin_src, self.lin_dst, self.lin_update) if m is not None]
 
     def reset_parameters(self) -> None:
-        for lin in self._linears():
+        for lin in self._linears() + ([self.lin_edge] if self.lin_edge is not None else []):
             nn.init.xavier_uniform_(lin.weight)
         glorot_(self.att, 1, self.heads * self.channels)
         for p in (self.att_bias, self.bias):
             if p is not None:
                 nn.init.zeros_(p)
 
-    def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
+    def forward(self, graph: Graph, x: Tensor, edge_attr: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         n, src, dst = graph.num_nodes, graph.src, graph.dst
         shape = (n, self.heads, self.channels)
         x_src = linear(x, self.lin_src.weight).view(shape)
         x_dst = x_src if self.lin_dst is None else linear(x, self.lin_dst.weight).view(shape)
         src_features = gather_rows(x_src, src)  # gathered once: used by the score and the message
         hidden = src_features + gather_rows(x_dst, dst)
+        if self.lin_edge is not None:
+            if edge_attr is None:
+                raise ValueError("this GATv2 layer has an edge term (edge_dim) and needs edge_attr")
+            hidden = hidden + self.lin_edge(edge_attr).view(-1, self.heads, self.channels)
         if self.att_bias is not None:
             hidden = hidden + self.att_bias
         if self.score_norm is not None:
             scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
         else:
-            scores = (F.leaky_relu(hidden, self.negative_slope) * self.att).sum(-1)
+            scores = leaky_relu_dot(hidden, self.att, self.negative_slope)  # keeps hidden only
         if use_fused(self):  # softmax + aggregation as sparse products, no (E, H, C) tensors
             values = x_src if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
             out, alpha = edge_attention(scores, values, src, dst, n, graph_orders(graph))
@@ -95,7 +105,7 @@ class GATv2Layer(nn.Module):
             weights = dropout(alpha, self.attn_dropout, self.training)
             values = (src_features if self.lin_update is None
                       else gather_rows(linear(x, self.lin_update.weight).view(shape), src))
-            out = segment_sum(weights.unsqueeze(-1) * values, dst, n)
+            out = segment_sum(weight_messages(weights, values), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
@@ -103,7 +113,10 @@ class GATv2Layer(nn.Module):
 
     # rescaling symmetry: Thm. 2.2 (shared), 6.3 (unshared; W_t's outgoing columns also rescale), 6.4 (heads)
     def incoming_params(self) -> List[Tensor]:
+        # W_e's row i feeds neuron i's pre-activation like W_s's: it rescales with the incoming side.
         extra = [p for p in (self.att_bias,) if p is not None]
+        if self.lin_edge is not None:
+            extra.append(self.lin_edge.weight)
         if self.bias is not None and self.concat:
             extra.append(self.bias)
         return [lin.weight for lin in self._linears()] + extra
@@ -125,6 +138,7 @@ class GATv2(DeepGNN):
     """
 
     family = "gatv2"
+    supports_edge_features = True
 
     def __init__(
         self,
@@ -153,5 +167,5 @@ class GATv2(DeepGNN):
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
         return GATv2Layer(
             in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias, score_norm,
-            **self.layer_options,
+            edge_dim=self.edge_dim, **self.layer_options,
         )

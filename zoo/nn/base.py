@@ -17,10 +17,12 @@ from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, Union, runti
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.stateless import _reparametrize_module  # what torch.func.functional_call uses
+from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.graph import Graph, GraphLike, as_graph
-from zoo.nn.functional import dropout
+from zoo.graph import Graph, GraphLike, _read_edges, as_graph
+from zoo.nn.functional import _is_batched, active_replica_randomness, dropout, replica_randomness
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
 # is what the conservation law of the balance paper needs (Theorem 2.2).
@@ -215,6 +217,20 @@ class DeepGNN(nn.Module):
         norm_kwargs: options of the named norm plugin.
         self_loops: ``add`` (remove existing self-loops, add one per node; GAT's default),
             ``keep`` or ``remove``.
+        input_encoder: a node-feature encoder plugin applied before layer 1 (``"atom"``: OGB's
+            ``AtomEncoder``; ``"linear"``; see :mod:`zoo.nn.encoders`).  It maps the ``in_dim``
+            raw columns to ``hidden_dim``, which layer 1 then reads.
+        edge_encoder: an edge-feature encoder plugin (``"bond"``: OGB's ``BondEncoder``;
+            ``"linear"``) whose ``hidden_dim``-wide output every layer adds to its attention
+            score; only for families whose layer has an edge term (``supports_edge_features``:
+            GATv2, GATDB, GATNB).  ``forward`` then needs ``edge_attr``.
+        edge_dim: raw edge-feature columns the edge encoder reads (``bond``: OGB's 3 by default).
+        checkpoint: recompute each layer in the backward pass instead of keeping its
+            activations (``torch.utils.checkpoint``, non-reentrant): memory ~ one layer's
+            intermediates instead of ``num_layers``, at about one extra forward of compute.
+            The numbers do not change (dropout masks are replayed).  Not applied under
+            ``torch.func.vmap`` (the benchmark's stacked replicas): train such models with
+            ``--sequential`` or ``--max-replicas 1`` to get the memory saving.
     """
 
     #: family name shown in model cards; set by subclasses.
@@ -229,6 +245,8 @@ class DeepGNN(nn.Module):
     #: whether ``heads`` > 1 is meaningful (False for attention-free families).
     supports_heads: bool = True
     default_self_loops: str = "add"
+    #: whether the family's layers take edge features (``forward(graph, x, edge_attr)``).
+    supports_edge_features: bool = False
     #: scan node features for NaN/inf (once per tensor); ``zoo.build(..., check_inputs=False)`` turns it off.
     check_inputs: bool = True
 
@@ -250,6 +268,10 @@ class DeepGNN(nn.Module):
         norm: Any = None,
         norm_kwargs: Optional[Dict[str, Any]] = None,
         self_loops: Optional[str] = None,
+        input_encoder: Any = None,
+        edge_encoder: Any = None,
+        edge_dim: Optional[int] = None,
+        checkpoint: bool = False,
     ) -> None:
         super().__init__()
         for name, value in (("in_dim", in_dim), ("out_dim", out_dim), ("hidden_dim", hidden_dim),
@@ -288,7 +310,22 @@ class DeepGNN(nn.Module):
         self.norm_plugin = resolve_norm(norm, **(norm_kwargs or {}))
         score_norm = self.norm_plugin if self.norm_plugin.kind == "scores" else None
 
-        dims = [in_dim] + [hidden_dim] * (num_layers - 1) + [out_dim]
+        from zoo.nn.encoders import make_encoder
+
+        if edge_encoder is not None and not self.supports_edge_features:
+            raise ValueError(
+                f"{self.family or type(self).__name__} layers have no edge-feature term, so edge_encoder="
+                f"{edge_encoder!r} cannot be used; use gatv2 or gatdb (their attention score adds W_e e_uv), "
+                "or leave edge_encoder unset to ignore edge features"
+            )
+        self.input_encoder = make_encoder("input", input_encoder, in_dim, hidden_dim)
+        self.edge_encoder = make_encoder("edge", edge_encoder, edge_dim, hidden_dim)
+        #: width of the encoded edge features each layer reads (``None``: no edge term).
+        self.edge_dim = hidden_dim if self.edge_encoder is not None else None
+        self.checkpoint = bool(checkpoint)
+
+        first_dim = in_dim if self.input_encoder is None else hidden_dim
+        dims = [first_dim] + [hidden_dim] * (num_layers - 1) + [out_dim]
         self.layers = nn.ModuleList()
         for index in range(num_layers):
             last = index == num_layers - 1
@@ -329,44 +366,120 @@ class DeepGNN(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def forward(
-        self, graph: GraphLike, x: Tensor, return_attention: bool = False
+        self, graph: GraphLike, x: Tensor, return_attention: bool = False, edge_attr: Optional[Tensor] = None
     ) -> Union[Tensor, Tuple[Tensor, List[AttentionRecord]]]:
         """Shapes: ``x`` ``(N, in_dim)`` -> ``(N, out_dim)``; with ``return_attention`` also one
-        :class:`AttentionRecord` per layer (coefficients aligned with the edges used)."""
+        :class:`AttentionRecord` per layer (coefficients aligned with the edges used).
+        ``edge_attr`` ``(E0, edge_dim)``: raw features of the columns of ``graph``'s edge index
+        (models with an ``edge_encoder``; read from ``graph.edge_attr`` when ``graph`` is a PyG ``Data``)."""
         check_node_features(self, x, self.in_dim)
         g = as_graph(graph, x, self.self_loops)
         self.last_graph = g
+        edges = self._encode_edges(graph, g, x, edge_attr)
+        if self.input_encoder is not None:
+            x = self.input_encoder(x)
         records: List[AttentionRecord] = []
         if g.num_nodes == 0:  # an empty graph has an empty output (the layers' reshapes need N > 0)
             out = x.new_zeros(0, self.out_dim)
             empty = [AttentionRecord(g.edge_index, x.new_zeros(0, layer.heads)) for layer in self.layers]
             return (out, empty) if return_attention else out
-        pre_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "pre"
-        post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
+        # Under torch.func.vmap (stacked replicas) the recomputation would run outside the vmap
+        # and fail, so layers are not checkpointed there (same numbers, more memory).
+        under_vmap = self.checkpoint and _is_batched(next(self.parameters()))
         for index, layer in enumerate(self.layers):
-            last = index == self.num_layers - 1
             if index in self.skipped_layers:
                 if layer.in_dim != (layer.channels * layer.heads if layer.concat else layer.channels):
                     raise ValueError(f"layer {index} changes the width and cannot be skipped")
                 x = self.taps[index](x)
                 continue
-            h = self.norms[index - 1](x) if pre_norm and index > 0 else x
-            h = dropout(h, self.dropout, self.training)
-            out, alpha = layer(g, h)
-            if self.residual == "linear":
-                out = out + self.skips[index](h)
-            elif self.residual == "identity" and out.shape == h.shape:
-                out = out + h
-            if not last:
-                if self.norms and not pre_norm and not post_act_norm:
-                    out = self.norms[index](out)
-                out = self.act(out)
-                if post_act_norm:  # placement "post_activation": norm after the nonlinearity
-                    out = self.norms[index](out)
+            if self.checkpoint and torch.is_grad_enabled() and not under_vmap:
+                # Keep only this layer's input; recompute its intermediates in the backward pass.
+                out, alpha = checkpoint(self._recomputable_block(index), g, x, edges, use_reentrant=False)
+            else:
+                out, alpha = self._layer_block(index, g, x, edges)
             x = self.taps[index](out)
             if return_attention:
                 records.append(AttentionRecord(g.edge_index, alpha))
         return (x, records) if return_attention else x
+
+    def _layer_block(self, index: int, g: Graph, x: Tensor, edges: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """Layer ``index`` with its dropout, residual, norm and activation: ``x`` -> (output, alpha)."""
+        layer = self.layers[index]
+        pre_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "pre"
+        post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
+        h = self.norms[index - 1](x) if pre_norm and index > 0 else x
+        h = dropout(h, self.dropout, self.training)
+        out, alpha = layer(g, h) if edges is None else layer(g, h, edges)
+        if self.residual == "linear":
+            out = out + self.skips[index](h)
+        elif self.residual == "identity" and out.shape == h.shape:
+            out = out + h
+        if index != self.num_layers - 1:
+            if self.norms and not pre_norm and not post_act_norm:
+                out = self.norms[index](out)
+            out = self.act(out)
+            if post_act_norm:  # placement "post_activation": norm after the nonlinearity
+                out = self.norms[index](out)
+        return out, alpha
+
+    def _recomputable_block(self, index: int) -> Any:
+        """``_layer_block(index, ...)`` bound to the parameter tensors in use *now*.
+
+        The backward pass recomputes the block after ``torch.func.functional_call`` (the
+        benchmark's replicas) has put the module's own parameters back; replaying it with the
+        tensors of the forward pass keeps the gradients those of the replica that ran.
+        """
+        state = {**dict(self.named_parameters()), **dict(self.named_buffers())}
+        # Per-replica dropout streams (zoo.bench) are not torch's global RNG, which checkpoint
+        # replays by itself: remember their positions so the recomputation draws the same masks.
+        active = active_replica_randomness()
+        rng_state = active[0].get_state() if active is not None else None
+        calls = [0]
+
+        def block(g: Graph, x: Tensor, edges: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+            calls[0] += 1
+            with _reparametrize_module(self, state):
+                if active is None:
+                    return self._layer_block(index, g, x, edges)
+                rng, token = active
+                if calls[0] == 1:
+                    with replica_randomness(rng, token):
+                        return self._layer_block(index, g, x, edges)
+                now = rng.get_state()
+                rng.set_state(rng_state)
+                try:
+                    with replica_randomness(rng, token):
+                        return self._layer_block(index, g, x, edges)
+                finally:
+                    rng.set_state(now)
+
+        return block
+
+    def _encode_edges(self, graph: GraphLike, g: Graph, x: Tensor, edge_attr: Optional[Tensor]) -> Optional[Tensor]:
+        """Encoded edge features aligned with ``g.edge_index`` (``None`` without an edge encoder)."""
+        if edge_attr is None and self.edge_encoder is not None:
+            edge_attr = getattr(graph, "edge_attr", None)
+        if self.edge_encoder is None:
+            if edge_attr is not None:
+                raise ValueError(
+                    f"edge_attr was passed but this {self.family or type(self).__name__} has no edge_encoder; "
+                    "build it with edge_encoder='bond' (OGB molecules) or 'linear' (gatv2/gatdb), or drop edge_attr"
+                )
+            return None
+        if edge_attr is None:
+            raise ValueError("this model was built with an edge_encoder and needs edge features: pass "
+                             "edge_attr=(E, edge_dim) or a PyG Data with edge_attr")
+        from zoo.nn.encoders import align_edge_features
+
+        encoded = self.edge_encoder(edge_attr if not edge_attr.is_floating_point() else edge_attr.to(x.dtype))
+        if graph is g:  # already normalised: edge_attr is aligned with its edges
+            aligned = encoded
+        else:
+            raw_index, _ = _read_edges(graph, x)
+            aligned = align_edge_features(raw_index.to(encoded.device), g.num_nodes, g.self_loops, encoded)
+        if aligned.size(0) != g.num_edges:  # pragma: no cover - both follow zoo.graph._apply_policy
+            raise RuntimeError("edge features and edges disagree after the self-loop policy")
+        return aligned
 
     # ------------------------------------------------------------------ conservation-law support
     def rescale_groups(self) -> List[Dict[str, List[Tensor]]]:

@@ -115,11 +115,85 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
     return x.index_select(0, index)
 
 
+# aten's index_add autograd keeps the whole ``source`` (e.g. the (E, H, C) messages) alive for the
+# backward, which needs only the index: above this size the custom op (it saves the index alone)
+# is used with grad too; below it the plain op avoids the custom op's Python dispatch.
+_SAVE_FREE_MIN_NUMEL = 1 << 16
+
+
 def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
     """Sum the rows of ``values`` (``(E, ...)``) into ``num_segments`` buckets given by ``index`` (``(E,)``)."""
-    if _is_batched(values):
+    if _is_batched(values) or (_HAS_CUSTOM_OPS and values.requires_grad and torch.is_grad_enabled()
+                               and values.numel() >= _SAVE_FREE_MIN_NUMEL):
         return _scatter_rows(values, index, 0, num_segments)
     return values.new_zeros((num_segments,) + tuple(values.shape[1:])).index_add_(0, index, values)
+
+
+class _LeakyReluDot(torch.autograd.Function):
+    """``(LeakyReLU(h) * a).sum(-1)`` that keeps only ``h`` for the backward (LeakyReLU(h) is recomputed)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(hidden: Tensor, att: Tensor, slope: float) -> Tensor:
+        return (torch.nn.functional.leaky_relu(hidden, slope) * att).sum(-1)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        hidden, att, slope = inputs
+        ctx.save_for_backward(hidden, att)
+        ctx.slope = slope
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor], None]:
+        hidden, att = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        grad_hidden = grad_att = None
+        if ctx.needs_input_grad[0]:
+            grad_hidden = torch.ops.aten.leaky_relu_backward(g * att, hidden, ctx.slope, False)
+        if ctx.needs_input_grad[1]:
+            grad_att = (g * torch.nn.functional.leaky_relu(hidden, ctx.slope)).sum_to_size(att.shape)
+        return grad_hidden, grad_att, None
+
+
+class _WeightMessages(torch.autograd.Function):
+    """``weights[..., None] * values`` whose backward computes the weights' gradient as a batched
+    dot product (einsum -> bmm) instead of materialising another ``(E, H, C)`` product."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(weights: Tensor, values: Tensor) -> Tensor:
+        return weights.unsqueeze(-1) * values
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        weights, values = ctx.saved_tensors
+        grad_weights = torch.einsum("...c,...c->...", grad, values) if ctx.needs_input_grad[0] else None
+        grad_values = grad * weights.unsqueeze(-1) if ctx.needs_input_grad[1] else None
+        return grad_weights, grad_values
+
+
+def weight_messages(weights: Tensor, values: Tensor) -> Tensor:
+    """Messages ``alpha_uv * m_uv`` per edge and head: ``(E, H)``, ``(E, H, C)`` -> ``(E, H, C)``.
+
+    Same forward as ``weights.unsqueeze(-1) * values``; the backward's peak memory is one
+    ``(E, H, C)`` temporary lower (the weights' gradient needs no elementwise product).
+    """
+    return _WeightMessages.apply(weights, values)
+
+
+def leaky_relu_dot(hidden: Tensor, att: Tensor, negative_slope: float) -> Tensor:
+    r"""GATv2's score :math:`a^\top \mathrm{LeakyReLU}(h)` per edge and head.
+
+    Same numbers as ``(F.leaky_relu(hidden, s) * att).sum(-1)``, but autograd keeps one
+    ``(E, H, C)`` tensor (``hidden``) instead of two.  Shapes: ``(E, H, C)``, ``(H, C)`` -> ``(E, H)``.
+    """
+    return _LeakyReluDot.apply(hidden, att, negative_slope)
 
 
 def segment_max(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
@@ -281,6 +355,18 @@ class ReplicaRandomness:
                 (self.seeds[replica] * 1_000_003 + 0x5EED) % 2 ** 63)
         return self._generators[key]
 
+    def get_state(self) -> Dict[Tuple[int, str], Tensor]:
+        """The streams' positions (for replaying a recomputed block, e.g. activation checkpointing)."""
+        return {key: gen.get_state() for key, gen in self._generators.items()}
+
+    def set_state(self, state: Dict[Tuple[int, str], Tensor]) -> None:
+        """Rewind to ``get_state()``'s positions; streams created since then start afresh."""
+        for key in list(self._generators):
+            if key not in state:
+                del self._generators[key]
+        for key, value in state.items():
+            self._generators[key].set_state(value)
+
     def mask(self, replica: int, like: Tensor, p: float) -> Tensor:
         """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``."""
         keep = torch.empty(like.shape, dtype=like.dtype, device=like.device)
@@ -299,6 +385,11 @@ def _no_vmap_randomness() -> Any:
 
 
 _ACTIVE: List[Tuple[ReplicaRandomness, Tensor]] = []
+
+
+def active_replica_randomness() -> Optional[Tuple[ReplicaRandomness, Tensor]]:
+    """The innermost :func:`replica_randomness` context's ``(rng, token)``, or ``None``."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 @contextmanager
@@ -344,4 +435,4 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
 
 
 __all__: List[str] = ["gather_rows", "segment_sum", "segment_max", "segment_softmax", "dropout", "linear",
-                      "ReplicaRandomness", "replica_randomness"]
+                      "ReplicaRandomness", "replica_randomness", "active_replica_randomness", "leaky_relu_dot", "weight_messages"]
