@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -31,8 +32,13 @@ from zoo.nn.functional import _HAS_CUSTOM_OPS, _is_batched, segment_softmax
 #: (benchmarks flip it to time the plain path in the same process).
 ENABLED = True
 
-# sparse CSR ops warn "beta support" once per process; the formats used here are stable.
-_quiet = warnings.catch_warnings
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence "sparse CSR support is in beta": the CSR ops used here are stable."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
 
 
 Orders = Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
@@ -58,8 +64,7 @@ def graph_orders(graph: Any) -> Orders:
 
 
 def _csr(crow: Tensor, col: Tensor, values: Tensor, size: Tuple[int, ...]) -> Tensor:
-    with _quiet():  # "sparse CSR support is in beta"
-        warnings.simplefilter("ignore", UserWarning)
+    with _quiet():
         return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
 
 
@@ -109,7 +114,6 @@ def _block_spmm(crow: Tensor, col: Tensor, values: Tensor, x: Tensor) -> Tensor:
     crow_b, col_b, _, take = _block_layout(crow, col, h)
     flat = values.reshape(-1).index_select(0, take)
     with _quiet():
-        warnings.simplefilter("ignore", UserWarning)
         out = torch.sparse.mm(_csr(crow_b, col_b, flat, (n * h, n * h)), x.reshape(n * h, c))
     return out.view(n, h, c)
 
@@ -130,7 +134,6 @@ def _backward(grad_out: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, x: 
     crow_b, col_b, pos, _ = _block_layout(crow, col, h)
     pattern = _csr(crow_b, col_b, alpha.new_zeros(col_b.numel()), (n * h, n * h))
     with _quiet():
-        warnings.simplefilter("ignore", UserWarning)
         sampled = torch.sparse.sampled_addmm(pattern, grad_out.reshape(n * h, c), x.reshape(n * h, c).t(), beta=0.0)
     g = torch.empty_like(alpha).index_copy_(0, perm, sampled.values().index_select(0, pos).view(-1, h))
     if grad_alpha is not None:
