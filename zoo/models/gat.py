@@ -84,7 +84,7 @@ class GATLayer(nn.Module):
         if bias is not None:
             scores = scores + bias
         scores = F.leaky_relu(scores, self.negative_slope)
-        if use_fused(self):  # softmax + aggregation as sparse products, no (E, H, C) tensors
+        if use_fused(self, graph, xw):  # softmax + aggregation as sparse products, no (E, H, C) tensors
             out, alpha = edge_attention(scores, xw, src, dst, n, graph_orders(graph))
         else:
             alpha = segment_softmax(scores, dst, n)

@@ -97,7 +97,7 @@ class GATv2Layer(nn.Module):
             scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
         else:
             scores = leaky_relu_dot(hidden, self.att, self.negative_slope)  # keeps hidden only
-        if use_fused(self):  # softmax + aggregation as sparse products, no (E, H, C) tensors
+        if use_fused(self, graph, x_src):  # softmax + aggregation as sparse products, no (E, H, C) tensors
             values = x_src if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
             out, alpha = edge_attention(scores, values, src, dst, n, graph_orders(graph))
         else:
