@@ -181,6 +181,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="run groups in N worker processes, one torch thread each (auto: one per CPU core on "
                          "CPU, 1 on a GPU); default 1 = in this process, which measured fastest here "
                          "(docs/distributed.md)")
+    ex.add_argument("--threads", type=int, default=None, metavar="N",
+                    help="torch threads for groups run in this process (default 1 on the CPU: small graphs "
+                         "gain nothing from more and slow down sharply when cores are shared)")
     ex.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster to join (default: start a local Ray instance)")
     ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
@@ -257,7 +260,8 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
     summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
                         force_new=getattr(args, "force_new", False),
-                        executor=executor, workers=workers, where=where, shard=shard)
+                        executor=executor, workers=workers, where=where, shard=shard,
+                        threads=getattr(args, "threads", None))
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
           f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")

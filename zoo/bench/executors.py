@@ -91,20 +91,33 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, quiet: bool = True) -> None:
+    def __init__(self, quiet: bool = True, threads: Optional[int] = None) -> None:
+        if threads is not None and threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {threads}")
         self.quiet = quiet
+        self.threads = threads
+
+    def describe(self) -> str:
+        return self.name if self.threads is None else f"{self.name} ({self.threads} torch thread(s))"
 
     def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:
+        import torch
         from tqdm.auto import tqdm
 
-        for job in jobs:
-            epochs = 0 if job.mode == "energy_at_init" else job.cells[0].config["train"]["epochs"]
-            inner = tqdm(total=epochs + 1, desc=group_label(job), leave=False, unit="ep", disable=self.quiet,
-                         dynamic_ncols=True)
-            try:
-                yield work(job, progress=inner.update)
-            finally:
-                inner.close()
+        before = torch.get_num_threads()
+        try:
+            for job in jobs:
+                epochs = 0 if job.mode == "energy_at_init" else job.cells[0].config["train"]["epochs"]
+                inner = tqdm(total=epochs + 1, desc=group_label(job), leave=False, unit="ep", disable=self.quiet,
+                             dynamic_ncols=True)
+                if self.threads is not None:  # set per job: the caller's code may change it in between
+                    torch.set_num_threads(self.threads)
+                try:
+                    yield work(job, progress=inner.update)
+                finally:
+                    inner.close()
+        finally:
+            torch.set_num_threads(before)
 
 
 # --------------------------------------------------------------------------- process pool
@@ -305,8 +318,12 @@ def auto_workers(jobs: int, device: Optional[str]) -> int:
 
 def make_executor(name: str = "local", *, workers: int = 1, quiet: bool = True, ray_address: Optional[str] = None,
                   ray_num_cpus: Optional[int] = None, cpus_per_group: float = 1.0, gpus_per_group: float = 0.0,
-                  max_retries: int = 3, env: Optional[Dict[str, str]] = None) -> Executor:
-    """The executor by name; ``local`` with ``workers > 1`` means ``process``."""
+                  max_retries: int = 3, env: Optional[Dict[str, str]] = None,
+                  threads: Optional[int] = None) -> Executor:
+    """The executor by name; ``local`` with ``workers > 1`` means ``process``.
+
+    ``threads``: torch intra-op threads of the ``local`` executor (``None``: torch's default).
+    """
     if name not in EXECUTORS:
         from zoo._names import unknown_name_error
 
@@ -320,5 +337,5 @@ def make_executor(name: str = "local", *, workers: int = 1, quiet: bool = True, 
         return RayExecutor(ray_address, ray_num_cpus, cpus_per_group, gpus_per_group, max_retries, env)
     if name == "process" or workers > 1:
         return ProcessExecutor(workers)
-    return LocalExecutor(quiet=quiet)
+    return LocalExecutor(quiet=quiet, threads=threads)
 

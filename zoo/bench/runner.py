@@ -390,7 +390,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
               stop_after: Optional[int] = None, force_new: bool = False,
               executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
-              ) -> RunSummary:
+              threads: Optional[int] = None) -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
@@ -401,6 +401,11 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     per core, see :func:`~zoo.bench.executors.auto_workers`), ``"ray"`` or an
     :class:`~zoo.bench.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
     (``(i, n)``) select part of the suite (:mod:`zoo.bench.selection`); ids stay the full suite's.
+    ``threads``: torch threads for groups run in this process; default 1 on the CPU, because the
+    zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
+    anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,
+    41 s with 2 threads beside one other busy process; docs/benchmarks.md). Use ``--workers`` for
+    the other cores.
     """
     from tqdm.auto import tqdm
 
@@ -434,7 +439,9 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
             ex = executor
         else:
             n = 1 if executor == "ray" else auto_workers(len(jobs), device) if workers == "auto" else int(workers)
-            ex = make_executor(executor or "local", workers=n, quiet=quiet, env=data_env())
+            if threads is None and executor in (None, "local") and resolve_device(device).type == "cpu":
+                threads = 1
+            ex = make_executor(executor or "local", workers=n, quiet=quiet, env=data_env(), threads=threads)
         summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
                              executor=ex.describe())
         if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
