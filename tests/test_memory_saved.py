@@ -1,6 +1,7 @@
 """Autograd keeps no (E, H, C) tensor the backward does not need (issue 12 item 3)."""
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -64,13 +65,18 @@ def test_leaky_relu_dot_under_vmap():
         torch.testing.assert_close(x, y)
 
 
-def test_attention_layers_keep_only_needed_edge_tensors():
-    """Per hidden layer: GAT keeps the gathered W h_u; GATv2 keeps W h_u and W h_u + W h_v."""
+@pytest.mark.parametrize("fused", [False, True])
+def test_attention_layers_keep_only_needed_edge_tensors(fused, monkeypatch):
+    """Per hidden layer: GAT keeps the gathered W h_u; GATv2 keeps W h_u and W h_u + W h_v.
+    The fused softmax + aggregation (zoo.nn.fused) keeps none of them: GATv2 keeps only the sum."""
+    from zoo.nn import fused as zfused
+
+    monkeypatch.setattr(zfused, "ENABLED", fused)
     torch.manual_seed(0)
     n, heads, ch = 2000, 4, 16
     ei = torch.randint(0, n, (2, 20_000))
     x = torch.randn(n, 8)
-    for name, per_layer in (("gat", 1), ("gatv2", 2)):
+    for name, per_layer in (("gat", 1 - fused), ("gatv2", 2 - fused)):
         model = zoo.build(name, in_dim=8, out_dim=3, hidden_dim=heads * ch, heads=heads, num_layers=3, out_heads=1)
         g = as_graph(ei, x, model.self_loops)
         out, saved = _saved_ehc(lambda: model(g, x), g.num_edges, heads, ch)

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
 from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum, weight_messages
+from zoo.nn.fused import edge_attention, graph_orders, use_fused
 from zoo.registry import register_model
 
 
@@ -82,9 +83,13 @@ class GATLayer(nn.Module):
         bias = self.score_bias(graph)
         if bias is not None:
             scores = scores + bias
-        alpha = segment_softmax(F.leaky_relu(scores, self.negative_slope), dst, n)
-        weights = dropout(alpha, self.attn_dropout, self.training)
-        out = segment_sum(weight_messages(weights, gather_rows(xw, src)), dst, n)
+        scores = F.leaky_relu(scores, self.negative_slope)
+        if use_fused(self, graph, xw):  # softmax + aggregation as sparse products, no (E, H, C) tensors
+            out, alpha = edge_attention(scores, xw, src, dst, n, graph_orders(graph))
+        else:
+            alpha = segment_softmax(scores, dst, n)
+            weights = dropout(alpha, self.attn_dropout, self.training)
+            out = segment_sum(weight_messages(weights, gather_rows(xw, src)), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias

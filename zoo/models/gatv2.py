@@ -13,6 +13,7 @@ from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
 from zoo.nn.functional import (dropout, gather_rows, leaky_relu_dot, linear, segment_softmax, segment_sum,
                                 weight_messages)
+from zoo.nn.fused import edge_attention, graph_orders, use_fused
 from zoo.registry import register_model
 
 UPDATE_WEIGHTS = ("source", "separate")
@@ -96,11 +97,15 @@ class GATv2Layer(nn.Module):
             scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
         else:
             scores = leaky_relu_dot(hidden, self.att, self.negative_slope)  # keeps hidden only
-        alpha = segment_softmax(scores, dst, n)
-        weights = dropout(alpha, self.attn_dropout, self.training)
-        values = (src_features if self.lin_update is None
-                  else gather_rows(linear(x, self.lin_update.weight).view(shape), src))
-        out = segment_sum(weight_messages(weights, values), dst, n)
+        if use_fused(self, graph, x_src):  # softmax + aggregation as sparse products, no (E, H, C) tensors
+            values = x_src if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
+            out, alpha = edge_attention(scores, values, src, dst, n, graph_orders(graph))
+        else:
+            alpha = segment_softmax(scores, dst, n)
+            weights = dropout(alpha, self.attn_dropout, self.training)
+            values = (src_features if self.lin_update is None
+                      else gather_rows(linear(x, self.lin_update.weight).view(shape), src))
+            out = segment_sum(weight_messages(weights, values), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
