@@ -96,12 +96,9 @@ def parse_workers(text: str) -> Any:
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', got {text!r}")
-    return n
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', got {text!r}") from None
 
 
 def parse_setting(text: str) -> tuple:
@@ -181,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="run groups in N worker processes, one torch thread each (auto: one per CPU core on "
                          "CPU, 1 on a GPU); default 1 = in this process, which measured fastest here "
                          "(docs/distributed.md)")
-    ex.add_argument("--threads", type=int, default=None, metavar="N",
+    ex.add_argument("--threads", type=positive_int, default=None, metavar="N",
                     help="torch threads for groups run in this process (default 1 on the CPU: small graphs "
                          "gain nothing from more and slow down sharply when cores are shared)")
     ex.add_argument("--ray-address", default=None, metavar="ADDR",
