@@ -238,3 +238,77 @@ def test_in_place_optimizer_step_equals_masked_step(name, kwargs, monkeypatch):
     for a, b in zip(*results):
         assert torch.equal(a, b)
     assert not torch.equal(results[0][0], start[0])
+
+
+@pytest.mark.parametrize("name,torch_cls,kwargs", [
+    ("sgd", torch.optim.SGD, {"lr": 0.1}),
+    ("sgd", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
+    ("adam", torch.optim.Adam, {"lr": 0.01, "weight_decay": 5e-4}),
+    ("adamw", torch.optim.AdamW, {"lr": 0.01, "weight_decay": 1e-2}),
+])
+def test_in_place_optimizer_step_matches_torch(name, torch_cls, kwargs):
+    """Every replica active (the fused in-place path): each replica is its own torch.optim run."""
+    g = torch.Generator().manual_seed(2)
+    shapes = [(3, 7, 5), (3, 5), (3,)]
+    mine = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    refs = [[p[r].clone().requires_grad_(True) for p in mine] for r in range(3)]
+    opts = [torch_cls(ps, **kwargs) for ps in refs]
+    opt = make_optimizer(name, mine, **kwargs)
+    for step in range(6):
+        grads = [torch.cos(p * (step + 1)) for p in mine]
+        for r in range(3):
+            for p, gr in zip(refs[r], grads):
+                p.grad = gr[r].clone()
+            opts[r].step()
+        opt.step(mine, grads, torch.ones(3, dtype=torch.bool))
+    for i, p in enumerate(mine):
+        for r in range(3):
+            torch.testing.assert_close(p[r], refs[r][i].detach(), rtol=0, atol=1e-12)
+
+
+def test_transductive_scores_equal_the_per_split_masks():
+    """One argmax over the labelled rows + a membership product == each split's masked accuracy, bitwise
+    (ties, unlabelled nodes and overlapping splits included); rows() == boolean-mask indexing."""
+    from zoo.bench.train import SPLITS, _score, _Transductive
+
+    task = synthetic_task(n=50)
+    d = task.data
+    d.test_mask[:8] = False  # unlabelled nodes
+    d.val_mask[d.train_mask.nonzero()[:3]] = True  # a node in two splits
+    view = _Transductive(task, torch.device("cpu"), torch.float64)
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(4, 50, 3, generator=g, dtype=torch.float64)
+    logits[:, :10] = logits[:, :10].round()  # ties: argmax keeps the first maximum either way
+    logits[1, 20] = float("nan")
+    expected = torch.stack([_score(task, logits[:, view.masks[s]], view.y[view.masks[s]]) for s in SPLITS], 1)
+    assert torch.equal(view.scores(task, logits), expected)
+    for s in SPLITS:
+        torch.testing.assert_close(view.rows(logits, s), logits[:, view.masks[s]], rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(view.targets[s], view.y[view.masks[s]])
+
+
+@pytest.mark.parametrize("optimizer,extra", [("sgd", {"momentum": 0.9}), ("adam", {"weight_decay": 1e-3})])
+def test_parameters_in_their_gradients_layout_train_the_same(optimizer, extra, monkeypatch):
+    """Replicas.adopt_layout (parameters stored like their gradients: the stacked CSR first layer's
+    (F, R*C) weight) changes no number: same metrics, losses, best and final parameters, bitwise."""
+    from zoo.bench.train import Replicas
+
+    task = synthetic_task(n=40, features=60)
+    g = torch.Generator().manual_seed(4)
+    task.data.x = torch.rand(40, 60, generator=g) * (torch.rand(40, 60, generator=g) < 0.04)  # 4 % dense: CSR
+    cfg = TrainConfig(optimizer=optimizer, lr=0.05, epochs=6, loss_threshold=0.0, keep_best_state=True, **extra)
+    models = [("gatv2", 2, "xavier"), ("gatv2", 2, "balanced_orthogonal")]
+    adopt, moved = Replicas.adopt_layout, []
+    monkeypatch.setattr(Replicas, "adopt_layout", lambda self, grads: moved.append(adopt(self, grads)) or moved[-1])
+    new, reps_new = _run(task, models, [0, 1], cfg, stacked=True)
+    assert moved == [True]
+    assert any(not p.is_contiguous() for p in reps_new.params)  # the first layer's weight took (F, R*C)
+    monkeypatch.setattr(Replicas, "adopt_layout", lambda self, grads: False)
+    old, reps_old = _run(task, models, [0, 1], cfg, stacked=True)
+    assert all(p.is_contiguous() for p in reps_old.params)
+    for a, b in zip(new, old):
+        assert (a.metrics, a.val_loss, a.train_loss, a.best_epoch) == (b.metrics, b.val_loss, b.train_loss, b.best_epoch)
+        for n in a.best_state:
+            assert torch.equal(a.best_state[n], b.best_state[n]), (n, (a.best_state[n] - b.best_state[n]).abs().max())
+    for p, q in zip(reps_new.params, reps_old.params):
+        assert torch.equal(p, q), (p - q).abs().max()

@@ -180,6 +180,31 @@ class Replicas:
     def num_parameters(self) -> int:
         return sum(p[0].numel() for p in self.params)
 
+    def adopt_layout(self, grads: Sequence[Tensor]) -> bool:
+        """Store a stacked parameter whose gradient interleaves the replicas in that gradient's layout.
+
+        An op that folds the replicas into one product hands back such a gradient: the first
+        layer's stacked CSR product ``X @ [W_1 .. W_R]^T`` multiplies by one ``(F, R*C)`` matrix,
+        and its weight gradient comes back in that layout.  With the parameter in ``(R, C, F)``
+        order the forward copied it into ``(F, R*C)`` every step and the optimiser read a
+        transposed gradient against a row-major parameter (strided; on Cornell, 15 replicas, the
+        step took 10 % of the epoch).  Stored like the gradient, the forward's transpose is a view
+        and every optimiser pass is contiguous; the values are the same (tested bitwise).
+        Gradients that keep the replicas outermost (a per-replica transpose, from batched
+        matmuls) are left alone: a transposed operand changes a BLAS product's rounding.
+        Call before the optimiser's state exists.  Returns whether any parameter moved.
+        """
+        moved = False
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            if g.shape != p.shape or g.dim() < 2 or g.stride() == p.stride() or g.stride(0) == max(g.stride()):
+                continue
+            new = torch.empty_like(g, dtype=p.dtype)  # keeps g's strides only if dense and non-overlapping
+            if new.stride() != g.stride():
+                continue
+            self.params[i] = new.copy_(p.detach()).requires_grad_(True)
+            moved = True
+        return moved
+
     def _call(self, params: Dict[str, Tensor], buffers: Dict[str, Tensor], token: Tensor, *args: Any) -> Tensor:
         with replica_randomness(self.rng, token):
             return functional_call(self.base, (params, buffers), args)
@@ -196,7 +221,7 @@ class Replicas:
         for r in range(self.size):
             outs.append(self._call({n: p[r] for n, p in named.items()},
                                    {n: b[r] for n, b in self.buffers.items()}, self.tokens[r], *args))
-        return torch.stack(outs)
+        return outs[0].unsqueeze(0) if self.size == 1 else torch.stack(outs)
 
     def state_of(self, r: int, params: Optional[List[Tensor]] = None) -> Dict[str, Tensor]:
         params = self.params if params is None else params
@@ -220,15 +245,20 @@ def _labels_and_loss(task: Any) -> Tuple[Callable[[Tensor, Tensor], Tensor], boo
                                                      reduction="none")
             return (per * valid).sum((1, 2)) / valid.sum().clamp(min=1)
         R, n, C = logits.shape
-        per = F.cross_entropy(logits.reshape(R * n, C), y.repeat(R), reduction="none")
+        per = F.cross_entropy(logits.reshape(R * n, C), y.expand(R, n).reshape(-1), reduction="none")
         return per.view(R, n).mean(-1)
 
     return loss_fn, multilabel
 
 
+def _plain_accuracy(task: Any) -> bool:
+    """Whether the task's metric is plain single-label accuracy (vectorised over replicas)."""
+    return task.metric == "accuracy" and not getattr(task, "ogb_evaluator", None) and not task.multilabel
+
+
 def _score(task: Any, logits: Tensor, y: Tensor) -> Tensor:
     """``(R,)`` task metric of every replica (vectorised for plain accuracy)."""
-    if task.metric == "accuracy" and not getattr(task, "ogb_evaluator", None) and not task.multilabel:
+    if _plain_accuracy(task):
         return (logits.argmax(-1) == y.unsqueeze(0)).to(torch.float64).mean(-1)
     out = []
     for r in range(logits.size(0)):
@@ -252,6 +282,31 @@ class _Transductive:
             if m.dim() != 1 or not bool(m.any()):
                 raise ValueError(f"{task.name}: the {s} mask must be a non-empty 1-D bool mask, got shape "
                                  f"{tuple(m.shape)} with {int(m.sum())} nodes")
+        # Row indices instead of bool masks: a mask is turned into indices (``nonzero``, a device
+        # sync on a GPU) every time it indexes, i.e. four times an epoch; the gathered rows are
+        # the same, in the same order.
+        self.index = {s: m.nonzero().view(-1) for s, m in self.masks.items()}
+        self.targets = {s: self.y[i] for s, i in self.index.items()}
+        self.plain_accuracy = _plain_accuracy(task)
+        if self.plain_accuracy:  # every split's accuracy from one argmax over the labelled rows
+            labelled = self.masks["train"] | self.masks["val"] | self.masks["test"]
+            self.labelled = labelled.nonzero().view(-1)
+            self.labelled_y = self.y[self.labelled]
+            # (n, 3) membership: correct @ member counts each split's hits exactly (integers), and
+            # / size divides once, as ``mean`` does, so the accuracies are bitwise the per-split means
+            self.member = torch.stack([self.masks[s][self.labelled] for s in SPLITS], 1).to(torch.float64)
+            self.split_size = self.member.sum(0)
+
+    def rows(self, logits: Tensor, split: str) -> Tensor:
+        """``(R, n_split, C)`` rows of ``(R, N, C)`` outputs."""
+        return logits.index_select(1, self.index[split])
+
+    def scores(self, task: Any, logits: Tensor) -> Tensor:
+        """``(R, 3)`` train / val / test metric of ``(R, N, C)`` outputs."""
+        if self.plain_accuracy:
+            correct = logits.index_select(1, self.labelled).argmax(-1) == self.labelled_y
+            return (correct.to(torch.float64) @ self.member) / self.split_size
+        return torch.stack([_score(task, self.rows(logits, s), self.targets[s]) for s in SPLITS], 1)
 
     def inputs(self) -> Tuple[Any, ...]:
         return (self.edge_index, self.x)
@@ -386,8 +441,21 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     if device.type == "cpu":
         tune_allocator()
     loss_fn, _ = _labels_and_loss(task)
-    opt = make_optimizer(cfg.optimizer, replicas.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                         momentum=cfg.momentum, betas=cfg.betas, warmup_epochs=cfg.warmup_epochs)
+    def optimizer() -> Any:
+        return make_optimizer(cfg.optimizer, replicas.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                              momentum=cfg.momentum, betas=cfg.betas, warmup_epochs=cfg.warmup_epochs)
+
+    opt = optimizer()  # now, so that a bad optimiser setting fails before any training
+    fresh = True  # no step taken yet: the parameters may still take their gradients' layout
+
+    def step(grads: Sequence[Tensor], active: Tensor) -> None:
+        nonlocal opt, fresh
+        if fresh:
+            fresh = False
+            if replicas.adopt_layout(grads):
+                opt = optimizer()  # its state (all zero so far) in the parameters' new layout
+        opt.step(replicas.params, grads, active)
+
     deterministic = not any(isinstance(m, nn.Dropout) for m in replicas.base.modules()) and \
         float(getattr(replicas.base, "dropout", 0.0) or 0.0) == 0.0 and \
         float(getattr(replicas.base, "attn_dropout", 0.0) or 0.0) == 0.0
@@ -403,6 +471,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     diverged_epoch = torch.full((R,), -1, dtype=torch.long, device=device)
     stop_epoch = torch.full((R,), -1, dtype=torch.long, device=device)
     reason = [""] * R
+    running = [True] * R  # ``active`` on the host (stopping is read back once an epoch anyway)
     best_state: Optional[List[Tensor]] = [p.detach().clone() for p in replicas.params] if cfg.keep_best_state else None
     last_pass_loss: Optional[Tensor] = None
 
@@ -413,14 +482,13 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         # ---- evaluate state `epoch` (and, transductive, compute its training loss + gradient)
         if transductive:
             logits = replicas.forward(*view.inputs(), train=True)
-            train_loss = loss_fn(logits[:, view.masks["train"]], view.y[view.masks["train"]])
+            train_loss = loss_fn(view.rows(logits, "train"), view.targets["train"])
             if epoch < cfg.epochs:
                 grads = torch.autograd.grad(train_loss.sum(), replicas.params)
             with torch.no_grad():
                 eval_logits = logits.detach() if deterministic else replicas.forward(*view.inputs(), train=False)
-                scores = torch.stack([_score(task, eval_logits[:, view.masks[s]], view.y[view.masks[s]])
-                                      for s in SPLITS], 1)
-                val_loss = loss_fn(eval_logits[:, view.masks["val"]], view.y[view.masks["val"]])
+                scores = view.scores(task, eval_logits)
+                val_loss = loss_fn(view.rows(eval_logits, "val"), view.targets["val"])
                 train_loss = train_loss.detach().to(torch.float64)
         else:
             with torch.no_grad():
@@ -436,48 +504,53 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
 
         # ---- divergence, selection, stopping (all on device; one sync per epoch)
         bad = active & ~torch.isfinite(train_loss)
-        diverged_epoch = torch.where(bad, torch.full_like(diverged_epoch, epoch), diverged_epoch)
+        diverged_epoch = torch.where(bad, epoch, diverged_epoch)
         live = active & ~bad
         key = {"val_metric": scores[:, 1], "val_loss": -val_loss, "train_metric": scores[:, 0]}[cfg.select]
         key = torch.nan_to_num(key, nan=-math.inf)
         improved = live & (key > best_val)
-        # patience_on="either" (Oxford report): waiting restarts when val loss or val metric improves
-        other = torch.nan_to_num(scores[:, 1] if cfg.select == "val_loss" else -val_loss, nan=-math.inf)
-        other_improved = live & (other > best_other)
-        best_other = torch.where(other_improved, other, best_other)
-        reset = improved | (other_improved if cfg.patience_on == "either" else torch.zeros_like(improved))
+        reset = improved
+        if cfg.patience_on == "either":  # Oxford report: waiting restarts when val loss or val metric improves
+            other = torch.nan_to_num(scores[:, 1] if cfg.select == "val_loss" else -val_loss, nan=-math.inf)
+            other_improved = live & (other > best_other)
+            best_other = torch.where(other_improved, other, best_other)
+            reset = improved | other_improved
         best_val = torch.where(improved, key, best_val)
         best_metrics = torch.where(improved.unsqueeze(1), scores, best_metrics)
         best_losses = torch.where(improved.unsqueeze(1), torch.stack([train_loss, val_loss], 1), best_losses)
-        best_epoch = torch.where(improved, torch.full_like(best_epoch, epoch), best_epoch)
-        since_best = torch.where(reset, torch.zeros_like(since_best), since_best + 1)
+        best_epoch = torch.where(improved, epoch, best_epoch)
+        since_best = torch.where(reset, 0, since_best + 1)
         if best_state is not None and bool(improved.any()):
             with torch.no_grad():
                 for b, p in zip(best_state, replicas.params):
                     b.copy_(torch.where(improved.view(-1, *([1] * (p.dim() - 1))), p, b))
         converged = live & (train_loss <= cfg.loss_threshold)
-        impatient = live & (since_best >= cfg.patience) if cfg.patience else torch.zeros_like(live)
-        finished = live & torch.full_like(live, epoch == cfg.epochs)
-        stopping = bad | converged | impatient | finished
-        stop_epoch = torch.where(stopping, torch.full_like(stop_epoch, epoch), stop_epoch)
+        stopping = bad | converged
+        if cfg.patience:
+            impatient = live & (since_best >= cfg.patience)
+            stopping = stopping | impatient
+        if epoch == cfg.epochs:
+            stopping = stopping | live
+        stop_epoch = torch.where(stopping, epoch, stop_epoch)
         newly = stopping.tolist()
         if any(newly):
-            flags = (bad.tolist(), converged.tolist(), impatient.tolist())
+            flags = (bad.tolist(), converged.tolist(), impatient.tolist() if cfg.patience else [False] * R)
             for r in range(R):
                 if newly[r]:
                     reason[r] = ("diverged" if flags[0][r] else "converged" if flags[1][r]
                                  else "patience" if flags[2][r] else "max_epochs")
-        active = active & ~stopping
+                    running[r] = False
+            active = active & ~stopping
         epochs_done = epoch
         if progress is not None:
             progress(1)
-        if not bool(active.any()):
+        if not any(running):
             break
 
         # ---- train one epoch
         if transductive:
             assert grads is not None
-            opt.step(replicas.params, grads, active)
+            step(grads, active)
         else:
             total = torch.zeros(R, dtype=torch.float64, device=device)
             count = 0
@@ -485,7 +558,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
                 out, y = view.run(replicas, batch, train=True)
                 loss = loss_fn(out, y)
                 g = torch.autograd.grad(loss.sum(), replicas.params)
-                opt.step(replicas.params, g, active & torch.isfinite(loss))
+                step(g, active & torch.isfinite(loss))
                 total += loss.detach().to(torch.float64)
                 count += 1
             last_pass_loss = total / max(count, 1)
