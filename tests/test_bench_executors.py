@@ -235,3 +235,17 @@ def test_local_executor_sets_and_restores_torch_threads():
     torch.set_num_threads(1)
     with pytest.raises(ValueError, match="--threads must be >= 1"):
         LocalExecutor(threads=0)
+
+
+def test_cli_workers_default_is_auto_unless_threads_or_ray():
+    """`zoo bench` without --workers: one process per core (auto); --threads N means the in-process
+    loop, Ray sets its own parallelism; an explicit --workers wins."""
+    from zoo.cli import _parser, default_workers
+
+    def resolved(*argv):
+        return default_workers(_parser().parse_args(["bench", "quick", *argv]))
+
+    assert resolved() == "auto"
+    assert resolved("--threads", "2") == 1
+    assert resolved("--executor", "ray") == 1
+    assert resolved("--workers", "1") == 1 and resolved("--workers", "3", "--threads", "2") == 3

@@ -101,6 +101,18 @@ def parse_workers(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', got {text!r}") from None
 
 
+def default_workers(args: argparse.Namespace) -> Any:
+    """``--workers`` as given, else ``auto`` (one process per core, capped by the groups; measured
+    fastest on a 2-core machine, docs/distributed.md) -- or 1 when ``--threads`` asks for the
+    in-process loop or Ray sets the parallelism."""
+    given = getattr(args, "workers", None)
+    if given is not None:
+        return given
+    if getattr(args, "executor", "local") == "ray" or getattr(args, "threads", None) is not None:
+        return 1
+    return "auto"
+
+
 def parse_setting(text: str) -> tuple:
     """``key=value`` with a TOML value (``8``, ``0.5``, ``true``, ``"add"``, ``[1, 2]``); bare words are strings."""
     if "=" not in text:
@@ -174,10 +186,11 @@ def _parser() -> argparse.ArgumentParser:
                          "(job arrays; combine the --out folders with `zoo merge`)")
     ex.add_argument("--executor", choices=("local", "process", "ray"), default="local",
                     help="where groups run: here / in --workers processes (default), or on Ray")
-    ex.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
-                    help="run groups in N worker processes, one torch thread each (auto: one per CPU core on "
-                         "CPU, 1 on a GPU); default 1 = in this process, which measured fastest here "
-                         "(docs/distributed.md)")
+    ex.add_argument("--workers", type=parse_workers, default=None, metavar="N|auto",
+                    help="run groups in N worker processes, one torch thread each; 1 = in this process. "
+                         "Default auto: one per CPU core, capped by the groups (in this process when that is 1, "
+                         "or on a GPU), which measured fastest on a 2-core machine (docs/distributed.md); "
+                         "1 with --threads or --executor ray")
     ex.add_argument("--threads", type=positive_int, default=None, metavar="N",
                     help="torch threads for groups run in this process (default 1 on the CPU: small graphs "
                          "gain nothing from more and slow down sharply when cores are shared)")
@@ -241,7 +254,7 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
 
     where = parse_where(getattr(args, "where", []) or [])
     shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
-    name, workers = getattr(args, "executor", "local"), getattr(args, "workers", 1)
+    name, workers = getattr(args, "executor", "local"), default_workers(args)
     if name == "ray":
         if workers != 1:
             raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs set "

@@ -300,8 +300,9 @@ def auto_workers(jobs: int, device: Optional[str]) -> int:
     """``--workers auto``: one process per core (capped by the jobs) on CPU; 1 on a GPU, where one
     process stacks the replicas and several would only contend for the device.
 
-    Not the default: on the loaded 2-core machine the in-process loop measured fastest for the
-    quick suite (each worker pays a spawn + torch/zoo import; docs/distributed.md).
+    The CLI's default (``zoo bench`` without ``--workers``): on the 2-core machine the quick suite
+    measured faster with 2 workers than in-process, the spawn + torch/zoo import per worker
+    included (docs/distributed.md).  ``run_suite``'s own default stays 1 (library use, tests).
     """
     if device not in (None, "auto", "cpu"):
         return 1
