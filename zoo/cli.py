@@ -208,6 +208,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="notes file: why cells differ / what was tried (default RECORDS/../notes.toml)")
     rp.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 if the Markdown on disk is out of date or an open cell has no note")
+    rp.add_argument("--draft", action="store_true",
+                    help="write the pages even if open cells have no note yet (marked; exit 1); --check refuses them")
     return p
 
 
@@ -310,7 +312,7 @@ def _report(args: argparse.Namespace) -> int:
 
     try:
         report, problems = generate(args.records, md=args.md, html_path=args.html, notes_path=args.notes,
-                                    check=args.check)
+                                    check=args.check, draft=args.draft)
     except MissingNotesError as e:
         print(f"zoo report: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -318,10 +320,9 @@ def _report(args: argparse.Namespace) -> int:
     print("zoo report: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" ({len(report.suites)} record folder(s))")
     for p in problems:
         print(f"zoo report: {p}", file=sys.stderr)
-    if args.check:
-        return EXIT_FAILED if problems else 0
-    print(f"md: {args.md}\nhtml: {args.html}")
-    return 0
+    if not args.check:
+        print(f"md: {args.md}\nhtml: {args.html}")
+    return EXIT_FAILED if problems else 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -40,7 +40,7 @@ def _slug(*parts: Any) -> str:
 
 
 #: Fixed SVG ids and no date: the same data give the same bytes (the page is committed and diffed).
-_SVG_RC = {"svg.hashsalt": "gat-zoo", "svg.fonttype": "path"}
+_SVG_RC = {"svg.hashsalt": "gat-zoo", "svg.fonttype": "none"}  # text as <text>: smaller, searchable
 
 
 def _plot(board: Board, table: Any, t: Dict[str, Any], what: str) -> str:

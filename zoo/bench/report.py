@@ -56,6 +56,7 @@ NOTE_KEYS = ("suite", "table", "when", "status", "note")
 #: |Δ| (points) that counts as reproduced where a CI is missing; |Δlog10| (decades) for one energy run.
 POINTS_TOLERANCE = 1.0
 DECADES_TOLERANCE = 0.5
+MISSING_NOTE = "NO NOTE YET (zoo report --draft): add one to notes.toml"
 _EPS = 1e-9  # paper values are rounded decimals: a boundary value counts as inside
 
 
@@ -357,8 +358,12 @@ def describe_scale(info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> str:
         protocol = f"the suite's --quick form (epochs {_fmt_values(epochs)}): not the paper's protocol"
     else:
         protocol = f"the suite's full protocol (epochs {_fmt_values(epochs)}, stop and selection as in the suite file)"
-    head = (f"**full** — all {len(info['cells'])} runs" if full_scale and not info.get("quick")
-            else f"**stated-reduced** — {len(recs)} of the suite's {len(info['cells'])} runs")
+    if info.get("quick"):
+        head = f"**quick form** — {len(recs)} of the --quick form's {len(info['cells'])} runs (not the paper's scale)"
+    elif full_scale:
+        head = f"**full** — all {len(info['cells'])} runs"
+    else:
+        head = f"**stated-reduced** — {len(recs)} of the suite's {len(info['cells'])} runs"
     return f"{head}; {'; '.join(parts)}. Protocol: {protocol}."
 
 
@@ -541,6 +546,12 @@ def _suite_counts(s: SuiteReport) -> Dict[str, int]:
     return c
 
 
+def _note_text(r: Row) -> str:
+    if r.note is not None:
+        return r.note.text
+    return MISSING_NOTE if r.status == OPEN else ""
+
+
 def _suite_markdown(s: SuiteReport) -> List[str]:
     b, meta = s.board, s.board.meta
     commits = ", ".join(c[:7] for c in b.provenance["commits"])
@@ -571,7 +582,7 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
             if many:
                 cells.append(r.ref)
             cells += [fmt_paper(b, e.reported) if e.reported else "", lb.fmt_diff(b, e.diff), r.status,
-                      r.note.text if r.note else ""]
+                      _note_text(r)]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
     if s.not_run:
@@ -628,7 +639,7 @@ def to_html(report: Report) -> str:
                 tds += f"<td>{h.escape(fmt_paper(b, e.reported)) if e.reported else ''}</td>"
                 tds += f"<td>{h.escape(lb.fmt_diff(b, e.diff))}</td>"
                 tds += f'<td class="{cls}">{h.escape(r.status)}</td>'
-                tds += f'<td style="text-align:left">{h.escape(r.note.text) if r.note else ""}</td>'
+                tds += f'<td style="text-align:left">{h.escape(_note_text(r))}</td>'
                 body.append(f"<tr>{tds}</tr>")
             body.append("</tbody></table>")
             body.append(plots(b, table, t))
@@ -660,18 +671,22 @@ def missing_notes_message(report: Report, notes_path: str) -> str:
 
 def generate(records_dir: PathLike = DEFAULT_RECORDS, md: Optional[PathLike] = DEFAULT_MD,
              html_path: Optional[PathLike] = DEFAULT_HTML, notes_path: Optional[PathLike] = None,
-             check: bool = False) -> Tuple[Report, List[str]]:
+             check: bool = False, draft: bool = False) -> Tuple[Report, List[str]]:
     """Build the report; write ``md``/``html_path`` (atomically), or with ``check`` compare the
     Markdown with ``md`` on disk.  Returns the report and the problems found (``check``: an
-    out-of-date page).  Open cells without a note raise :class:`MissingNotesError` (nothing written)."""
+    out-of-date page; ``draft``: open cells without a note).  Open cells without a note raise
+    :class:`MissingNotesError` and nothing is written — unless ``draft``, which writes the pages
+    with those rows marked ``NO NOTE YET`` (to see the numbers before writing the notes)."""
     from zoo.bench.runner import write_atomic
 
     notes_path = Path(notes_path) if notes_path is not None else _default_notes(Path(records_dir))
     report = build_report(records_dir, notes_path)
-    if report.missing_notes():
-        raise MissingNotesError(missing_notes_message(report, str(notes_path)))
-    text = to_markdown(report)
     problems = []
+    if report.missing_notes():
+        if check or not draft:
+            raise MissingNotesError(missing_notes_message(report, str(notes_path)))
+        problems.append(missing_notes_message(report, str(notes_path)))
+    text = to_markdown(report)
     if check:
         if md is not None:
             on_disk = Path(md).read_text() if Path(md).is_file() else None
