@@ -265,3 +265,11 @@ def test_committed_report_is_up_to_date():
     assert not problems, (f"docs/reproduction.md is out of date with docs/reproduction/records and notes.toml: "
                           f"run `{rp.COMMAND}` from the repository root and commit the result")
     assert math.isfinite(sum(s.wall_time_s for s in rp.build_report(records).suites))
+
+
+def test_a_note_matching_no_cell_is_reported(records, tmp_path):
+    stray = OPEN_NOTE.replace("num_layers = 4", "num_layers = 3")  # no cell has L = 3: a typo
+    write_notes(tmp_path / "notes.toml", OPEN_NOTE, stray)
+    report = rp.build_report(records)
+    assert [n.index for n in report.unused_notes()] == [2]
+    assert "Runs per table cell: 3." in report.suites[0].scale

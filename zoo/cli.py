@@ -318,6 +318,9 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     counts = report.counts()
     print("zoo report: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" ({len(report.suites)} record folder(s))")
+    for n in report.unused_notes():
+        print(f"zoo report: warning: note #{n.index} of suite {n.suite!r} matches no compared cell of its records "
+              f"(when = {n.when}, table = {n.table!r})", file=sys.stderr)
     for p in problems:
         print(f"zoo report: {p}", file=sys.stderr)
     if not args.check:

@@ -103,6 +103,7 @@ class Note:
     table: Optional[str] = None
     when: Dict[str, List[Any]] = field(default_factory=dict)
     index: int = 0  # position in the file (1-based), for messages and tie-breaking
+    used: bool = False  # matched a cell with a paper number (set while building the report)
 
     @property
     def specificity(self) -> Tuple[int, int, int]:
@@ -242,6 +243,11 @@ class Report:
                     out[r.status if r.status != NO_PAPER else "no paper number"] += 1
         return out
 
+    def unused_notes(self) -> List[Note]:
+        """Notes of suites with records that match none of their compared cells (a typo in ``when``?)."""
+        have = {s.board.suite for s in self.suites}
+        return [n for n in self.notes if n.suite in have and not n.used]
+
     def missing_notes(self) -> List[Tuple[SuiteReport, Any, Row]]:
         return [(s, t, r) for s in self.suites for t, rows in s.rows.items() for r in rows
                 if r.status == OPEN and r.note is None]
@@ -277,6 +283,7 @@ def _note_for(board: lb.Board, entry: lb.Entry, ref: str, notes: Sequence[Note])
         if n.suite != board.suite or (n.table is not None and n.table != ref):
             continue
         if all(_norm(_entry_value(board, entry, k)) in {_norm(v) for v in vs} for k, vs in n.when.items()):
+            n.used = True
             if best is None or n.specificity > best.specificity:
                 best = n
     return best
@@ -387,7 +394,11 @@ def suite_report(folder: Path, notes: Sequence[Note]) -> SuiteReport:
             other += 1
         elif id(r) not in matched:
             not_run[str(r["table"])] = not_run.get(str(r["table"]), 0) + 1
-    return SuiteReport(folder, board, info, recs, rows, describe_scale(info, recs), not_run, other)
+    ns = sorted({e.summary.n for e in board.entries})
+    scale = describe_scale(info, recs)
+    if ns:
+        scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
+    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other)
 
 
 def _shipped_suites() -> Dict[str, Dict[str, Any]]:
@@ -430,9 +441,9 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
     suites = [suite_report(f, notes) for _, f in sorted(by_suite.items())]
     unrun = []
     for name, s in sorted(shipped.items()):
-        if name in by_suite or not s["reported"]:
+        if name in by_suite:
             continue
-        entries = [e for e in s["reported"]["entries"] if e.get("metric", s["metric"]) == s["metric"]]
+        entries = [e for e in (s["reported"] or {}).get("entries", []) if e.get("metric", s["metric"]) == s["metric"]]
         per_table: Dict[str, int] = {}
         for e in entries:
             per_table[str(e["table"])] = per_table.get(str(e["table"]), 0) + 1
@@ -528,7 +539,7 @@ def to_markdown(report: Report) -> str:
     if report.unrun:
         lines += ["## Suites not run yet", "", "| suite | paper tables | paper cells |", "|---|---|---|"]
         for u in report.unrun:
-            tables = ", ".join(f"{t} ({n})" for t, n in u["tables"].items())
+            tables = ", ".join(f"{t} ({n})" for t, n in u["tables"].items()) or "(no paper numbers stored)"
             lines.append(f"| `{u['suite']}` | {_cell(tables)} | {u['cells']} |")
         lines.append("")
     return "\n".join(lines)
