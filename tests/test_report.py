@@ -273,3 +273,14 @@ def test_a_note_matching_no_cell_is_reported(records, tmp_path):
     report = rp.build_report(records)
     assert [n.index for n in report.unused_notes()] == [2]
     assert "Runs per table cell: 3." in report.suites[0].scale
+
+
+def test_the_shipped_paper_numbers_are_used(tmp_path):
+    """A corrected transcription in benchmarks/suites/reported reaches the report without a re-run."""
+    raw = dict(SUITE, suite=dict(SUITE["suite"], name="balance_table2"))
+    make_folder(tmp_path / "rec" / "t2", raw=raw)  # its stored copy: PAPER (on dataset twin)
+    report = rp.build_report(tmp_path / "rec", tmp_path / "none.toml")
+    s = report.suites[0]
+    assert s.reported_changed and all(r.status == rp.NO_PAPER for rows in s.rows.values() for r in rows)
+    assert "edited since these records were made" in rp.to_markdown(report)
+    assert sum(s.not_run.values()) == 120  # the shipped file's Table 2 numbers, none of them run here

@@ -221,6 +221,7 @@ class SuiteReport:
     scale: str
     not_run: Dict[str, int]  # paper table -> paper cells without records
     other_metric: int  # paper numbers of a metric this suite's leaderboard does not show
+    reported_changed: bool = False  # the shipped paper numbers differ from the copy stored with the records
 
     @property
     def wall_time_s(self) -> float:
@@ -374,8 +375,14 @@ def describe_scale(info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> str:
     return f"{head}; {'; '.join(parts)}. Protocol: {protocol}."
 
 
-def suite_report(folder: Path, notes: Sequence[Note]) -> SuiteReport:
+def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[str, Any]] = None) -> SuiteReport:
+    """One suite's part of the report.  ``reported``: the paper's numbers to compare with (the
+    shipped file, so that a corrected transcription reaches the report without a re-run);
+    default: the copy stored with the records."""
     folder, info, recs, dropped = lb.read_folder(folder)
+    stale = reported is not None and reported != info.get("reported")
+    if reported is not None:
+        info = {**info, "reported": reported}
     board = lb.aggregate(info, recs)
     board.dropped = dropped
     log_metric = lb.is_log_metric(board)
@@ -398,7 +405,7 @@ def suite_report(folder: Path, notes: Sequence[Note]) -> SuiteReport:
     scale = describe_scale(info, recs)
     if ns:
         scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
-    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other)
+    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale)
 
 
 def _shipped_suites() -> Dict[str, Dict[str, Any]]:
@@ -434,11 +441,13 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
     contexts = {name: SuiteContext(_paper_tables(s["meta"], s["reported"]), s["keys"]) for name, s in shipped.items()}
     for name, f in by_suite.items():  # the records' own suite (what was run) wins over the shipped file
         info = infos[f]
-        contexts[name] = SuiteContext(_paper_tables(info.get("meta", {}), info.get("reported")),
+        reported = shipped[name]["reported"] if name in shipped and shipped[name]["reported"] else info.get("reported")
+        contexts[name] = SuiteContext(_paper_tables(info.get("meta", {}), reported),
                                       _cell_keys(info["leaderboard"], info["cells"]))
     root = Path(records_dir)
     notes = load_notes(Path(notes_path) if notes_path is not None else _default_notes(root), contexts)
-    suites = [suite_report(f, notes) for _, f in sorted(by_suite.items())]
+    suites = [suite_report(f, notes, shipped[name]["reported"] if name in shipped else None)
+              for name, f in sorted(by_suite.items())]
     unrun = []
     for name, s in sorted(shipped.items()):
         if name in by_suite:
@@ -577,6 +586,9 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
               lb.metric_description(b), ""]
     if b.dropped:
         lines += [f"Note: {lb.dropped_note(b)}.", ""]
+    if s.reported_changed:
+        lines += ["The paper's numbers were edited since these records were made; the current "
+                  f"`benchmarks/suites/{meta.get('reported', 'reported/')}` is used.", ""]
     lay = b.layout
     head = [*lay["rows"], lay["columns"], "ours", "paper", lb.diff_label(b), "status", "note"]
     for table, rows in s.rows.items():
