@@ -616,6 +616,11 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
     return lines
 
 
+def _plain(markdown: str) -> str:
+    """Markdown emphasis and code marks dropped (the page's text is escaped, not rendered)."""
+    return markdown.replace("**", "").replace("`", "")
+
+
 def to_html(report: Report) -> str:
     """The report as a self-contained page: summary, status tables and the leaderboard plots."""
     import html as h
@@ -632,15 +637,14 @@ def to_html(report: Report) -> str:
             f"<p>Compute: {h.escape(_hours(sum(s.wall_time_s for s in report.suites)))}, "
             f"{sum(len(s.records) for s in report.suites)} runs. Machine(s): "
             f"{h.escape(', '.join(_machines(report)) or '(none)')}.</p>",
-            "<ul>" + "".join(f"<li>{h.escape(r.replace('**', ''))}</li>" for r in rules_text()).replace("<li>- ", "<li>")
-            + "</ul>"]
+            "<ul>" + "".join(f"<li>{h.escape(_plain(r[2:]))}</li>" for r in rules_text()) + "</ul>"]
     for s in report.suites:
         b, lay = s.board, s.board.layout
         sid = _slug(b.suite)
         body.append(f'<h2 id="{sid}"><a href="#{sid}">{h.escape(b.suite)}</a>: '
                     f"{h.escape(b.meta.get('title') or '')}</h2>")
-        body.append(f"<p>Scale: {h.escape(s.scale.replace('**', ''))}</p>")
-        body.append(f"<p class=muted>{h.escape(lb.metric_description(b).replace('**', ''))} Records "
+        body.append(f"<p>Scale: {h.escape(_plain(s.scale))}</p>")
+        body.append(f"<p class=muted>{h.escape(_plain(lb.metric_description(b)))} Records "
                     f"<code>{h.escape(_display_path(s.folder))}</code>, {len(s.records)} runs, "
                     f"{h.escape(_hours(s.wall_time_s))}; commit(s) "
                     f"{h.escape(', '.join(c[:7] for c in b.provenance['commits']))}.</p>")
@@ -668,8 +672,9 @@ def to_html(report: Report) -> str:
             body.append(plots(b, table, t))
     if report.unrun:
         body.append("<h2>Suites not run yet</h2><ul>" + "".join(
-            f"<li><code>{h.escape(u['suite'])}</code>: {u['cells']} paper cells "
-            f"({h.escape(', '.join(f'{t} ({n})' for t, n in u['tables'].items()))})</li>" for u in report.unrun)
+            f"<li><code>{h.escape(u['suite'])}</code>: "
+            + (f"{u['cells']} paper cells ({h.escape(', '.join(f'{t} ({n})' for t, n in u['tables'].items()))})"
+               if u["cells"] else "no paper numbers stored") + "</li>" for u in report.unrun)
             + "</ul>")
     nav = " ".join(f'<a href="#{_slug(s.board.suite)}">{h.escape(s.board.suite)}</a>' for s in report.suites)
     return page("gat-zoo reproduction report", "\n".join(body), nav)
