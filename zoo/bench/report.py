@@ -582,7 +582,8 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
     lines += ["", f"Scale: {s.scale}", "",
               f"Records: `{_display_path(s.folder)}` — {len(s.records)} runs, {_hours(s.wall_time_s)} on "
               f"{', '.join(b.provenance['devices'])}; commit(s) {commits}; "
-              + ", ".join(f"{k} {v}" for k, v in b.provenance.get("versions", {}).items()) + ".", "",
+              + ", ".join(f"{k} {v}" for k, v in b.provenance.get("versions", {}).items())
+              + f". Full leaderboard (CSV/JSON/HTML): `zoo leaderboard {_display_path(s.folder)} --out DIR`.", "",
               lb.metric_description(b), ""]
     if b.dropped:
         lines += [f"Note: {lb.dropped_note(b)}.", ""]
