@@ -100,7 +100,8 @@ def write_notes(path: Path, *notes: str) -> Path:
     return path
 
 
-OPEN_NOTE = '[[note]]\nsuite = "synth"\nwhen = {init = "xavier", num_layers = 4}\nstatus = "open"\nnote = "tried more seeds"\n'
+OPEN_NOTE = ('[[note]]\nsuite = "synth"\nwhen = {init = "xavier", num_layers = 4}\nstatus = "open"\n'
+             'note = "tried more seeds"\n')
 DIFF_NOTE = '[[note]]\nsuite = "synth"\nwhen = {init = "bal_x"}\nstatus = "differs"\nnote = "the code uses lr 0.1"\n'
 
 
@@ -185,7 +186,8 @@ def test_notes_are_validated(records, tmp_path, note, expected):
 
 
 def test_scale_states_exactly_what_was_run(tmp_path):
-    reduced = make_folder(tmp_path / "a", keep=lambda c: c["model"]["kwargs"]["num_layers"] == 2 and c["run"]["seed"] < 2,
+    reduced = make_folder(tmp_path / "a",
+                          keep=lambda c: c["model"]["kwargs"]["num_layers"] == 2 and c["run"]["seed"] < 2,
                           selection={"where": {"num_layers": [2]}, "shard": None})
     _, info, recs, _ = lb.read_folder(reduced)
     text = rp.describe_scale(info, recs)
@@ -214,7 +216,8 @@ def test_quick_form_is_stated(tmp_path):
 def test_energy_and_pruning_folders_render(tmp_path):
     energy = dict(SUITE, suite={"name": "synth_energy", "mode": "energy_at_init"},
                   leaderboard={"rows": ["init"], "columns": "num_layers", "metric": "laplacian_energy"})
-    make_folder(tmp_path / "rec" / "e", raw=energy, metric=lambda c: {"laplacian_energy": 10.0 ** -(c["run"]["seed"] + 1)},
+    make_folder(tmp_path / "rec" / "e", raw=energy,
+                metric=lambda c: {"laplacian_energy": 10.0 ** -(c["run"]["seed"] + 1)},  # 1e-1, 1e-2, 1e-3
                 reported=[{"table": "Table 2", "init": "xavier", "num_layers": 2, "value": 5e-3,
                            "metric": "laplacian_energy"},
                           {"table": "Table 2", "init": "xavier", "num_layers": 4, "value": 5e-5,
