@@ -507,7 +507,8 @@ def rules_text() -> List[str]:
     return [
         f"- **{REPRODUCED}**: accuracies (%) — the paper's value lies inside our mean ± 95 % CI (Student t over "
         "seeds); where a CI is missing (ours with n = 1, or the paper's not stored) "
-        f"|Δ| ≤ {POINTS_TOLERANCE:g} point also counts. Energies (log-normal over seeds, compared in log10) — the paper's value lies inside our "
+        f"|Δ| ≤ {POINTS_TOLERANCE:g} point also counts. Energies (log-normal over seeds, compared in log10) — "
+        "the paper's value lies inside our "
         f"[min … max] over seeds; with n = 1, |Δlog10| ≤ {DECADES_TOLERANCE:g} decade.",
         f"- **{DIFFERS}**: not reproduced; the note gives the measured cause.",
         f"- **{OPEN}**: not reproduced and not explained yet; the note says what was tried.",
