@@ -287,3 +287,20 @@ def test_the_shipped_paper_numbers_are_used(tmp_path):
     assert s.reported_changed and all(r.status == rp.NO_PAPER for rows in s.rows.values() for r in rows)
     assert "edited since these records were made" in rp.to_markdown(report)
     assert sum(s.not_run.values()) == 120  # the shipped file's Table 2 numbers, none of them run here
+
+
+@pytest.mark.slow
+def test_real_quick_record_folders_render(tmp_path, mirror, monkeypatch):
+    """Energy-mode, prune-mode and table_by suites, run for real (--quick), make a report."""
+    from zoo.bench.runner import run_suite
+    from zoo.bench.suite import load_suite
+
+    monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
+    for name in ("nonlocal_energy", "nonlocal_pruning", "oxford_table4"):
+        run_suite(load_suite(name, quick=True), tmp_path / "rec" / name, device="cpu", quiet=True,
+                  data_root=tmp_path / "data")
+    report, problems = rp.generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html", draft=True)
+    assert [s.board.suite for s in report.suites] == ["nonlocal_energy", "nonlocal_pruning", "oxford_table4"]
+    text = (tmp_path / "r.md").read_text()
+    assert text.count("**quick form**") == 3 and "Δlog10" in text and "### oxford_table4: model = gat" in text
+    assert (tmp_path / "r.html").read_text().count("<svg") >= 2
