@@ -132,6 +132,7 @@ def test_statuses_counts_and_notes_in_the_markdown(records, tmp_path):
     counts = report.counts()
     assert (counts["reproduced"], counts["differs — explained"], counts["open"]) == (2, 1, 1)
     assert report.suites[0].not_run == {}  # every paper cell of the suite has records; the rest: shipped suites
+    assert report.suites[0].coverage() == "Table 1 — 4 of 4 cells run (n = 3)"
     assert counts["not run"] == sum(u["cells"] for u in report.unrun) > 0
     text = md.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| gat | xavier | 4 |"))
@@ -287,6 +288,7 @@ def test_the_shipped_paper_numbers_are_used(tmp_path):
     assert s.reported_changed and all(r.status == rp.NO_PAPER for rows in s.rows.values() for r in rows)
     assert "edited since these records were made" in rp.to_markdown(report)
     assert sum(s.not_run.values()) == 120  # the shipped file's Table 2 numbers, none of them run here
+    assert s.coverage() == "Table 2 — 0 of 120 cells run"
 
 
 @pytest.mark.slow

@@ -227,6 +227,21 @@ class SuiteReport:
     def wall_time_s(self) -> float:
         return sum(float(r.get("wall_time_s") or 0.0) for r in self.records)
 
+    def coverage(self) -> str:
+        """Per paper table: how many of its cells were run, with how many runs each."""
+        run: Dict[str, List[int]] = {}
+        for rows in self.rows.values():
+            for r in rows:
+                if r.ref:
+                    run.setdefault(r.ref, []).append(r.entry.summary.n)
+        parts = []
+        for ref in sorted(set(run) | set(self.not_run)):
+            ns = sorted(run.get(ref, []))
+            total = len(ns) + self.not_run.get(ref, 0)
+            each = "" if not ns else f" (n = {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + ")"
+            parts.append(f"{ref} — {len(ns)} of {total} cells run{each}")
+        return "; ".join(parts)
+
 
 @dataclass
 class Report:
@@ -580,7 +595,10 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
     if meta.get("paper"):
         lines.append(f"Paper: {meta['paper']}" + (f" — {', '.join(meta['tables'])}" if meta.get("tables") else "")
                      + (f" (numbers: `benchmarks/suites/{meta['reported']}`)" if meta.get("reported") else "") + ".")
-    lines += ["", f"Scale: {s.scale}", "",
+    lines += ["", f"Scale: {s.scale}", ""]
+    if s.coverage():
+        lines += [f"Paper's cells: {s.coverage()}.", ""]
+    lines += [
               f"Records: `{_display_path(s.folder)}` — {len(s.records)} runs, {_hours(s.wall_time_s)} on "
               f"{', '.join(b.provenance['devices'])}; commit(s) {commits}; "
               + ", ".join(f"{k} {v}" for k, v in b.provenance.get("versions", {}).items())
@@ -610,8 +628,6 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
                       _note_text(r)]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
-    if s.not_run:
-        lines += ["Paper cells not run yet: " + ", ".join(f"{t}: {n}" for t, n in sorted(s.not_run.items())) + ".", ""]
     if s.other_metric:
         lines += [f"{s.other_metric} paper number(s) of another metric are not compared (this suite's leaderboard "
                   f"shows {lay['metric']}).", ""]
@@ -646,6 +662,8 @@ def to_html(report: Report) -> str:
         body.append(f'<h2 id="{sid}"><a href="#{sid}">{h.escape(b.suite)}</a>: '
                     f"{h.escape(b.meta.get('title') or '')}</h2>")
         body.append(f"<p>Scale: {h.escape(_plain(s.scale))}</p>")
+        if s.coverage():
+            body.append(f"<p>Paper's cells: {h.escape(s.coverage())}.</p>")
         body.append(f"<p class=muted>{h.escape(_plain(lb.metric_description(b)))} Records "
                     f"<code>{h.escape(_display_path(s.folder))}</code>, {len(s.records)} runs, "
                     f"{h.escape(_hours(s.wall_time_s))}; commit(s) "
