@@ -306,3 +306,12 @@ def test_real_quick_record_folders_render(tmp_path, mirror, monkeypatch):
     text = (tmp_path / "r.md").read_text()
     assert text.count("**quick form**") == 3 and "Δlog10" in text and "### oxford_table4: model = gat" in text
     assert (tmp_path / "r.html").read_text().count("<svg") >= 2
+
+
+def test_a_folder_without_finished_runs_renders(tmp_path):
+    make_folder(tmp_path / "rec" / "s", keep=lambda c: False)
+    report = rp.build_report(tmp_path / "rec", tmp_path / "none.toml")
+    assert report.suites[0].scale.startswith("**no runs yet** — none of the suite's 12 runs")
+    text = rp.to_markdown(report)
+    assert "no finished run yet" in text and "Table 1 — 0 of 4 cells run" in text
+    assert report.counts()["not run"] >= 4

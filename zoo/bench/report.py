@@ -354,6 +354,9 @@ def _fmt_values(values: List[Any]) -> str:
 def describe_scale(info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> str:
     """Which part of the suite the records cover, exactly: per shape key the values run out of
     the suite's, the number of runs, and the protocol (the suite's full one or its quick form)."""
+    if not recs:
+        return f"**no runs yet** — none of the {'--quick form' if info.get('quick') else 'suite'}'s " \
+               f"{len(info['cells'])} runs is recorded."
     lay = info["leaderboard"]
     keys = [k for k in (lay.get("table_by"), *lay["rows"], lay["columns"] if lay["metric"] != "pruned" else None,
                         *((info.get("selection") or {}).get("where") or {}), "seed") if k]
@@ -599,10 +602,11 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
     if s.coverage():
         lines += [f"Paper's cells: {s.coverage()}.", ""]
     lines += [
-              f"Records: `{_display_path(s.folder)}` — {len(s.records)} runs, {_hours(s.wall_time_s)} on "
-              f"{', '.join(b.provenance['devices'])}; commit(s) {commits}; "
-              + ", ".join(f"{k} {v}" for k, v in b.provenance.get("versions", {}).items())
-              + f". Full leaderboard (CSV/JSON/HTML): `zoo leaderboard {_display_path(s.folder)} --out DIR`.", "",
+              (f"Records: `{_display_path(s.folder)}` — {len(s.records)} runs, {_hours(s.wall_time_s)} on "
+               f"{', '.join(b.provenance['devices'])}; commit(s) {commits}; "
+               + ", ".join(f"{k} {v}" for k, v in b.provenance.get("versions", {}).items())
+               + f". Full leaderboard (CSV/JSON/HTML): `zoo leaderboard {_display_path(s.folder)} --out DIR`."
+               if s.records else f"Records: `{_display_path(s.folder)}` — no finished run yet."), "",
               lb.metric_description(b), ""]
     if b.dropped:
         lines += [f"Note: {lb.dropped_note(b)}.", ""]
