@@ -255,6 +255,12 @@ def test_cli_check_fails_on_a_stale_page(records, tmp_path, capsys):
     md.write_text(md.read_text().replace("| open |", "| reproduced |"))
     assert main(["report", str(records), "--md", str(md), "--check"]) == 1
     assert rp.COMMAND in capsys.readouterr().err
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE)  # the open cell loses its note
+    assert main(["report", str(records), "--md", str(md), "--check"]) == 1
+    assert "1 open cell(s) have no note" in capsys.readouterr().err
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE.replace("differs", "differ"))
+    assert main(["report", str(records), "--md", str(md), "--check"]) == 2  # a bad notes file: one line
+    assert "unknown status 'differ'" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- drift
