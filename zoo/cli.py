@@ -7,7 +7,7 @@
               [--workers N | --executor ray [--ray-address ADDR] [--gpus-per-group F] [--max-retries N]]
     zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
-    zoo report [RECORDS_DIR] [--md docs/reproduction.md] [--html docs/reproduction/index.html] [--check]
+    zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft]
 
 Exit codes: 0 success; 1 some runs failed (recorded as failed; a re-run retries them); 2 an error
 (bad input, unusable folder, corrupt file: one line on stderr); 3 nothing to do (no run recorded:
