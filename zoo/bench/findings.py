@@ -385,7 +385,8 @@ def _row_label(board: lb.Board, e: lb.Entry) -> str:
 
 def _place(board: lb.Board, e: lb.Entry, column: bool = True) -> str:
     lay = board.layout
-    parts = [f"{lay['table_by']} = {e.table}"] if lay.get("table_by") else []
+    tables = lay.get("table_by") and len({x.table for x in board.entries}) > 1  # one table: no need to name it
+    parts = [f"{lay['table_by']} = {e.table}"] if tables else []
     if column:
         parts.append(f"{lay['columns']} = {e.column}")
     return ", ".join(parts)
