@@ -29,6 +29,31 @@ Notes file (``docs/reproduction/notes.toml``)::
 A cell takes the most specific matching note (most ``when`` keys, then ``table``; the later one
 on a tie).  ``when`` keys are cell keys (as in ``--where``); values may be lists (alternatives)
 and plugin names may be aliases (``bal_x``).
+
+Findings.  Many results are figures or sentences, not table numbers; a suite's reported file
+(``benchmarks/suites/reported/<suite>.json``, wired by ``reported = ...`` in the suite) may carry
+a ``findings`` list beside ``entries``: each an ``id``, our one-line ``claim``, the paper's
+``source`` (section / figure) and ``quote``, and a ``check`` on the suite's leaderboard cells::
+
+    {"id": "gat_beats_gatv2", "claim": "One GAT layer fits twin better than one GATv2 layer, at every k",
+     "source": "§4.5.2, Fig. 1", "quote": "The more surprising result is that GAT outperforms GATv2 on this task.",
+     "check": {"kind": "greater", "a": {"model": "gat"}, "b": {"model": "gatv2"}, "over": "k"}}
+
+Kinds: ``greater`` / ``less`` (``a``, ``b``), ``at_least`` / ``at_most`` (``cells``, ``value``),
+``increasing`` / ``decreasing`` (``cells``), ``bounded`` (``cells``, ``spread``); optional
+``where``, ``over``, ``metric`` (``"epochs_to_best"``).  Verdicts (per comparison, from means and
+95 % CIs; :mod:`zoo.bench.findings` has the exact rules): *holds (significant)*, *holds*,
+*inconclusive*, *contradicted*, *not run*.  The report shows each finding per suite (quote,
+source, the check in words, our numbers per comparison, the verdict, the same check on the
+paper's own stored numbers where it has them) and counts them in the summary.  The shipped
+findings are validated against the full shipped suite (unknown kinds, keys or values are errors
+naming close matches).  A *contradicted* finding needs a note naming it::
+
+    [[note]]
+    suite = "oxford_fig1"
+    finding = "gat_beats_gatv2"                      # instead of table / when
+    status = "differs"                               # or "open"
+    note = "the measured cause / what was tried"
 """
 from __future__ import annotations
 
