@@ -107,6 +107,10 @@ def test_greater_per_column_pairs_cells_on_the_other_row_keys():
     r = _evaluate({"kind": "greater", "a": {"init": "bal_o"}, "b": {"init": "xavier"},
                    "where": {"model": "gat", "k": [3, 4]}})
     assert r.verdict == fd.HOLDS and len(r.comparisons) == 2  # +1 point, CIs overlap: holds, not significantly
+    r = _evaluate({"kind": "greater", "a": {"init": "bal_o"}, "b": {"init": "xavier"},
+                   "where": {"model": ["gat", "gatv2"]}})
+    assert len(r.comparisons) == 6  # where restricts but does not un-pair: gat vs gat, gatv2 vs gatv2 (not 12)
+    assert all(c.text.split("/")[0] == c.text.split(" > ")[1].split("/")[0] for c in r.comparisons)
     r = _evaluate({"kind": "less", "a": {"model": "gatv2"}, "b": {"model": "gat"}, "where": {"k": 3}})
     assert r.verdict == fd.HOLDS_SIG
 

@@ -406,7 +406,8 @@ def comparisons(f: Finding, board: lb.Board, numbers: Numbers, paper: bool = Fal
 
     out: List[Comparison] = []
     if f.kind in ("greater", "less"):
-        named = {k for sels in (f.selectors["a"], f.selectors["b"], [f.where]) for s in sels for k in s}
+        # pair a and b cells that agree on every row key that neither a nor b names (``where`` only restricts)
+        named = {k for sels in (f.selectors["a"], f.selectors["b"]) for s in sels for k in s}
         free = [i for i, k in enumerate(board.layout["rows"]) if k not in named]
         a_cells, b_cells = _select(board, pool, f.selectors["a"]), _select(board, pool, f.selectors["b"])
         for a in a_cells:
