@@ -341,3 +341,22 @@ def test_findings_added_to_the_shipped_file_do_not_mark_the_numbers_edited(tmp_p
     report = rp.build_report(tmp_path / "rec", tmp_path / "none.toml")
     assert not report.suites[0].reported_changed
     assert [r.finding.id for r in report.suites[0].findings] == [f["id"] for f in shipped["findings"]]
+
+
+def test_every_run_must_meet_an_each_run_bound():
+    """'fits the data every time': one run short of the bound contradicts it, whatever the mean's CI."""
+    acc = dict(ACC)
+    acc[("gatdb", 5)] = [1.0, 1.0, 0.85]  # one seed does not fit: mean 95 ± 21.5, CI reaches 100
+    value = lambda c: acc[(c["model"]["name"], c["task"]["options"]["k"])][c["run"]["seed"]]  # noqa: E731
+    check = {"kind": "at_least", "cells": {"model": "gatdb", "init": "xavier"}, "value": 100}
+    assert _evaluate(check, value=value).verdict == fd.INCONCLUSIVE  # on the mean: cannot tell
+    r = _evaluate({**check, "runs": "each"}, value=value)
+    assert [c.verdict for c in r.comparisons] == [fd.HOLDS, fd.HOLDS, fd.CONTRADICTED]
+    assert r.verdict == fd.CONTRADICTED and "min over runs 85.00" in r.comparisons[2].text
+    low = _evaluate({"kind": "at_most", "cells": {"model": "gat", "init": "xavier"}, "value": 83, "runs": "each",
+                     "where": {"k": 3}}, value=value)
+    assert low.verdict == fd.CONTRADICTED and "max over runs 84.00" in low.comparisons[0].text  # mean 82 <= 83
+    with pytest.raises(fd.FindingsError, match="check.runs must be one of 'mean', 'each'"):
+        fd.parse_findings([_finding({**check, "runs": "all"})], "x.json")
+    with pytest.raises(fd.FindingsError, match="has no key\\(s\\) 'runs'"):
+        fd.parse_findings([_finding({"kind": "increasing", "cells": {}, "runs": "each"})], "x.json")

@@ -16,7 +16,9 @@ Check vocabulary (``kind`` and its keys; every check may also have ``where``, ``
 
 * ``greater`` / ``less`` (``a``, ``b``): a's cell is above / below b's, per column value (and
   per table); a and b cells are paired when they agree on every row key neither names.
-* ``at_least`` / ``at_most`` (``cells``, ``value``): each selected cell is >= / <= ``value``.
+* ``at_least`` / ``at_most`` (``cells``, ``value``): each selected cell is >= / <= ``value``;
+  with ``"runs": "each"`` every run of the cell must be ("every time"): *holds* when all are,
+  *contradicted* when one is not (no CI involved).
 * ``increasing`` / ``decreasing`` (``cells``): per row, each step to the next column value
   goes up / down (a ``greater`` / ``less`` between neighbours).
 * ``bounded`` (``cells``, ``spread``): per row, max − min over the column values is at most
@@ -58,6 +60,7 @@ HOLDS_SIG, HOLDS, INCONCLUSIVE, CONTRADICTED, NOT_RUN = (
 VERDICTS = (HOLDS_SIG, HOLDS, INCONCLUSIVE, CONTRADICTED, NOT_RUN)
 FINDING_KEYS = ("id", "claim", "source", "quote", "check")
 COMMON_KEYS = ("kind", "where", "over", "metric")
+RUNS = ("mean", "each")  # at_least / at_most: the cell's mean (CI rules) or every run
 #: kind -> its own required keys
 KINDS: Dict[str, Tuple[str, ...]] = {
     "greater": ("a", "b"), "less": ("a", "b"),
@@ -91,6 +94,7 @@ class Finding:
     where: Dict[str, List[Any]] = field(default_factory=dict)
     metric: Optional[str] = None  # None: the leaderboard metric
     value: Optional[float] = None  # at_least / at_most bound, bounded spread
+    runs: str = "mean"  # at_least / at_most: "each" = every run must satisfy the bound
 
 
 def _near(word: str, choices: Sequence[str]) -> str:
@@ -169,7 +173,7 @@ def parse_findings(raw: Any, origin: str) -> List[Finding]:
             raise FindingsError(f"{where}: unknown check kind {kind!r}" + (_near(kind, KINDS) if isinstance(kind, str)
                                                                              else "")
                                 + f". Valid kinds: {', '.join(KINDS)} (zoo/bench/findings.py).")
-        valid = (*COMMON_KEYS, *KINDS[kind])
+        valid = (*COMMON_KEYS, *KINDS[kind], *(("runs",) if kind in ("at_least", "at_most") else ()))
         unknown = [k for k in check if k not in valid]
         if unknown:
             raise FindingsError(f"{where}: check kind {kind!r} has no key(s) "
@@ -193,10 +197,15 @@ def parse_findings(raw: Any, origin: str) -> List[Finding]:
         metric = check.get("metric")
         if metric is not None and not isinstance(metric, str):
             raise FindingsError(f"{where}: check.metric must be a string (the leaderboard metric or {EPOCHS!r})")
+        runs = check.get("runs", "mean")
+        if runs not in RUNS:
+            raise FindingsError(f"{where}: check.runs must be one of {', '.join(map(repr, RUNS))}, got {runs!r}")
+        if runs == "each" and metric == EPOCHS:
+            raise FindingsError(f"{where}: check.runs = 'each' reads the runs' metric values; not with {EPOCHS!r}")
         if "over" in check and not isinstance(check["over"], str):
             raise FindingsError(f"{where}: check.over must be the leaderboard's column key (a string)")
         out.append(Finding(item["id"], item["claim"].strip(), item["source"].strip(), item["quote"].strip(), kind,
-                           check, selectors, where_sel[0], metric, value))
+                           check, selectors, where_sel[0], metric, value, runs))
     return out
 
 
@@ -429,8 +438,16 @@ def comparisons(f: Finding, board: lb.Board, numbers: Numbers, paper: bool = Fal
         sign = "≥" if f.kind == "at_least" else "≤"
         for e in cells:
             p, t = ours(e)
-            out.append(Comparison(_place(board, e), f"{_row_label(board, e)} {t} {sign} {f.check['value']}",
-                                  NOT_RUN if p is None else test(p, bound)))
+            verdict = NOT_RUN if p is None else test(p, bound)
+            if f.runs == "each" and p is not None:
+                got = numbers[(e.table, e.row, e.column)]
+                runs = [v for v in got.values if v is not None and math.isfinite(v)] or [got.summary.mean]
+                worst = min(runs) if f.kind == "at_least" else max(runs)
+                ok = worst >= f.value - _EPS * max(1.0, abs(f.value)) if f.kind == "at_least" \
+                    else worst <= f.value + _EPS * max(1.0, abs(f.value))
+                verdict = HOLDS if ok else CONTRADICTED
+                t += f", {'min' if f.kind == 'at_least' else 'max'} over runs {worst:.{'2e' if log else '2f'}}"
+            out.append(Comparison(_place(board, e), f"{_row_label(board, e)} {t} {sign} {f.check['value']}", verdict))
         return out
     rows: Dict[Tuple[Any, Tuple[Any, ...]], List[lb.Entry]] = {}
     for e in cells:
@@ -475,7 +492,8 @@ def describe(f: Finding, board_layout: Mapping[str, Any]) -> str:
                f"per {col}"
     elif f.kind in ("at_least", "at_most"):
         sign = "≥" if f.kind == "at_least" else "≤"
-        text = f"{metric} of {sel(f.selectors['cells'])} {sign} {f.check['value']}, each {col}"
+        text = f"{metric} of {sel(f.selectors['cells'])} {sign} {f.check['value']}" \
+               + (" in every run" if f.runs == "each" else "") + f", each {col}"
     elif f.kind == "bounded":
         unit = " decades" if metric in lb.LOG_METRICS else ""
         text = f"{metric} of {sel(f.selectors['cells'])} spans at most {f.check['spread']}{unit} over {col}"

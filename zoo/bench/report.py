@@ -704,8 +704,9 @@ def to_markdown(report: Report) -> str:
 def findings_rules_text() -> List[str]:
     return [
         "- A finding quotes the paper and states a check on our cells: greater / less (a vs b), at_least / at_most "
-        "(a bound), increasing / decreasing (each step over the columns), bounded (max − min over the columns), "
-        "made per column value (and per table); energies in log10.",
+        "(a bound; \"in every run\": each run must meet it, else contradicted), increasing / decreasing (each step "
+        "over the columns), bounded (max − min over the columns), made per column value (and per table); energies "
+        "in log10.",
         f"- Each comparison: **{fd.HOLDS_SIG}** when it holds for the whole 95 % CIs (they do not overlap; a bound "
         f"outside the CI); **{fd.HOLDS}** when the means satisfy it; **{fd.CONTRADICTED}** when the opposite holds "
         f"significantly; **{fd.INCONCLUSIVE}** otherwise (n = 1 has no CI: never significant); **{fd.NOT_RUN}** "
