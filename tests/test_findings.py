@@ -190,6 +190,15 @@ def test_the_format_is_validated(finding, expected):
     assert expected in str(e.value) and "x.json finding #1" in str(e.value)
 
 
+def test_a_suite_without_fixed_cells_is_refused():
+    raw = dict(SUITE, suite={"name": "synth_p", "mode": "prune_layers"},
+               leaderboard={"rows": ["model"], "columns": "layer", "metric": "pruned"})
+    info = parse_suite(json.loads(json.dumps(raw)), validate_models=False).resolved()
+    findings = fd.parse_findings([_finding({"kind": "increasing", "cells": {}})], "p.json")
+    with pytest.raises(fd.FindingsError, match="no leaderboard cells before it runs"):
+        fd.validate(findings, fd.skeleton(info), rp._cell_keys(info["leaderboard"], info["cells"]), "p.json")
+
+
 def test_duplicate_ids_are_refused():
     with pytest.raises(fd.FindingsError, match="used twice"):
         fd.parse_findings([_finding({"kind": "increasing", "cells": {}})] * 2, "x.json")

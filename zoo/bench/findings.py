@@ -255,6 +255,9 @@ def validate(findings: Sequence[Finding], board: lb.Board, keys: Sequence[str], 
 
     for f in findings:
         where = f"{origin} finding {f.id!r}"
+        if not board.entries:
+            raise FindingsError(f"{where}: suite {board.suite!r} has no leaderboard cells before it runs (metric "
+                                f"{lay['metric']!r} takes its columns from the records); findings need fixed cells")
         if "over" in f.check and f.check["over"] != lay["columns"]:
             raise FindingsError(f"{where}: check.over is {f.check['over']!r} but the suite's leaderboard columns are "
                                 f"{lay['columns']!r}; comparisons are made per {lay['columns']} value (drop 'over' "
