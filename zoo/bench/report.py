@@ -57,6 +57,7 @@ naming close matches).  A *contradicted* finding needs a note naming it::
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -515,6 +516,16 @@ def _shipped_suites() -> Dict[str, Dict[str, Any]]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ...]]:
+    """The full shipped suite's cells (:func:`zoo.bench.findings.skeleton`) and cell keys; cached
+    per file version (expanding a suite costs ~0.1-0.5 s, and tests build many reports)."""
+    from zoo.bench.suite import load_suite
+
+    info = load_suite(path, validate_models=False).resolved()
+    return fd.skeleton(info), tuple(_cell_keys(info["leaderboard"], info["cells"]))
+
+
 def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
                     board: Optional[lb.Board], notes: Sequence[Note]) -> List[fd.Result]:
     """The findings of suite ``name`` decided on the records' ``board`` (``None``: not run).
@@ -522,8 +533,6 @@ def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optio
     A shipped suite's findings come from its shipped file and are validated against the full
     shipped suite (a typo is an error even where the records cover a slice); a suite that is not
     shipped uses the copy stored with its records, validated against the records' suite."""
-    from zoo.bench.suite import load_suite
-
     origin = f"benchmarks/suites/{(shipped or {}).get('meta', {}).get('reported')}" if shipped \
         else f"{name}/suite.resolved.json"
     try:
@@ -534,9 +543,11 @@ def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optio
             findings = fd.parse_findings(reported.get("findings"), origin)
         if not findings:
             return []
-        full_info = load_suite(str(shipped["path"]), validate_models=False).resolved() if shipped else info
-        full = fd.skeleton(full_info)
-        fd.validate(findings, full, _cell_keys(full_info["leaderboard"], full_info["cells"]), origin)
+        if shipped:
+            full, keys = _shipped_skeleton(str(shipped["path"]), Path(shipped["path"]).stat().st_mtime_ns)
+        else:
+            full, keys = fd.skeleton(info), tuple(_cell_keys(info["leaderboard"], info["cells"]))
+        fd.validate(findings, full, keys, origin)
     except fd.FindingsError as e:
         raise ReportError(str(e)) from None
     if board is None:
