@@ -369,3 +369,15 @@ def test_every_run_must_meet_an_each_run_bound():
         fd.parse_findings([_finding({**check, "runs": "all"})], "x.json")
     with pytest.raises(fd.FindingsError, match="has no key\\(s\\) 'runs'"):
         fd.parse_findings([_finding({"kind": "increasing", "cells": {}, "runs": "each"})], "x.json")
+
+
+def test_cli_exit_code_for_a_contradicted_finding_without_a_note(tmp_path, capsys):
+    from zoo.cli import main
+
+    _folder(tmp_path / "rec" / "s", FINDINGS)
+    args = ["report", str(tmp_path / "rec"), "--md", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html")]
+    assert main([*args, "--notes", str(tmp_path / "none.toml")]) == 1
+    assert 'finding = "gat_beats_gatv2"' in capsys.readouterr().err
+    (tmp_path / "notes.toml").write_text(FINDING_NOTE)
+    assert main([*args, "--notes", str(tmp_path / "notes.toml")]) == 0
+    assert "zoo report: findings held 1, significant 1, contradicted 1, inconclusive 0" in capsys.readouterr().out
