@@ -1,0 +1,173 @@
+"""GATv2's attention score as one operation with its own backward.
+
+.. math:: e_{uv,h} = \\sum_c a_{hc}\\, \\mathrm{LeakyReLU}(x^s_{u,hc} + x^t_{v,hc})
+
+Written with autograd's elementwise ops this makes about ten passes over ``(E, heads,
+channels)`` tensors per training step (two gathers, the add, LeakyReLU, the product with ``a``,
+then LeakyReLU's backward, its recomputation for ``d a``, two products and the two scatters),
+each one a fresh allocation.  :func:`gatv2_score` makes five in the forward (gather, gather +
+add in place, LeakyReLU in place, product and sum) and three in the backward, using that
+LeakyReLU with a slope ``s >= 0`` keeps the sign, so its *output* ``y`` is all the backward needs:
+
+* ``d a_hc = sum_e g_eh y_ehc`` (one contraction over the edges),
+* ``d z_ehc = g_eh a_hc D_ehc`` with ``D = 1 if y > 0 else s`` (``leaky_relu_backward`` on the
+  result, ``g`` broadcast, no ``(E, H, C)`` product with ``a``): ``a`` is constant over the
+  edges, so it multiplies the ``(N, H, C)`` sums after the two scatter-adds instead.
+
+Only ``y`` (one ``(E, H, C)`` tensor) is kept for the backward, as before.  Under
+``torch.func.vmap`` the replica dimension is folded into the heads (one call for all replicas,
+contiguous rows).  Plain torch ops only: devices and dtypes follow the inputs.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from zoo.nn.functional import _HAS_CUSTOM_OPS, _is_batched
+
+#: GATv2 layers use :func:`gatv2_score` when this is true and their score is the plain
+#: ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term, attention bias or score normalisation);
+#: benchmarks flip it to time the plain path in the same process.
+ENABLED = True
+
+
+def _forward(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor, dst: Tensor,
+             slope: float) -> Tuple[Tensor, Tensor]:
+    y = x_src.index_select(0, src)
+    y.add_((x_src if x_dst is None else x_dst).index_select(0, dst))
+    F.leaky_relu_(y, slope)
+    return (y * att).sum(-1), y
+
+
+def _backward(grad: Tensor, y: Tensor, att: Tensor, src: Tensor, dst: Tensor, num_nodes: int, slope: float,
+              shared: bool) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+    grad_att = torch.einsum("eh,ehc->hc", grad, y)
+    # g * LeakyReLU'(z), from the result y (same sign as z since slope >= 0)
+    t = torch.ops.aten.leaky_relu_backward(grad.unsqueeze(-1).expand_as(y), y, slope, True)
+    shape = (num_nodes,) + tuple(y.shape[1:])
+    grad_src = y.new_zeros(shape).index_add_(0, src, t)
+    if shared:
+        return grad_src.index_add_(0, dst, t).mul_(att), None, grad_att
+    return grad_src.mul_(att), y.new_zeros(shape).index_add_(0, dst, t).mul_(att), grad_att
+
+
+class _GATv2Score(torch.autograd.Function):
+    """Outside vmap: no custom op dispatch."""
+
+    @staticmethod
+    def forward(ctx: Any, x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor, dst: Tensor,
+                slope: float) -> Tensor:
+        scores, y = _forward(x_src, x_dst, att, src, dst, slope)
+        ctx.save_for_backward(y, att, src, dst)
+        ctx.num_nodes, ctx.slope, ctx.shared = x_src.size(0), slope, x_dst is None
+        return scores
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+        y, att, src, dst = ctx.saved_tensors
+        grad_src, grad_dst, grad_att = _backward(grad.contiguous(), y, att, src, dst, ctx.num_nodes, ctx.slope,
+                                                 ctx.shared)
+        return grad_src, grad_dst, grad_att, None, None, None
+
+
+if _HAS_CUSTOM_OPS:
+    from zoo.nn.fused import _fold, _shared_graph, _unfold
+
+    @torch.library.custom_op("zoo::gatv2_score", mutates_args=())
+    def _gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor, dst: Tensor,
+                     slope: float) -> Tuple[Tensor, Tensor]:
+        return _forward(x_src, x_dst, att, src, dst, slope)
+
+
+    @_gatv2_score.register_fake
+    def _(x_src, x_dst, att, src, dst, slope):
+        e = src.numel()
+        return x_src.new_empty((e,) + tuple(x_src.shape[1:-1])), x_src.new_empty((e,) + tuple(x_src.shape[1:]))
+
+
+    @torch.library.custom_op("zoo::gatv2_score_backward", mutates_args=())
+    def _gatv2_score_bwd(grad: Tensor, y: Tensor, att: Tensor, src: Tensor, dst: Tensor, num_nodes: int,
+                         slope: float, shared: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        grad_src, grad_dst, grad_att = _backward(grad, y, att, src, dst, num_nodes, slope, shared)
+        # (a custom op returns no optional tensors: "no x_dst" is an empty one)
+        return grad_src, y.new_empty(0) if grad_dst is None else grad_dst, grad_att
+
+
+    @_gatv2_score_bwd.register_fake
+    def _(grad, y, att, src, dst, num_nodes, slope, shared):
+        shape = (num_nodes,) + tuple(y.shape[1:])
+        return y.new_empty(shape), y.new_empty(0 if shared else shape), att.new_empty(att.shape)
+
+
+    def _setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor]) -> None:
+        x_src, x_dst, att, src, dst, slope = inputs
+        ctx.save_for_backward(output[1], att, src, dst)
+        ctx.num_nodes, ctx.slope, ctx.shared = x_src.size(0), slope, x_dst is None
+
+
+    def _grad(ctx: Any, grad: Optional[Tensor], grad_y: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
+        y, att, src, dst = ctx.saved_tensors  # y is internal: its gradient (grad_y) is never used
+        if grad is None:
+            return None, None, None, None, None, None
+        grad_src, grad_dst, grad_att = _gatv2_score_bwd(grad.contiguous(), y, att, src, dst, ctx.num_nodes,
+                                                        ctx.slope, ctx.shared)
+        return grad_src, None if ctx.shared else grad_dst, grad_att, None, None, None
+
+
+    _gatv2_score.register_autograd(_grad, setup_context=_setup)
+
+
+    def _fwd_vmap(info: Any, in_dims: Sequence[Any], x_src: Tensor, x_dst: Optional[Tensor], att: Tensor,
+                  src: Tensor, dst: Tensor, slope: float) -> Tuple[Tuple[Tensor, Tensor], Tuple[int, int]]:
+        xs_dim, xd_dim, a_dim, src_dim, dst_dim, _ = in_dims
+        _shared_graph(src_dim, [dst_dim])
+        b = info.batch_size
+        folded_dst = None if x_dst is None else _fold(x_dst, xd_dim, b).contiguous()
+        att_b = att.movedim(a_dim, 0) if a_dim is not None else att.expand(b, *att.shape)
+        scores, y = _gatv2_score(_fold(x_src, xs_dim, b).contiguous(), folded_dst, att_b.reshape(-1, att.shape[-1]),
+                                 src, dst, slope)
+        return (_unfold(scores, b), _unfold(y, b)), (1, 1)
+
+
+    def _bwd_vmap(info: Any, in_dims: Sequence[Any], grad: Tensor, y: Tensor, att: Tensor, src: Tensor,
+                  dst: Tensor, num_nodes: int, slope: float,
+                  shared: bool) -> Tuple[Tuple[Tensor, Tensor, Tensor], Tuple[int, Optional[int], int]]:
+        g_dim, y_dim, a_dim, src_dim, dst_dim, *_ = in_dims
+        _shared_graph(src_dim, [dst_dim])
+        b = info.batch_size
+        att_b = att.movedim(a_dim, 0) if a_dim is not None else att.expand(b, *att.shape)
+        grad_src, grad_dst, grad_att = _gatv2_score_bwd(
+            _fold(grad, g_dim, b).contiguous(), _fold(y, y_dim, b), att_b.reshape(-1, att.shape[-1]), src, dst,
+            num_nodes, slope, shared)
+        grad_att = grad_att.view(b, *att.shape[-2:])
+        if shared:
+            return (_unfold(grad_src, b), grad_dst, grad_att), (1, None, 0)
+        return (_unfold(grad_src, b), _unfold(grad_dst, b), grad_att), (1, 1, 0)
+
+
+    torch.library.register_vmap("zoo::gatv2_score", _fwd_vmap)
+    torch.library.register_vmap("zoo::gatv2_score_backward", _bwd_vmap)
+
+
+def gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor, dst: Tensor,
+                negative_slope: float) -> Tensor:
+    r"""``e_{uv,h} = a_h^T LeakyReLU(x_src[u, h] + x_dst[v, h])`` for every edge ``u -> v``.
+
+    Equals ``leaky_relu_dot(gather_rows(x_src, src) + gather_rows(x_dst, dst), att, s)`` (to
+    rounding) with fewer passes over ``(E, H, C)`` tensors; ``x_dst=None`` means ``x_dst is x_src``
+    (GATv2's shared weights: one gradient, both scatters into one buffer).  Needs
+    ``negative_slope >= 0`` (the backward reads LeakyReLU's sign from its output).
+
+    Shapes: x_src, x_dst ``(N, H, C)``; att ``(H, C)``; src, dst ``(E,)`` -> ``(E, H)``.
+    """
+    if negative_slope < 0:
+        raise ValueError(f"gatv2_score needs negative_slope >= 0 (got {negative_slope}); use the plain ops")
+    if _HAS_CUSTOM_OPS and any(t is not None and _is_batched(t) for t in (x_src, x_dst, att)):
+        return _gatv2_score(x_src, x_dst, att, src, dst, float(negative_slope))[0]
+    return _GATv2Score.apply(x_src, x_dst, att, src, dst, float(negative_slope))
+
+
+__all__ = ["gatv2_score"]
