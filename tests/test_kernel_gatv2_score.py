@@ -36,8 +36,16 @@ def _inputs(replicas, heads, seed=0):
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("heads", [1, 2])
 @pytest.mark.parametrize("slope", [0.2, 0.0])
-def test_gatv2_score_equals_plain(replicas, shared, heads, slope):
+@pytest.mark.parametrize("chunked", [False, True])
+def test_gatv2_score_equals_plain(replicas, shared, heads, slope, chunked, monkeypatch):
     (xs, xt, att), src, dst = _inputs(replicas, heads)
+    if chunked:  # blocks of 5 edges forward, 3 backward (the last ones shorter): 12 edges in all
+        row = xs.element_size() * heads * 3 * (replicas or 1)
+        monkeypatch.setattr(fused_score, "CHUNK_MIN_BYTES", 0)
+        monkeypatch.setattr(fused_score, "FORWARD_CHUNK_BYTES", 5 * row)
+        monkeypatch.setattr(fused_score, "BACKWARD_CHUNK_BYTES", 3 * row + 1)
+        assert [b - a for a, b in fused_score._blocks(torch.empty(12, heads * (replicas or 1), 3,
+                                                                   dtype=xs.dtype), 5 * row)] == [5, 5, 2]
 
     def wrap(fn):
         f = lambda a, b, c: fn(a, None if shared else b, c, src, dst, slope)  # noqa: E731

@@ -34,24 +34,58 @@ from zoo.nn.functional import _HAS_CUSTOM_OPS, _is_batched
 ENABLED = True
 
 
+#: On the CPU, an ``(E, H, C)`` tensor of more than CHUNK_MIN_BYTES is processed in blocks of
+#: edges (forward: FORWARD_CHUNK_BYTES, about the L2 cache; backward: BACKWARD_CHUNK_BYTES), so
+#: the in-place passes after the gather run in cache.  Cora, 15 replicas x 64 channels (51 MB):
+#: forward 15.5 -> 9.8 ms, backward 17.1 -> 14.7 ms; unchunked is faster below a few MB.
+CHUNK_MIN_BYTES = 16 << 20
+FORWARD_CHUNK_BYTES = 1 << 20
+BACKWARD_CHUNK_BYTES = 4 << 20
+
+
+def _blocks(y: Tensor, chunk_bytes: int) -> Sequence[Tuple[int, int]]:
+    """Edge ranges ``[a, b)`` covering ``y``'s rows: one on a GPU or when ``y`` is small."""
+    e = y.size(0)
+    row = max(1, y[:1].numel() * y.element_size())
+    if y.device.type != "cpu" or e * row <= CHUNK_MIN_BYTES:
+        return [(0, e)]
+    step = max(1, chunk_bytes // row)
+    return [(a, min(e, a + step)) for a in range(0, e, step)]
+
+
 def _forward(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor, dst: Tensor,
              slope: float) -> Tuple[Tensor, Tensor]:
-    y = x_src.index_select(0, src)
-    y.add_((x_src if x_dst is None else x_dst).index_select(0, dst))
-    F.leaky_relu_(y, slope)
-    return (y * att).sum(-1), y
+    x_dst = x_src if x_dst is None else x_dst
+    e = src.numel()
+    y = x_src.new_empty((e,) + tuple(x_src.shape[1:]))
+    scores = y.new_empty(y.shape[:-1])
+    blocks = _blocks(y, FORWARD_CHUNK_BYTES)
+    tmp = y.new_empty((max(b - a for a, b in blocks),) + tuple(y.shape[1:])) if e else y
+    for a, b in blocks:  # y = LeakyReLU(x_src[src] + x_dst[dst]); scores = (y * att).sum(-1)
+        part, buf = y[a:b], tmp[: b - a]
+        torch.index_select(x_src, 0, src[a:b], out=part)
+        part.add_(torch.index_select(x_dst, 0, dst[a:b], out=buf))
+        F.leaky_relu_(part, slope)
+        torch.sum(torch.mul(part, att, out=buf), -1, out=scores[a:b])
+    return scores, y
 
 
 def _backward(grad: Tensor, y: Tensor, att: Tensor, src: Tensor, dst: Tensor, num_nodes: int, slope: float,
               shared: bool) -> Tuple[Tensor, Optional[Tensor], Tensor]:
-    grad_att = torch.einsum("eh,ehc->hc", grad, y)
-    # g * LeakyReLU'(z), from the result y (same sign as z since slope >= 0)
-    t = torch.ops.aten.leaky_relu_backward(grad.unsqueeze(-1).expand_as(y), y, slope, True)
     shape = (num_nodes,) + tuple(y.shape[1:])
-    grad_src = y.new_zeros(shape).index_add_(0, src, t)
+    grad_src = y.new_zeros(shape)
+    grad_dst = grad_src if shared else y.new_zeros(shape)
+    grad_att = att.new_zeros(att.shape)
+    for a, b in _blocks(y, BACKWARD_CHUNK_BYTES):
+        g, part = grad[a:b], y[a:b]
+        grad_att.add_(torch.einsum("eh,ehc->hc", g, part))
+        # g * LeakyReLU'(z), read from the result y (same sign as z since slope >= 0)
+        t = torch.ops.aten.leaky_relu_backward(g.unsqueeze(-1).expand_as(part), part, slope, True)
+        grad_src.index_add_(0, src[a:b], t)
+        grad_dst.index_add_(0, dst[a:b], t)
     if shared:
-        return grad_src.index_add_(0, dst, t).mul_(att), None, grad_att
-    return grad_src.mul_(att), y.new_zeros(shape).index_add_(0, dst, t).mul_(att), grad_att
+        return grad_src.mul_(att), None, grad_att
+    return grad_src.mul_(att), grad_dst.mul_(att), grad_att
 
 
 class _GATv2Score(torch.autograd.Function):
