@@ -80,7 +80,10 @@ def _backward(grad: Tensor, y: Tensor, att: Tensor, src: Tensor, dst: Tensor, nu
         g, part = grad[a:b], y[a:b]
         grad_att.add_(torch.einsum("eh,ehc->hc", g, part))
         # g * LeakyReLU'(z), read from the result y (same sign as z since slope >= 0)
-        t = torch.ops.aten.leaky_relu_backward(g.unsqueeze(-1).expand_as(part), part, slope, True)
+        g_rows = g.unsqueeze(-1).expand_as(part)
+        if part.size(-1) < 32:  # few channels: the broadcasting kernel is slow (8 channels: 5.7 vs 1.1 ms)
+            g_rows = g_rows.contiguous()
+        t = torch.ops.aten.leaky_relu_backward(g_rows, part, slope, True)
         grad_src.index_add_(0, src[a:b], t)
         grad_dst.index_add_(0, dst[a:b], t)
     if shared:
