@@ -120,3 +120,14 @@ def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monk
     model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
     out = model(edge_index, torch.randn(n, 6))
     assert out.shape == (n, 3) and not calls
+
+
+def test_fused_score_size_rule(monkeypatch):
+    """One replica on a tiny graph keeps the plain ops (measured slower there); vmap always fuses."""
+    x = torch.randn(7, 2, 3)
+    assert not fused_score.worth_it(12, x)
+    assert all(vmap(lambda t: torch.tensor(fused_score.worth_it(12, t)))(torch.randn(2, 7, 2, 3)))
+    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 12 * 6)
+    assert fused_score.worth_it(12, x) and not fused_score.worth_it(11, x)
+    monkeypatch.setattr(fused_score, "ENABLED", False)
+    assert not fused_score.worth_it(12, x)

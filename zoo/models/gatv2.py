@@ -88,7 +88,7 @@ class GATv2Layer(nn.Module):
         x_src = linear(x, self.lin_src.weight).view(shape)
         x_dst = x_src if self.lin_dst is None else linear(x, self.lin_dst.weight).view(shape)
         src_features = None
-        if self._plain_score():  # one op with its own backward: fewer (E, H, C) passes
+        if self._fused_score(graph, x_src):  # one op with its own backward: fewer (E, H, C) passes
             scores = gatv2_score(x_src, None if self.lin_dst is None else x_dst, self.att, src, dst,
                                  self.negative_slope)
         else:
@@ -120,10 +120,11 @@ class GATv2Layer(nn.Module):
             out = out + self.bias
         return out, alpha
 
-    def _plain_score(self) -> bool:
-        """Whether the score is ``a^T LeakyReLU(W_s h_u + W_t h_v)`` alone (what :func:`gatv2_score` computes)."""
-        return (fused_score.ENABLED and self.lin_edge is None and self.att_bias is None and self.score_norm is None
-                and self.negative_slope >= 0)
+    def _fused_score(self, graph: Graph, x_src: Tensor) -> bool:
+        """Whether :func:`gatv2_score` computes this layer's score: it is ``a^T LeakyReLU(W_s h_u + W_t h_v)``
+        alone, and the graph is not a tiny one with a single replica (see ``fused_score.worth_it``)."""
+        return (self.lin_edge is None and self.att_bias is None and self.score_norm is None
+                and self.negative_slope >= 0 and fused_score.worth_it(graph.num_edges, x_src))
 
     # rescaling symmetry: Thm. 2.2 (shared), 6.3 (unshared; W_t's outgoing columns also rescale), 6.4 (heads)
     def incoming_params(self) -> List[Tensor]:

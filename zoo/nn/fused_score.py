@@ -20,12 +20,14 @@ contiguous rows).  Plain torch ops only: devices and dtypes follow the inputs.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from zoo.nn import fused
 from zoo.nn.functional import _HAS_CUSTOM_OPS, _is_batched
 
 #: GATv2 layers use :func:`gatv2_score` when this is true and their score is the plain
@@ -189,6 +191,16 @@ if _HAS_CUSTOM_OPS:
     torch.library.register_vmap("zoo::gatv2_score_backward", _bwd_vmap)
 
 
+def worth_it(num_edges: int, x_src: Tensor) -> bool:
+    """Whether to use :func:`gatv2_score` for ``num_edges`` edges and ``(N, H, C)`` features: when
+    :data:`ENABLED`, under vmap, or with at least ``zoo.nn.fused.FUSED_MIN_ELEMENTS`` edge x head x
+    channel elements (on Cornell, ~600 edges x 64, one replica, fused/plain per layer measured
+    0.81-1.21: the autograd.Function's own cost eats the saving)."""
+    if not ENABLED:
+        return False
+    return _is_batched(x_src) or num_edges * math.prod(x_src.shape[1:]) >= fused.FUSED_MIN_ELEMENTS
+
+
 def gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor, dst: Tensor,
                 negative_slope: float) -> Tensor:
     r"""``e_{uv,h} = a_h^T LeakyReLU(x_src[u, h] + x_dst[v, h])`` for every edge ``u -> v``.
@@ -207,4 +219,4 @@ def gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor
     return _GATv2Score.apply(x_src, x_dst, att, src, dst, float(negative_slope))
 
 
-__all__ = ["gatv2_score"]
+__all__ = ["gatv2_score", "worth_it"]
