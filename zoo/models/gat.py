@@ -10,7 +10,9 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum, weight_messages
+from zoo.nn.functional import (dropout, gather_rows, linear, node_scores, segment_softmax, segment_sum,
+                                weight_messages)
+from zoo.nn import fused_score
 from zoo.nn.fused import edge_attention, graph_orders, use_fused
 from zoo.registry import register_model
 
@@ -75,8 +77,10 @@ class GATLayer(nn.Module):
         n, src, dst = graph.num_nodes, graph.src, graph.dst
         xw = linear(x, self.lin.weight).view(n, self.heads, self.channels)
         # Scores are computed per node and gathered per edge: O(N) dot products, not O(E).
-        score_src = (xw * self.att_src).sum(-1)
-        score_dst = (xw * self.att_dst).sum(-1)
+        if fused_score.ENABLED:  # one matrix product for both terms (and its backward: two)
+            score_src, score_dst = node_scores(xw, self.att_src, self.att_dst)
+        else:
+            score_src, score_dst = (xw * self.att_src).sum(-1), (xw * self.att_dst).sum(-1)
         scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
         if self.score_norm is not None:
             scores = self.score_norm.normalize_gat(self, graph, x, xw, scores)

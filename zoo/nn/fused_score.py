@@ -31,8 +31,9 @@ from zoo.nn import fused
 from zoo.nn.functional import _HAS_CUSTOM_OPS, _is_batched
 
 #: GATv2 layers use :func:`gatv2_score` when this is true and their score is the plain
-#: ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term, attention bias or score normalisation);
-#: benchmarks flip it to time the plain path in the same process.
+#: ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term, attention bias or score normalisation); GAT
+#: layers use :func:`zoo.nn.functional.node_scores`.  Benchmarks flip it to time the plain path in
+#: the same process.
 ENABLED = True
 
 
