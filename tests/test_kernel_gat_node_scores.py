@@ -1,6 +1,7 @@
-"""GAT's per-node attention terms as one matrix product (zoo.nn.functional.node_scores) equal the
-elementwise products to 1e-10 at float64: values and gradients, with and without vmap, the op and
-whole GAT models (both aggregation paths)."""
+"""GAT's score kernels equal the plain ops to 1e-10 at float64 (values and gradients, with and
+without vmap, the ops and whole GAT models on both aggregation paths): the per-node attention terms
+as one matrix product (zoo.nn.functional.node_scores) and the edge scores as one op
+(zoo.nn.fused_score.gat_edge_scores)."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,8 @@ import zoo
 from tests.conftest import awkward_graph
 from zoo.nn import fused as zfused
 from zoo.nn import fused_score
-from zoo.nn.functional import node_scores
+from zoo.nn.functional import gather_rows, node_scores
+from zoo.nn.fused_score import gat_edge_scores
 
 TOL = dict(rtol=0, atol=1e-10)
 
@@ -59,13 +61,46 @@ def test_gat_models_node_scores_equal_plain(heads, fused_aggregation, monkeypatc
             calls.append(1)
             return node_scores(*args)
 
+        def spy_edges(*args):
+            calls.append(2)
+            return gat_edge_scores(*args)
+
         monkeypatch.setattr("zoo.models.gat.node_scores", spy)
+        monkeypatch.setattr("zoo.models.gat.gat_edge_scores", spy_edges)
         single = models[0](edge_index, x)
         g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
         stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
         g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
-        assert bool(calls) == enabled
+        assert set(calls) == ({1, 2} if enabled else set())
         return (single, stacked) + g_single + g_stacked
 
     for a, b in zip(run(True), run(False)):
         torch.testing.assert_close(a, b, **TOL)
+
+
+@pytest.mark.parametrize("replicas", [None, 3])
+@pytest.mark.parametrize("slope", [0.2, 0.0])
+def test_gat_edge_scores_equal_plain(replicas, slope):
+    edge_index, n = awkward_graph()
+    src, dst = edge_index
+    g = torch.Generator().manual_seed(0)
+    lead = () if replicas is None else (replicas,)
+    s = torch.randn(*lead, n, 2, generator=g, dtype=torch.float64)
+    t = torch.randn(*lead, n, 2, generator=g, dtype=torch.float64)
+    t[..., 2, 0] = -s[..., 2, 0]  # the self-loop 2 -> 2 scores exactly 0 in head 0 (LeakyReLU's kink)
+    s.requires_grad_(), t.requires_grad_()
+    fused = lambda a, b: gat_edge_scores(a, b, src, dst, slope)  # noqa: E731
+    plain_ = lambda a, b: torch.nn.functional.leaky_relu(gather_rows(a, src) + gather_rows(b, dst), slope)  # noqa: E731
+    if replicas is not None:
+        fused, plain_ = vmap(fused), vmap(plain_)
+    out, ref = fused(s, t), plain_(s, t)
+    torch.testing.assert_close(out, ref, **TOL)
+    w = torch.randn(out.shape, generator=g, dtype=out.dtype)
+    for a, b in zip(torch.autograd.grad((out * w).sum(), (s, t)), torch.autograd.grad((ref * w).sum(), (s, t))):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def test_gat_edge_scores_refuse_a_negative_slope():
+    edge_index, n = awkward_graph()
+    with pytest.raises(ValueError, match="negative_slope >= 0"):
+        gat_edge_scores(torch.randn(n, 1), torch.randn(n, 1), edge_index[0], edge_index[1], -0.2)

@@ -14,6 +14,7 @@ from zoo.nn.functional import (dropout, gather_rows, linear, node_scores, segmen
                                 weight_messages)
 from zoo.nn import fused_score
 from zoo.nn.fused import edge_attention, graph_orders, use_fused
+from zoo.nn.fused_score import gat_edge_scores
 from zoo.registry import register_model
 
 
@@ -81,13 +82,16 @@ class GATLayer(nn.Module):
             score_src, score_dst = node_scores(xw, self.att_src, self.att_dst)
         else:
             score_src, score_dst = (xw * self.att_src).sum(-1), (xw * self.att_dst).sum(-1)
-        scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
-        if self.score_norm is not None:
-            scores = self.score_norm.normalize_gat(self, graph, x, xw, scores)
         bias = self.score_bias(graph)
-        if bias is not None:
-            scores = scores + bias
-        scores = F.leaky_relu(scores, self.negative_slope)
+        if fused_score.ENABLED and bias is None and self.score_norm is None and self.negative_slope >= 0:
+            scores = gat_edge_scores(score_src, score_dst, src, dst, self.negative_slope)  # one (E, H) buffer
+        else:
+            scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
+            if self.score_norm is not None:
+                scores = self.score_norm.normalize_gat(self, graph, x, xw, scores)
+            if bias is not None:
+                scores = scores + bias
+            scores = F.leaky_relu(scores, self.negative_slope)
         if use_fused(self, graph, xw):  # softmax + aggregation as sparse products, no (E, H, C) tensors
             out, alpha = edge_attention(scores, xw, src, dst, n, graph_orders(graph))
         else:

@@ -192,6 +192,114 @@ if _HAS_CUSTOM_OPS:
     torch.library.register_vmap("zoo::gatv2_score_backward", _bwd_vmap)
 
 
+# --------------------------------------------------------------------------- GAT's edge scores
+
+
+def _gat_forward(score_src: Tensor, score_dst: Tensor, src: Tensor, dst: Tensor, slope: float) -> Tensor:
+    e = score_src.index_select(0, src)
+    e.add_(score_dst.index_select(0, dst))
+    return F.leaky_relu_(e, slope)
+
+
+def _gat_backward(grad: Tensor, e: Tensor, src: Tensor, dst: Tensor, num_nodes: int,
+                  slope: float) -> Tuple[Tensor, Tensor]:
+    t = torch.ops.aten.leaky_relu_backward(grad, e, slope, True)  # from the result: slope >= 0
+    shape = (num_nodes,) + tuple(e.shape[1:])
+    return e.new_zeros(shape).index_add_(0, src, t), e.new_zeros(shape).index_add_(0, dst, t)
+
+
+class _GATEdgeScores(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, score_src: Tensor, score_dst: Tensor, src: Tensor, dst: Tensor, slope: float) -> Tensor:
+        e = _gat_forward(score_src, score_dst, src, dst, slope)
+        ctx.save_for_backward(e, src, dst)
+        ctx.num_nodes, ctx.slope = score_src.size(0), slope
+        return e
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+        e, src, dst = ctx.saved_tensors
+        return _gat_backward(grad.contiguous(), e, src, dst, ctx.num_nodes, ctx.slope) + (None, None, None)
+
+
+if _HAS_CUSTOM_OPS:
+    @torch.library.custom_op("zoo::gat_edge_scores", mutates_args=())
+    def _gat_edge_scores(score_src: Tensor, score_dst: Tensor, src: Tensor, dst: Tensor, slope: float) -> Tensor:
+        return _gat_forward(score_src, score_dst, src, dst, slope)
+
+
+    @_gat_edge_scores.register_fake
+    def _(score_src, score_dst, src, dst, slope):
+        return score_src.new_empty((src.numel(),) + tuple(score_src.shape[1:]))
+
+
+    @torch.library.custom_op("zoo::gat_edge_scores_backward", mutates_args=())
+    def _gat_edge_scores_bwd(grad: Tensor, e: Tensor, src: Tensor, dst: Tensor, num_nodes: int,
+                             slope: float) -> Tuple[Tensor, Tensor]:
+        return _gat_backward(grad, e, src, dst, num_nodes, slope)
+
+
+    @_gat_edge_scores_bwd.register_fake
+    def _(grad, e, src, dst, num_nodes, slope):
+        shape = (num_nodes,) + tuple(e.shape[1:])
+        return e.new_empty(shape), e.new_empty(shape)
+
+
+    def _gat_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        score_src, _, src, dst, slope = inputs
+        ctx.save_for_backward(output, src, dst)
+        ctx.num_nodes, ctx.slope = score_src.size(0), slope
+
+
+    def _gat_grad(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+        e, src, dst = ctx.saved_tensors
+        return _gat_edge_scores_bwd(grad.contiguous(), e, src, dst, ctx.num_nodes, ctx.slope) + (None, None, None)
+
+
+    _gat_edge_scores.register_autograd(_gat_grad, setup_context=_gat_setup)
+
+
+    def _gat_fwd_vmap(info: Any, in_dims: Sequence[Any], score_src: Tensor, score_dst: Tensor, src: Tensor,
+                      dst: Tensor, slope: float) -> Tuple[Tensor, int]:
+        s_dim, d_dim, src_dim, dst_dim, _ = in_dims
+        _shared_graph(src_dim, [dst_dim])
+        b = info.batch_size
+        e = _gat_edge_scores(_fold(score_src, s_dim, b).contiguous(), _fold(score_dst, d_dim, b).contiguous(),
+                             src, dst, slope)
+        return _unfold(e, b), 1
+
+
+    def _gat_bwd_vmap(info: Any, in_dims: Sequence[Any], grad: Tensor, e: Tensor, src: Tensor, dst: Tensor,
+                      num_nodes: int, slope: float) -> Tuple[Tuple[Tensor, Tensor], Tuple[int, int]]:
+        g_dim, e_dim, src_dim, dst_dim, _, _ = in_dims
+        _shared_graph(src_dim, [dst_dim])
+        b = info.batch_size
+        grad_src, grad_dst = _gat_edge_scores_bwd(_fold(grad, g_dim, b).contiguous(), _fold(e, e_dim, b), src, dst,
+                                                  num_nodes, slope)
+        return (_unfold(grad_src, b), _unfold(grad_dst, b)), (1, 1)
+
+
+    torch.library.register_vmap("zoo::gat_edge_scores", _gat_fwd_vmap)
+    torch.library.register_vmap("zoo::gat_edge_scores_backward", _gat_bwd_vmap)
+
+
+def gat_edge_scores(score_src: Tensor, score_dst: Tensor, src: Tensor, dst: Tensor, negative_slope: float) -> Tensor:
+    """GAT's edge scores ``LeakyReLU(score_src[u] + score_dst[v])`` for every edge ``u -> v``.
+
+    Equals ``F.leaky_relu(gather_rows(score_src, src) + gather_rows(score_dst, dst), s)`` with one
+    buffer written in the forward (gather, gather + add and LeakyReLU in place) and only the
+    result kept for the backward (``negative_slope >= 0``).  Under vmap the replicas fold into the
+    heads: contiguous rows, and the scores come out in the layout the fused aggregation uses.
+
+    Shapes: score_src, score_dst ``(N, H)``; src, dst ``(E,)`` -> ``(E, H)``.
+    """
+    if negative_slope < 0:
+        raise ValueError(f"gat_edge_scores needs negative_slope >= 0 (got {negative_slope}); use the plain ops")
+    if _HAS_CUSTOM_OPS and (_is_batched(score_src) or _is_batched(score_dst)):
+        return _gat_edge_scores(score_src, score_dst, src, dst, float(negative_slope))
+    return _GATEdgeScores.apply(score_src, score_dst, src, dst, float(negative_slope))
+
+
 def worth_it(num_edges: int, x_src: Tensor) -> bool:
     """Whether to use :func:`gatv2_score` for ``num_edges`` edges and ``(N, H, C)`` features: when
     :data:`ENABLED`, under vmap, or with at least ``zoo.nn.fused.FUSED_MIN_ELEMENTS`` edge x head x
@@ -220,4 +328,4 @@ def gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor
     return _GATv2Score.apply(x_src, x_dst, att, src, dst, float(negative_slope))
 
 
-__all__ = ["gatv2_score", "worth_it"]
+__all__ = ["gat_edge_scores", "gatv2_score", "worth_it"]
