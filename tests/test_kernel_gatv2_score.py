@@ -112,14 +112,26 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
         torch.testing.assert_close(a, b, **TOL)
 
 
-@pytest.mark.parametrize("options", [dict(attention_bias=True), dict(negative_slope=-0.1)])
+@pytest.mark.parametrize("options", [dict(), dict(attention_bias=True), dict(negative_slope=-0.1),
+                                     dict(attn_dropout=0.5)])
 def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monkeypatch):
+    """Attention bias, a negative slope and (while training) attention dropout keep the plain ops."""
+    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)
     calls = []
-    monkeypatch.setattr("zoo.models.gatv2.gatv2_score", lambda *a, **k: calls.append(1))
+
+    def spy(*args):
+        calls.append(1)
+        return gatv2_score(*args)
+
+    monkeypatch.setattr("zoo.models.gatv2.gatv2_score", spy)
     edge_index, n = awkward_graph()
     model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
     out = model(edge_index, torch.randn(n, 6))
-    assert out.shape == (n, 3) and not calls
+    assert out.shape == (n, 3) and bool(calls) == (not options)
+    if "attn_dropout" in options:  # evaluation: no dropout, the fused op again
+        model.eval()
+        model(edge_index, torch.randn(n, 6))
+        assert calls
 
 
 def test_fused_score_size_rule(monkeypatch):

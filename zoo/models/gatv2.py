@@ -122,7 +122,12 @@ class GATv2Layer(nn.Module):
 
     def _fused_score(self, graph: Graph, x_src: Tensor) -> bool:
         """Whether :func:`gatv2_score` computes this layer's score: it is ``a^T LeakyReLU(W_s h_u + W_t h_v)``
-        alone, and the graph is not a tiny one with a single replica (see ``fused_score.worth_it``)."""
+        alone, and the graph is not a tiny one with a single replica (see ``fused_score.worth_it``).
+        With active attention dropout the whole attention keeps the plain ops, as the aggregation
+        does: a replica's numbers are then bitwise those of the same replica trained alone, where
+        a tiny graph takes the plain path (tests/test_bench_train.py)."""
+        if self.training and float(self.attn_dropout) > 0.0:
+            return False
         return (self.lin_edge is None and self.att_bias is None and self.score_norm is None
                 and self.negative_slope >= 0 and fused_score.worth_it(graph.num_edges, x_src))
 
