@@ -7,6 +7,7 @@
               [--workers N | --executor ray [--ray-address ADDR] [--gpus-per-group F] [--max-retries N]]
     zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
+    zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft]
 
 Exit codes: 0 success; 1 some runs failed (recorded as failed; a re-run retries them); 2 an error
 (bad input, unusable folder, corrupt file: one line on stderr); 3 nothing to do (no run recorded:
@@ -196,6 +197,19 @@ def _parser() -> argparse.ArgumentParser:
     lb = sub.add_parser("leaderboard", help="Markdown/CSV/JSON/HTML leaderboard from results folders")
     lb.add_argument("results", nargs="+")
     lb.add_argument("--out", required=True)
+
+    rp = sub.add_parser("report", help="reproduction report (docs/reproduction.md + index.html) from committed "
+                                       "run records, with a status per cell (zoo/bench/report.py)")
+    rp.add_argument("records", nargs="?", default="docs/reproduction/records",
+                    help="folder of record folders, one per suite (default docs/reproduction/records)")
+    rp.add_argument("--md", default="docs/reproduction.md", help="Markdown report to write (default %(default)s)")
+    rp.add_argument("--html", default="docs/reproduction/index.html", help="HTML page to write (default %(default)s)")
+    rp.add_argument("--notes", default=None,
+                    help="notes file: why cells differ / what was tried (default RECORDS/../notes.toml)")
+    rp.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 if the Markdown on disk is out of date or an open cell has no note")
+    rp.add_argument("--draft", action="store_true",
+                    help="write the pages even if open cells have no note yet (marked; exit 1); --check refuses them")
     return p
 
 
@@ -293,6 +307,27 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from zoo.bench.report import MissingNotesError, generate
+
+    try:
+        report, problems = generate(args.records, md=args.md, html_path=args.html, notes_path=args.notes,
+                                    check=args.check, draft=args.draft)
+    except MissingNotesError as e:
+        print(f"zoo report: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    counts = report.counts()
+    print("zoo report: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" ({len(report.suites)} record folder(s))")
+    for n in report.unused_notes():
+        print(f"zoo report: warning: note #{n.index} of suite {n.suite!r} matches no compared cell of its records "
+              f"(when = {n.when}, table = {n.table!r})", file=sys.stderr)
+    for p in problems:
+        print(f"zoo report: {p}", file=sys.stderr)
+    if not args.check:
+        print(f"md: {args.md}\nhtml: {args.html}")
+    return EXIT_FAILED if problems else 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     from zoo.bench.suite import SuiteError
@@ -316,6 +351,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _bench(suite, out, args)
         if args.command == "merge":
             return _merge(args)
+        if args.command == "report":
+            return _report(args)
         if args.command == "leaderboard":
             from zoo.bench.leaderboard import dropped_note, load_board, write_leaderboard
 

@@ -39,52 +39,95 @@ def _slug(*parts: Any) -> str:
     return re.sub(r"[^a-z0-9]+", "-", "-".join(str(p) for p in parts).lower()).strip("-")
 
 
+#: Fixed SVG ids and no date: the same data give the same bytes (the page is committed and diffed).
+_SVG_RC = {"svg.hashsalt": "gat-zoo", "svg.fonttype": "none"}  # text as <text>: smaller, searchable
+
+
 def _plot(board: Board, table: Any, t: Dict[str, Any], what: str) -> str:
+    """One SVG plot of ``table``: the metric (with the paper's numbers overlaid) or epochs to best."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    numeric = all(isinstance(c, (int, float)) for c in t["columns"])
-    for row, cols in t["rows"].items():
-        xs, ys, lo, hi = [], [], [], []
-        for i, c in enumerate(t["columns"]):
-            e = cols.get(c)
-            s = None if e is None else (e.summary if what == "metric" else e.epochs)
-            if s is None or s.mean is None:
-                continue
-            xs.append(c if numeric else i)
-            ys.append(s.mean)
-            if s.kind == "geometric":  # the min–max range over seeds
-                lo.append(s.mean - (s.low if s.low is not None else s.mean))
-                hi.append((s.high if s.high is not None else s.mean) - s.mean)
-            else:
-                lo.append(s.ci95 or 0.0)
-                hi.append(s.ci95 or 0.0)
-        if xs:
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="/".join(map(str, row)))
-    if numeric and len(t["columns"]) > 2 and max(t["columns"]) / max(min(t["columns"]), 1) > 8:
-        ax.set_xscale("log", base=2)
-    if numeric:  # ticks at the measured depths, not at fractional positions
-        ax.set_xticks(list(t["columns"]), [str(c) for c in t["columns"]])
-        ax.minorticks_off()
-    else:
-        ax.set_xticks(range(len(t["columns"])), [str(c) for c in t["columns"]])
-    if board.layout["metric"] == "laplacian_energy" and what == "metric":
-        ax.set_yscale("log")
-    ax.set_xlabel(board.layout["columns"])
-    ax.set_ylabel(board.layout["metric"] if what == "metric" else "epochs to best")
-    ax.set_title(f"{table}: {'accuracy' if what == 'metric' else 'epochs to best'} vs {board.layout['columns']}",
-                 fontsize=10)
-    ax.grid(alpha=.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
+    with matplotlib.rc_context(_SVG_RC):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        numeric = all(isinstance(c, (int, float)) for c in t["columns"])
+        any_paper = False
+        for row, cols in t["rows"].items():
+            xs, ys, lo, hi, px, py = [], [], [], [], [], []
+            for i, c in enumerate(t["columns"]):
+                e = cols.get(c)
+                if e is not None and what == "metric" and e.reported is not None:
+                    px.append(c if numeric else i)
+                    py.append(float(e.reported["value"]))
+                s = None if e is None else (e.summary if what == "metric" else e.epochs)
+                if s is None or s.mean is None:
+                    continue
+                xs.append(c if numeric else i)
+                ys.append(s.mean)
+                if s.kind == "geometric":  # the min–max range over seeds
+                    lo.append(s.mean - (s.low if s.low is not None else s.mean))
+                    hi.append((s.high if s.high is not None else s.mean) - s.mean)
+                else:
+                    lo.append(s.ci95 or 0.0)
+                    hi.append(s.ci95 or 0.0)
+            color = None
+            if xs:
+                bars = ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="/".join(map(str, row)))
+                color = bars.lines[0].get_color()
+            if px:  # the paper's numbers: same colour as the row, hollow diamonds, no line
+                ax.plot(px, py, linestyle="none", marker="D", markersize=7, markerfacecolor="none",
+                        markeredgewidth=1.5, color=color)
+                any_paper = True
+        log_x = numeric and len(t["columns"]) > 1 and min(t["columns"]) > 0 and (
+            board.layout["metric"] == "laplacian_energy" and what == "metric"
+            or len(t["columns"]) > 2 and max(t["columns"]) / max(min(t["columns"]), 1) > 8)
+        if log_x:
+            ax.set_xscale("log", base=2)
+        if numeric:  # ticks at the measured depths, not at fractional positions
+            ax.set_xticks(list(t["columns"]), [str(c) for c in t["columns"]])
+            ax.minorticks_off()
+        else:
+            ax.set_xticks(range(len(t["columns"])), [str(c) for c in t["columns"]])
+        energy = board.layout["metric"] == "laplacian_energy" and what == "metric"
+        if energy:
+            ax.set_yscale("log")
+        ax.set_xlabel(board.layout["columns"])
+        ax.set_ylabel(board.layout["metric"] if what == "metric" else "epochs to best")
+        title = "energy" if energy else ("accuracy" if what == "metric" else "epochs to best")
+        ax.set_title(f"{table}: {title} vs {board.layout['columns']}", fontsize=10)
+        ax.grid(alpha=.3)
+        handles, labels = ax.get_legend_handles_labels()
+        if any_paper:
+            handles.append(Line2D([], [], linestyle="none", marker="D", markersize=7, markerfacecolor="none",
+                                  markeredgewidth=1.5, color="0.2"))
+            labels.append("paper")
+        if handles:
+            ax.legend(handles, labels, fontsize=7)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        plt.close(fig)
     svg = buf.getvalue()
     return svg[svg.index("<svg"):]
+
+
+def plots(board: Board, table: Any, t: Dict[str, Any]) -> str:
+    """The plots of one leaderboard table (none for a single column: the table shows it all)."""
+    if len(t["columns"]) < 2:
+        return ""
+    return ('<div class="plots">' + _plot(board, table, t, "metric")
+            + (_plot(board, table, t, "epochs") if board.layout["metric"] not in ("laplacian_energy", "pruned") else "")
+            + "</div>")
+
+
+def page(title: str, body: str, nav: str = "") -> str:
+    """A self-contained HTML page (inline CSS and sorting script)."""
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
+            + (f"<nav>{nav}</nav>" if nav else "") + body + f"<script>{_JS}</script></body></html>")
 
 
 def _board_html(board: Board) -> List[str]:
@@ -134,10 +177,7 @@ def _board_html(board: Board) -> List[str]:
                 tds += f'<td data-v="{ep}">{ep}</td>'
             out.append(f"<tr>{tds}</tr>")
         out.append("</tbody></table>")
-        if len(t["columns"]) > 1:  # a single column is fully shown by the table
-            out.append('<div class="plots">' + _plot(board, table, t, "metric")
-                       + (_plot(board, table, t, "epochs") if lay["metric"] not in ("laplacian_energy", "pruned") else "")
-                       + "</div>")
+        out.append(plots(board, table, t))
     if board.skipped:
         out.append(f"<p class=muted>Skipped {len(board.skipped)} cell(s): "
                    + html.escape("; ".join(sorted(set(board.skipped.values()))[:10])) + "</p>")
@@ -149,6 +189,4 @@ def to_html(boards: Sequence[Board]) -> str:
     body: List[str] = []
     for b in boards:
         body += _board_html(b)
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>gat-zoo leaderboard</title>"
-            f"<style>{_CSS}</style></head><body><h1>gat-zoo leaderboard</h1><nav>{nav}</nav>"
-            + "\n".join(body) + f"<script>{_JS}</script></body></html>")
+    return page("gat-zoo leaderboard", "\n".join(body), nav)

@@ -90,6 +90,8 @@ class Entry:
     epochs: Summary
     diverged: int
     reported: Optional[Dict[str, Any]] = None
+    #: the resolved config of the cell's first run, to read keys other than rows/columns (zoo.bench.report)
+    config: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
 
     @property
     def diff(self) -> Optional[float]:
@@ -154,7 +156,7 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
     stat = summarize_log if layout["metric"] in LOG_METRICS else summarize
     for (table, row, col), b in buckets.items():
         entries.append(Entry(table, row, col, stat(b["values"]), summarize(b["epochs"]), b["diverged"],
-                             _find_reported(suite_info.get("reported"), b["config"], layout, col)))
+                             _find_reported(suite_info.get("reported"), b["config"], layout, col), b["config"]))
     entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), _sort_key(e.column)))
     first = recs[0] if recs else {}
     prov = {"commits": sorted({r.get("commit", "?") for r in recs}), "devices": sorted({r.get("device", "?") for r in recs}),
@@ -166,12 +168,11 @@ def _sort_key(v: Any) -> Tuple[int, Any]:
     return (0, v) if isinstance(v, (int, float)) else (1, str(v))
 
 
-def load_board(results: PathLike) -> Board:
-    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``).
+def read_folder(results: PathLike) -> Tuple[Path, Dict[str, Any], List[Dict[str, Any]], Dict[str, int]]:
+    """``(folder, resolved suite, kept records, dropped counts)`` of one results folder.
 
-    Only records whose ``id`` is a cell of the folder's resolved suite count; a second record
-    with an id already seen (a duplicated line, a re-imported log) is dropped.  How many were
-    left out is in ``Board.dropped`` and printed under the tables.
+    Only records whose ``id`` is a cell of the folder's resolved suite are kept; a second record
+    with an id already seen (a duplicated line, a re-imported log) and failed runs are dropped.
     """
     results = Path(results)
     if not results.exists():
@@ -201,8 +202,19 @@ def load_board(results: PathLike) -> Board:
                                               "object; a run record written by `zoo bench` always has both")
         seen.add(rec["id"])
         kept.append(rec)
+    return folder, info, kept, {k: v for k, v in dropped.items() if v}
+
+
+def load_board(results: PathLike) -> Board:
+    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``).
+
+    Only records whose ``id`` is a cell of the folder's resolved suite count; a second record
+    with an id already seen (a duplicated line, a re-imported log) is dropped.  How many were
+    left out is in ``Board.dropped`` and printed under the tables.
+    """
+    folder, info, kept, dropped = read_folder(results)
     board = aggregate(info, kept)
-    board.dropped = {k: v for k, v in dropped.items() if v}
+    board.dropped = dropped
     skipped = folder / "skipped.json"
     if skipped.is_file():
         try:
