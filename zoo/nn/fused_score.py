@@ -1,22 +1,27 @@
-"""GATv2's attention score as one operation with its own backward.
+"""Attention scores as single operations with their own backward (GATv2 and GAT).
+
+GATv2's score
 
 .. math:: e_{uv,h} = \\sum_c a_{hc}\\, \\mathrm{LeakyReLU}(x^s_{u,hc} + x^t_{v,hc})
 
 Written with autograd's elementwise ops this makes about ten passes over ``(E, heads,
 channels)`` tensors per training step (two gathers, the add, LeakyReLU, the product with ``a``,
 then LeakyReLU's backward, its recomputation for ``d a``, two products and the two scatters),
-each one a fresh allocation.  :func:`gatv2_score` makes five in the forward (gather, gather +
-add in place, LeakyReLU in place, product and sum) and three in the backward, using that
-LeakyReLU with a slope ``s >= 0`` keeps the sign, so its *output* ``y`` is all the backward needs:
+each one a fresh allocation.  :func:`gatv2_score` writes one such tensor in the forward (gather,
+then gather + add, LeakyReLU, product and sum on it in place or on a reused buffer) and one in
+the backward, using that LeakyReLU with a slope ``s >= 0`` keeps the sign, so its *output* ``y``
+is all the backward needs:
 
 * ``d a_hc = sum_e g_eh y_ehc`` (one contraction over the edges),
 * ``d z_ehc = g_eh a_hc D_ehc`` with ``D = 1 if y > 0 else s`` (``leaky_relu_backward`` on the
   result, ``g`` broadcast, no ``(E, H, C)`` product with ``a``): ``a`` is constant over the
   edges, so it multiplies the ``(N, H, C)`` sums after the two scatter-adds instead.
 
-Only ``y`` (one ``(E, H, C)`` tensor) is kept for the backward, as before.  Under
-``torch.func.vmap`` the replica dimension is folded into the heads (one call for all replicas,
-contiguous rows).  Plain torch ops only: devices and dtypes follow the inputs.
+Only ``y`` (one ``(E, H, C)`` tensor) is kept for the backward, as before.  On the CPU, large
+edge tensors are processed in cache-sized blocks of edges.  GAT: :func:`gat_edge_scores` does the
+same for ``LeakyReLU(s_u + t_v)`` on ``(E, heads)``.  Under ``torch.func.vmap`` the replica
+dimension is folded into the heads (one call for all replicas, contiguous rows).  Plain torch ops
+only: devices and dtypes follow the inputs.
 """
 from __future__ import annotations
 
