@@ -318,6 +318,7 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     counts = report.counts()
     print("zoo report: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" ({len(report.suites)} record folder(s))")
+    print("zoo report: findings " + ", ".join(f"{k} {v}" for k, v in report.finding_counts().items()))
     for n in report.unused_notes():
         print(f"zoo report: warning: note #{n.index} of suite {n.suite!r} matches no compared cell of its records "
               f"(when = {n.when}, table = {n.table!r})", file=sys.stderr)

@@ -92,6 +92,8 @@ class Entry:
     reported: Optional[Dict[str, Any]] = None
     #: the resolved config of the cell's first run, to read keys other than rows/columns (zoo.bench.report)
     config: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
+    #: the runs' metric values (scaled as the summary; None: a run without the metric), for per-run checks
+    values: List[Optional[float]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def diff(self) -> Optional[float]:
@@ -156,7 +158,8 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
     stat = summarize_log if layout["metric"] in LOG_METRICS else summarize
     for (table, row, col), b in buckets.items():
         entries.append(Entry(table, row, col, stat(b["values"]), summarize(b["epochs"]), b["diverged"],
-                             _find_reported(suite_info.get("reported"), b["config"], layout, col), b["config"]))
+                             _find_reported(suite_info.get("reported"), b["config"], layout, col), b["config"],
+                             b["values"]))
     entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), _sort_key(e.column)))
     first = recs[0] if recs else {}
     prov = {"commits": sorted({r.get("commit", "?") for r in recs}), "devices": sorted({r.get("device", "?") for r in recs}),

@@ -29,9 +29,35 @@ Notes file (``docs/reproduction/notes.toml``)::
 A cell takes the most specific matching note (most ``when`` keys, then ``table``; the later one
 on a tie).  ``when`` keys are cell keys (as in ``--where``); values may be lists (alternatives)
 and plugin names may be aliases (``bal_x``).
+
+Findings.  Many results are figures or sentences, not table numbers; a suite's reported file
+(``benchmarks/suites/reported/<suite>.json``, wired by ``reported = ...`` in the suite) may carry
+a ``findings`` list beside ``entries``: each an ``id``, our one-line ``claim``, the paper's
+``source`` (section / figure) and ``quote``, and a ``check`` on the suite's leaderboard cells::
+
+    {"id": "gat_beats_gatv2", "claim": "One GAT layer fits twin better than one GATv2 layer, at every k",
+     "source": "§4.5.2, Fig. 1", "quote": "The more surprising result is that GAT outperforms GATv2 on this task.",
+     "check": {"kind": "greater", "a": {"model": "gat"}, "b": {"model": "gatv2"}, "over": "k"}}
+
+Kinds: ``greater`` / ``less`` (``a``, ``b``), ``at_least`` / ``at_most`` (``cells``, ``value``),
+``increasing`` / ``decreasing`` (``cells``), ``bounded`` (``cells``, ``spread``); optional
+``where``, ``over``, ``metric`` (``"epochs_to_best"``).  Verdicts (per comparison, from means and
+95 % CIs; :mod:`zoo.bench.findings` has the exact rules): *holds (significant)*, *holds*,
+*inconclusive*, *contradicted*, *not run*.  The report shows each finding per suite (quote,
+source, the check in words, our numbers per comparison, the verdict, the same check on the
+paper's own stored numbers where it has them) and counts them in the summary.  The shipped
+findings are validated against the full shipped suite (unknown kinds, keys or values are errors
+naming close matches).  A *contradicted* finding needs a note naming it::
+
+    [[note]]
+    suite = "oxford_fig1"
+    finding = "gat_beats_gatv2"                      # instead of table / when
+    status = "differs"                               # or "open"
+    note = "the measured cause / what was tried"
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -39,6 +65,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from zoo._names import close_matches, normalize_name, unknown_name_error
+from zoo.bench import findings as fd
 from zoo.bench import leaderboard as lb
 
 PathLike = Union[str, Path]
@@ -52,7 +79,7 @@ COMMAND = f"zoo report {DEFAULT_RECORDS} --md {DEFAULT_MD} --html {DEFAULT_HTML}
 REPRODUCED, DIFFERS, OPEN, NO_PAPER = "reproduced", "differs — explained", "open", "—"
 STATUSES = (REPRODUCED, DIFFERS, OPEN)
 NOTE_STATUS = {"differs": DIFFERS, "open": OPEN}
-NOTE_KEYS = ("suite", "table", "when", "status", "note")
+NOTE_KEYS = ("suite", "table", "when", "finding", "status", "note")
 #: |Δ| (points) that counts as reproduced where a CI is missing; |Δlog10| (decades) for one energy run.
 POINTS_TOLERANCE = 1.0
 DECADES_TOLERANCE = 0.5
@@ -104,6 +131,7 @@ class Note:
     when: Dict[str, List[Any]] = field(default_factory=dict)
     index: int = 0  # position in the file (1-based), for messages and tie-breaking
     used: bool = False  # matched a cell with a paper number (set while building the report)
+    finding: Optional[str] = None  # the id of a finding (zoo.bench.findings) this note explains, not cells
 
     @property
     def specificity(self) -> Tuple[int, int, int]:
@@ -116,6 +144,7 @@ class SuiteContext:
 
     tables: List[str]
     keys: List[str]
+    findings: List[str] = field(default_factory=list)  # the ids of the suite's findings
 
 
 def _canonical_value(key: str, value: Any) -> Any:
@@ -194,7 +223,17 @@ def load_notes(path: PathLike, contexts: Mapping[str, SuiteContext]) -> List[Not
                 when[key] = [_canonical_value(key, v) for v in (value if isinstance(value, list) else [value])]
             except ValueError as e:
                 raise ReportError(f"{where}: when.{key}: {e}") from None
-        notes.append(Note(suite, NOTE_STATUS[status], item["note"].strip(), table, when, i))
+        finding = item.get("finding")
+        if finding is not None:
+            if table is not None or when:
+                raise ReportError(f"{where}: a note names either a finding or cells (table / when), not both; "
+                                  "write two notes")
+            if not isinstance(finding, str) or finding not in ctx.findings:
+                near = close_matches(str(finding), ctx.findings)
+                raise ReportError(f"{where}: suite {suite!r} has no finding {finding!r}"
+                                  + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
+                                  + f". Its findings: {', '.join(ctx.findings) or '(none)'}.")
+        notes.append(Note(suite, NOTE_STATUS[status], item["note"].strip(), table, when, i, finding=finding))
     return notes
 
 
@@ -222,6 +261,7 @@ class SuiteReport:
     not_run: Dict[str, int]  # paper table -> paper cells without records
     other_metric: int  # paper numbers of a metric this suite's leaderboard does not show
     reported_changed: bool = False  # the shipped paper numbers differ from the copy stored with the records
+    findings: List[fd.Result] = field(default_factory=list)  # the paper's qualitative claims, decided on the cells
 
     @property
     def wall_time_s(self) -> float:
@@ -249,6 +289,18 @@ class Report:
     unrun: List[Dict[str, Any]]  # suites with paper numbers but no record folder
     notes: List[Note]
 
+    def findings(self) -> List[Tuple[str, fd.Result]]:
+        """``(suite, result)`` of every finding: suites with records first, then those not run."""
+        return [(s.board.suite, r) for s in self.suites for r in s.findings] + \
+            [(u["suite"], r) for u in self.unrun for r in u.get("findings", [])]
+
+    def finding_counts(self) -> Dict[str, int]:
+        return finding_counts(r for _, r in self.findings())
+
+    def missing_finding_notes(self) -> List[Tuple[str, fd.Result]]:
+        """Contradicted findings without a note (``finding = "<id>"``) giving the cause or what was tried."""
+        return [(s, r) for s, r in self.findings() if r.verdict == fd.CONTRADICTED and r.note is None]
+
     def counts(self) -> Dict[str, int]:
         out = {s: 0 for s in STATUSES}
         out["not run"] = sum(sum(s.not_run.values()) for s in self.suites) + sum(u["cells"] for u in self.unrun)
@@ -262,11 +314,27 @@ class Report:
     def unused_notes(self) -> List[Note]:
         """Notes of suites with records that match none of their compared cells (a typo in ``when``?)."""
         have = {s.board.suite for s in self.suites}
-        return [n for n in self.notes if n.suite in have and not n.used]
+        return [n for n in self.notes if n.suite in have and not n.used and n.finding is None]
 
     def missing_notes(self) -> List[Tuple[SuiteReport, Any, Row]]:
         return [(s, t, r) for s in self.suites for t, rows in s.rows.items() for r in rows
                 if r.status == OPEN and r.note is None]
+
+
+FINDING_COUNTS = ("held", "significant", "contradicted", "inconclusive", "not run")
+
+
+def finding_counts(results: Any) -> Dict[str, int]:
+    """``held`` (holds, significant or not; ``significant``: of those, with non-overlapping CIs),
+    ``contradicted``, ``inconclusive``, ``not run``."""
+    out = {k: 0 for k in FINDING_COUNTS}
+    for r in results:
+        if r.verdict in (fd.HOLDS, fd.HOLDS_SIG):
+            out["held"] += 1
+            out["significant"] += r.verdict == fd.HOLDS_SIG
+        else:
+            out[r.verdict] += 1
+    return out
 
 
 def record_folders(records_dir: PathLike) -> List[Path]:
@@ -296,7 +364,7 @@ def _entry_value(board: lb.Board, entry: lb.Entry, key: str) -> Any:
 def _note_for(board: lb.Board, entry: lb.Entry, ref: str, notes: Sequence[Note]) -> Optional[Note]:
     best = None
     for n in notes:
-        if n.suite != board.suite or (n.table is not None and n.table != ref):
+        if n.suite != board.suite or n.finding is not None or (n.table is not None and n.table != ref):
             continue
         if all(_norm(_entry_value(board, entry, k)) in {_norm(v) for v in vs} for k, vs in n.when.items()):
             n.used = True
@@ -398,7 +466,7 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
     shipped file, so that a corrected transcription reaches the report without a re-run);
     default: the copy stored with the records."""
     folder, info, recs, dropped = lb.read_folder(folder)
-    stale = reported is not None and reported != info.get("reported")
+    stale = reported is not None and reported.get("entries") != (info.get("reported") or {}).get("entries")
     if reported is not None:
         info = {**info, "reported": reported}
     board = lb.aggregate(info, recs)
@@ -437,9 +505,62 @@ def _shipped_suites() -> Dict[str, Dict[str, Any]]:
         meta = raw.get("suite") or {}
         reported = load_reported(path.parent / meta["reported"]) if meta.get("reported") else None
         metric = (raw.get("leaderboard") or {}).get("metric", "test")
+        try:
+            findings = fd.parse_findings((reported or {}).get("findings"), f"benchmarks/suites/{meta.get('reported')}")
+        except fd.FindingsError as e:
+            raise ReportError(str(e)) from None
         out[normalize_name(meta.get("name", name))] = {"meta": meta, "reported": reported, "metric": metric,
-                                                       "keys": _raw_keys(raw)}
+                                                       "keys": _raw_keys(raw), "findings": findings, "path": path,
+                                                       "layout": {"metric": metric, "columns": (raw.get("leaderboard")
+                                                                  or {}).get("columns", "num_layers")}}
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ...]]:
+    """The full shipped suite's cells (:func:`zoo.bench.findings.skeleton`) and cell keys; cached
+    per file version (expanding a suite costs ~0.1-0.5 s, and tests build many reports)."""
+    from zoo.bench.suite import load_suite
+
+    info = load_suite(path, validate_models=False).resolved()
+    return fd.skeleton(info), tuple(_cell_keys(info["leaderboard"], info["cells"]))
+
+
+def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
+                    board: Optional[lb.Board], notes: Sequence[Note]) -> List[fd.Result]:
+    """The findings of suite ``name`` decided on the records' ``board`` (``None``: not run).
+
+    A shipped suite's findings come from its shipped file and are validated against the full
+    shipped suite (a typo is an error even where the records cover a slice); a suite that is not
+    shipped uses the copy stored with its records, validated against the records' suite."""
+    origin = f"benchmarks/suites/{(shipped or {}).get('meta', {}).get('reported')}" if shipped \
+        else f"{name}/suite.resolved.json"
+    try:
+        if shipped:
+            findings, reported = shipped["findings"], shipped["reported"]
+        else:
+            reported = (info or {}).get("reported") or {}
+            findings = fd.parse_findings(reported.get("findings"), origin)
+        if not findings:
+            return []
+        if shipped:
+            full, keys = _shipped_skeleton(str(shipped["path"]), Path(shipped["path"]).stat().st_mtime_ns)
+        else:
+            full, keys = fd.skeleton(info), tuple(_cell_keys(info["leaderboard"], info["cells"]))
+        fd.validate(findings, full, keys, origin)
+    except fd.FindingsError as e:
+        raise ReportError(str(e)) from None
+    if board is None:
+        results = fd.evaluate(findings, full, {}, reported)
+    else:
+        numbers = {(e.table, e.row, e.column): e for e in board.entries}
+        results = fd.evaluate(findings, fd.skeleton(info), numbers, reported, paper_board=full)
+    for r in results:
+        for n in notes:
+            if n.suite == name and n.finding == r.finding.id:
+                n.used = True
+                r.note = n if r.note is None or n.index > r.note.index else r.note
+    return results
 
 
 def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -> Report:
@@ -456,16 +577,22 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
                               "folder with `zoo merge A B --out DIR` (one folder per suite)")
         by_suite[name] = f
     shipped = _shipped_suites()
-    contexts = {name: SuiteContext(_paper_tables(s["meta"], s["reported"]), s["keys"]) for name, s in shipped.items()}
+    contexts = {name: SuiteContext(_paper_tables(s["meta"], s["reported"]), s["keys"], [f.id for f in s["findings"]])
+                for name, s in shipped.items()}
     for name, f in by_suite.items():  # the records' own suite (what was run) wins over the shipped file
         info = infos[f]
         reported = shipped[name]["reported"] if name in shipped and shipped[name]["reported"] else info.get("reported")
+        ids = [f.id for f in shipped[name]["findings"]] if name in shipped else \
+            [str(f.get("id")) for f in ((info.get("reported") or {}).get("findings") or []) if isinstance(f, dict)]
         contexts[name] = SuiteContext(_paper_tables(info.get("meta", {}), reported),
-                                      _cell_keys(info["leaderboard"], info["cells"]))
+                                      _cell_keys(info["leaderboard"], info["cells"]), ids)
     root = Path(records_dir)
     notes = load_notes(Path(notes_path) if notes_path is not None else _default_notes(root), contexts)
     suites = [suite_report(f, notes, shipped[name]["reported"] if name in shipped else None)
               for name, f in sorted(by_suite.items())]
+    for s in suites:
+        name = normalize_name(str(s.info.get("name")))
+        s.findings = _suite_findings(name, shipped.get(name), s.info, s.board, notes)
     unrun = []
     for name, s in sorted(shipped.items()):
         if name in by_suite:
@@ -475,7 +602,8 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
         for e in entries:
             per_table[str(e["table"])] = per_table.get(str(e["table"]), 0) + 1
         unrun.append({"suite": name, "title": s["meta"].get("title", name), "cells": len(entries),
-                      "tables": per_table})
+                      "tables": per_table, "findings": _suite_findings(name, s, None, None, notes),
+                      "layout": s["layout"]})
     return Report(suites, unrun, notes)
 
 
@@ -548,29 +676,106 @@ def to_markdown(report: Report) -> str:
              "## Summary", "",
              "| " + " | ".join([*STATUSES, "not run"]) + " |", "|" + "---|" * (len(STATUSES) + 1),
              "| " + " | ".join(str(counts[k]) for k in (*STATUSES, "not run")) + " |", ""]
+    fc = report.finding_counts()
+    if sum(fc.values()):
+        lines += ["Findings (the papers' claims about figures and tables, decided on our cells; "
+                  "[rules](#findings-rules)):", "",
+                  "| held | of them significant | contradicted | inconclusive | not run |", "|---|---|---|---|---|",
+                  "| " + " | ".join(str(fc[k]) for k in FINDING_COUNTS) + " |", ""]
     if counts["no paper number"]:
         lines += [f"Our cells without a paper number: {counts['no paper number']}.", ""]
     lines += [f"Compute: {_hours(wall)} of run wall time (sum over the records' `wall_time_s`), {runs} runs in "
               f"{len(report.suites)} record folder(s). Machine(s): {', '.join(_machines(report)) or '(none)'}.", "",
-              "Status rules:", "", *rules_text(), ""]
+              "Status rules:", "", *rules_text(), "", '<a id="findings-rules"></a>Findings rules '
+              "(`zoo/bench/findings.py`):", "", *findings_rules_text(), ""]
     if report.suites:
-        lines += ["| suite | scale | runs | compute | reproduced | differs | open | paper cells not run |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["| suite | scale | runs | compute | reproduced | differs | open | paper cells not run | "
+                  "findings held / contradicted / inconclusive / not run |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for s in report.suites:
             c = _suite_counts(s)
             lines.append(f"| [{s.board.suite}](#{_anchor(s.board.suite)}) | {s.scale.split(' — ')[0].strip('*')} | "
                          f"{len(s.records)} | {_hours(s.wall_time_s)} | {c[REPRODUCED]} | {c[DIFFERS]} | {c[OPEN]} | "
-                         f"{sum(s.not_run.values())} |")
+                         f"{sum(s.not_run.values())} | {_finding_counts_text(s.findings)} |")
         lines.append("")
     for s in report.suites:
         lines += _suite_markdown(s)
     if report.unrun:
-        lines += ["## Suites not run yet", "", "| suite | paper tables | paper cells |", "|---|---|---|"]
+        lines += ["## Suites not run yet", "", "| suite | paper tables | paper cells | findings |", "|---|---|---|---|"]
         for u in report.unrun:
             tables = ", ".join(f"{t} ({n})" for t, n in u["tables"].items()) or "(no paper numbers stored)"
-            lines.append(f"| `{u['suite']}` | {_cell(tables)} | {u['cells']} |")
+            lines.append(f"| `{u['suite']}` | {_cell(tables)} | {u['cells']} | {len(u['findings'])} |")
         lines.append("")
+        for u in report.unrun:
+            if u["findings"]:
+                lines += [f"### {u['suite']}: findings (not run)", "", *_findings_markdown(u["findings"], u["layout"])]
     return "\n".join(lines)
+
+
+def findings_rules_text() -> List[str]:
+    return [
+        "- A finding quotes the paper and states a check on our cells: greater / less (a vs b), at_least / at_most "
+        "(a bound; \"in every run\": each run must meet it, else contradicted), increasing / decreasing (each step "
+        "over the columns), bounded (max − min over the columns), made per column value (and per table); energies "
+        "in log10.",
+        f"- Each comparison: **{fd.HOLDS_SIG}** when it holds for the whole 95 % CIs (they do not overlap; a bound "
+        f"outside the CI); **{fd.HOLDS}** when the means satisfy it; **{fd.CONTRADICTED}** when the opposite holds "
+        f"significantly; **{fd.INCONCLUSIVE}** otherwise (n = 1 has no CI: never significant); **{fd.NOT_RUN}** "
+        "without records.",
+        "- A finding: contradicted if any comparison is; held (significant) if all that ran are; held if all that "
+        "ran hold; else inconclusive; not run if none ran. A contradicted finding needs a note "
+        '(`finding = "<id>"` in notes.toml). "The paper\'s own numbers": the same check on the paper\'s stored '
+        "table numbers, where it has them.",
+    ]
+
+
+def _finding_counts_text(results: Sequence[fd.Result]) -> str:
+    c = finding_counts(results)
+    return " / ".join(str(c[k]) for k in ("held", "contradicted", "inconclusive", "not run")) if results else "–"
+
+
+def _finding_verdict(r: fd.Result) -> str:
+    if r.verdict == fd.CONTRADICTED and r.note is not None and r.note.status == DIFFERS:
+        return f"{fd.CONTRADICTED} — explained"
+    return r.verdict
+
+
+def _finding_note(r: fd.Result) -> str:
+    if r.note is not None:
+        return f"({'differs' if r.note.status == DIFFERS else 'open'}) {r.note.text}"
+    return MISSING_NOTE if r.verdict == fd.CONTRADICTED else ""
+
+
+def _paper_text(r: fd.Result) -> str:
+    if r.paper is None:
+        return ""
+    text = f"{r.paper} ({r.paper_ran} comparison{'s' if r.paper_ran != 1 else ''} on its stored numbers"
+    odd = [c for c in r.paper_comparisons if c.verdict not in (fd.HOLDS, fd.HOLDS_SIG)]
+    if odd and r.paper != fd.HOLDS_SIG:
+        text += "; not holding: " + "; ".join(f"{c.label}: {c.text} — {c.verdict}" for c in odd[:5]) \
+            + (f"; and {len(odd) - 5} more" if len(odd) > 5 else "")
+    return text + ")"
+
+
+def _findings_markdown(results: Sequence[fd.Result], layout: Mapping[str, Any]) -> List[str]:
+    lines: List[str] = []
+    for r in results:
+        f = r.finding
+        lines += [f"**`{f.id}` — {_finding_verdict(r)}.** {f.claim}", "",
+                  f"> “{f.quote}” — {f.source}", "",
+                  f"- Check: {fd.describe(f, layout)}."]
+        ran = [c for c in r.comparisons if c.verdict != fd.NOT_RUN]
+        if not ran:
+            lines.append(f"- Ours: not run (none of its {len(r.comparisons)} comparisons has records).")
+        else:
+            lines.append(f"- Ours ({len(ran)} of {len(r.comparisons)} comparisons run):")
+            lines += [f"  - {c.label}: {c.text} — {c.verdict}" for c in ran]
+        if r.paper is not None:
+            lines.append(f"- The paper's own numbers: {_paper_text(r)}.")
+        if _finding_note(r):
+            lines.append(f"- Note: {_finding_note(r)}")
+        lines.append("")
+    return lines
 
 
 def _anchor(suite: str) -> str:  # GitHub's heading anchor of "## <suite>"
@@ -635,6 +840,8 @@ def _suite_markdown(s: SuiteReport) -> List[str]:
     if s.other_metric:
         lines += [f"{s.other_metric} paper number(s) of another metric are not compared (this suite's leaderboard "
                   f"shows {lay['metric']}).", ""]
+    if s.findings:
+        lines += [f"### {b.suite}: findings", "", *_findings_markdown(s.findings, lay)]
     return lines
 
 
@@ -660,6 +867,14 @@ def to_html(report: Report) -> str:
             f"{sum(len(s.records) for s in report.suites)} runs. Machine(s): "
             f"{h.escape(', '.join(_machines(report)) or '(none)')}.</p>",
             "<ul>" + "".join(f"<li>{h.escape(_plain(r[2:]))}</li>" for r in rules_text()) + "</ul>"]
+    fc = report.finding_counts()
+    if sum(fc.values()):
+        body += ["<h2 id=\"findings\">Findings</h2><p>The papers' claims about figures and tables, decided on our "
+                 "cells (<code>findings</code> in <code>benchmarks/suites/reported/*.json</code>).</p>",
+                 "<table><thead><tr>" + "".join(f"<th>{h.escape(k)}</th>" for k in FINDING_COUNTS)
+                 + "</tr></thead><tbody><tr>" + "".join(f"<td>{fc[k]}</td>" for k in FINDING_COUNTS)
+                 + "</tr></tbody></table>",
+                 "<ul>" + "".join(f"<li>{h.escape(_plain(r[2:]))}</li>" for r in findings_rules_text()) + "</ul>"]
     for s in report.suites:
         b, lay = s.board, s.board.layout
         sid = _slug(b.suite)
@@ -694,20 +909,50 @@ def to_html(report: Report) -> str:
                 body.append(f"<tr>{tds}</tr>")
             body.append("</tbody></table>")
             body.append(plots(b, table, t))
+        if s.findings:
+            body.append(f"<h3>{h.escape(b.suite)}: findings</h3>" + _findings_html(s.findings, lay))
     if report.unrun:
         body.append("<h2>Suites not run yet</h2><ul>" + "".join(
             f"<li><code>{h.escape(u['suite'])}</code>: "
             + (f"{u['cells']} paper cells ({h.escape(', '.join(f'{t} ({n})' for t, n in u['tables'].items()))})"
                if u["cells"] else "no paper numbers stored") + "</li>" for u in report.unrun)
             + "</ul>")
+        for u in report.unrun:
+            if u["findings"]:
+                body.append(f"<h3>{h.escape(u['suite'])}: findings (not run)</h3>"
+                            + _findings_html(u["findings"], u["layout"]))
     nav = " ".join(f'<a href="#{_slug(s.board.suite)}">{h.escape(s.board.suite)}</a>' for s in report.suites)
     return page("gat-zoo reproduction report", "\n".join(body), nav)
+
+
+def _findings_html(results: Sequence[fd.Result], layout: Mapping[str, Any]) -> str:
+    import html as h
+
+    rows = []
+    for r in results:
+        f = r.finding
+        ran = [c for c in r.comparisons if c.verdict != fd.NOT_RUN]
+        ours = "<br>".join(h.escape(f"{c.label}: {c.text} — {c.verdict}") for c in ran) if ran else \
+            h.escape(f"not run (0 of {len(r.comparisons)} comparisons)")
+        if ran and len(ran) < len(r.comparisons):
+            ours += h.escape(f" ({len(ran)} of {len(r.comparisons)} comparisons run)")
+        cls = {fd.HOLDS_SIG: "pos", fd.HOLDS: "pos", fd.CONTRADICTED: "neg"}.get(r.verdict, "")
+        rows.append(f'<tr><td class="k">{h.escape(f.id)}</td><td style="text-align:left">{h.escape(f.claim)}</td>'
+                    f'<td style="text-align:left">“{h.escape(f.quote)}” — {h.escape(f.source)}</td>'
+                    f'<td style="text-align:left">{h.escape(fd.describe(f, layout))}</td>'
+                    f'<td style="text-align:left">{ours}</td><td class="{cls}">{h.escape(_finding_verdict(r))}</td>'
+                    f'<td style="text-align:left">{h.escape(_paper_text(r))}</td>'
+                    f'<td style="text-align:left">{h.escape(_finding_note(r))}</td></tr>')
+    head = ("finding", "claim", "paper (quote — source)", "check", "ours", "verdict", "paper's own numbers", "note")
+    return ('<table class="sortable"><thead><tr>' + "".join(f"<th>{k}</th>" for k in head) + "</tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
 
 
 def missing_notes_message(report: Report, notes_path: str) -> str:
     rows = report.missing_notes()
     lines = [f"{len(rows)} open cell(s) have no note saying what was tried; add a [[note]] for each to "
-             f"{notes_path} (status = \"open\" with what was tried, or \"differs\" with the measured cause):"]
+             f"{notes_path} (status = \"open\" with what was tried, or \"differs\" with the measured cause):"] \
+        if rows else []
     for s, table, r in rows[:30]:
         lay = s.board.layout
         when = {**({lay["table_by"]: table} if lay.get("table_by") else {}),
@@ -718,6 +963,15 @@ def missing_notes_message(report: Report, notes_path: str) -> str:
                      f"{lb.fmt_diff(s.board, r.entry.diff)}".replace("'", '"'))
     if len(rows) > 30:
         lines.append(f"  ... and {len(rows) - 30} more")
+    contradicted = report.missing_finding_notes()
+    if contradicted:
+        lines.append(f"{len(contradicted)} contradicted finding(s) have no note; add a [[note]] with "
+                     f'finding = "<id>" for each to {notes_path} (status = "differs" with the measured cause, or '
+                     '"open" with what was tried):')
+        for suite, r in contradicted:
+            bad = [c for c in r.comparisons if c.verdict == fd.CONTRADICTED]
+            lines.append(f'  suite "{suite}": finding = "{r.finding.id}"  ({r.finding.claim}; contradicted at '
+                         + "; ".join(f"{c.label}: {c.text}" for c in bad[:3]) + (" ..." if len(bad) > 3 else "") + ")")
     return "\n".join(lines)
 
 
@@ -734,7 +988,7 @@ def generate(records_dir: PathLike = DEFAULT_RECORDS, md: Optional[PathLike] = D
     notes_path = Path(notes_path) if notes_path is not None else _default_notes(Path(records_dir))
     report = build_report(records_dir, notes_path)
     problems = []
-    if report.missing_notes():
+    if report.missing_notes() or report.missing_finding_notes():
         if check or not draft:
             raise MissingNotesError(missing_notes_message(report, str(notes_path)))
         problems.append(missing_notes_message(report, str(notes_path)))
