@@ -42,15 +42,34 @@ def test_accuracy_status_one_point_where_a_ci_is_missing():
     assert rp.cell_status(_entry(summarize([]), 50.0), False) is False  # no finite value of ours
 
 
-def test_energy_status_is_the_range_over_seeds_in_log10():
-    s = summarize_log([1e-4, 1e-3, 1e-2])
-    assert rp.cell_status(_entry(s, 1e-2), True) is True and rp.cell_status(_entry(s, 1e-4), True) is True
-    assert rp.cell_status(_entry(s, 1.1e-2), True) is False and rp.cell_status(_entry(s, 0.9e-4), True) is False
+def _footnote(text: str, row: str) -> str:
+    """The note a table row cites as ``[k]``, printed once under the table."""
+    ref = row.rstrip(" |").rsplit("| ", 1)[-1].strip()
+    assert ref.startswith("[") and ref.endswith("]"), row
+    return next(line[len(ref):].strip() for line in text.splitlines() if line.startswith(ref + " "))
+
+
+def test_energy_status_is_the_ci_of_the_geometric_mean_in_log10():
+    # log10 values -3.2, -3, -2.8: mean -3, sd 0.2, 95 % CI half-width t(0.975, 2) * 0.2 / sqrt(3) = 0.497 decade
+    s = summarize_log([10 ** -3.2, 1e-3, 10 ** -2.8])
+    assert rp.cell_status(_entry(s, 10 ** -2.51), True) is True  # outside [min, max], inside the CI
+    assert rp.cell_status(_entry(s, 10 ** -3.49), True) is True
+    assert rp.cell_status(_entry(s, 10 ** -2.49), True) is False
+    assert rp.cell_status(_entry(s, 10 ** -3.51), True) is False
     one = summarize_log([1.0])
     assert rp.cell_status(_entry(one, 10 ** 0.5), True) is True
     assert rp.cell_status(_entry(one, 10 ** -0.5), True) is True
     assert rp.cell_status(_entry(one, 10 ** 0.51), True) is False
     assert rp.cell_status(_entry(one, 0.0), True) is False
+
+
+def test_energy_inside_a_wide_seed_range_is_not_reproduced():
+    """Regression: energies spread over decades across seeds; the old rule (paper inside [min, max])
+    called a paper value 2.5 decades from our geometric mean "reproduced"."""
+    s = summarize_log([1e-6] + [1e-3] * 8 + [1.0])  # mean -3, CI half-width ~1.0 decade, range 6 decades
+    assert s.low <= 10 ** -0.5 <= s.high
+    assert rp.cell_status(_entry(s, 10 ** -0.5), True) is False
+    assert rp.cell_status(_entry(s, 10 ** -2.5), True) is True
 
 
 # ----------------------------------------------------------------------------- synthetic record folders
@@ -136,11 +155,12 @@ def test_statuses_counts_and_notes_in_the_markdown(records, tmp_path):
     assert counts["not run"] == sum(u["cells"] for u in report.unrun) > 0
     text = md.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| gat | xavier | 4 |"))
-    assert "| open | tried more seeds |" in row and "70.00 ± 0.00 (3)" in row and "75.00 ± 1.00" in row
+    assert "| open | [" in row and _footnote(text, row) == "tried more seeds"
+    assert "70.00 ± 0.00 (3)" in row and "75.00 ± 1.00" in row
     row = next(line for line in text.splitlines() if line.startswith("| gat | balanced_xavier | 2 |"))
-    assert "differs — explained" in row and "the code uses lr 0.1" in row and "-15.00" in row
+    assert "differs — explained" in row and "the code uses lr 0.1" in _footnote(text, row) and "-15.00" in row
     row = next(line for line in text.splitlines() if line.startswith("| gat | balanced_xavier | 4 |"))
-    assert "| reproduced |" in row and "the code uses lr 0.1" in row  # the note shows; the numbers decide
+    assert "| reproduced |" in row and "the code uses lr 0.1" in _footnote(text, row)  # the note shows; the numbers decide
     assert f"| 2 | 1 | 1 | {counts['not run']} |" in text and "zoo report" in text
     assert "Compute: 18 s" in text and "cpu (test)" in text  # compute = the records' wall times; the machine
     html = page.read_text()
@@ -221,7 +241,7 @@ def test_energy_and_pruning_folders_render(tmp_path):
                 metric=lambda c: {"laplacian_energy": 10.0 ** -(c["run"]["seed"] + 1)},  # 1e-1, 1e-2, 1e-3
                 reported=[{"table": "Table 2", "init": "xavier", "num_layers": 2, "value": 5e-3,
                            "metric": "laplacian_energy"},
-                          {"table": "Table 2", "init": "xavier", "num_layers": 4, "value": 5e-5,
+                          {"table": "Table 2", "init": "xavier", "num_layers": 4, "value": 5e-6,
                            "metric": "laplacian_energy"}])
     prune = dict(SUITE, suite={"name": "synth_prune", "mode": "prune_layers"},
                  leaderboard={"rows": ["init"], "columns": "layer", "metric": "pruned"})
@@ -232,8 +252,8 @@ def test_energy_and_pruning_folders_render(tmp_path):
     report, _ = rp.generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html")
     text = (tmp_path / "r.md").read_text()
     energy_rows = [line for line in text.splitlines() if line.startswith("| xavier |") and "e-0" in line]
-    assert any("| 2 |" in r and "reproduced" in r for r in energy_rows)  # 5e-3 inside [1e-3, 1e-1]
-    assert any("| 4 |" in r and "| open | float64 tried |" in r for r in energy_rows)  # 5e-5 below the range
+    assert any("| 2 |" in r and "reproduced" in r for r in energy_rows)  # 5e-3: 0.3 decade from the geometric mean 1e-2, CI 2.5 decades
+    assert any("| 4 |" in r and "| open |" in r and _footnote(text, r) == "float64 tried" for r in energy_rows)  # 5e-6: 3.3 decades below, outside the CI
     assert "Δlog10" in text and "| xavier | 1 | 50.00 ± 0.00 (6) | 50.00 | +0.00 | reproduced |" in text
     assert (tmp_path / "r.html").read_text().count("<svg") >= 2
 

@@ -10,8 +10,11 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import dropout, gather_rows, linear, segment_softmax, segment_sum, weight_messages
+from zoo.nn.functional import (dropout, gather_rows, linear, node_scores, segment_softmax, segment_sum,
+                                weight_messages)
+from zoo.nn import fused_score
 from zoo.nn.fused import edge_attention, graph_orders, use_fused
+from zoo.nn.fused_score import gat_edge_scores
 from zoo.registry import register_model
 
 
@@ -75,15 +78,20 @@ class GATLayer(nn.Module):
         n, src, dst = graph.num_nodes, graph.src, graph.dst
         xw = linear(x, self.lin.weight).view(n, self.heads, self.channels)
         # Scores are computed per node and gathered per edge: O(N) dot products, not O(E).
-        score_src = (xw * self.att_src).sum(-1)
-        score_dst = (xw * self.att_dst).sum(-1)
-        scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
-        if self.score_norm is not None:
-            scores = self.score_norm.normalize_gat(self, graph, x, xw, scores)
+        if fused_score.ENABLED:  # one matrix product for both terms (and its backward: two)
+            score_src, score_dst = node_scores(xw, self.att_src, self.att_dst)
+        else:
+            score_src, score_dst = (xw * self.att_src).sum(-1), (xw * self.att_dst).sum(-1)
         bias = self.score_bias(graph)
-        if bias is not None:
-            scores = scores + bias
-        scores = F.leaky_relu(scores, self.negative_slope)
+        if fused_score.ENABLED and bias is None and self.score_norm is None and self.negative_slope >= 0:
+            scores = gat_edge_scores(score_src, score_dst, src, dst, self.negative_slope)  # one (E, H) buffer
+        else:
+            scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
+            if self.score_norm is not None:
+                scores = self.score_norm.normalize_gat(self, graph, x, xw, scores)
+            if bias is not None:
+                scores = scores + bias
+            scores = F.leaky_relu(scores, self.negative_slope)
         if use_fused(self, graph, xw):  # softmax + aggregation as sparse products, no (E, H, C) tensors
             out, alpha = edge_attention(scores, xw, src, dst, n, graph_orders(graph))
         else:

@@ -13,7 +13,9 @@ from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
 from zoo.nn.functional import (dropout, gather_rows, leaky_relu_dot, linear, segment_softmax, segment_sum,
                                 weight_messages)
+from zoo.nn import fused_score
 from zoo.nn.fused import edge_attention, graph_orders, use_fused
+from zoo.nn.fused_score import gatv2_score
 from zoo.registry import register_model
 
 UPDATE_WEIGHTS = ("source", "separate")
@@ -85,31 +87,49 @@ class GATv2Layer(nn.Module):
         shape = (n, self.heads, self.channels)
         x_src = linear(x, self.lin_src.weight).view(shape)
         x_dst = x_src if self.lin_dst is None else linear(x, self.lin_dst.weight).view(shape)
-        src_features = gather_rows(x_src, src)  # gathered once: used by the score and the message
-        hidden = src_features + gather_rows(x_dst, dst)
-        if self.lin_edge is not None:
-            if edge_attr is None:
-                raise ValueError("this GATv2 layer has an edge term (edge_dim) and needs edge_attr")
-            hidden = hidden + self.lin_edge(edge_attr).view(-1, self.heads, self.channels)
-        if self.att_bias is not None:
-            hidden = hidden + self.att_bias
-        if self.score_norm is not None:
-            scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
+        src_features = None
+        if self._fused_score(graph, x_src):  # one op with its own backward: fewer (E, H, C) passes
+            scores = gatv2_score(x_src, None if self.lin_dst is None else x_dst, self.att, src, dst,
+                                 self.negative_slope)
         else:
-            scores = leaky_relu_dot(hidden, self.att, self.negative_slope)  # keeps hidden only
+            src_features = gather_rows(x_src, src)  # gathered once: used by the score and the message
+            hidden = src_features + gather_rows(x_dst, dst)
+            if self.lin_edge is not None:
+                if edge_attr is None:
+                    raise ValueError("this GATv2 layer has an edge term (edge_dim) and needs edge_attr")
+                hidden = hidden + self.lin_edge(edge_attr).view(-1, self.heads, self.channels)
+            if self.att_bias is not None:
+                hidden = hidden + self.att_bias
+            if self.score_norm is not None:
+                scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
+            else:
+                scores = leaky_relu_dot(hidden, self.att, self.negative_slope)  # keeps hidden only
         if use_fused(self, graph, x_src):  # softmax + aggregation as sparse products, no (E, H, C) tensors
             values = x_src if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
             out, alpha = edge_attention(scores, values, src, dst, n, graph_orders(graph))
         else:
             alpha = segment_softmax(scores, dst, n)
             weights = dropout(alpha, self.attn_dropout, self.training)
-            values = (src_features if self.lin_update is None
-                      else gather_rows(linear(x, self.lin_update.weight).view(shape), src))
+            if self.lin_update is not None:
+                values = gather_rows(linear(x, self.lin_update.weight).view(shape), src)
+            else:
+                values = gather_rows(x_src, src) if src_features is None else src_features
             out = segment_sum(weight_messages(weights, values), dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
         return out, alpha
+
+    def _fused_score(self, graph: Graph, x_src: Tensor) -> bool:
+        """Whether :func:`gatv2_score` computes this layer's score: it is ``a^T LeakyReLU(W_s h_u + W_t h_v)``
+        alone, and the graph is not a tiny one with a single replica (see ``fused_score.worth_it``).
+        With active attention dropout the whole attention keeps the plain ops, as the aggregation
+        does: a replica's numbers are then bitwise those of the same replica trained alone, where
+        a tiny graph takes the plain path (tests/test_bench_train.py)."""
+        if self.training and float(self.attn_dropout) > 0.0:
+            return False
+        return (self.lin_edge is None and self.att_bias is None and self.score_norm is None
+                and self.negative_slope >= 0 and fused_score.worth_it(graph.num_edges, x_src))
 
     # rescaling symmetry: Thm. 2.2 (shared), 6.3 (unshared; W_t's outgoing columns also rescale), 6.4 (heads)
     def incoming_params(self) -> List[Tensor]:

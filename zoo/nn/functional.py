@@ -196,6 +196,26 @@ def leaky_relu_dot(hidden: Tensor, att: Tensor, negative_slope: float) -> Tensor
     return _LeakyReluDot.apply(hidden, att, negative_slope)
 
 
+def node_scores(x: Tensor, att_src: Tensor, att_dst: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""GAT's per-node attention terms :math:`a_s^\top x_{v,h}` and :math:`a_t^\top x_{v,h}` per head.
+
+    Same values as ``(x * att_src).sum(-1), (x * att_dst).sum(-1)`` (to rounding), computed as one
+    matrix product ``x.view(N, H*C) @ B`` with ``B`` the ``(H*C, 2H)`` block-diagonal matrix of both
+    attention vectors: ``x`` is read once and the backward is two more products, instead of
+    ``(N, H, C)`` temporaries for each product and gradient (under vmap: one ``bmm``).  With several
+    heads a non-finite entry of one head's ``x`` also makes the other heads' terms NaN (``inf * 0``).
+
+    Shapes: x ``(N, H, C)``, att_src and att_dst ``(H, C)`` -> two ``(N, H)``.
+    """
+    n, heads, channels = x.shape
+    both = torch.cat([att_src, att_dst], 0)  # (2H, C)
+    if heads > 1:  # B[h*C + c, j] = both[j, c] if j % H == h else 0
+        mask = torch.eye(heads, dtype=x.dtype, device=x.device).repeat(2, 1)  # (2H, H)
+        both = (both.unsqueeze(1) * mask.unsqueeze(-1)).reshape(2 * heads, heads * channels)
+    scores = x.reshape(n, heads * channels) @ both.t()
+    return scores[:, :heads], scores[:, heads:]
+
+
 def segment_max(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
     """Per-bucket maximum of ``values`` (``(E, H)``); empty buckets hold ``-inf``."""
     out = values.new_full((num_segments,) + tuple(values.shape[1:]), float("-inf"))
@@ -435,4 +455,4 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
 
 
 __all__: List[str] = ["gather_rows", "segment_sum", "segment_max", "segment_softmax", "dropout", "linear",
-                      "ReplicaRandomness", "replica_randomness", "active_replica_randomness", "leaky_relu_dot", "weight_messages"]
+                      "ReplicaRandomness", "replica_randomness", "active_replica_randomness", "leaky_relu_dot", "weight_messages", "node_scores"]

@@ -1,0 +1,132 @@
+"""Forward+backward time of one hidden attention layer with and without the fused edge kernels.
+
+For each configuration, one GAT/GATv2 hidden layer (64 inputs) on a real graph, 1 replica or R
+stacked under ``vmap`` (each replica with its own input, as a hidden layer has), timed with
+
+* ``fused``: everything on (``zoo.nn.fused_score`` for GATv2's score, ``zoo.nn.fused`` for the
+  softmax + aggregation),
+* ``agg``: the fused aggregation only (GATv2's score from autograd's elementwise ops),
+* ``plain``: neither,
+
+interleaved in one process (best of ``--repeat``), and prints the ratios fused/agg and fused/plain.
+``--profile`` prints a ``torch.profiler`` table (CPU self time) of the fused layer instead.
+
+    python benchmarks/speed_kernels.py --threads 1 --clock cpu
+    python benchmarks/speed_kernels.py --configs cora-gatv2 --replicas 15 --profile
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Callable, Dict, Tuple
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
+#: name -> (dataset, layer, heads, channels per head)
+CONFIGS: Dict[str, Tuple[str, str, int, int]] = {
+    "cora-gatv2": ("cora", "gatv2", 1, 64),
+    "cora-gat": ("cora", "gat", 1, 64),
+    "pubmed-gat": ("pubmed", "gat", 8, 8),
+    "pubmed-gatv2": ("pubmed", "gatv2", 8, 8),
+    "cornell-gatv2": ("cornell", "gatv2", 1, 64),
+}
+VARIANTS = {"fused": (True, True), "agg": (True, False), "plain": (False, False)}
+
+
+def make_step(config: str, replicas: int) -> Callable[[], None]:
+    """One forward+backward of the configured layer (``replicas`` stacked under vmap when > 1)."""
+    from zoo.datasets import load
+    from zoo.graph import as_graph
+    from zoo.models.gat import GATLayer
+    from zoo.models.gatv2 import GATv2Layer
+
+    dataset, kind, heads, channels = CONFIGS[config]
+    data = load(dataset).data
+    n = data.num_nodes
+    torch.manual_seed(0)
+    layers = [(GATLayer if kind == "gat" else GATv2Layer)(64, channels, heads) for _ in range(replicas)]
+    graph = as_graph(data.edge_index, torch.empty(n, 64))
+    if replicas == 1:
+        layer, x = layers[0], torch.randn(n, 64)
+
+        def step() -> None:
+            layer(graph, x)[0].sum().backward()
+
+        return step
+    params, buffers = stack_module_state(layers)
+    params = {k: v.detach().requires_grad_() for k, v in params.items()}
+    xs = torch.randn(replicas, n, 64)
+    batched = vmap(lambda p, b, x: functional_call(layers[0], (p, b), (graph, x))[0])
+
+    def step() -> None:
+        batched(params, buffers, xs).sum().backward()
+
+    return step
+
+
+def set_variant(name: str) -> None:
+    from zoo.nn import fused, fused_score
+
+    fused.ENABLED, fused_score.ENABLED = VARIANTS[name]
+
+
+def time_variants(step: Callable[[], None], repeat: int, clock: Callable[[], float]) -> Dict[str, float]:
+    step()
+    start = clock()
+    step()
+    calls = max(1, int(0.3 / max(clock() - start, 1e-4)))  # ~0.3 s per timing
+    best = {name: float("inf") for name in VARIANTS}
+    for _ in range(repeat):
+        for name in VARIANTS:
+            set_variant(name)
+            step()  # warm-up (first call of a path builds its caches)
+            start = clock()
+            for _ in range(calls):
+                step()
+            best[name] = min(best[name], (clock() - start) / calls)
+    set_variant("fused")
+    return best
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--replicas", default="1,15")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--clock", choices=sorted(CLOCK), default="wall")
+    p.add_argument("--profile", action="store_true", help="torch.profiler table of the fused layer")
+    args = p.parse_args()
+    os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
+    from zoo.bench.train import tune_allocator
+
+    tuned = tune_allocator()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock, allocator tuned: "
+          f"{tuned}, load average {load:.2f}; ms per forward+backward of one hidden layer")
+    for config in args.configs.split(","):
+        for replicas in (int(r) for r in args.replicas.split(",")):
+            step = make_step(config, replicas)
+            if args.profile:
+                from torch.profiler import ProfilerActivity, profile
+
+                for _ in range(2):
+                    step()
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    for _ in range(5):
+                        step()
+                print(f"{config} R={replicas}")
+                print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
+                continue
+            t = time_variants(step, args.repeat, CLOCK[args.clock])
+            print(f"{config:14} R={replicas:<3}" + "".join(f" {k} {1e3 * v:9.2f}" for k, v in t.items())
+                  + f"   fused/agg {t['fused'] / t['agg']:.2f}  fused/plain {t['fused'] / t['plain']:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The fused GATv2 score (zoo.nn.fused_score) equals the plain ops to 1e-10 at float64: values and
+gradients, with and without vmap, shared and separate weights, the op and whole GATv2 models."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+import zoo
+from tests.conftest import awkward_graph
+from zoo.nn import fused as zfused
+from zoo.nn import fused_score
+from zoo.nn.functional import gather_rows, leaky_relu_dot
+from zoo.nn.fused_score import gatv2_score
+
+TOL = dict(rtol=0, atol=1e-10)
+
+
+def plain(x_src, x_dst, att, src, dst, slope):
+    return leaky_relu_dot(gather_rows(x_src, src) + gather_rows(x_src if x_dst is None else x_dst, dst), att, slope)
+
+
+def _inputs(replicas, heads, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lead = () if replicas is None else (replicas,)
+    edge_index, n = awkward_graph()
+    xs = torch.randn(*lead, n, heads, 3, generator=g, dtype=torch.float64)
+    xs[..., 2, :, 0] = 0.0  # node 2 has a self-loop: with shared weights z = 2 x = 0 exactly (LeakyReLU's kink)
+    xt = torch.randn(*lead, n, heads, 3, generator=g, dtype=torch.float64)
+    xt[..., 2, :, 1] = -xs[..., 2, :, 1]  # separate weights: z = 0 on the self-loop too
+    att = torch.randn(*lead, heads, 3, generator=g, dtype=torch.float64)
+    return [t.requires_grad_() for t in (xs, xt, att)], edge_index[0], edge_index[1]
+
+
+@pytest.mark.parametrize("replicas", [None, 3])
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("heads", [1, 2])
+@pytest.mark.parametrize("slope", [0.2, 0.0])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_gatv2_score_equals_plain(replicas, shared, heads, slope, chunked, monkeypatch):
+    (xs, xt, att), src, dst = _inputs(replicas, heads)
+    if chunked:  # blocks of 5 edges forward, 3 backward (the last ones shorter): 12 edges in all
+        row = xs.element_size() * heads * 3 * (replicas or 1)
+        monkeypatch.setattr(fused_score, "CHUNK_MIN_BYTES", 0)
+        monkeypatch.setattr(fused_score, "FORWARD_CHUNK_BYTES", 5 * row)
+        monkeypatch.setattr(fused_score, "BACKWARD_CHUNK_BYTES", 3 * row + 1)
+        assert [b - a for a, b in fused_score._blocks(torch.empty(12, heads * (replicas or 1), 3,
+                                                                   dtype=xs.dtype), 5 * row)] == [5, 5, 2]
+
+    def wrap(fn):
+        f = lambda a, b, c: fn(a, None if shared else b, c, src, dst, slope)  # noqa: E731
+        return f if replicas is None else vmap(f)
+
+    out, ref = wrap(gatv2_score)(xs, xt, att), wrap(plain)(xs, xt, att)
+    torch.testing.assert_close(out, ref, **TOL)
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=out.dtype)
+    wrt = (xs, att) if shared else (xs, xt, att)
+    for a, b in zip(torch.autograd.grad((out * w).sum(), wrt), torch.autograd.grad((ref * w).sum(), wrt)):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def test_gatv2_score_with_shared_att_under_vmap():
+    """Features batched, the attention vector shared by all replicas (in_dims None)."""
+    (xs, _, att), src, dst = _inputs(4, 2)
+    att1 = att[0].detach().requires_grad_()
+    out = vmap(lambda a: gatv2_score(a, None, att1, src, dst, 0.2))(xs)
+    ref = vmap(lambda a: plain(a, None, att1, src, dst, 0.2))(xs)
+    torch.testing.assert_close(out, ref, **TOL)
+    w = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad((out * w).sum(), (xs, att1)), torch.autograd.grad((ref * w).sum(), (xs, att1))):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def test_gatv2_score_refuses_a_negative_slope():
+    (xs, _, att), src, dst = _inputs(None, 1)
+    with pytest.raises(ValueError, match="negative_slope >= 0"):
+        gatv2_score(xs, None, att, src, dst, -0.1)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(share_weights=False), dict(share_weights=False, update_weight="separate")])
+@pytest.mark.parametrize("fused_aggregation", [True, False])
+def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkeypatch):
+    """Whole GATv2 models at float64, one replica and two stacked under vmap, with the fused and the
+    plain aggregation: the fused score gives the plain path's outputs and gradients, and is taken."""
+    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(zfused, "ENABLED", fused_aggregation)
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 6, dtype=torch.float64)
+    models = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        models.append(zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=3, heads=2, **options).double())
+    params, buffers = stack_module_state(models)
+
+    def run(enabled):
+        monkeypatch.setattr(fused_score, "ENABLED", enabled)
+        calls = []
+
+        def spy(*args, **kwargs):
+            calls.append(1)
+            return gatv2_score(*args, **kwargs)
+
+        monkeypatch.setattr("zoo.models.gatv2.gatv2_score", spy)
+        single = models[0](edge_index, x)
+        g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
+        stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
+        g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
+        assert bool(calls) == enabled
+        return (single, stacked) + g_single + g_stacked
+
+    for a, b in zip(run(True), run(False)):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(attention_bias=True), dict(negative_slope=-0.1),
+                                     dict(attn_dropout=0.5)])
+def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monkeypatch):
+    """Attention bias, a negative slope and (while training) attention dropout keep the plain ops."""
+    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)
+    calls = []
+
+    def spy(*args):
+        calls.append(1)
+        return gatv2_score(*args)
+
+    monkeypatch.setattr("zoo.models.gatv2.gatv2_score", spy)
+    edge_index, n = awkward_graph()
+    model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
+    out = model(edge_index, torch.randn(n, 6))
+    assert out.shape == (n, 3) and bool(calls) == (not options)
+    if "attn_dropout" in options:  # evaluation: no dropout, the fused op again
+        model.eval()
+        model(edge_index, torch.randn(n, 6))
+        assert calls
+
+
+def test_fused_score_size_rule(monkeypatch):
+    """One replica on a tiny graph keeps the plain ops (measured slower there); vmap always fuses."""
+    x = torch.randn(7, 2, 3)
+    assert not fused_score.worth_it(12, x)
+    assert all(vmap(lambda t: torch.tensor(fused_score.worth_it(12, t)))(torch.randn(2, 7, 2, 3)))
+    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 12 * 6)
+    assert fused_score.worth_it(12, x) and not fused_score.worth_it(11, x)
+    monkeypatch.setattr(fused_score, "ENABLED", False)
+    assert not fused_score.worth_it(12, x)
