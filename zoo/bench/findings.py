@@ -102,7 +102,7 @@ def _near(word: str, choices: Sequence[str]) -> str:
     return f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
 
 
-def _canonical_value(key: str, value: Any) -> Any:
+def canonical_value(key: str, value: Any) -> Any:
     """Plugin / dataset aliases -> the canonical names that records store (``bal_x`` -> ``balanced_xavier``)."""
     if key in ("model", "init", "norm", "dataset") and isinstance(value, str):
         from zoo.bench.suite import _canonical
@@ -111,7 +111,7 @@ def _canonical_value(key: str, value: Any) -> Any:
     return value
 
 
-def _key(v: Any) -> str:
+def value_key(v: Any) -> str:
     """A comparable form of a cell value (names normalised, 4.0 == 4)."""
     if isinstance(v, str):
         v = normalize_name(v)
@@ -133,7 +133,7 @@ def _parse_selector(raw: Any, where: str, name: str) -> Selector:
             if not vals:
                 raise FindingsError(f"{where}: check.{name}.{k} is an empty list; give at least one value")
             try:
-                sel[k] = [_canonical_value(k, x) for x in vals]
+                sel[k] = [canonical_value(k, x) for x in vals]
             except ValueError as e:
                 raise FindingsError(f"{where}: check.{name}.{k}: {e}") from None
         out.append(sel)
@@ -230,12 +230,13 @@ def skeleton(info: Mapping[str, Any]) -> lb.Board:
     return lb.aggregate({**info, "reported": None}, recs)
 
 
-def _matches(board: lb.Board, e: lb.Entry, sel: Mapping[str, List[Any]]) -> bool:
-    return all(_key(entry_value(board, e, k)) in {_key(v) for v in vs} for k, vs in sel.items())
+def matches(board: lb.Board, e: lb.Entry, sel: Mapping[str, List[Any]]) -> bool:
+    """Whether entry ``e`` has, for every key of ``sel``, one of its values (names normalised)."""
+    return all(value_key(entry_value(board, e, k)) in {value_key(v) for v in vs} for k, vs in sel.items())
 
 
 def _select(board: lb.Board, entries: Sequence[lb.Entry], selector: Selector) -> List[lb.Entry]:
-    return [e for e in entries if any(_matches(board, e, s) for s in selector)]
+    return [e for e in entries if any(matches(board, e, s) for s in selector)]
 
 
 def validate(findings: Sequence[Finding], board: lb.Board, keys: Sequence[str], origin: str) -> None:
@@ -250,7 +251,7 @@ def validate(findings: Sequence[Finding], board: lb.Board, keys: Sequence[str], 
             values[key] = {}
             for e in board.entries:
                 v = entry_value(board, e, key)
-                values[key].setdefault(_key(v), v)
+                values[key].setdefault(value_key(v), v)
         return values[key]
 
     for f in findings:
@@ -273,14 +274,14 @@ def validate(findings: Sequence[Finding], board: lb.Board, keys: Sequence[str], 
                                             f"{board.suite!r}{_near(k, keys)}. Cell keys: {', '.join(keys)}.")
                     have = known(k)
                     for v in vs:
-                        if _key(v) not in have:
+                        if value_key(v) not in have:
                             shown = sorted(map(str, have.values()))
                             raise FindingsError(f"{where}: check.{name}.{k} = {v!r} is not a value of any cell"
                                                 f"{_near(str(v), shown)}. Values: {', '.join(shown)}.")
-        pool = [e for e in board.entries if _matches(board, e, f.where)]
+        pool = [e for e in board.entries if matches(board, e, f.where)]
         for name, sels in f.selectors.items():
             for sel in sels:
-                if not any(_matches(board, e, sel) for e in pool):
+                if not any(matches(board, e, sel) for e in pool):
                     raise FindingsError(f"{where}: check.{name} {sel} matches no cell (with where = {f.where})")
         if not comparisons(f, board, {}):
             raise FindingsError(f"{where}: the check compares nothing: "
@@ -408,7 +409,7 @@ def comparisons(f: Finding, board: lb.Board, numbers: Numbers, paper: bool = Fal
     """The comparisons of ``f`` over the cells of ``board`` (a :func:`skeleton`), with the
     numbers of ``numbers`` (``{(table, row, column): Entry}``; missing: not run; ``paper``:
     they are the paper's numbers, shown as stored)."""
-    pool = [e for e in board.entries if _matches(board, e, f.where)]
+    pool = [e for e in board.entries if matches(board, e, f.where)]
     log = board.layout["metric"] in lb.LOG_METRICS and f.metric != EPOCHS
 
     def ours(e: lb.Entry) -> Tuple[Optional[Point], str]:

@@ -152,23 +152,6 @@ class SuiteContext:
     findings: List[str] = field(default_factory=list)  # the ids of the suite's findings
 
 
-def _canonical_value(key: str, value: Any) -> Any:
-    """Plugin / dataset aliases -> the canonical names that records store (``bal_x`` -> ``balanced_xavier``)."""
-    if key in ("model", "init", "norm", "dataset") and isinstance(value, str):
-        from zoo.bench.suite import _canonical
-
-        return _canonical(key, value)
-    return value
-
-
-def _norm(v: Any) -> str:
-    if isinstance(v, str):
-        v = normalize_name(v)
-    elif isinstance(v, float) and v.is_integer():
-        v = int(v)
-    return repr(v)
-
-
 def load_notes(path: PathLike, contexts: Mapping[str, SuiteContext]) -> List[Note]:
     """Read and validate a notes file (absent file: no notes).  Unknown suites, keys, tables,
     statuses or names are errors naming the entry and the close matches."""
@@ -225,7 +208,7 @@ def load_notes(path: PathLike, contexts: Mapping[str, SuiteContext]) -> List[Not
                                   + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
                                   + f". Cell keys: {', '.join(ctx.keys)}.")
             try:
-                when[key] = [_canonical_value(key, v) for v in (value if isinstance(value, list) else [value])]
+                when[key] = [fd.canonical_value(key, v) for v in (value if isinstance(value, list) else [value])]
             except ValueError as e:
                 raise ReportError(f"{where}: when.{key}: {e}") from None
         finding = item.get("finding")
@@ -355,23 +338,12 @@ def record_folders(records_dir: PathLike) -> List[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and (p / RESOLVED_FILE).is_file())
 
 
-def _entry_value(board: lb.Board, entry: lb.Entry, key: str) -> Any:
-    lay = board.layout
-    if key in lay["rows"]:
-        return entry.row[lay["rows"].index(key)]
-    if key == lay["columns"]:
-        return entry.column
-    if lay.get("table_by") and key == lay["table_by"]:
-        return entry.table
-    return lb.cell_value(entry.config or {}, key)
-
-
 def _note_for(board: lb.Board, entry: lb.Entry, ref: str, notes: Sequence[Note]) -> Optional[Note]:
     best = None
     for n in notes:
         if n.suite != board.suite or n.finding is not None or (n.table is not None and n.table != ref):
             continue
-        if all(_norm(_entry_value(board, entry, k)) in {_norm(v) for v in vs} for k, vs in n.when.items()):
+        if fd.matches(board, entry, n.when):
             n.used = True
             if best is None or n.specificity > best.specificity:
                 best = n
@@ -440,8 +412,8 @@ def describe_scale(info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> str:
         suite_vals: Dict[str, Any] = {}
         for c in info["cells"]:
             v = lb.cell_value(c["config"], key)
-            suite_vals.setdefault(_norm(v), v)
-        ran = {_norm(lb.cell_value(r["config"], key)) for r in recs}
+            suite_vals.setdefault(fd.value_key(v), v)
+        ran = {fd.value_key(lb.cell_value(r["config"], key)) for r in recs}
         if len(suite_vals) < 2 and key != "seed":
             continue
         order = sorted(suite_vals, key=lambda k: lb._sort_key(suite_vals[k]))
