@@ -30,6 +30,16 @@ def awkward_graph() -> tuple:
     return edge_index, 7
 
 
+def seeded_double_models(name: str, seeds=(0, 1), **kwargs) -> list:
+    """One float64 ``zoo.build(name, in_dim=6, out_dim=3, hidden_dim=8, num_layers=3, **kwargs)`` per
+    seed: the replicas the fused-kernel tests stack under vmap."""
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(zoo.build(name, in_dim=6, out_dim=3, hidden_dim=8, num_layers=3, **kwargs).double())
+    return models
+
+
 @pytest.fixture
 def graph():
     edge_index, n = awkward_graph()

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import vmap
 
-from tests.conftest import awkward_graph
+from tests.conftest import awkward_graph, seeded_double_models
 from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
 from zoo.nn.fused import edge_attention
 
@@ -93,10 +93,7 @@ def test_layers_fused_equal_plain_with_and_without_vmap(name, monkeypatch):
     monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)  # the awkward graph is tiny
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
-    models = []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        models.append(zoo.build(name, in_dim=6, out_dim=3, hidden_dim=8, num_layers=3, heads=2).double())
+    models = seeded_double_models(name, heads=2)
     params, buffers = stack_module_state(models)
 
     def run(enabled):

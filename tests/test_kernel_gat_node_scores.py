@@ -9,7 +9,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 import zoo
-from tests.conftest import awkward_graph
+from tests.conftest import awkward_graph, seeded_double_models
 from zoo.nn import fused as zfused
 from zoo.nn import fused_score
 from zoo.nn.functional import gather_rows, node_scores
@@ -47,10 +47,7 @@ def test_gat_models_node_scores_equal_plain(heads, fused_aggregation, monkeypatc
     monkeypatch.setattr(zfused, "ENABLED", fused_aggregation)
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
-    models = []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        models.append(zoo.build("gat", in_dim=6, out_dim=3, hidden_dim=8, num_layers=3, heads=heads).double())
+    models = seeded_double_models("gat", heads=heads)
     params, buffers = stack_module_state(models)
 
     def run(enabled):

@@ -7,7 +7,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 import zoo
-from tests.conftest import awkward_graph
+from tests.conftest import awkward_graph, seeded_double_models
 from zoo.nn import fused as zfused
 from zoo.nn import fused_score
 from zoo.nn.functional import gather_rows, leaky_relu_dot
@@ -86,10 +86,7 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
     monkeypatch.setattr(zfused, "ENABLED", fused_aggregation)
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
-    models = []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        models.append(zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=3, heads=2, **options).double())
+    models = seeded_double_models("gatv2", heads=2, **options)
     params, buffers = stack_module_state(models)
 
     def run(enabled):
