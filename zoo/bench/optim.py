@@ -6,11 +6,15 @@ that replica alone (same formulas and order of operations as ``torch.optim.SGD``
 stopped replicas: neither their parameters nor their optimiser state change.
 
 Learning-rate schedule: optional linear warm-up, ``lr_t = lr * min(1, t / warmup_epochs)``
-for step ``t = 1, 2, ...`` (the nonlocal paper's Post-LN recipe), then constant.
+for step ``t = 1, 2, ...`` (the nonlocal paper's Post-LN recipe), then constant; or, with a
+:class:`StackedPlateau` scheduler (``lr_scheduler = "plateau"``), each replica's ``lr`` cut by
+``factor`` when its validation loss stops improving, as ``torch.optim.lr_scheduler.ReduceLROnPlateau``
+(the LN authors' ``train_deepgat_depth.py``).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Protocol, Sequence
+import math
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
 import torch
 from torch import Tensor
@@ -18,6 +22,10 @@ from torch import Tensor
 from zoo._names import normalize_name, unknown_name_error
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
+LR_SCHEDULERS = ("none", "plateau")
+#: ``torch.optim.lr_scheduler.ReduceLROnPlateau``'s defaults (mode "min": the monitored value is a loss).
+PLATEAU_DEFAULTS: Dict[str, Any] = {"factor": 0.1, "patience": 10, "threshold": 1e-4, "threshold_mode": "rel",
+                                    "cooldown": 0, "min_lr": 0.0, "eps": 1e-8}
 
 
 class StackedOptimizer(Protocol):
@@ -62,11 +70,14 @@ class _Base:
         replicas = params[0].size(0)
         # Per-replica step counts: stopped replicas do not advance (matters for Adam and warm-up).
         self.steps = torch.zeros(replicas, dtype=torch.float64, device=params[0].device)
+        #: ``(R,)`` float64 per-replica learning rates set by a scheduler (``None``: ``lr`` for all).
+        self.replica_lr: Optional[Tensor] = None
 
     def lr_at(self, steps: Tensor) -> Tensor:
+        base = self.replica_lr
         if self.warmup <= 0:
-            return torch.full_like(steps, self.lr)
-        return self.lr * torch.clamp(steps / self.warmup, max=1.0)
+            return torch.full_like(steps, self.lr) if base is None else base.clone()
+        return (self.lr if base is None else base) * torch.clamp(steps / self.warmup, max=1.0)
 
 
 # Both update paths below use the same kernels on the same operands, so a replica's numbers do
@@ -193,6 +204,85 @@ def make_optimizer(name: str, params: Sequence[Tensor], *, lr: float, weight_dec
         return StackedAdam(params, lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                            warmup_epochs=warmup_epochs, decoupled=key == "adamw")
     raise unknown_name_error("optimizer", name, OPTIMIZERS)
+
+
+class StackedPlateau:
+    """``torch.optim.lr_scheduler.ReduceLROnPlateau`` (mode ``"min"``) for each of ``R`` replicas.
+
+    ``step(values, active)`` is the torch scheduler's ``step(value)`` for every active replica:
+    a value better than the best so far (``rel``: ``< best * (1 - threshold)``; ``abs``:
+    ``< best - threshold``) resets the bad-epoch count, else it grows; during ``cooldown``
+    epochs it is held at 0; when it exceeds ``patience`` the replica's lr becomes
+    ``max(lr * factor, min_lr)`` (only if that lowers it by more than ``eps``) and the count
+    restarts.  ``lr`` is an ``(R,)`` float64 tensor updated in place; an optimiser reads it
+    through its ``replica_lr``.  Stopped replicas (``active`` false) keep their state.
+    """
+
+    def __init__(self, replicas: int, lr: float, device: Any = None, **options: Any) -> None:
+        opts = plateau_options(options)
+        self.factor, self.patience, self.threshold = opts["factor"], opts["patience"], opts["threshold"]
+        self.relative, self.cooldown = opts["threshold_mode"] == "rel", opts["cooldown"]
+        self.min_lr, self.eps = opts["min_lr"], opts["eps"]
+        f64 = dict(dtype=torch.float64, device=device)
+        self.lr = torch.full((replicas,), float(lr), **f64)
+        self.best = torch.full((replicas,), math.inf, **f64)
+        self.bad_epochs = torch.zeros(replicas, dtype=torch.long, device=device)
+        self.cooldown_left = torch.zeros(replicas, dtype=torch.long, device=device)
+
+    @torch.no_grad()
+    def step(self, values: Tensor, active: Tensor) -> None:
+        values = values.to(torch.float64)
+        bar = self.best * (1 - self.threshold) if self.relative else self.best - self.threshold
+        better = values < bar  # NaN is never better, as in torch
+        best = torch.where(better, values, self.best)
+        bad = torch.where(better, 0, self.bad_epochs + 1)
+        cooling = self.cooldown_left > 0
+        cooldown_left = torch.where(cooling, self.cooldown_left - 1, self.cooldown_left)
+        bad = torch.where(cooling, 0, bad)
+        reduce = bad > self.patience
+        cut = torch.clamp(self.lr * self.factor, min=self.min_lr)
+        lr = torch.where(reduce & (self.lr - cut > self.eps), cut, self.lr)
+        cooldown_left = torch.where(reduce, self.cooldown, cooldown_left)
+        bad = torch.where(reduce, 0, bad)
+        for mine, new in ((self.best, best), (self.bad_epochs, bad), (self.cooldown_left, cooldown_left),
+                          (self.lr, lr)):
+            mine.copy_(torch.where(active, new, mine))
+
+
+def plateau_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """``ReduceLROnPlateau``'s options (torch defaults filled in), checked; bad ones raise ``ValueError``."""
+    unknown = sorted(set(options) - set(PLATEAU_DEFAULTS))
+    if unknown:
+        raise ValueError(f"lr_scheduler 'plateau' has no option(s) {', '.join(map(repr, unknown))}; "
+                         f"its options (torch ReduceLROnPlateau, mode 'min'): {', '.join(PLATEAU_DEFAULTS)}")
+    opts = {**PLATEAU_DEFAULTS, **options}
+    for name in ("factor", "threshold", "min_lr", "eps"):
+        v = opts[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == math.inf:
+            raise ValueError(f"lr_scheduler 'plateau': {name} must be a finite number >= 0, got {v!r}")
+    if not opts["factor"] < 1.0:
+        raise ValueError(f"lr_scheduler 'plateau': factor must be < 1 (the lr is multiplied by it), got {opts['factor']!r}")
+    for name in ("patience", "cooldown"):
+        v = opts[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"lr_scheduler 'plateau': {name} must be an integer >= 0, got {v!r}")
+    if opts["threshold_mode"] not in ("rel", "abs"):
+        raise ValueError(f"lr_scheduler 'plateau': threshold_mode must be 'rel' or 'abs', got {opts['threshold_mode']!r}")
+    return opts
+
+
+def make_lr_scheduler(name: str, replicas: int, lr: float, device: Any = None,
+                      options: Optional[Mapping[str, Any]] = None) -> Optional[StackedPlateau]:
+    """The stacked scheduler ``name`` (``None`` for ``"none"``, which must have no options)."""
+    key = normalize_name(name)
+    if key == "none":
+        if options:
+            raise ValueError(f"lr_scheduler_kwargs {dict(options)!r} given without an lr_scheduler; "
+                             "set lr_scheduler = \"plateau\" or drop them")
+        return None
+    if key == "plateau":
+        return StackedPlateau(replicas, lr, device, **dict(options or {}))
+    raise unknown_name_error("lr_scheduler", name, LR_SCHEDULERS)
 
 
 def optimizer_state(opt: StackedOptimizer) -> Dict[str, List[Tensor]]:

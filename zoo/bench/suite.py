@@ -29,7 +29,7 @@ import copy
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -54,7 +54,10 @@ MODES = ("train", "energy_at_init", "prune_layers")
 METRICS = ("train", "val", "test", "laplacian_energy", "pruned")
 
 # data_seed is a task key; keep_best_state is switched on by prune_layers.
-TRAIN_KEYS = {f.name: f.default for f in fields(TrainConfig) if f.name not in ("data_seed", "keep_best_state")}
+TRAIN_KEYS = {f.name: (f.default_factory() if f.default is MISSING else f.default)  # type: ignore[misc]
+              for f in fields(TrainConfig) if f.name not in ("data_seed", "keep_best_state")}
+# Trainer keys that enter a cell's config only where set (added later: the other cells' ids stay as they were).
+OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs")
 TASK_KEYS = {"dataset": None, "split": None, "transforms": [], "data_seed": 0}
 # readout (graph tasks; zoo.nn.readout) enters a cell's config only where set: other suites' cell ids stay as they were.
 PLUGIN_KEYS = {"model": None, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": None}
@@ -68,7 +71,8 @@ KEY_TYPES: Dict[str, Tuple[type, ...]] = {
     "data_seed": (int,), "seed": (int,), "dtype": (str,), "optimizer": (str,), "select": (str,),
     "patience_on": (str,), "dataset": (str,), "model": (str,), "init": (str,), "norm": (str,),
     "transforms": (list,), "init_kwargs": (dict,), "norm_kwargs": (dict,), "prune_layers": (list,),
-    "betas": (list,), "keep_best_state": (bool,), "variant": (str,),
+    "betas": (list,), "keep_best_state": (bool,), "variant": (str,), "lr_scheduler": (str,),
+    "lr_scheduler_kwargs": (dict,),
 }
 
 
@@ -276,7 +280,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     fixed = {**TRAIN_KEYS, **TASK_KEYS, **PLUGIN_KEYS, **RUN_KEYS}
     task: Dict[str, Any] = {"dataset": dataset, "split": None, "transforms": [], "data_seed": 0, "options": {}}
     arch: Dict[str, Any] = {}
-    train = {k: v for k, v in TRAIN_KEYS.items()}
+    train = {k: v for k, v in TRAIN_KEYS.items() if k not in OPTIONAL_TRAIN_KEYS}
     train["betas"] = list(train["betas"])
     run = dict(RUN_KEYS)
     plugins: Dict[str, Any] = {"init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}}

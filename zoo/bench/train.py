@@ -15,7 +15,11 @@ test score is the one at that epoch and ``best_epoch`` is the epochs-to-best); s
 if its training loss ``<= loss_threshold``, if ``patience`` epochs passed without a better
 validation score, or at ``e = epochs``; otherwise train one epoch.  A non-finite training
 loss marks the replica *diverged* at that epoch and stops it; its best state before that
-still counts.  Transductive tasks: one full-batch step per epoch, and the training loss is the
+still counts.  ``select = "last"`` keeps every state, so the reported one is the last (the LN
+authors' protocol: test accuracy after the final epoch).  With ``lr_scheduler = "plateau"``
+each replica's learning rate follows ``ReduceLROnPlateau`` on the validation loss of states
+``1, 2, ...`` (the state after each step, as the authors step it; state 0 is not seen).
+Transductive tasks: one full-batch step per epoch, and the training loss is the
 loss of state ``e``.  Inductive / graph tasks: one pass over mini-batches of graphs (batch
 order fixed by ``data_seed``, shared by all replicas), and the training loss is the pass mean.
 """
@@ -31,12 +35,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from zoo.bench.optim import make_optimizer
+from zoo.bench.optim import make_lr_scheduler, make_optimizer
 from zoo.nn.functional import ReplicaRandomness, replica_randomness
 from zoo.nn.readout import GraphPool  # noqa: F401  (moved; re-exported for old imports)
 
 SPLITS = ("train", "val", "test")
-SELECT = ("val_metric", "val_loss", "train_metric")
+SELECT = ("val_metric", "val_loss", "train_metric", "last")
 
 
 @dataclass
@@ -52,11 +56,13 @@ class TrainConfig:
     epochs: int = 200
     patience: Optional[int] = None
     loss_threshold: float = 1e-4
-    select: str = "val_metric"        # "val_metric" | "val_loss" | "train_metric" (fit studies)
+    select: str = "val_metric"        # "val_metric" | "val_loss" | "train_metric" (fit studies) | "last"
     patience_on: str = "select"       # "select" | "either": reset patience when val loss OR metric improves
     batch_size: int = 0               # graphs per mini-batch (inductive/graph tasks); 0 = all
     data_seed: int = 0
     keep_best_state: bool = False     # keep each replica's best parameters (layer pruning needs them)
+    lr_scheduler: str = "none"        # "none" | "plateau" (ReduceLROnPlateau on the validation loss)
+    lr_scheduler_kwargs: Dict[str, Any] = field(default_factory=dict)  # e.g. {"factor": 0.1, "patience": 10}
 
     def __post_init__(self) -> None:
         _check_values(self)
@@ -68,6 +74,10 @@ class TrainConfig:
             raise ValueError(f"epochs must be >= 0, got {self.epochs}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience must be >= 1 (or unset), got {self.patience}")
+        if not isinstance(self.lr_scheduler, str) or not isinstance(self.lr_scheduler_kwargs, dict):
+            raise ValueError(f"lr_scheduler must be a name and lr_scheduler_kwargs a table, got "
+                             f"{self.lr_scheduler!r} and {self.lr_scheduler_kwargs!r}")
+        make_lr_scheduler(self.lr_scheduler, 1, 1.0, options=self.lr_scheduler_kwargs)  # bad settings fail here
 
 
 def _check_values(cfg: "TrainConfig") -> None:
@@ -441,9 +451,14 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     if device.type == "cpu":
         tune_allocator()
     loss_fn, _ = _labels_and_loss(task)
+    scheduler = make_lr_scheduler(cfg.lr_scheduler, R, cfg.lr, device, cfg.lr_scheduler_kwargs)
+
     def optimizer() -> Any:
-        return make_optimizer(cfg.optimizer, replicas.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+        made = make_optimizer(cfg.optimizer, replicas.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                               momentum=cfg.momentum, betas=cfg.betas, warmup_epochs=cfg.warmup_epochs)
+        if scheduler is not None:
+            made.replica_lr = scheduler.lr  # updated in place by the scheduler
+        return made
 
     opt = optimizer()  # now, so that a bad optimiser setting fails before any training
     fresh = True  # no step taken yet: the parameters may still take their gradients' layout
@@ -506,7 +521,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         bad = active & ~torch.isfinite(train_loss)
         diverged_epoch = torch.where(bad, epoch, diverged_epoch)
         live = active & ~bad
-        key = {"val_metric": scores[:, 1], "val_loss": -val_loss, "train_metric": scores[:, 0]}[cfg.select]
+        key = {"val_metric": scores[:, 1], "val_loss": -val_loss, "train_metric": scores[:, 0],
+               "last": torch.full_like(val_loss, float(epoch))}[cfg.select]
         key = torch.nan_to_num(key, nan=-math.inf)
         improved = live & (key > best_val)
         reset = improved
@@ -546,6 +562,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             progress(1)
         if not any(running):
             break
+        if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
+            scheduler.step(val_loss, active)
 
         # ---- train one epoch
         if transductive:

@@ -35,6 +35,9 @@ ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
     "tanh": (nn.Tanh, False),
 }
 RESIDUALS = ("none", "identity", "linear")
+#: ``none``: the last message-passing layer is the classifier; ``linear``: a separate biased linear map
+#: after ``num_layers`` hidden layers (the LN authors' ``DeepGAT``, models/deepgat.py ``fc1``).
+CLASSIFIERS = ("none", "linear")
 
 
 @runtime_checkable
@@ -203,7 +206,8 @@ class DeepGNN(nn.Module):
         hidden_dim: width of every hidden representation (all heads together); must be
             divisible by ``heads``.
         num_layers: number of message-passing layers ``L`` (the first maps ``in_dim`` to
-            ``hidden_dim``, the last ``hidden_dim`` to ``out_dim``; no extra linear layers).
+            ``hidden_dim``, the last ``hidden_dim`` to ``out_dim``; no extra linear layers unless
+            ``input_encoder`` / ``classifier`` add them, which ``L`` does not count).
         heads: attention heads of the hidden layers (outputs concatenated).
         out_heads: heads of the output layer (outputs averaged); default ``heads``.
         activation: ``relu`` (default), ``leaky_relu``, ``elu``, ``gelu``, ``tanh``, ``identity``.
@@ -219,7 +223,15 @@ class DeepGNN(nn.Module):
             ``keep`` or ``remove``.
         input_encoder: a node-feature encoder plugin applied before layer 1 (``"atom"``: OGB's
             ``AtomEncoder``; ``"linear"``; see :mod:`zoo.nn.encoders`).  It maps the ``in_dim``
-            raw columns to ``hidden_dim``, which layer 1 then reads.
+            raw columns to ``hidden_dim`` (or ``input_encoder_dim``), which layer 1 then reads.
+            ``"affine"`` is ``"linear"`` with a bias (the LN authors' ``DeepGAT`` encoder).
+        input_encoder_dim: width of the input encoder's output (default ``hidden_dim``).  The LN
+            authors' ``DeepGAT`` encodes to one head's width (64) and its first layer maps that to
+            ``heads x 64``.
+        classifier: ``"none"`` (default: the last layer is the classifier, as in the balance
+            paper) or ``"linear"``: all ``num_layers`` layers are hidden layers (heads
+            concatenated, ``hidden_dim`` wide, no activation after the last) and a biased
+            ``nn.Linear(hidden_dim, out_dim)`` gives the output (the LN authors' ``DeepGAT``).
         edge_encoder: an edge-feature encoder plugin (``"bond"``: OGB's ``BondEncoder``;
             ``"linear"``) whose ``hidden_dim``-wide output every layer adds to its attention
             score; only for families whose layer has an edge term (``supports_edge_features``:
@@ -269,6 +281,8 @@ class DeepGNN(nn.Module):
         norm_kwargs: Optional[Dict[str, Any]] = None,
         self_loops: Optional[str] = None,
         input_encoder: Any = None,
+        input_encoder_dim: Optional[int] = None,
+        classifier: Optional[str] = None,
         edge_encoder: Any = None,
         edge_dim: Optional[int] = None,
         checkpoint: bool = False,
@@ -278,6 +292,19 @@ class DeepGNN(nn.Module):
                             ("num_layers", num_layers), ("heads", heads)):
             positive_int(name, value)
         positive_int("out_heads", out_heads, allow_none=True)
+        positive_int("input_encoder_dim", input_encoder_dim, allow_none=True)
+        classifier = normalize_name(classifier or "none")
+        if classifier not in CLASSIFIERS:
+            raise unknown_name_error("classifier", classifier, CLASSIFIERS)
+        if classifier != "none" and out_heads is not None:
+            raise ValueError(
+                f"out_heads={out_heads} sets the heads of the output attention layer, but with classifier="
+                f"{classifier!r} every message-passing layer is a hidden layer (heads concatenated) and the "
+                "classifier gives the output; drop out_heads"
+            )
+        if input_encoder_dim is not None and input_encoder is None:
+            raise ValueError(f"input_encoder_dim={input_encoder_dim} is the width of the input encoder's output, "
+                             "but no input_encoder is set; add e.g. input_encoder='affine' or drop input_encoder_dim")
         if not self.supports_heads and (heads != 1 or out_heads not in (None, 1)):
             raise ValueError(
                 f"{self.family or type(self).__name__} has no attention heads; leave heads/out_heads at 1 "
@@ -302,6 +329,9 @@ class DeepGNN(nn.Module):
         self.dropout, self.attn_dropout, self.bias, self.negative_slope = dropout, attn_dropout, bias, negative_slope
         self.residual = residual
         self.self_loops = self_loops or self.default_self_loops
+        self.classifier_kind = classifier
+        if classifier != "none":
+            self.out_heads = heads
         self.act, self.positively_homogeneous = resolve_activation(activation)
         self.activation = activation if isinstance(activation, str) else type(activation).__name__
 
@@ -318,22 +348,26 @@ class DeepGNN(nn.Module):
                 f"{edge_encoder!r} cannot be used; use gatv2 or gatdb (their attention score adds W_e e_uv), "
                 "or leave edge_encoder unset to ignore edge features"
             )
-        self.input_encoder = make_encoder("input", input_encoder, in_dim, hidden_dim)
+        encoder_dim = hidden_dim if input_encoder_dim is None else input_encoder_dim
+        self.input_encoder = make_encoder("input", input_encoder, in_dim, encoder_dim)
         self.edge_encoder = make_encoder("edge", edge_encoder, edge_dim, hidden_dim)
         #: width of the encoded edge features each layer reads (``None``: no edge term).
         self.edge_dim = hidden_dim if self.edge_encoder is not None else None
         self.checkpoint = bool(checkpoint)
 
-        first_dim = in_dim if self.input_encoder is None else hidden_dim
-        dims = [first_dim] + [hidden_dim] * (num_layers - 1) + [out_dim]
+        first_dim = in_dim if self.input_encoder is None else encoder_dim
+        stack_out = out_dim if classifier == "none" else hidden_dim
+        dims = [first_dim] + [hidden_dim] * (num_layers - 1) + [stack_out]
         self.layers = nn.ModuleList()
         for index in range(num_layers):
-            last = index == num_layers - 1
-            layer_heads = self.out_heads if last else heads
-            channels = dims[index + 1] if last else hidden_dim // heads
+            output_layer = index == num_layers - 1 and classifier == "none"
+            layer_heads = self.out_heads if output_layer else heads
+            channels = dims[index + 1] if output_layer else hidden_dim // heads
             self.layers.append(
-                self.make_layer(index, dims[index], channels, layer_heads, not last, score_norm=score_norm)
+                self.make_layer(index, dims[index], channels, layer_heads, not output_layer, score_norm=score_norm)
             )
+        # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
+        self.classifier = nn.Linear(hidden_dim, out_dim) if classifier == "linear" else None
         self.skips = nn.ModuleList()
         if residual == "linear":
             for index in range(num_layers):
@@ -400,6 +434,8 @@ class DeepGNN(nn.Module):
             x = self.taps[index](out)
             if return_attention:
                 records.append(AttentionRecord(g.edge_index, alpha))
+        if self.classifier is not None:  # reads the last layer's output directly (no activation, no dropout)
+            x = self.classifier(x)
         return (x, records) if return_attention else x
 
     def _layer_block(self, index: int, g: Graph, x: Tensor, edges: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
@@ -512,6 +548,9 @@ class DeepGNN(nn.Module):
             reasons.append("identity skips have no parameter to absorb the rescaling (use residual='linear')")
         if self.norm_plugin.name != "none":
             reasons.append(f"norm {self.norm_plugin.name!r} between/inside layers breaks the rescaling symmetry")
+        if self.classifier is not None:
+            reasons.append("the separate linear classifier (classifier='linear') and its bias are outside the "
+                           "layers' rescaling groups (use classifier='none')")
         return reasons
 
     def extra_repr(self) -> str:
@@ -519,4 +558,5 @@ class DeepGNN(nn.Module):
             f"in_dim={self.in_dim}, hidden_dim={self.hidden_dim}, out_dim={self.out_dim}, "
             f"num_layers={self.num_layers}, heads={self.heads}, residual={self.residual!r}, "
             f"norm={self.norm_plugin.name!r}, activation={self.activation!r}"
+            + (f", classifier={self.classifier_kind!r}" if self.classifier is not None else "")
         )

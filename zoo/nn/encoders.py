@@ -73,8 +73,20 @@ class LinearEncoder(nn.Linear):
         super().__init__(in_dim, out_dim, bias=False)
 
 
+class AffineEncoder(nn.Linear):
+    """A learnt affine map ``W x + b`` with PyTorch's default ``nn.Linear`` init: the LN authors'
+    ``DeepGAT`` input encoder (gdasoulas/LipschitzNorm, models/deepgat.py: ``self.lin``).
+    Shapes: ``(rows, in_dim) -> (rows, out_dim)``."""
+
+    def __init__(self, in_dim: Optional[int], out_dim: int) -> None:
+        if in_dim is None:
+            raise ValueError("the 'affine' encoder needs the number of raw feature columns (edge_dim for edges)")
+        super().__init__(in_dim, out_dim, bias=True)
+
+
 INPUT_ENCODERS.add("atom", lambda i, o: CategoricalEncoder("atom", i, o), aliases=("atom_encoder", "ogb_atom"))
 INPUT_ENCODERS.add("linear", LinearEncoder)
+INPUT_ENCODERS.add("affine", AffineEncoder, aliases=("linear_bias", "biased_linear"))
 EDGE_ENCODERS.add("bond", lambda i, o: CategoricalEncoder("bond", i, o), aliases=("bond_encoder", "ogb_bond"))
 EDGE_ENCODERS.add("linear", LinearEncoder)
 
@@ -118,5 +130,5 @@ def align_edge_features(edge_index: Tensor, num_nodes: int, policy: str, edge_at
     return attr.index_select(0, order)
 
 
-__all__ = ["INPUT_ENCODERS", "EDGE_ENCODERS", "CategoricalEncoder", "LinearEncoder", "make_encoder",
+__all__ = ["INPUT_ENCODERS", "EDGE_ENCODERS", "CategoricalEncoder", "LinearEncoder", "AffineEncoder", "make_encoder",
            "list_encoders", "align_edge_features"]
