@@ -14,7 +14,7 @@ from zoo.bench.optim import StackedPlateau, make_lr_scheduler
 from zoo.bench.suite import SuiteError, parse_suite, resolve_cell
 from zoo.bench.train import TrainConfig, build_replicas, train_replicas
 from tests.conftest import awkward_graph
-from tests.test_bench_train import synthetic_task
+from tests.test_bench_train import _run, synthetic_task
 
 CODE = dict(input_encoder="affine", input_encoder_dim=4, classifier="linear", bias=True, activation="elu")
 
@@ -170,6 +170,23 @@ def test_plateau_schedule_trains_like_torch():
         torch.testing.assert_close(state[name], p.detach(), rtol=0, atol=1e-10)
     test_acc = float((out[d.test_mask].argmax(-1) == d.y[d.test_mask]).double().mean())
     assert result.best_epoch == epochs and result.metrics["test"] == test_acc
+
+
+def test_code_setup_grouped_equals_sequential():
+    """Stacked replicas, each with its own plateau schedule (the seeds cut their lr at different
+    epochs), equal one-at-a-time runs at float64."""
+    task = synthetic_task()
+    cfg = TrainConfig(optimizer="adam", lr=0.05, epochs=30, loss_threshold=0.0, select="last",
+                      lr_scheduler="plateau", lr_scheduler_kwargs={"factor": 0.5, "patience": 1})
+    models = [("gat", 3, "xavier_pyg")] * 3
+    options = dict(heads=2, classifier="linear", input_encoder="affine", input_encoder_dim=4, bias=True,
+                   activation="elu")
+    grouped, reps = _run(task, models, [0, 1, 2], cfg, stacked=True, **options)
+    for r, seed in enumerate([0, 1, 2]):
+        alone, one = _run(task, models[:1], [seed], cfg, stacked=False, **options)
+        assert grouped[r].metrics == alone[0].metrics and grouped[r].best_epoch == alone[0].best_epoch == 30
+        for name, p in one.state_of(0).items():
+            torch.testing.assert_close(reps.state_of(r)[name], p, rtol=0, atol=1e-10)
 
 
 def test_select_last_reports_the_final_state():
