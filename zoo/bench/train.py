@@ -603,5 +603,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             time_per_epoch_s=per_epoch,
             num_parameters=n_params,
             best_state=replicas.state_of(r, best_state) if best_state is not None else None,
+            # the learning rate of the replica's last optimisation step (scheduled runs only)
+            extra={"last_step_lr": float(scheduler.lr[r])} if scheduler is not None else {},
         ))
     return results
