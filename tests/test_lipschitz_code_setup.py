@@ -230,6 +230,10 @@ def test_suite_code_variants_carry_the_authors_setup_and_text_variants_do_not():
     assert code["model"]["init"] == "xavier_pyg" and code["model"]["norm_kwargs"] == {"variant": "authors_code"}
     assert code["train"]["lr_scheduler"] == "plateau" and code["train"]["select"] == "last"
     assert by_variant["gat_code"]["model"]["norm"] == "none"
+    one_head = by_variant["gat_lip_code_1h"]
+    assert one_head["model"]["kwargs"] == {**code["model"]["kwargs"], "heads": 1, "hidden_dim": 64,
+                                           "num_layers": one_head["model"]["kwargs"]["num_layers"]}
+    assert one_head["train"] == code["train"] and by_variant["gat_code_1h"]["model"]["norm"] == "none"
     # the text's variants are untouched: no new keys, so their cell ids (and stored records) stay valid
     assert "lr_scheduler" not in text["train"] and "classifier" not in text["model"]["kwargs"]
     assert text["model"]["init"] == "xavier" and text["train"]["select"] == "val_metric"
