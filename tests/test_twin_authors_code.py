@@ -72,3 +72,18 @@ def test_twin_option_errors_name_the_fix():
         zd.load("twin", k=3, features="cod")
     with pytest.raises(ValueError, match="362,880"):
         zd.load("twin", k=9, all_permutations=True)
+
+
+@pytest.mark.parametrize("model", ["gat", "gatv2"])
+def test_text_data_gives_feature_attention_one_answer_per_index(model):
+    """Why GAT and GATv2 cannot fit the text's twin data (the ceiling in oxford_fig1.toml): every
+    graph holds the same feature vectors, so a layer attending by features gives first-group node
+    i the same output in every graph; with the code's features the twin is visible and it does not."""
+    import zoo
+
+    torch.manual_seed(0)
+    net = zoo.build(model, in_dim=8, out_dim=4, num_layers=1).double()
+    for features, same in (("text", True), ("code", False)):
+        graphs = zd.load("twin", k=4, seed=0, num_train=6, features=features).graphs["train"]
+        outs = [net(g.edge_index, g.x.double())[:4] for g in graphs]
+        assert all(torch.allclose(o, outs[0], atol=1e-12) for o in outs) == same, features
