@@ -23,15 +23,29 @@ Features (width ``2k``): node ``i < k`` is ``[one_hot(i, k) | 0]``, node ``k + i
 Edges: every ordered pair ``(i, j), i != j`` (``self_loops=True`` adds ``(i, i)``). ``k``
 classes; every node is labelled. All graphs share one ``edge_index`` (only ``perm`` changes),
 so a model with per-edge attention biases (GATDB) sees one structure.
+
+With the text's features a second-group node does not show which first-group node it is the
+twin of, so no feature-based attention (GAT, GATv2) can find the twin; only per-edge biases
+(GATDB) can. Two options give the authors' code instead (github samuelbarrett1234/atml-group-11,
+``kally/src/theoretical/construct_dataset.py``, ``kn_artificial``):
+``features="code"``: node ``k + i`` is ``[one_hot(i, k) | one_hot(perm[i], k)]`` (it also shows
+its index, so a dynamic attention can match it from the features); ``all_permutations=True``:
+the training graphs are the ``k!`` permutations, each once, in a seeded order (the code's 100
+epochs are then ``100 k!`` steps at batch size 1; ``num_train`` is not used). The code's graph
+has self-loops; the zoo's models add them (``self_loops="add"``).
 """
 from __future__ import annotations
 
+import itertools
+import math
 from pathlib import Path
 from typing import Dict, List, Sequence, Union, overload
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
+
+from .._names import unknown_name_error
 
 from .registry import register_dataset
 from .task import Task
@@ -133,34 +147,60 @@ def complete_edge_index(n: int, self_loops: bool = False) -> Tensor:
     return torch.stack([src[keep], dst[keep]])
 
 
-def twin_graph(k: int, perm: Tensor, edge_index: Tensor) -> Data:
+TWIN_FEATURES = ("text", "code")
+#: k! training graphs with ``all_permutations``: the report's largest k is 8 (40,320 graphs).
+TWIN_MAX_K_ALL_PERMUTATIONS = 8
+
+
+def twin_graph(k: int, perm: Tensor, edge_index: Tensor, features: str = "text") -> Data:
     x = torch.zeros(2 * k, 2 * k)
     idx = torch.arange(k)
     x[idx, idx] = 1.0                      # first group: its own index
     x[k + idx, k + perm] = 1.0             # second group: its label
+    if features == "code":
+        x[k + idx, idx] = 1.0              # ... and, in the authors' code, its index too
     y = torch.cat([perm, perm]).long()
     return Data(x=x, edge_index=edge_index, y=y)
 
 
+def _all_permutations(k: int, generator: torch.Generator) -> Tensor:
+    """The ``k!`` permutations of ``0..k-1`` (rows), in a seeded random order."""
+    perms = torch.tensor(list(itertools.permutations(range(k))), dtype=torch.long)
+    return perms[torch.randperm(perms.size(0), generator=generator)]
+
+
 @register_dataset("twin", kind="inductive", metric="accuracy", source="zoo.datasets.synthetic (twin)",
-                  options={"k": 4, "num_train": 8, "num_val": 2, "num_test": 2, "self_loops": False},
+                  options={"k": 4, "num_train": 8, "num_val": 2, "num_test": 2, "self_loops": False,
+                           "features": "text", "all_permutations": False},
                   synthetic=True, stats={"graphs": 12, "nodes": "2k per graph", "features": "2k", "classes": "k"})
 def load_twin(root: Path, split: Union[int, str, None], seed: int, k: int = 4, num_train: int = 8,
-              num_val: int = 2, num_test: int = 2, self_loops: bool = False) -> Task:
+              num_val: int = 2, num_test: int = 2, self_loops: bool = False, features: str = "text",
+              all_permutations: bool = False) -> Task:
     if not (isinstance(k, int) and k >= 2):
         raise ValueError(f"twin: k must be an int >= 2, got {k!r}")
     if min(num_train, num_val, num_test) < 1:
         raise ValueError("twin: num_train, num_val and num_test must be >= 1")
     if split not in (None, "random"):
         raise ValueError(f"twin has one seeded split; got split={split!r}")
+    if features not in TWIN_FEATURES:
+        raise unknown_name_error("twin feature set", features, TWIN_FEATURES,
+                                 hint="text: the report's §4.5.1; code: the authors' kn_artificial.")
+    if all_permutations and k > TWIN_MAX_K_ALL_PERMUTATIONS:
+        raise ValueError(f"twin: all_permutations=True makes k! training graphs; k={k} would be "
+                         f"{math.factorial(k):,} (the report stops at k = {TWIN_MAX_K_ALL_PERMUTATIONS}); "
+                         "use num_train random graphs instead")
     g = _generator(seed, 1_000 + k)
     edge_index = complete_edge_index(2 * k, self_loops)
     counts = {"train": num_train, "val": num_val, "test": num_test}
-    graphs = {s: [twin_graph(k, torch.randperm(k, generator=g), edge_index) for _ in range(c)]
-              for s, c in counts.items()}
+    perms = {s: [torch.randperm(k, generator=g) for _ in range(c)] for s, c in counts.items()}
+    if all_permutations:  # drawn after the random ones: val/test stay those of the default reading
+        perms["train"] = list(_all_permutations(k, g))
+    graphs = {s: [twin_graph(k, p, edge_index, features) for p in ps] for s, ps in perms.items()}
+    options = (f", features={features}" if features != "text" else "") + (
+        ", all_permutations=True" if all_permutations else "")
     return Task(name="twin", kind="inductive", metric="accuracy", num_features=2 * k, num_classes=k,
                 multilabel=False, graphs=graphs, split=f"random:seed={seed}",
-                preprocessing=(f"twin(k={k}, self_loops={self_loops}, seed={seed})",),
+                preprocessing=(f"twin(k={k}, self_loops={self_loops}, seed={seed}{options})",),
                 source="zoo.datasets.synthetic.load_twin")
 
 
