@@ -65,28 +65,20 @@ class CategoricalEncoder(nn.Module):
 
 
 class LinearEncoder(nn.Linear):
-    """A learnt linear map of continuous features (no bias). Shapes: ``(rows, in_dim) -> (rows, out_dim)``."""
+    """A learnt linear map of continuous features, ``W x`` (``bias=True``: ``W x + b``, the LN
+    authors' ``DeepGAT`` input encoder, gdasoulas/LipschitzNorm models/deepgat.py ``self.lin``),
+    with PyTorch's default ``nn.Linear`` init. Shapes: ``(rows, in_dim) -> (rows, out_dim)``."""
 
-    def __init__(self, in_dim: Optional[int], out_dim: int) -> None:
+    def __init__(self, in_dim: Optional[int], out_dim: int, bias: bool = False) -> None:
         if in_dim is None:
-            raise ValueError("the 'linear' encoder needs the number of raw feature columns (edge_dim for edges)")
-        super().__init__(in_dim, out_dim, bias=False)
-
-
-class AffineEncoder(nn.Linear):
-    """A learnt affine map ``W x + b`` with PyTorch's default ``nn.Linear`` init: the LN authors'
-    ``DeepGAT`` input encoder (gdasoulas/LipschitzNorm, models/deepgat.py: ``self.lin``).
-    Shapes: ``(rows, in_dim) -> (rows, out_dim)``."""
-
-    def __init__(self, in_dim: Optional[int], out_dim: int) -> None:
-        if in_dim is None:
-            raise ValueError("the 'affine' encoder needs the number of raw feature columns (edge_dim for edges)")
-        super().__init__(in_dim, out_dim, bias=True)
+            name = "affine" if bias else "linear"
+            raise ValueError(f"the {name!r} encoder needs the number of raw feature columns (edge_dim for edges)")
+        super().__init__(in_dim, out_dim, bias=bias)
 
 
 INPUT_ENCODERS.add("atom", lambda i, o: CategoricalEncoder("atom", i, o), aliases=("atom_encoder", "ogb_atom"))
 INPUT_ENCODERS.add("linear", LinearEncoder)
-INPUT_ENCODERS.add("affine", AffineEncoder, aliases=("linear_bias", "biased_linear"))
+INPUT_ENCODERS.add("affine", lambda i, o: LinearEncoder(i, o, bias=True), aliases=("linear_bias", "biased_linear"))
 EDGE_ENCODERS.add("bond", lambda i, o: CategoricalEncoder("bond", i, o), aliases=("bond_encoder", "ogb_bond"))
 EDGE_ENCODERS.add("linear", LinearEncoder)
 
@@ -130,5 +122,5 @@ def align_edge_features(edge_index: Tensor, num_nodes: int, policy: str, edge_at
     return attr.index_select(0, order)
 
 
-__all__ = ["INPUT_ENCODERS", "EDGE_ENCODERS", "CategoricalEncoder", "LinearEncoder", "AffineEncoder", "make_encoder",
+__all__ = ["INPUT_ENCODERS", "EDGE_ENCODERS", "CategoricalEncoder", "LinearEncoder", "make_encoder",
            "list_encoders", "align_edge_features"]
