@@ -14,7 +14,6 @@ Usage: benchmarks/probe_twin_authors_code.py --k 3 4 5 --features code --graphs 
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import time
 
@@ -23,25 +22,16 @@ import torch.nn.functional as F
 from torch import nn
 
 import zoo
+import zoo.datasets as zd
 from zoo.datasets.synthetic import complete_edge_index
 
 
 def twin_graphs(k: int, features: str, graphs: str, seed: int):
-    g = torch.Generator().manual_seed(seed)
-    if graphs == "all":
-        perms = [torch.tensor(p) for p in itertools.permutations(range(k))]
-    else:
-        perms = [torch.randperm(k, generator=g) for _ in range(int(graphs))]
-    out = []
-    idx = torch.arange(k)
-    for perm in perms:
-        x = torch.zeros(2 * k, 2 * k)
-        x[idx, idx] = 1.0
-        x[k + idx, k + perm] = 1.0
-        if features == "code":
-            x[k + idx, idx] = 1.0
-        out.append((x, torch.cat([perm, perm]).long()))
-    return out
+    """The training graphs as (x, y) pairs, from the zoo's twin loader (the suites' data)."""
+    every = graphs == "all"
+    task = zd.load("twin", k=k, seed=seed, features=features, all_permutations=every,
+                   num_train=1 if every else int(graphs), num_val=1, num_test=1)
+    return [(g.x, g.y) for g in task.graphs["train"]]
 
 
 class SeparableGATv2(nn.Module):
