@@ -22,7 +22,7 @@ from zoo.bench.records import read_records
 from zoo.bench.runner import run_suite
 from zoo.bench.suite import find_suite, parse_suite, tomllib
 
-from test_bench_selection import TINY, by_id, same_numbers
+from tests.test_bench_selection import TINY, by_id, same_numbers
 
 
 @pytest.fixture
