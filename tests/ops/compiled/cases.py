@@ -15,11 +15,11 @@ TOL = dict(rtol=0, atol=1e-10)
 SLOPE = 0.2
 
 
-def hub_graph() -> Tuple[Tensor, int]:
-    """The awkward graph (isolated node, self-loop, duplicate edge) plus 40 nodes more: node 7 receives
-    from all 40 (degree > any block size), sends to 5 of them; more than one block of destinations."""
+def hub_graph(extra: int = 40) -> Tuple[Tensor, int]:
+    """The awkward graph (isolated node, self-loop, duplicate edge) plus ``extra`` nodes more: node 7
+    receives from all of them and from node 3 (degree extra + 1 > the block size), sends to 5 of them;
+    with 40, more than one 32-destination block."""
     edge_index, n = awkward_graph()
-    extra = 40
     hubs = torch.arange(n + 1, n + 1 + extra)
     into_hub = torch.stack([hubs, torch.full_like(hubs, n)])
     out_of_hub = torch.stack([torch.full((5,), n), hubs[:5]])
@@ -41,9 +41,9 @@ def plain_gat(score_src, score_dst, bias, values, src, dst, n):
 
 
 def make_inputs(family: str, heads: int = 2, channels: int = 5, value_channels: Optional[int] = None,
-                bias: bool = True, seed: int = 0, dtype=torch.float64) -> Dict[str, object]:
+                bias: bool = True, seed: int = 0, dtype=torch.float64, extra: int = 40) -> Dict[str, object]:
     """Random float64 inputs on the hub graph (requires_grad on every float input)."""
-    edge_index, n = hub_graph()
+    edge_index, n = hub_graph(extra)
     e = edge_index.size(1)
     g = torch.Generator().manual_seed(seed)
     cv = channels if value_channels is None else value_channels
