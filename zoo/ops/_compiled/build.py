@@ -96,7 +96,7 @@ def clear_stale_baton(directory: Path) -> bool:
 
 def _run_build(name: str, directory: Path, timeout_s: float) -> None:
     """Build in a child process (its own process group, so a timeout kills the compiler too)."""
-    cmd = [sys.executable, "-m", "zoo.ops._compiled.build", "--compile", name, str(directory)]
+    cmd = [sys.executable, "-m", "zoo.ops._compiled.build", "--compile", name, str(directory), str(SOURCE)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=timeout_s)
@@ -146,16 +146,16 @@ def load_cpu_kernels() -> bool:
     return True
 
 
-def _compile_here(name: str, directory: str) -> None:
+def _compile_here(name: str, directory: str, source: str) -> None:
     from torch.utils.cpp_extension import load
     os.makedirs(directory, exist_ok=True)
-    load(name=name, sources=[str(SOURCE)], extra_cflags=cflags(), build_directory=directory,
+    load(name=name, sources=[source], extra_cflags=cflags(), build_directory=directory,
          is_python_module=False, verbose=False)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Build the zoo's compiled attention kernels.")
-    parser.add_argument("--compile", nargs=2, metavar=("NAME", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--compile", nargs=3, metavar=("NAME", "DIR", "SOURCE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.compile:
         _compile_here(*args.compile)
