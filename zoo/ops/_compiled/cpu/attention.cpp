@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -30,6 +31,27 @@ inline T leaky(T z, T slope) { return z > T(0) ? z : z * slope; }
 
 template <typename T>
 inline T leaky_grad(T z, T slope) { return z > T(0) ? T(1) : slope; }
+
+// Dot products in kLanes independent partial sums combined in a fixed tree: GCC vectorizes
+// these (a plain float sum it may not reorder), and the order depends on C alone, never on the
+// number of heads or threads.
+constexpr int kLanes = 8;
+
+template <typename T, typename F>
+inline T lane_sum(int64_t C, const F& term) {
+  T acc[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= C; c += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += term(c + k);
+  T tail = 0;
+  for (; c < C; ++c) tail += term(c);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+template <typename T>
+inline T dot(const T* a, const T* b, int64_t C) {
+  return lane_sum<T>(C, [&](int64_t c) { return a[c] * b[c]; });
+}
 
 struct Csr {
   const int64_t* crow;
@@ -63,9 +85,8 @@ struct Scorer<T, true> {  // GATv2
       const T* xu = xs + g.col[j] * H * C;
       for (int64_t h = 0; h < H; ++h) {
         const T* p = xu + h * C; const T* q = xv + h * C; const T* w = att + h * C;
-        T s = 0;
-        for (int64_t c = 0; c < C; ++c) s += w[c] * leaky(p[c] + q[c], slope);
-        e[(j - a) * H + h] = s;
+        const T sl = slope;
+        e[(j - a) * H + h] = lane_sum<T>(C, [&](int64_t c) { return w[c] * leaky(p[c] + q[c], sl); });
       }
     }
   }
@@ -90,7 +111,7 @@ struct Scorer<T, false> {  // GAT (+ optional edge term, original edge order)
   }
 };
 
-// Forward: per destination, scores (row buffer), online softmax per head, accumulate alpha * x_u.
+// Forward: per destination, scores (row buffer), softmax per head, accumulate alpha * x_u.
 template <typename T, typename S>
 void forward_impl(const S& scorer, const Tensor& x, const Csr& g, int64_t n, int64_t H, int64_t Cv,
                   Tensor& out, Tensor& alpha, Tensor& lse) {
@@ -110,23 +131,17 @@ void forward_impl(const S& scorer, const Tensor& x, const Csr& g, int64_t n, int
       }
       e.resize((b - a) * H);
       scorer.row(g, v, a, b, e.data());
+      // The row's scores are in a task-local buffer, so the softmax needs no online rescaling:
+      // the max first, then one exp per edge and head (p, kept in the buffer for alpha).
       for (int64_t h = 0; h < H; ++h) { m[h] = -std::numeric_limits<T>::infinity(); l[h] = T(0); }
+      for (int64_t k = 0; k < (b - a) * H; ++k) m[k % H] = std::max(m[k % H], e[k]);
       for (int64_t j = a; j < b; ++j) {
         const T* xu = xp + g.col[j] * H * Cv;
         for (int64_t h = 0; h < H; ++h) {
-          const T ej = e[(j - a) * H + h];
-          T* acc = ov + h * Cv; const T* xh = xu + h * Cv;
-          T p;
-          if (ej > m[h]) {  // new running max: rescale what was accumulated
-            const T scale = std::exp(m[h] - ej);
-            l[h] *= scale;
-            for (int64_t c = 0; c < Cv; ++c) acc[c] *= scale;
-            m[h] = ej;
-            p = T(1);
-          } else {
-            p = std::exp(ej - m[h]);
-          }
+          const T p = std::exp(e[(j - a) * H + h] - m[h]);
+          e[(j - a) * H + h] = p;
           l[h] += p;
+          T* acc = ov + h * Cv; const T* xh = xu + h * Cv;
           for (int64_t c = 0; c < Cv; ++c) acc[c] += p * xh[c];
         }
       }
@@ -135,10 +150,11 @@ void forward_impl(const S& scorer, const Tensor& x, const Csr& g, int64_t n, int
         T* acc = ov + h * Cv;
         for (int64_t c = 0; c < Cv; ++c) acc[c] *= inv;
         lp[v * H + h] = m[h] + std::log(l[h]);
+        l[h] = inv;
       }
       for (int64_t j = a; j < b; ++j)
         for (int64_t h = 0; h < H; ++h)
-          ap[g.perm[j] * H + h] = std::exp(e[(j - a) * H + h] - lp[v * H + h]);
+          ap[g.perm[j] * H + h] = e[(j - a) * H + h] * l[h];
     }
   });
 }
@@ -167,9 +183,7 @@ void pass_a(const S& scorer, const Tensor& x, const Tensor& grad_out, const T* g
         const T* gv = gp + v * H * Cv;
         for (int64_t h = 0; h < H; ++h) {
           const T* gh = gv + h * Cv; const T* oh = op + v * H * Cv + h * Cv;
-          T d = 0;
-          for (int64_t c = 0; c < Cv; ++c) d += gh[c] * oh[c];
-          delta[h] = d;
+          delta[h] = dot(gh, oh, Cv);
         }
         for (int64_t j = a; j < b; ++j)  // e -> alpha in place
           for (int64_t h = 0; h < H; ++h) e[(j - a) * H + h] = std::exp(e[(j - a) * H + h] - lp[v * H + h]);
@@ -182,8 +196,7 @@ void pass_a(const S& scorer, const Tensor& x, const Tensor& grad_out, const T* g
           const int64_t id = g.perm[j];
           for (int64_t h = 0; h < H; ++h) {
             const T* gh = gv + h * Cv; const T* xh = xu + h * Cv;
-            T da = 0;
-            for (int64_t c = 0; c < Cv; ++c) da += gh[c] * xh[c];
+            T da = dot(gh, xh, Cv);
             if (ga) da += ga[id * H + h];
             const T al = e[(j - a) * H + h];
             const T dej = al * (da - delta[h]);
