@@ -254,6 +254,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="write nothing; exit 1 if the Markdown on disk is out of date or an open cell has no note")
     rp.add_argument("--draft", action="store_true",
                     help="write the pages even if open cells have no note yet (marked; exit 1); --check refuses them")
+    sub.add_parser("build-kernels", help="compile the C++ attention kernels now (else: at first use); "
+                                         "prints the library's path (zoo/ops/_compiled/build.py)")
     return p
 
 
@@ -396,6 +398,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _bench(suite, out, args)
         if args.command == "merge":
             return _merge(args)
+        if args.command == "build-kernels":
+            from zoo.ops._compiled.build import build_for_cli
+
+            return build_for_cli()
         if args.command == "report":
             return _report(args)
         if args.command == "leaderboard":

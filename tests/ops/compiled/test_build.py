@@ -84,3 +84,20 @@ def test_zoo_kernels_off_disables_without_building(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["False"]
     assert not (tmp_path / "ext").exists()
+
+
+def test_cli_build_kernels_prints_the_library(tiny_source, capsys):
+    from zoo.cli import main
+
+    assert main(["build-kernels"]) == 0
+    path = capsys.readouterr().out.strip()
+    assert path.endswith(".so") and os.path.exists(path)
+
+
+def test_cli_build_kernels_fails_in_one_line_without_a_compiler(tiny_source, monkeypatch, capsys):
+    from zoo.cli import main
+
+    monkeypatch.setenv("CXX", "/bin/false")
+    assert main(["build-kernels"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("zoo build-kernels: error:")

@@ -146,6 +146,19 @@ def load_cpu_kernels() -> bool:
     return True
 
 
+def build_for_cli() -> int:
+    """``zoo build-kernels``: build ahead of time (clusters: once per machine type); 1 if impossible."""
+    if kernels_disabled():
+        print("zoo build-kernels: ZOO_KERNELS is off: nothing to build", file=sys.stderr)
+        return 1
+    try:
+        print(build())
+    except (RuntimeError, OSError) as exc:
+        print(f"zoo build-kernels: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _compile_here(name: str, directory: str, source: str) -> None:
     from torch.utils.cpp_extension import load
     os.makedirs(directory, exist_ok=True)
@@ -160,8 +173,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.compile:
         _compile_here(*args.compile)
         return 0
-    print(build())
-    return 0
+    return build_for_cli()
 
 
 if __name__ == "__main__":
