@@ -24,7 +24,8 @@ from torch import Tensor, nn
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
 from zoo.nn.base import AttentionRecord, check_node_features, positive_int
-from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
+from zoo.ops.dropout import dropout
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 PLACEMENTS = ("post", "pre")

@@ -22,7 +22,8 @@ from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph
-from zoo.nn.functional import _is_batched, active_replica_randomness, dropout, replica_randomness
+from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops.dropout import active_replica_randomness, dropout, replica_randomness
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
 # is what the conservation law of the balance paper needs (Theorem 2.2).
