@@ -19,6 +19,7 @@ from torch.utils.checkpoint import checkpoint
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph
 from zoo.nn.encoders import align_edge_features, make_encoder
+from zoo.nn.heads import CLASSIFIERS, make_classifier
 from zoo.nn.replay import replayable
 from zoo.nn.validation import check_node_features, positive_int, real_number
 from zoo.norms import resolve_norm
@@ -36,9 +37,6 @@ ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
     "tanh": (nn.Tanh, False),
 }
 RESIDUALS = ("none", "identity", "linear")
-#: ``none``: the last message-passing layer is the classifier; ``linear``: a separate biased linear map
-#: after ``num_layers`` hidden layers (the LN authors' ``DeepGAT``, models/deepgat.py ``fc1``).
-CLASSIFIERS = ("none", "linear")
 
 
 @runtime_checkable
@@ -117,14 +115,11 @@ class DeepGNN(nn.Module):
         input_encoder: a node-feature encoder plugin applied before layer 1 (``"atom"``: OGB's
             ``AtomEncoder``; ``"linear"``; see :mod:`zoo.nn.encoders`).  It maps the ``in_dim``
             raw columns to ``hidden_dim`` (or ``input_encoder_dim``), which layer 1 then reads.
-            ``"affine"`` is ``"linear"`` with a bias (the LN authors' ``DeepGAT`` encoder).
-        input_encoder_dim: width of the input encoder's output (default ``hidden_dim``).  The LN
-            authors' ``DeepGAT`` encodes to one head's width (64) and its first layer maps that to
-            ``heads x 64``.
-        classifier: ``"none"`` (default: the last layer is the classifier, as in the balance
-            paper) or ``"linear"``: all ``num_layers`` layers are hidden layers (heads
-            concatenated, ``hidden_dim`` wide, no activation after the last) and a biased
-            ``nn.Linear(hidden_dim, out_dim)`` gives the output (the LN authors' ``DeepGAT``).
+        input_encoder_dim: width of the input encoder's output (default ``hidden_dim``).
+        classifier: an output head (:mod:`zoo.nn.heads`): ``"none"`` (default: the last layer is
+            the classifier, as in the balance paper) or a registered head, after which all
+            ``num_layers`` layers are hidden layers.  Paper-specific encoders and heads (the LN
+            authors' ``"affine"`` / ``"linear"``) are registered by :mod:`zoo.papers`.
         edge_encoder: an edge-feature encoder plugin (``"bond"``: OGB's ``BondEncoder``;
             ``"linear"``) whose ``hidden_dim``-wide output every layer adds to its attention
             score; only for families whose layer has an edge term (``supports_edge_features``:
@@ -186,9 +181,7 @@ class DeepGNN(nn.Module):
             positive_int(name, value)
         positive_int("out_heads", out_heads, allow_none=True)
         positive_int("input_encoder_dim", input_encoder_dim, allow_none=True)
-        classifier = normalize_name(classifier or "none")
-        if classifier not in CLASSIFIERS:
-            raise unknown_name_error("classifier", classifier, CLASSIFIERS)
+        classifier = CLASSIFIERS.canonical(classifier or "none")
         if classifier != "none" and out_heads is not None:
             raise ValueError(
                 f"out_heads={out_heads} sets the heads of the output attention layer, but with classifier="
@@ -256,7 +249,7 @@ class DeepGNN(nn.Module):
                 self.make_layer(index, dims[index], channels, layer_heads, not output_layer, score_norm=score_norm)
             )
         # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
-        self.classifier = nn.Linear(hidden_dim, out_dim) if classifier == "linear" else None
+        self.classifier = make_classifier(classifier, hidden_dim, out_dim)
         self.skips = nn.ModuleList()
         if residual == "linear":
             for index in range(num_layers):
@@ -408,8 +401,8 @@ class DeepGNN(nn.Module):
         if self.norm_plugin.name != "none":
             reasons.append(f"norm {self.norm_plugin.name!r} between/inside layers breaks the rescaling symmetry")
         if self.classifier is not None:
-            reasons.append("the separate linear classifier (classifier='linear') and its bias are outside the "
-                           "layers' rescaling groups (use classifier='none')")
+            reasons.append(f"the separate classifier (classifier={self.classifier_kind!r}) and its parameters are "
+                           "outside the layers' rescaling groups (use classifier='none')")
         return reasons
 
     def extra_repr(self) -> str:
