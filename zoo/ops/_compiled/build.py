@@ -127,13 +127,14 @@ def build(timeout_s: Optional[float] = None) -> Path:
     return library
 
 
-@functools.lru_cache(maxsize=None)
 def load_cpu_kernels() -> bool:
-    """Build (first time) and load the C++ kernels; False, with one warning, if that is impossible.
+    """Build (first time) and load the C++ kernels; False if ``ZOO_KERNELS=off`` (read at each call)
+    or, with one warning, if that is impossible (the build is tried once per process)."""
+    return not kernels_disabled() and _load_cpu_kernels()
 
-    Cached: the build is tried once per process."""
-    if kernels_disabled():
-        return False
+
+@functools.lru_cache(maxsize=None)
+def _load_cpu_kernels() -> bool:
     import torch
     if hasattr(torch.ops.zoo_kernels, "gat_forward"):
         return True

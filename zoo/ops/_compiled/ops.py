@@ -22,7 +22,7 @@ class KernelsUnavailable(RuntimeError):
 
 @functools.lru_cache(maxsize=None)
 def _cpu_ops() -> Optional[Any]:
-    if not build.load_cpu_kernels():
+    if not build._load_cpu_kernels():
         return None
     rules.register("zoo_kernels")
     return torch.ops.zoo_kernels
@@ -30,8 +30,6 @@ def _cpu_ops() -> Optional[Any]:
 
 @functools.lru_cache(maxsize=None)
 def _triton_ops() -> Optional[Any]:
-    if build.kernels_disabled():
-        return None
     try:
         from zoo.ops._compiled import triton_attention
     except ImportError:  # no triton installed: the plain path on CUDA
@@ -40,7 +38,9 @@ def _triton_ops() -> Optional[Any]:
 
 
 def backend(device: torch.device) -> Optional[Any]:
-    """The ``torch.ops`` namespace serving ``device``, or None."""
+    """The ``torch.ops`` namespace serving ``device``, or None (also while ``ZOO_KERNELS=off``)."""
+    if build.kernels_disabled():
+        return None
     if device.type == "cpu":
         return _cpu_ops()
     if device.type == "cuda":
