@@ -100,3 +100,52 @@ def test_opcheck(family):
     grad_out, grad_alpha = torch.randn_like(out), torch.randn_like(alpha)
     for ga in (grad_alpha, None):
         torch.library.opcheck(bwd, (grad_out, ga, *[a.detach() for a in fixed], out, lse, *graph, 0.2))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_equals_plain_when_heads_are_processed_in_blocks(family):
+    """5000 nodes x 16 channels at float64 is 640 kB per head: one head per cache block, not all at once."""
+    from tests.ops.compiled.cases import plain_gat, plain_gatv2
+    from zoo.ops.aggregate import edge_orders
+
+    g = torch.Generator().manual_seed(2)
+    n, heads, channels = 5000, 3, 16
+    src, dst = torch.randint(0, n, (2, 20_000), generator=g)
+    orders = edge_orders(src, dst, n)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64).requires_grad_()
+
+    if family == "gatv2":
+        tensors = dict(x_src=rand(n, heads, channels), x_dst=rand(n, heads, channels),
+                       values=rand(n, heads, channels), att=rand(heads, channels))
+        f = lambda *t: ops.gatv2_attention(*t, 0.2, orders)  # noqa: E731
+        ref = lambda *t: plain_gatv2(*t, src, dst, n)  # noqa: E731
+    else:
+        tensors = dict(score_src=rand(n, heads), score_dst=rand(n, heads), bias=rand(src.numel(), heads),
+                       values=rand(n, heads, channels))
+        f = lambda s, t, b, v: ops.gat_attention(s, t, b, v, 0.2, orders)  # noqa: E731
+        ref = lambda s, t, b, v: plain_gat(s, t, b, v, src, dst, n)  # noqa: E731
+    assert_same(f, ref, tensors)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_replicas_one_by_one_equal_folded_bitwise(family, monkeypatch):
+    """Above FOLD_MAX_BYTES the vmap rules call the op once per replica: the same numbers exactly."""
+    from zoo.ops._compiled import rules
+
+    case = make_inputs(family, heads=2, channels=3)
+    stacked = _stack(case["tensors"], 3)
+    dims = tuple(None if v is None else 0 for v in stacked.values())
+    leaves = [v for v in stacked.values() if v is not None]
+
+    def run():
+        out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())
+        return [out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), leaves)]
+
+    folded = run()
+    monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0)
+    one_by_one = run()
+    for a, b in zip(folded, one_by_one):
+        assert torch.equal(a, b)
+    assert_same(vmap(_fused(family, case), in_dims=dims), vmap(reference(family, case), in_dims=dims), stacked)

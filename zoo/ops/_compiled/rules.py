@@ -7,7 +7,7 @@ replica dimension is folded into the heads — one call for all replicas, as in
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -27,6 +27,30 @@ def _fold_att(att: Tensor, dim: Optional[int], batch: int) -> Tensor:
     """``(R, H, C)`` -> ``(R*H, C)`` (the replica is already the leading dim of a parameter)."""
     att = att.movedim(dim, 0) if dim is not None else att.expand(batch, *att.shape)
     return att.reshape(-1, att.shape[-1])
+
+
+#: Under vmap, replicas are folded into the heads (one call) while the folded values take at most
+#: this many bytes, else the op runs once per replica: the row gathers jump around the graph, and
+#: one replica's rows stay in cache where all replicas' do not (Cora, 15 replicas x 64 channels:
+#: attention fwd+bwd 57 ms folded, 15 x 2.9 ms one by one).  The same numbers either way: every
+#: head is computed on its own.
+FOLD_MAX_BYTES = 2 << 20
+
+
+def _fold_fits(values: Tensor, dim: Optional[int], batch: int) -> bool:
+    """Whether the folded ``values`` (the physical tensor; ``dim``: its replica dim) fit FOLD_MAX_BYTES."""
+    return values.numel() * values.element_size() * (1 if dim is not None else batch) <= FOLD_MAX_BYTES
+
+
+def _per_replica(call: Callable[..., Sequence[Tensor]], batch: int, args: Sequence[Any], dims: Sequence[Any],
+                 out_dims: Sequence[int]) -> Tuple[Tensor, ...]:
+    """``call`` once per replica on its slices; the results stacked along ``out_dims``.
+
+    ``unbind`` (not ``select`` per replica): autograd may record these ops, and one unbind has one
+    backward (a stack) where R selects would each scatter into a zero tensor of the full size."""
+    slices = [t.unbind(d) if isinstance(t, Tensor) and d is not None else None for t, d in zip(args, dims)]
+    results = [call(*[a if s is None else s[r] for a, s in zip(args, slices)]) for r in range(batch)]
+    return tuple(torch.stack([res[i] for res in results], d) for i, d in enumerate(out_dims))
 
 
 def _unfold(t: Tensor, batch: int) -> Tensor:
@@ -107,6 +131,9 @@ def register(ns: str) -> None:
         xs, xd, xv, xa, *graph, _ = in_dims
         _shared_graph(graph)
         b = info.batch_size
+        if not _fold_fits(values, xv, b):
+            return _per_replica(ops.gatv2_forward, b, (x_src, x_dst, values, att) + graph_and_slope, in_dims,
+                                (1, 1, 1)), (1, 1, 1)
         out, alpha, lse = ops.gatv2_forward(_fold(x_src, xs, b), _fold(x_dst, xd, b), _fold(values, xv, b),
                                             _fold_att(att, xa, b), *graph_and_slope)
         return (_unfold(out, b), _unfold(alpha, b), _unfold(lse, b)), (1, 1, 1)
@@ -116,6 +143,9 @@ def register(ns: str) -> None:
         dg, dga, xs, xd, xv, xa, do, dl, *graph_dims = in_dims
         _shared_graph(graph_dims[:-1])
         b = info.batch_size
+        if not _fold_fits(values, xv, b):
+            args = (grad_out, grad_alpha, x_src, x_dst, values, att, out, lse) + graph_and_slope
+            return _per_replica(ops.gatv2_backward, b, args, in_dims, (1, 1, 1, 0)), (1, 1, 1, 0)
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(x_src, xs, b), _fold(x_dst, xd, b),
             _fold(values, xv, b), _fold_att(att, xa, b), _fold(out, do, b), _fold(lse, dl, b), *graph_and_slope)
@@ -126,6 +156,9 @@ def register(ns: str) -> None:
         ds, dt, dbias, dv, *graph, _ = in_dims
         _shared_graph(graph)
         b = info.batch_size
+        if not _fold_fits(values, dv, b):
+            return _per_replica(ops.gat_forward, b, (score_src, score_dst, bias, values) + graph_and_slope, in_dims,
+                                (1, 1, 1)), (1, 1, 1)
         out, alpha, lse = ops.gat_forward(_fold(score_src, ds, b), _fold(score_dst, dt, b), _fold(bias, dbias, b),
                                           _fold(values, dv, b), *graph_and_slope)
         return (_unfold(out, b), _unfold(alpha, b), _unfold(lse, b)), (1, 1, 1)
@@ -135,6 +168,9 @@ def register(ns: str) -> None:
         dg, dga, ds, dt, dbias, dv, do, dl, *graph_dims = in_dims
         _shared_graph(graph_dims[:-1])
         b = info.batch_size
+        if not _fold_fits(values, dv, b):
+            args = (grad_out, grad_alpha, score_src, score_dst, bias, values, out, lse) + graph_and_slope
+            return _per_replica(ops.gat_backward, b, args, in_dims, (1, 1, 1, 1)), (1, 1, 1, 1)
         d_s, d_t, d_val, d_bias = ops.gat_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(score_src, ds, b),
             _fold(score_dst, dt, b), _fold(bias, dbias, b), _fold(values, dv, b), _fold(out, do, b),
