@@ -96,7 +96,8 @@ def clear_stale_baton(directory: Path) -> bool:
 
 def _run_build(name: str, directory: Path, timeout_s: float) -> None:
     """Build in a child process (its own process group, so a timeout kills the compiler too)."""
-    cmd = [sys.executable, "-m", "zoo.ops._compiled.build", "--compile", name, str(directory), str(SOURCE)]
+    code = "import sys; from zoo.ops._compiled.build import _compile_here; _compile_here(*sys.argv[1:])"
+    cmd = [sys.executable, "-c", code, name, str(directory), str(SOURCE)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=timeout_s)
@@ -168,12 +169,8 @@ def _compile_here(name: str, directory: str, source: str) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the zoo's compiled attention kernels.")
-    parser.add_argument("--compile", nargs=3, metavar=("NAME", "DIR", "SOURCE"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.compile:
-        _compile_here(*args.compile)
-        return 0
+    argparse.ArgumentParser(description="Build the zoo's compiled attention kernels (as `zoo build-kernels`).",
+                            ).parse_args(argv)
     return build_for_cli()
 
 

@@ -38,8 +38,9 @@ FOLD_MAX_BYTES = 2 << 20
 
 
 def _fold_fits(values: Tensor, dim: Optional[int], batch: int) -> bool:
-    """Whether the folded ``values`` (the physical tensor; ``dim``: its replica dim) fit FOLD_MAX_BYTES."""
-    return values.numel() * values.element_size() * (1 if dim is not None else batch) <= FOLD_MAX_BYTES
+    """Whether the folded ``values`` (the physical tensor; ``dim``: its replica dim) fit FOLD_MAX_BYTES.
+    Always on a GPU: there, one launch over all replicas' heads is the parallelism."""
+    return values.device.type != "cpu" or values.numel() * values.element_size() * (1 if dim is not None else batch) <= FOLD_MAX_BYTES
 
 
 def _per_replica(call: Callable[..., Sequence[Tensor]], batch: int, args: Sequence[Any], dims: Sequence[Any],
