@@ -11,6 +11,11 @@ from torch.func import vmap
 
 pytest.importorskip("triton", reason="triton is not installed (pip install gat-zoo[cuda])")
 os.environ.setdefault("TRITON_INTERPRET", "1")
+from tests.ops.compiled.conftest import TRITON_IMPORTED_EARLY  # noqa: E402
+
+if TRITON_IMPORTED_EARLY:
+    pytest.skip("triton was imported before TRITON_INTERPRET=1 could be set: run this file on its own",
+                allow_module_level=True)
 
 from tests.ops.compiled.cases import assert_same, fused, make_inputs, reference  # noqa: E402
 from tests.ops.compiled.test_cpu_attention import _stack  # noqa: E402

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import functools
 import hashlib
 import os
@@ -29,6 +28,11 @@ import sys
 import warnings
 from pathlib import Path
 from typing import Iterator, List, Optional
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock between concurrent builds (torch's own baton still applies)
+    fcntl = None
 
 SOURCE = Path(__file__).resolve().parent / "cpu" / "attention.cpp"
 #: Seconds a build may take before it is killed (a loaded 2-core machine needs about a minute).
@@ -76,6 +80,9 @@ def build_directory(name: str) -> Path:
 def _build_lock(directory: Path) -> Iterator[None]:
     """An OS file lock beside the build directory: freed when its holder dies, unlike torch's."""
     directory.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield
+        return
     with open(directory.parent / f"{directory.name}.zoo-lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
