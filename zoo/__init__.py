@@ -18,8 +18,22 @@ __version__ = "0.1.0"
 __all__ = [
     "build", "register_model", "list_models", "list_presets", "model_card",
     "register_init", "list_inits", "apply_init", "register_norm", "list_norms",
-    "Graph", "as_graph", "normalize_name", "__version__",
+    "Graph", "as_graph", "normalize_name", "__version__", "save", "load",
 ]
+
+
+def save(model, path, *, extra=None):
+    """Write ``model``'s weights (safetensors) and build configuration to ``path``; see :func:`zoo.checkpoint.save`."""
+    from zoo.checkpoint import save as _save
+
+    return _save(model, path, extra=extra)
+
+
+def load(path, *, device=None, cell=None, seed=None):
+    """Rebuild a model saved by :func:`zoo.save` (or ``zoo bench --save-weights``); see :func:`zoo.checkpoint.load`."""
+    from zoo.checkpoint import load as _load
+
+    return _load(path, device=device, cell=cell, seed=seed)
 
 
 def __getattr__(name: str):
