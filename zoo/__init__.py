@@ -18,8 +18,16 @@ __version__ = "0.1.0"
 __all__ = [
     "build", "register_model", "list_models", "list_presets", "model_card",
     "register_init", "list_inits", "apply_init", "register_norm", "list_norms",
-    "Graph", "as_graph", "normalize_name", "__version__", "save", "load",
+    "Graph", "as_graph", "normalize_name", "__version__", "save", "load", "fit",
 ]
+
+
+def fit(model_or_name, task, **kwargs):
+    """Train with the benchmark runner's protocol (seeds x inits stacked); returns a ``History``.
+    Sets torch to one thread on the CPU during the fit, as the runner does; see :func:`zoo.trainer.fit`."""
+    from zoo.trainer import fit as _fit
+
+    return _fit(model_or_name, task, **kwargs)
 
 
 def save(model, path, *, extra=None):

@@ -443,9 +443,31 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
     return Replicas(models, stacked=stacked, seeds=seeds), view
 
 
+def _epoch_state(epoch: int, replicas: Replicas, view: Any, grads: Optional[Sequence[Tensor]], scores: Tensor,
+                 train_loss: Tensor, val_loss: Tensor, active: Tensor, labels: Optional[Sequence[str]],
+                 scratch: Dict[str, Any]) -> Any:
+    """What callbacks see of state ``epoch`` (the tensors themselves, not copies)."""
+    from zoo.callbacks import EpochState
+
+    return EpochState(
+        epoch=epoch, names=replicas.names, params=replicas.params,
+        grads=None if grads is None else list(grads),
+        metrics={"train": scores[:, 0], "val": scores[:, 1], "test": scores[:, 2], "train_loss": train_loss,
+                 "val_loss": val_loss},
+        active=active, labels=list(labels) if labels is not None else [str(r) for r in range(replicas.size)],
+        base=replicas.base, inputs=view.inputs() if isinstance(view, _Transductive) else None,
+        buffers=replicas.buffers, scratch=scratch)
+
+
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
-                   progress: Optional[Callable[[int], None]] = None) -> List[RunResult]:
-    """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring)."""
+                   progress: Optional[Callable[[int], None]] = None, callbacks: Sequence[Any] = (),
+                   labels: Optional[Sequence[str]] = None) -> List[RunResult]:
+    """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
+
+    ``callbacks``: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`), called
+    after every evaluated state, and optionally ``on_fit_end(state)`` with the last one; they only
+    read, so the training is the same with or without them.  ``labels`` names the replicas for them.
+    """
     R = replicas.size
     device = replicas.params[0].device
     if device.type == "cpu":
@@ -489,6 +511,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     running = [True] * R  # ``active`` on the host (stopping is read back once an epoch anyway)
     best_state: Optional[List[Tensor]] = [p.detach().clone() for p in replicas.params] if cfg.keep_best_state else None
     last_pass_loss: Optional[Tensor] = None
+    scratch: Dict[str, Any] = {}  # the callbacks' replica module, built once
 
     start = time.perf_counter()
     epochs_done = 0
@@ -560,6 +583,10 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         epochs_done = epoch
         if progress is not None:
             progress(1)
+        if callbacks:
+            state = _epoch_state(epoch, replicas, view, grads, scores, train_loss, val_loss, active, labels, scratch)
+            for cb in callbacks:
+                cb.on_epoch_end(state)
         if not any(running):
             break
         if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
@@ -581,6 +608,10 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
                 count += 1
             last_pass_loss = total / max(count, 1)
 
+    if callbacks:
+        for cb in callbacks:
+            if callable(getattr(cb, "on_fit_end", None)):
+                cb.on_fit_end(state)
     elapsed = time.perf_counter() - start
     per_epoch = elapsed / max(epochs_done + 1, 1)
     n_params = replicas.num_parameters()
