@@ -13,13 +13,21 @@ from zoo.registry import list_models, list_presets, model_card, register_model
 
 from zoo import models as _models  # noqa: F401  (registers the model families)
 
-__version__ = "0.1.0"
+from zoo._version import __version__  # noqa: E402
 
 __all__ = [
     "build", "register_model", "list_models", "list_presets", "model_card",
     "register_init", "list_inits", "apply_init", "register_norm", "list_norms",
-    "Graph", "as_graph", "normalize_name", "__version__", "save", "load", "fit",
+    "Graph", "as_graph", "normalize_name", "__version__", "save", "load", "fit", "diagnose",
 ]
+
+
+def diagnose(model, dataset=None, **kwargs):
+    """Train briefly (or load), record every layer's diagnostics and render the diagnose page;
+    see :func:`zoo.diagnostics.diagnose.diagnose`."""
+    from zoo.diagnostics.diagnose import diagnose as _diagnose
+
+    return _diagnose(model, dataset, **kwargs)
 
 
 def fit(model_or_name, task, **kwargs):

@@ -41,9 +41,9 @@ def _version_tuple(text: str) -> Tuple[int, ...]:
 
 
 def _zoo_version() -> str:
-    import zoo
+    from zoo._version import __version__
 
-    return zoo.__version__
+    return __version__
 
 
 def _json_safe(owner: str, value: Any) -> Any:
@@ -158,17 +158,17 @@ def read_header(path: PathLike) -> Dict[str, Any]:
 
 def rebuild(header: Dict[str, Any], source: str) -> nn.Module:
     """The (freshly initialised) model that a checkpoint header describes."""
-    import zoo
+    from zoo.build import build as build_model
 
     build = dict(header["build"])
     name = build.pop("name")
     build.pop("preset", None)  # the preset's values are all in the recorded options
     try:
-        model = zoo.build(name, **build)
+        model = build_model(name, **build)
     except (TypeError, ValueError, KeyError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"{source} (written by gat-zoo {header.get('zoo_version')}) cannot be rebuilt by this "
-                         f"gat-zoo {zoo.__version__}: {msg}") from None
+                         f"gat-zoo {_zoo_version()}: {msg}") from None
     head = header.get("head")
     if head:
         from zoo.nn.readout import GraphPool

@@ -234,6 +234,28 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--max-retries", type=int, default=3, metavar="N",
                     help="Ray: retries of a group whose worker died before it is recorded as failed (default 3)")
 
+    dg = sub.add_parser("diagnose", help="train briefly (or load saved weights), record every layer's diagnostics, "
+                                         "and write one HTML page showing why the model trains or not")
+    dg.add_argument("model", help="model name, a checkpoint (.safetensors from zoo.save), or a zoo bench results "
+                                  "folder with --cell/--seed (run with --save-weights)")
+    dg.add_argument("--dataset", default=None, help="transductive dataset (default: a bench checkpoint's own)")
+    dg.add_argument("--layers", type=positive_int, dest="num_layers")
+    dg.add_argument("--hidden", type=positive_int, dest="hidden_dim")
+    dg.add_argument("--init", type=lambda s: [v for v in s.split(",") if v], default=None, metavar="A[,B...]",
+                    help="inits to compare side by side, e.g. xavier,bal_o")
+    dg.add_argument("--norm")
+    dg.add_argument("--epochs", type=int, default=50)
+    dg.add_argument("--optimizer", default="sgd")
+    dg.add_argument("--lr", type=float, default=0.05)
+    dg.add_argument("--seeds", type=parse_seeds, default=[0])
+    dg.add_argument("--every", type=positive_int, default=1, help="record every N epochs (default 1)")
+    dg.add_argument("--set", action="append", type=parse_setting, default=[], metavar="KEY=VALUE",
+                    help="any other suite key (model option, trainer key, dtype=float64...)")
+    dg.add_argument("--cell", default=None, help="with a results folder: the run's cell id (or a unique prefix)")
+    dg.add_argument("--seed", type=int, default=None, help="with a results folder: the run's seed")
+    dg.add_argument("--device", default=None)
+    dg.add_argument("--out", default="diagnose.html", help="the page to write (default %(default)s)")
+
     mg = sub.add_parser("merge", help="merge shard / slice results folders of one suite into one folder")
     mg.add_argument("results", nargs="+", help="results folders written by `zoo bench --shard I/N --out ...`")
     mg.add_argument("--out", required=True, help="new folder for the merged results")
@@ -340,6 +362,24 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
     return EXIT_FAILED if summary.failed else 0
 
 
+def _diagnose(args: argparse.Namespace) -> int:
+    from zoo.diagnostics.diagnose import diagnose
+
+    options = {k: getattr(args, k) for k in ("num_layers", "hidden_dim", "norm") if getattr(args, k) is not None}
+    for key, value in args.set:
+        if key in options:
+            raise CliError(f"{key!r} is given twice (as an option and with --set)")
+        options[key] = value
+    writable_dir(Path(args.out).resolve().parent, "--out")
+    d = diagnose(args.model, args.dataset, inits=args.init, epochs=args.epochs, seeds=args.seeds,
+                 optimizer=args.optimizer, lr=args.lr, every=args.every, out=args.out, cell=args.cell,
+                 seed=args.seed, device=args.device, **options)
+    print(d.history.summary())
+    print(f"verdict: {d.verdict}")
+    print(f"page: {d.path} ({d.seconds:.1f} s)")
+    return 0
+
+
 def _merge(args: argparse.Namespace) -> int:
     from zoo.bench.merge import merge
 
@@ -394,6 +434,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             out = Path(args.out or f"results/train/{cell_id(raw)[:10]}")
             args.max_replicas = None
             return _bench(suite, out, args)
+        if args.command == "diagnose":
+            return _diagnose(args)
         if args.command == "merge":
             return _merge(args)
         if args.command == "report":

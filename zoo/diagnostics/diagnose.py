@@ -1,0 +1,135 @@
+"""``zoo.diagnose`` / ``zoo diagnose``: train briefly (or start from saved weights), record every
+layer's diagnostics each epoch, and write one self-contained HTML page that shows why the model
+trains or does not (:mod:`zoo.diagnostics.page`), e.g. Xavier vs Bal_O at L = 10 on Cora.
+
+The training is ``zoo.fit`` (the benchmark runner's protocol), with a
+:class:`~zoo.diagnostics.recorders.LayerRecorder` as callback; the configurations compared are
+the replicas of that fit (``inits`` x ``seeds``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from torch import nn
+
+from zoo.diagnostics.page import render_page
+from zoo.diagnostics.recorders import LayerRecorder
+from zoo.diagnostics.verdict import verdict
+
+__all__ = ["diagnose", "Diagnosis", "flat_config"]
+
+PathLike = Union[str, Path]
+
+
+@dataclass
+class Diagnosis:
+    """What ``zoo.diagnose`` made: the page (``html``; ``path`` when written), the recorded numbers
+    (``data``: :meth:`LayerRecorder.arrays` + selected epochs and final metrics), the verdict and
+    the fit's :class:`~zoo.trainer.history.History`."""
+
+    html: str
+    data: Dict[str, Any]
+    verdict: str
+    history: Any = field(repr=False)
+    path: Optional[Path] = None
+    seconds: float = 0.0
+
+
+def flat_config(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """A cell configuration as flat ``key: value`` rows for the side-by-side table."""
+    m, t, task = config["model"], config["train"], config["task"]
+    rows: Dict[str, Any] = {"model": m["name"], "dataset": task["dataset"], "split": task.get("split"),
+                            "init": m["init"], "norm": m["norm"], **m.get("kwargs", {})}
+    for k in ("optimizer", "lr", "epochs", "select", "patience", "weight_decay", "loss_threshold"):
+        rows[k] = t.get(k)
+    rows["seed"] = config["run"]["seed"]
+    rows["dtype"] = config["run"]["dtype"]
+    return rows
+
+
+def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
+    """A name stays a name; a checkpoint file or a results folder becomes the loaded model."""
+    if isinstance(model, nn.Module) or not isinstance(model, (str, Path)):
+        return model
+    path = Path(model)
+    if path.suffix == ".safetensors" or path.is_dir() or path.is_file():
+        from zoo.checkpoint import load
+
+        return load(path, cell=cell, seed=seed)
+    return str(model)
+
+
+def _dataset_of(model: Any, dataset: Any) -> Any:
+    if dataset is not None:
+        return dataset
+    header = getattr(model, "checkpoint", None) or {}
+    config = (header.get("extra") or {}).get("config")
+    if config:
+        return config["task"]["dataset"]
+    raise ValueError("zoo.diagnose needs a dataset (e.g. dataset='cora'; the CLI's --dataset): the model does not "
+                     "say which task it was trained on")
+
+
+def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequence[str]] = None,
+             epochs: int = 50, seeds: Union[int, Sequence[int]] = (0,), optimizer: str = "sgd", lr: float = 0.05,
+             every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
+             cell: Optional[str] = None, seed: Optional[int] = None, device: Optional[str] = None,
+             **options: Any) -> Diagnosis:
+    """Diagnose ``model`` on ``dataset`` and render the page (written to ``out`` when given).
+
+    Args:
+        model: a model name (options such as ``num_layers``, ``norm``, ``hidden_dim`` in
+            ``options``), a ``zoo.build`` / ``zoo.load`` model, a checkpoint file written by
+            ``zoo.save``, or a ``zoo bench --save-weights`` results folder with ``cell`` / ``seed``
+            (saved weights are the starting point; ``epochs=0`` only looks at them).
+        dataset: a transductive dataset name (energies and attention are read over its graph);
+            for a checkpoint kept by ``zoo bench`` it defaults to the run's dataset.
+        inits: the configurations to compare (e.g. ``["xavier", "bal_o"]``); one replica per
+            init and seed, trained together.
+        epochs, optimizer, lr, options: the training (``zoo.fit``); ``every``: record every
+            ``every`` epochs (the first and last state always).
+
+    Example::
+
+        d = zoo.diagnose("gat", "cora", num_layers=10, inits=["xavier", "bal_o"], epochs=50,
+                         out="diagnose.html")
+        print(d.verdict)
+    """
+    from zoo.trainer import fit
+
+    start = time.perf_counter()
+    source = _source_model(model, cell, seed)
+    dataset = _dataset_of(source, dataset)
+    recorder = LayerRecorder(every=every)
+    history = fit(source, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=inits,
+                  callbacks=[recorder], device=device, keep_models=False, **options)
+    data = recorder.arrays()
+    data["best_epoch"] = list(history.best_epoch)
+    data["final"] = list(history.final)
+    text = verdict(data)
+    configs = [flat_config(c.config) for c in history.cells]
+    name = configs[0]["model"]
+    layers = configs[0].get("num_layers")
+    page_title = title or (f"Why does {name}{f' (L = {layers})' if layers else ''} train or not? "
+                           f"{configs[0]['dataset']}")
+    subtitle = f"{len(configs)} configuration(s), {epochs} epochs, {optimizer} lr {lr}; fit {history.wall_time_s:.1f} s"
+    page = render_page(data, title=page_title, configs=configs, subtitle=subtitle, verdict_text=text)
+    path = None
+    if out is not None:
+        path = _write(Path(out), page)
+    return Diagnosis(html=page, data=data, verdict=text, history=history, path=path,
+                     seconds=time.perf_counter() - start)
+
+
+def _write(path: Path, page: str) -> Path:
+    """Write the page atomically (a reader never sees half a page)."""
+    if path.suffix.lower() not in (".html", ".htm"):
+        path = path / "diagnose.html" if path.is_dir() or not path.suffix else path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return path
