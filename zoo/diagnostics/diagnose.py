@@ -50,6 +50,17 @@ def flat_config(config: Mapping[str, Any]) -> Dict[str, Any]:
     return rows
 
 
+def short_labels(history: Any) -> List[str]:
+    """Replica names for the page: the init alone when every replica has the same seed, the seed
+    alone when every replica has the same init, else both."""
+    seeds, inits = history.seeds, history.inits
+    if len(set(seeds)) == 1:
+        return list(inits)
+    if len(set(inits)) == 1:
+        return [f"seed {s}" for s in seeds]
+    return [f"{i}, seed {s}" for s, i in zip(seeds, inits)]
+
+
 def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
     """A name stays a name; a checkpoint file or a results folder becomes the loaded model."""
     if isinstance(model, nn.Module) or not isinstance(model, (str, Path)):
@@ -107,6 +118,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
     history = fit(source, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=inits,
                   callbacks=[recorder], device=device, keep_models=False, **options)
     data = recorder.arrays()
+    data["labels"] = short_labels(history)
     data["best_epoch"] = list(history.best_epoch)
     data["final"] = list(history.final)
     text = verdict(data)

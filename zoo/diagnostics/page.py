@@ -108,7 +108,9 @@ def _heatmap_rows(data: Dict[str, Any]) -> str:
         if arr is None or arr.shape[-1] == 0 or not np.isfinite(arr).any():
             continue
         vrange = value_range([arr], log)
-        maps = [heatmap(arr[:, r, :].T, xs=epochs, title=f"{labels[r]}", log=log, vrange=vrange)
+        width = max(260, min(600, 1240 // len(labels) - 12))  # side by side across the page
+        maps = [heatmap(arr[:, r, :].T, xs=epochs, title=f"{labels[r]}", log=log, vrange=vrange, width=width,
+                        height=max(190, min(260, 60 + 16 * arr.shape[-1])))
                 for r in range(len(labels))]
         out.append(f"<h3 style='font-size:14px;margin:14px 0 0'>{_esc(title)}</h3><p class='cap'>{_esc(caption)}</p>"
                    f'<div class="row">{"".join(maps)}</div>')

@@ -74,7 +74,7 @@ def heatmap(values: np.ndarray, *, xs: Sequence[int], title: str, log: bool = Fa
     v = np.asarray(values, dtype=float)
     L, T = v.shape if v.ndim == 2 else (0, 0)
     lo, hi = vrange if vrange is not None else value_range([v], log)
-    left, right, top, bottom = 34, 58, 22, 30
+    left, right, top, bottom = 34, 70, 22, 30
     pw, ph = width - left - right, height - top - bottom
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" style="{FONT}" role="img">',
@@ -110,7 +110,7 @@ def heatmap(values: np.ndarray, *, xs: Sequence[int], title: str, log: bool = Fa
         y = top + ph - (k + 1) * ph / steps
         parts.append(f'<rect x="{bx}" y="{y:.2f}" width="10" height="{ph / steps + 0.3:.2f}" '
                      f'fill="{color_scale((k + 0.5) / steps)}"/>')
-    label = (lambda u: f"1e{u:.0f}" if abs(u - round(u)) < 1e-9 else f"1e{u:.1f}") if log else fmt
+    label = (lambda u: fmt(10 ** u)) if log else fmt
     parts.append(f'<text x="{bx + 13}" y="{top + 8}" font-size="9">{label(hi)}</text>')
     parts.append(f'<text x="{bx + 13}" y="{top + ph}" font-size="9">{label(lo)}</text>')
     parts.append("</svg>")
@@ -133,12 +133,14 @@ def _ticks(lo: float, hi: float, n: int = 4) -> List[float]:
 
 
 def line_chart(series: Sequence[Tuple[str, Sequence[float], Sequence[float], str]], *, title: str,
-               xlabel: str = "epoch", ylabel: str = "", log: bool = False, width: int = 360, height: int = 220,
+               xlabel: str = "epoch", ylabel: str = "", log: bool = False, width: int = 400, height: int = 220,
                ylim: Optional[Tuple[float, float]] = None, legend: bool = True, dashed: Sequence[bool] = ()) -> str:
     """Lines ``(label, xs, ys, colour)`` on shared axes (log10 y when ``log``; non-finite or, on a
     log axis, non-positive points break the line)."""
     left, right, top, bottom = 48, 10, 22, 32
-    legend_h = 14 * ((len(series) + 2) // 3) if legend and series else 0
+    longest = max((len(str(s[0])) for s in series), default=1)
+    cols = max(1, min(3, int((width - left - right) // (5.5 * longest + 18))))
+    legend_h = 14 * ((len(series) + cols - 1) // cols) if legend and series else 0
     height = height + legend_h
     pw, ph = width - left - right, height - top - bottom - legend_h
     xs_all = [float(x) for _, xs, _, _ in series for x in xs]
@@ -169,7 +171,7 @@ def line_chart(series: Sequence[Tuple[str, Sequence[float], Sequence[float], str
              f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#bbb"/>']
     for t in _ticks(y0, y1):
         y = py(t)
-        lab = (f"1e{t:.0f}" if abs(t - round(t)) < 1e-9 else f"1e{t:.1f}") if log else fmt(t)
+        lab = fmt(10 ** t) if log else fmt(t)
         parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
                      f'<text x="{left - 4}" y="{y + 3:.1f}" font-size="9" text-anchor="end">{lab}</text>')
     for t in _ticks(x0, x1):
@@ -198,8 +200,8 @@ def line_chart(series: Sequence[Tuple[str, Sequence[float], Sequence[float], str
                              f'<title>{_esc(label)}</title></polyline>')
     if legend:
         for k, (label, _, _, color) in enumerate(series):
-            lx = left + (k % 3) * (pw / 3)
-            ly = top + ph + 36 + (k // 3) * 14
+            lx = left + (k % cols) * (pw / cols)
+            ly = top + ph + 36 + (k // cols) * 14
             parts.append(f'<rect x="{lx:.1f}" y="{ly - 8}" width="10" height="3" fill="{color}"/>'
                          f'<text x="{lx + 13:.1f}" y="{ly - 3}" font-size="9">{_esc(label)}</text>')
     parts.append("</svg>")
