@@ -22,42 +22,21 @@ __all__ = [
 ]
 
 
-def diagnose(model, dataset=None, **kwargs):
-    """Train briefly (or load), record every layer's diagnostics and render the diagnose page;
-    see :func:`zoo.diagnostics.diagnose.diagnose`."""
-    from zoo.diagnostics.diagnose import diagnose as _diagnose
-
-    return _diagnose(model, dataset, **kwargs)
-
-
-def fit(model_or_name, task, **kwargs):
-    """Train with the benchmark runner's protocol (seeds x inits stacked); returns a ``History``.
-    Sets torch to one thread on the CPU during the fit, as the runner does; see :func:`zoo.trainer.fit`."""
-    from zoo.trainer import fit as _fit
-
-    return _fit(model_or_name, task, **kwargs)
-
-
-def save(model, path, *, extra=None):
-    """Write ``model``'s weights (safetensors) and build configuration to ``path``; see :func:`zoo.checkpoint.save`."""
-    from zoo.checkpoint import save as _save
-
-    return _save(model, path, extra=extra)
-
-
-def load(path, *, device=None, cell=None, seed=None):
-    """Rebuild a model saved by :func:`zoo.save` (or ``zoo bench --save-weights``); see :func:`zoo.checkpoint.load`."""
-    from zoo.checkpoint import load as _load
-
-    return _load(path, device=device, cell=cell, seed=seed)
+#: Functions that load their (heavier) modules on first use, so ``import zoo`` stays light and
+#: nothing imported by ``zoo`` itself imports the training machinery: ``zoo.fit`` (the runner's
+#: training protocol, zoo/trainer), ``zoo.save`` / ``zoo.load`` (checkpoints), ``zoo.diagnose``.
+_LAZY_FUNCTIONS = {"fit": "zoo.trainer.fit", "save": "zoo.checkpoint", "load": "zoo.checkpoint",
+                   "diagnose": "zoo.diagnostics.diagnose"}
 
 
 def __getattr__(name: str):
     # Heavier subpackages load on first use: ``zoo.datasets``, ``zoo.diagnostics``, ``zoo.bench``.
-    if name in ("datasets", "diagnostics", "bench", "train"):
-        import importlib
+    import importlib
 
+    if name in ("datasets", "diagnostics", "bench", "train", "trainer", "callbacks", "checkpoint"):
         return importlib.import_module(f"zoo.{name}")
+    if name in _LAZY_FUNCTIONS:
+        return getattr(importlib.import_module(_LAZY_FUNCTIONS[name]), name)
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from zoo.bench.optim import make_lr_scheduler, make_optimizer
+from zoo.callbacks import EpochState
 from zoo.nn.functional import ReplicaRandomness, replica_randomness
 from zoo.nn.readout import GraphPool  # noqa: F401  (moved; re-exported for old imports)
 
@@ -447,8 +448,6 @@ def _epoch_state(epoch: int, replicas: Replicas, view: Any, grads: Optional[Sequ
                  train_loss: Tensor, val_loss: Tensor, active: Tensor, labels: Optional[Sequence[str]],
                  scratch: Dict[str, Any]) -> Any:
     """What callbacks see of state ``epoch`` (the tensors themselves, not copies)."""
-    from zoo.callbacks import EpochState
-
     return EpochState(
         epoch=epoch, names=replicas.names, params=replicas.params,
         grads=None if grads is None else list(grads),
