@@ -236,14 +236,14 @@ def _parser() -> argparse.ArgumentParser:
 
     dg = sub.add_parser("diagnose", help="train briefly (or load saved weights), record every layer's diagnostics, "
                                          "and write one HTML page showing why the model trains or not")
-    dg.add_argument("model", help="model name, a checkpoint (.safetensors from zoo.save), or a zoo bench results "
-                                  "folder with --cell/--seed (run with --save-weights)")
+    dg.add_argument("model", help="model name (A,B: models side by side), a checkpoint (.safetensors from zoo.save), "
+                                  "or a zoo bench results folder with --cell/--seed (run with --save-weights)")
     dg.add_argument("--dataset", default=None, help="transductive dataset (default: a bench checkpoint's own)")
     dg.add_argument("--layers", type=positive_int, dest="num_layers")
     dg.add_argument("--hidden", type=positive_int, dest="hidden_dim")
     dg.add_argument("--init", type=lambda s: [v for v in s.split(",") if v], default=None, metavar="A[,B...]",
                     help="inits to compare side by side, e.g. xavier,bal_o")
-    dg.add_argument("--norm")
+    dg.add_argument("--norm", help="norm plugin (A,B: norms side by side)")
     dg.add_argument("--epochs", type=int, default=50)
     dg.add_argument("--optimizer", default="sgd")
     dg.add_argument("--lr", type=float, default=0.05)
@@ -365,7 +365,10 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
 def _diagnose(args: argparse.Namespace) -> int:
     from zoo.diagnostics.diagnose import diagnose
 
-    options = {k: getattr(args, k) for k in ("num_layers", "hidden_dim", "norm") if getattr(args, k) is not None}
+    options = {k: getattr(args, k) for k in ("num_layers", "hidden_dim") if getattr(args, k) is not None}
+    if args.norm:
+        norms = [v for v in args.norm.split(",") if v]
+        options["norm"] = norms if len(norms) > 1 else norms[0]
     for key, value in args.set:
         if key in options:
             raise CliError(f"{key!r} is given twice (as an option and with --set)")
@@ -374,7 +377,8 @@ def _diagnose(args: argparse.Namespace) -> int:
     d = diagnose(args.model, args.dataset, inits=args.init, epochs=args.epochs, seeds=args.seeds,
                  optimizer=args.optimizer, lr=args.lr, every=args.every, out=args.out, cell=args.cell,
                  seed=args.seed, device=args.device, **options)
-    print(d.history.summary())
+    for history in d.history if isinstance(d.history, list) else [d.history]:
+        print(history.summary())
     print(f"verdict: {d.verdict}")
     print(f"page: {d.path} ({d.seconds:.1f} s)")
     return 0

@@ -60,3 +60,16 @@ def test_diagnose_page_renders_in_headless_chromium(tmp_path):
     assert colours is not None and len(colours) > 50  # charts, not a blank or error page
     assert "untrainable" in d.verdict and "balanced_orthogonal trains" in d.verdict
     print(f"chromium screenshot in {seconds:.1f} s; page {len(d.html)} bytes; diagnose {d.seconds:.1f} s")
+
+
+def test_diagnose_compares_separately_trained_configurations():
+    """Models or norms side by side (e.g. Pre-LN vs nonlocal): one fit each, merged on the page."""
+    d = zoo.diagnose("san_pre_ln,san_nonlocal", "cornell", num_layers=2, hidden_dim=8, epochs=2,
+                     optimizer="adam", lr=0.01)
+    assert d.data["labels"] == ["san_pre_ln", "san_nonlocal"] and len(d.history) == 2
+    assert d.data["grad_w"].shape == (3, 2, 2) and d.data["laplacian"].shape == (3, 2, 2)
+    assert "<td>san_pre_ln</td><td>san_nonlocal</td>" in d.html
+    n = zoo.diagnose("gat", "cornell", num_layers=2, hidden_dim=8, epochs=1, norm=["none", "pairnorm"])
+    assert n.data["labels"] == ["norm=none", "norm=pairnorm"]
+    with pytest.raises(TypeError, match="compare must be"):
+        zoo.diagnose("gat", "cornell", epochs=1, compare=[3])

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from torch import nn
 
 from zoo.diagnostics.page import render_page
-from zoo.diagnostics.recorders import LayerRecorder
+from zoo.diagnostics.recorders import LAYER_KEYS, METRIC_KEYS, LayerRecorder
 from zoo.diagnostics.verdict import verdict
 
 __all__ = ["diagnose", "Diagnosis", "flat_config"]
@@ -28,7 +28,8 @@ PathLike = Union[str, Path]
 class Diagnosis:
     """What ``zoo.diagnose`` made: the page (``html``; ``path`` when written), the recorded numbers
     (``data``: :meth:`LayerRecorder.arrays` + selected epochs and final metrics), the verdict and
-    the fit's :class:`~zoo.trainer.history.History`."""
+    the fit's :class:`~zoo.trainer.history.History` (a list of them when configurations were
+    trained separately)."""
 
     html: str
     data: Dict[str, Any]
@@ -84,22 +85,74 @@ def _dataset_of(model: Any, dataset: Any) -> Any:
                      "say which task it was trained on")
 
 
+def _variants(model: Any, compare: Optional[Sequence[Mapping[str, Any]]], options: Dict[str, Any]
+              ) -> List[Dict[str, Any]]:
+    """The separately trained configurations: ``compare`` as given, else one per model of a
+    comma-separated name (``"san_pre_ln,san_nonlocal"``) times one per norm of a list."""
+    if compare is not None:
+        if isinstance(compare, (str, Mapping)) or not compare or any(not isinstance(c, Mapping) for c in compare):
+            raise TypeError("compare must be a non-empty list of option tables, e.g. [{'norm': 'none'}, "
+                            "{'norm': 'pairnorm'}]")
+        return [dict(c) for c in compare]
+    models = [m.strip() for m in model.split(",") if m.strip()] if isinstance(model, str) and "," in model else [None]
+    norms = options.get("norm")
+    norms = list(norms) if isinstance(norms, (list, tuple)) else [None]
+    return [{k: v for k, v in (("model", m), ("norm", n)) if v is not None} for m in models for n in norms]
+
+
+def _merge(parts: List[Dict[str, Any]], names: List[str]) -> Dict[str, Any]:
+    """One data table from several fits: replicas side by side, epochs the union (nan where a fit
+    did not record), layers padded to the deepest."""
+    import numpy as np
+
+    if len(parts) == 1:
+        return parts[0]
+    epochs = sorted({int(e) for p in parts for e in p["epochs"]})
+    index = {e: i for i, e in enumerate(epochs)}
+    out: Dict[str, Any] = {"epochs": np.array(epochs), "labels": [], "best_epoch": [], "final": []}
+    for name, p in zip(names, parts):
+        out["labels"] += [f"{name} {label}" if len(p["labels"]) > 1 else name for label in p["labels"]]
+        out["best_epoch"] += p["best_epoch"]
+        out["final"] += p["final"]
+    for key in (*LAYER_KEYS, *METRIC_KEYS):
+        if not all(key in p for p in parts):
+            continue
+        layered = parts[0][key].ndim == 3
+        width = max(p[key].shape[-1] for p in parts) if layered else None
+        blocks = []
+        for p in parts:
+            arr = p[key]
+            shape = (len(epochs), arr.shape[1], width) if layered else (len(epochs), arr.shape[1])
+            block = np.full(shape, np.nan)
+            rows = [index[int(e)] for e in p["epochs"]]
+            if layered:
+                block[rows, :, : arr.shape[-1]] = arr
+            else:
+                block[rows] = arr
+            blocks.append(block)
+        out[key] = np.concatenate(blocks, axis=1)
+    return out
+
+
 def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequence[str]] = None,
              epochs: int = 50, seeds: Union[int, Sequence[int]] = (0,), optimizer: str = "sgd", lr: float = 0.05,
              every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
+             compare: Optional[Sequence[Mapping[str, Any]]] = None,
              cell: Optional[str] = None, seed: Optional[int] = None, device: Optional[str] = None,
              **options: Any) -> Diagnosis:
     """Diagnose ``model`` on ``dataset`` and render the page (written to ``out`` when given).
 
     Args:
         model: a model name (options such as ``num_layers``, ``norm``, ``hidden_dim`` in
-            ``options``), a ``zoo.build`` / ``zoo.load`` model, a checkpoint file written by
-            ``zoo.save``, or a ``zoo bench --save-weights`` results folder with ``cell`` / ``seed``
-            (saved weights are the starting point; ``epochs=0`` only looks at them).
+            ``options``), several comma-separated (``"san_pre_ln,san_nonlocal"``: compared side by
+            side), a ``zoo.build`` / ``zoo.load`` model, a checkpoint file written by ``zoo.save``,
+            or a ``zoo bench --save-weights`` results folder with ``cell`` / ``seed`` (saved weights
+            are the starting point; ``epochs=0`` only looks at them).
         dataset: a transductive dataset name (energies and attention are read over its graph);
             for a checkpoint kept by ``zoo bench`` it defaults to the run's dataset.
-        inits: the configurations to compare (e.g. ``["xavier", "bal_o"]``); one replica per
-            init and seed, trained together.
+        inits: inits to compare (e.g. ``["xavier", "bal_o"]``): one replica per init and seed,
+            trained together.  ``norm=[...]`` (a list) or ``compare=[{option: value}, ...]``
+            compare configurations that are trained separately (other models, norms, depths).
         epochs, optimizer, lr, options: the training (``zoo.fit``); ``every``: record every
             ``every`` epochs (the first and last state always).
 
@@ -114,26 +167,37 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
     start = time.perf_counter()
     source = _source_model(model, cell, seed)
     dataset = _dataset_of(source, dataset)
-    recorder = LayerRecorder(every=every)
-    history = fit(source, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=inits,
-                  callbacks=[recorder], device=device, keep_models=False, **options)
-    data = recorder.arrays()
-    data["labels"] = short_labels(history)
-    data["best_epoch"] = list(history.best_epoch)
-    data["final"] = list(history.final)
+    variants = _variants(source, compare, options)
+    parts, names, histories, configs = [], [], [], []
+    for variant in variants:
+        chosen = variant.get("model", source)
+        opts = {**options, **{k: v for k, v in variant.items() if k != "model"}}
+        recorder = LayerRecorder(every=every)
+        history = fit(chosen, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=inits,
+                      callbacks=[recorder], device=device, keep_models=False, **opts)
+        data = recorder.arrays()
+        data["labels"] = short_labels(history)
+        data["best_epoch"] = list(history.best_epoch)
+        data["final"] = list(history.final)
+        parts.append(data)
+        names.append(", ".join(f"{v}" if k == "model" else f"{k}={v}" for k, v in variant.items()) or "")
+        histories.append(history)
+        configs += [flat_config(c.config) for c in history.cells]
+    data = _merge(parts, names)
     text = verdict(data)
-    configs = [flat_config(c.config) for c in history.cells]
-    name = configs[0]["model"]
-    layers = configs[0].get("num_layers")
-    page_title = title or (f"Why does {name}{f' (L = {layers})' if layers else ''} train or not? "
-                           f"{configs[0]['dataset']}")
-    subtitle = f"{len(configs)} configuration(s), {epochs} epochs, {optimizer} lr {lr}; fit {history.wall_time_s:.1f} s"
+    first = configs[0]
+    models = sorted({c["model"] for c in configs}, key=[c["model"] for c in configs].index)
+    layers = first.get("num_layers")
+    page_title = title or (f"Why does {' vs '.join(models)}{f' (L = {layers})' if layers else ''} train or not? "
+                           f"{first['dataset']}")
+    fit_time = sum(h.wall_time_s for h in histories)
+    subtitle = f"{len(configs)} configuration(s), {epochs} epochs, {optimizer} lr {lr}; fit {fit_time:.1f} s"
     page = render_page(data, title=page_title, configs=configs, subtitle=subtitle, verdict_text=text)
     path = None
     if out is not None:
         path = _write(Path(out), page)
-    return Diagnosis(html=page, data=data, verdict=text, history=history, path=path,
-                     seconds=time.perf_counter() - start)
+    return Diagnosis(html=page, data=data, verdict=text, history=histories[0] if len(histories) == 1 else histories,
+                     path=path, seconds=time.perf_counter() - start)
 
 
 def _write(path: Path, page: str) -> Path:

@@ -26,15 +26,16 @@ r"""Training callbacks that record per-layer diagnostics of every replica (``zoo
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
+from torch.nn.parameter import UninitializedParameter
 
-from zoo.diagnostics.conservation import balance, gradient_identity, relative_grad_norms
+from zoo.diagnostics.conservation import balance, gradient_identity
 from zoo.diagnostics.oversmoothing import ENERGIES, _hooked_taps
 
-__all__ = ["LayerRecorder", "EnergyRecorder", "LAYER_KEYS", "METRIC_KEYS"]
+__all__ = ["LayerRecorder", "EnergyRecorder", "layer_parameters", "LAYER_KEYS", "METRIC_KEYS"]
 
 LAYER_KEYS = ("c", "delta", "grad_w", "grad_a", "change_w", "change_a", "entropy", "attention_change",
               "dirichlet", "laplacian")
@@ -42,16 +43,57 @@ METRIC_KEYS = ("train", "val", "test", "train_loss", "val_loss")
 
 
 def _flat(params: Sequence[Tensor]) -> Tensor:
-    from torch.nn.parameter import UninitializedParameter
-
     kept = [p.detach().flatten().double() for p in params if not isinstance(p, UninitializedParameter)]
     return torch.cat(kept) if kept else torch.empty(0, dtype=torch.float64)
 
 
+_SCORE_NAMES = ("att", "query", "key")
+
+
+def layer_parameters(layer: nn.Module) -> Tuple[List[Tensor], List[Tensor]]:
+    """A layer's feature weights ``W`` and attention parameters ``a``: the layer's own description
+    (``outgoing_params`` / ``attention_params``, the GAT family), else by name for other layers
+    (transformer blocks): parameters of the attention scores (``att*``, ``*query*``, ``*key*``)
+    are ``a``, every other matrix is ``W``."""
+    if hasattr(layer, "outgoing_params") and hasattr(layer, "attention_params"):
+        return list(layer.outgoing_params()), list(layer.attention_params())
+    feats, atts = [], []
+    for name, p in layer.named_parameters():
+        leaf = name.rsplit(".", 2)
+        if any(key in part for part in leaf[-2:] for key in _SCORE_NAMES):
+            atts.append(p)
+        elif p.dim() >= 2:
+            feats.append(p)
+    return feats, atts
+
+
+def _norm(params: Sequence[Tensor], grad: bool) -> float:
+    total = 0.0
+    for p in params:
+        t = p.grad if grad else p
+        if t is not None and not isinstance(p, UninitializedParameter):
+            total += float(t.detach().double().pow(2).sum())
+    return math.sqrt(total)
+
+
+def _relative_grads(model: nn.Module) -> Dict[str, List[float]]:
+    """Per layer ``||grad W|| / ||W||`` and ``||grad a|| / ||a||`` (nan over nothing or a zero norm):
+    :func:`zoo.diagnostics.relative_grad_norms`, for any layer (:func:`layer_parameters`)."""
+    out: Dict[str, List[float]] = {"grad_w": [], "grad_a": []}
+    for layer in model.layers:
+        for key, group in zip(("grad_w", "grad_a"), layer_parameters(layer)):
+            den = _norm(group, False)
+            out[key].append(_norm(group, True) / den if den > 0 else math.nan)
+    return out
+
+
 def _weights(model: nn.Module) -> List[Dict[str, Tensor]]:
     """Per layer, flat float64 copies of the feature weights W and attention parameters a."""
-    return [{"w": _flat(list(layer.outgoing_params())).clone(), "a": _flat(list(layer.attention_params())).clone()}
-            for layer in model.layers]
+    out = []
+    for layer in model.layers:
+        feats, atts = layer_parameters(layer)
+        out.append({"w": _flat(feats).clone(), "a": _flat(atts).clone()})
+    return out
 
 
 def _entropy(edge_index: Tensor, alpha: Tensor, num_nodes: int) -> float:
@@ -134,9 +176,7 @@ class LayerRecorder:
         else:
             out["c"], out["delta"] = [math.nan] * (L - 1), [math.nan] * (L - 1)
         if has_grad:
-            norms = relative_grad_norms(model)
-            out["grad_w"] = [n["features"] for n in norms]
-            out["grad_a"] = [n["attention"] for n in norms]
+            out.update(_relative_grads(model))
         else:
             out["grad_w"], out["grad_a"] = list(nan), list(nan)
         now = _weights(model)
@@ -155,9 +195,14 @@ class LayerRecorder:
         if not (self.energies or self.attention):
             return result
         graph, x = state.inputs
-        with _hooked_taps(model) as captured, torch.no_grad():
-            _, records = model(graph, x, return_attention=True)
-        if self.energies:
+        if getattr(model, "taps", None) is None:  # no layer outputs to read: energies stay nan
+            with torch.no_grad():
+                _, records = model(graph, x, return_attention=True)
+            captured: Dict[int, Tensor] = {}
+        else:
+            with _hooked_taps(model) as captured, torch.no_grad():
+                _, records = model(graph, x, return_attention=True)
+        if self.energies and captured:
             reps = [captured[k] for k in sorted(captured)]
             for name in ("dirichlet", "laplacian"):
                 result[name] = [float(ENERGIES[name](graph, rep.double())) for rep in reps]
