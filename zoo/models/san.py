@@ -13,7 +13,7 @@ the hidden ``layers`` only; the encoder and decoder keep PyTorch's ``nn.Linear``
 so the representations start nearly constant across nodes (zero encoder biases: Cora, L = 2,
 1.4-1.5 decades higher); the layers' weight scale sets how strongly each layer smooths
 (Xavier gain 1.3 instead of 1: Pre-LN 0.35-0.5 decades higher, Post-LN at L = 2 0.4 lower).
-``tests/test_san_energy_init.py`` pins this split.
+``tests/papers/test_san_energy_init.py`` pins this split.
 """
 from __future__ import annotations
 
