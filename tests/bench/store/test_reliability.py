@@ -15,11 +15,12 @@ import pytest
 import torch
 
 import zoo
-from zoo.bench import records
-from zoo.bench.leaderboard import load_board, to_markdown
-from zoo.bench.records import CorruptRecordsError, append_record, read_records
-from zoo.bench.runner import run_suite
-from zoo.bench.suite import SuiteError, load_suite, parse_suite
+from zoo.bench.store import records
+from zoo.bench.analyze.board import load_board
+from zoo.bench.render.leaderboard import to_markdown
+from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
+from zoo.bench.run.driver import run_suite
+from zoo.bench.spec.suite import SuiteError, load_suite, parse_suite
 from zoo.cli import main
 from tests.conftest import tiny_twin_suite
 
@@ -306,7 +307,7 @@ def _registered():
 def test_every_model_handles_empty_graphs_and_rejects_bad_features(name):
     """Item 10: 0-node graphs give a (0, out_dim) output (five models crashed); wrong feature width /
     dtype is a clear error from the model, not a raw torch error."""
-    from conftest import small_kwargs
+    from tests.conftest import small_kwargs
 
     kwargs = small_kwargs(name)
     model = zoo.build(name, **kwargs).eval()
