@@ -3,7 +3,7 @@
 Per suite and per dataset (``[leaderboard] table_by``): one table whose rows are the
 ``rows`` keys (default model / init / norm) and whose columns are the values of ``columns``
 (default ``num_layers``).  Each cell is ``mean +- 95% CI (n)`` of the chosen metric over runs
-(Student t, :mod:`zoo.bench.stats`), the paper's number beside it and the difference.
+(Student t, :mod:`zoo.bench.analyze.stats`), the paper's number beside it and the difference.
 Energies (``laplacian_energy``) are log-normal over seeds: their cells are the geometric mean
 with the ``[min … max]`` range in scientific notation, and the difference is taken in log10.
 A table without any reported number has no ``paper``/``Δ`` columns.
@@ -57,7 +57,7 @@ class Entry:
     epochs: Summary
     diverged: int
     reported: Optional[Dict[str, Any]] = None
-    #: the resolved config of the cell's first run, to read keys other than rows/columns (zoo.bench.report)
+    #: the resolved config of the cell's first run, to read keys other than rows/columns (zoo.bench.analyze.status)
     config: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
     #: the runs' metric values (scaled as the summary; None: a run without the metric), for per-run checks
     values: List[Optional[float]] = field(default_factory=list, repr=False, compare=False)

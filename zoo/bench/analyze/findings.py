@@ -30,7 +30,7 @@ leaderboard's rows / columns / table_by and any other key the suite sets, as in 
 restricts every cell the check reads; ``over`` names the leaderboard's column key (optional,
 checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``.
 
-Verdict of one comparison, from each cell's mean and 95 % CI (:mod:`zoo.bench.stats`; energies
+Verdict of one comparison, from each cell's mean and 95 % CI (:mod:`zoo.bench.analyze.stats`; energies
 in log10, with the CI of the log-mean):
 
 * ``holds (significant)`` — it holds for the whole CIs (intervals that do not overlap; a bound
@@ -517,7 +517,7 @@ class Result:
     comparisons: List[Comparison]
     paper: Optional[str] = None  # the verdict on the paper's own numbers (None: it stores none for these cells)
     paper_comparisons: List[Comparison] = field(default_factory=list)
-    note: Any = None  # a zoo.bench.report.Note (finding = id)
+    note: Any = None  # a zoo.bench.analyze.status.Note (finding = id)
 
     @property
     def ran(self) -> int:

@@ -2,7 +2,7 @@
 
 ``zoo report [RECORDS_DIR]`` reads every record folder under ``RECORDS_DIR`` (default
 ``docs/reproduction/records``; each a ``zoo bench`` output folder: ``results.jsonl`` +
-``suite.resolved.json``), builds its suite's leaderboard (:mod:`zoo.bench.leaderboard`) and
+``suite.resolved.json``), builds its suite's leaderboard (:mod:`zoo.bench.analyze.board`) and
 writes ``docs/reproduction.md`` (deterministic: stable order, no timestamps, so it can be diffed
 and checked by a test) and ``docs/reproduction/index.html`` (the same tables as a page with plots).
 
@@ -43,7 +43,7 @@ a ``findings`` list beside ``entries``: each an ``id``, our one-line ``claim``, 
 Kinds: ``greater`` / ``less`` (``a``, ``b``), ``at_least`` / ``at_most`` (``cells``, ``value``),
 ``increasing`` / ``decreasing`` (``cells``), ``bounded`` (``cells``, ``spread``); optional
 ``where``, ``over``, ``metric`` (``"epochs_to_best"``).  Verdicts (per comparison, from means and
-95 % CIs; :mod:`zoo.bench.findings` has the exact rules): *holds (significant)*, *holds*,
+95 % CIs; :mod:`zoo.bench.analyze.findings` has the exact rules): *holds (significant)*, *holds*,
 *inconclusive*, *contradicted*, *not run*.  The report shows each finding per suite (quote,
 source, the check in words, our numbers per comparison, the verdict, the same check on the
 paper's own stored numbers where it has them) and counts them in the summary.  The shipped
@@ -137,7 +137,7 @@ class Note:
     when: Dict[str, List[Any]] = field(default_factory=dict)
     index: int = 0  # position in the file (1-based), for messages and tie-breaking
     used: bool = False  # matched a cell with a paper number (set while building the report)
-    finding: Optional[str] = None  # the id of a finding (zoo.bench.findings) this note explains, not cells
+    finding: Optional[str] = None  # the id of a finding (zoo.bench.analyze.findings) this note explains, not cells
 
     @property
     def specificity(self) -> Tuple[int, int, int]:
@@ -499,7 +499,7 @@ def _shipped_suites() -> Dict[str, Dict[str, Any]]:
 
 @functools.lru_cache(maxsize=64)
 def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ...]]:
-    """The full shipped suite's cells (:func:`zoo.bench.findings.skeleton`) and cell keys; cached
+    """The full shipped suite's cells (:func:`zoo.bench.analyze.findings.skeleton`) and cell keys; cached
     per file version (expanding a suite costs ~0.1-0.5 s, and tests build many reports)."""
     info = load_suite(path, validate_models=False).resolved()
     return fd.skeleton(info), tuple(cell_keys(info["leaderboard"], info["cells"]))

@@ -1,18 +1,18 @@
 """Run a suite: expand, skip finished runs, train each group as stacked replicas, log records.
 
 The driver (:func:`run_suite`) selects cells (``where`` / ``shard``), drops those already
-logged, makes one job per group and hands the jobs to an executor (:mod:`zoo.bench.executors`:
+logged, makes one job per group and hands the jobs to an executor (:mod:`zoo.bench.run.executors`:
 in-process, a process pool, or Ray).  Wherever a job runs, :func:`execute_group` does the work
 and returns ``(cell, result, extra)`` per cell; only the driver appends records.
 
 The runner owns its output folder::
 
-    OUT/results.jsonl        one line per finished run (zoo.bench.records)
+    OUT/results.jsonl        one line per finished run (zoo.bench.store.records)
     OUT/suite.resolved.json  the expanded suite, with its ``--set`` values if any (atomic; another/edited suite or
                              another --set is refused: records.check_same_suite)
     OUT/suite.lock           held (flock) while a runner works in OUT
     OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
-    OUT/leaderboard/         written by zoo.bench.leaderboard
+    OUT/leaderboard/         written by zoo.bench.publish
 
 Killing the process at any moment loses only the runs in flight: a record is appended only
 when its run has finished, in one atomic write, and a re-run skips every id already logged.
@@ -321,9 +321,9 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     An ``out`` holding another or an edited suite's results is refused (``records.check_same_suite``);
     ``force_new`` moves those results into ``out/superseded-<time>/`` first.
     ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
-    per core, see :func:`~zoo.bench.executors.auto_workers`), ``"ray"`` or an
-    :class:`~zoo.bench.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
-    (``(i, n)``) select part of the suite (:mod:`zoo.bench.selection`); ids stay the full suite's.
+    per core, see :func:`~zoo.bench.run.executors.auto_workers`), ``"ray"`` or an
+    :class:`~zoo.bench.run.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
+    (``(i, n)``) select part of the suite (:mod:`zoo.bench.spec.selection`); ids stay the full suite's.
     ``threads``: torch threads for groups run in this process; default 1 on the CPU, because the
     zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
     anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,

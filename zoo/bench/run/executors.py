@@ -1,6 +1,6 @@
 """Executors: *where* a suite's groups run — in this process, in a process pool, on a Ray cluster.
 
-The runner (:mod:`zoo.bench.runner`) resolves a suite into :class:`GroupJob` s and hands them
+The runner (:mod:`zoo.bench.run.driver`) resolves a suite into :class:`GroupJob` s and hands them
 to an executor together with a *work* function (``runner.execute_group``: load the task, train
 the group, return one :class:`Outcome`).  An executor only schedules: it yields each group's
 outcome as soon as it is known and never writes anything, so the driver alone appends records
@@ -44,7 +44,7 @@ class GroupJob:
     """One unit of work: cells trained together, and what a worker needs to run them anywhere."""
 
     index: int
-    cells: List[Any]                       # zoo.bench.suite.Cell (same group)
+    cells: List[Any]                       # zoo.bench.spec.suite.Cell (same group)
     mode: str                              # the suite's mode (train / energy_at_init / prune_layers)
     device: Optional[str]                  # as given by the user; resolved on the worker
     stacked: bool

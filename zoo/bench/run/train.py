@@ -5,7 +5,7 @@ initialisation.  Their parameters are stacked along a leading replica dimension
 (``torch.func.stack_module_state``) and the forward pass is ``vmap(functional_call)``; with
 ``stacked=False`` every replica is run by a plain Python loop over ``functional_call`` — the
 one-at-a-time reference that grouped training must reproduce.  Each replica has its own
-optimiser state (:mod:`zoo.bench.optim`), early stopping and model selection: a stopped
+optimiser state (:mod:`zoo.bench.run.optim`), early stopping and model selection: a stopped
 replica's parameters and optimiser state are frozen by a mask.
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
