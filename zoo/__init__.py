@@ -10,22 +10,25 @@ The first model-side name (``zoo.build``, ``zoo.list_models``...) registers ever
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any, List
 
+from zoo import build as _build_module  # torch-free; bound now so ``zoo.build`` stays the function below
 from zoo._names import normalize_name
 
 __version__ = "0.1.0"
 
 #: public name -> the module that defines it (imported, with the model families, on first use)
 _LAZY = {
-    "build": "zoo.build", "Graph": "zoo.graph", "as_graph": "zoo.graph",
+    "Graph": "zoo.graph", "as_graph": "zoo.graph",
     "apply_init": "zoo.inits", "list_inits": "zoo.inits", "register_init": "zoo.inits",
     "list_norms": "zoo.norms", "register_norm": "zoo.norms",
     "list_models": "zoo.registry", "list_presets": "zoo.registry", "model_card": "zoo.registry",
     "register_model": "zoo.registry",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "bench", "train", "models", "nn", "inits", "norms", "registry", "graph")
+_MODEL_FAMILIES = "zoo.models"  # importing it registers every model family (and loads torch)
 
 __all__ = [
     "build", "register_model", "list_models", "list_presets", "model_card",
@@ -36,22 +39,25 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        importlib.import_module("zoo.models")  # registers the model families before any lookup
+        importlib.import_module(_MODEL_FAMILIES)  # registers the model families before any lookup
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # later lookups skip __getattr__
-        if not callable(globals().get("build")) or isinstance(globals().get("build"), type(importlib)):
-            # importing the submodule zoo.build binds the name to the module: the function wins
-            globals()["build"] = importlib.import_module("zoo.build").build
         return value
     if name in _SUBPACKAGES:
-        if name in ("registry", "build"):
-            importlib.import_module("zoo.models")  # the registry is read with its families registered
+        if name == "registry":
+            importlib.import_module(_MODEL_FAMILIES)  # the registry is read with its families registered
         return importlib.import_module(f"zoo.{name}")
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 
 def __dir__() -> List[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+@functools.wraps(_build_module.build)
+def build(*args: Any, **kwargs: Any) -> Any:
+    importlib.import_module(_MODEL_FAMILIES)  # the registry is read with its families registered
+    return _build_module.build(*args, **kwargs)
 
 
 def list_datasets() -> Any:

@@ -52,3 +52,14 @@ def test_package_api_is_kept():
         assert getattr(zoo.bench, name) is not None
     with pytest.raises(AttributeError):
         zoo.bench.no_such_name  # noqa: B018
+
+
+def test_zoo_build_stays_the_function_after_a_spec_lookup():
+    """``zoo`` loads lazily; a suite check that builds a model must not rebind ``zoo.build`` to its module."""
+    code = ("import zoo.bench.spec.plugins as p, zoo\n"
+            "p.try_build('gat', 'none', None, {'num_layers': 2})\n"
+            "import zoo.build\n"
+            "assert callable(zoo.build), zoo.build\n"
+            "assert type(zoo.build('gat', in_dim=3, out_dim=2)).__name__ == 'GAT'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

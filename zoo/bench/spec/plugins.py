@@ -71,5 +71,5 @@ def canonical_transform(name: str) -> str:
 
 def try_build(name: str, norm: str, norm_kwargs: Any, kwargs: Dict[str, Any]) -> None:
     """Build model ``name`` once on a toy size (8 -> 4); bad options raise ``TypeError``/``ValueError``."""
-    build = _module("zoo.build").build
+    build = _module("zoo").build  # the package's build: registers the model families first
     build(name, in_dim=8, out_dim=4, init="xavier", norm=norm, norm_kwargs=norm_kwargs or None, **kwargs)
