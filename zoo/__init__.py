@@ -27,8 +27,10 @@ _LAZY = {
     "list_models": "zoo.registry", "list_presets": "zoo.registry", "model_card": "zoo.registry",
     "register_model": "zoo.registry",
 }
-_SUBPACKAGES = ("datasets", "diagnostics", "bench", "train", "models", "nn", "inits", "norms", "registry", "graph")
-_MODEL_FAMILIES = "zoo.models"  # importing it registers every model family (and loads torch)
+_SUBPACKAGES = ("datasets", "diagnostics", "bench", "train", "models", "nn", "inits", "norms", "registry", "graph",
+                "papers", "ops")
+#: importing these registers every model family and one paper's encoders and heads (and loads torch)
+_PLUGIN_MODULES = ("zoo.models", "zoo.papers")
 
 __all__ = [
     "build", "register_model", "list_models", "list_presets", "model_card",
@@ -37,15 +39,20 @@ __all__ = [
 ]
 
 
+def _register_plugins() -> None:
+    for module in _PLUGIN_MODULES:
+        importlib.import_module(module)
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        importlib.import_module(_MODEL_FAMILIES)  # registers the model families before any lookup
+        _register_plugins()  # registers the model families before any lookup
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # later lookups skip __getattr__
         return value
     if name in _SUBPACKAGES:
         if name == "registry":
-            importlib.import_module(_MODEL_FAMILIES)  # the registry is read with its families registered
+            _register_plugins()  # the registry is read with its families registered
         return importlib.import_module(f"zoo.{name}")
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
@@ -56,7 +63,7 @@ def __dir__() -> List[str]:
 
 @functools.wraps(_build_module.build)
 def build(*args: Any, **kwargs: Any) -> Any:
-    importlib.import_module(_MODEL_FAMILIES)  # the registry is read with its families registered
+    _register_plugins()  # the registry is read with its families registered
     return _build_module.build(*args, **kwargs)
 
 

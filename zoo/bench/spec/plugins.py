@@ -23,12 +23,14 @@ REGISTRIES: Dict[str, Tuple[str, str]] = {
     "transform": ("zoo.datasets.transforms", "TRANSFORMS"),
 }
 PLUGIN_KINDS = ("model", "init", "norm", "dataset", "readout")
-_MODEL_FAMILIES = "zoo.models"  # importing it registers every model family in zoo.registry.MODELS
+#: importing these registers every model family (and one paper's encoders and heads) in zoo.registry
+_PLUGIN_MODULES = ("zoo.models", "zoo.papers")
 
 
 def _module(name: str) -> Any:
     if name == "zoo.registry":
-        importlib.import_module(_MODEL_FAMILIES)
+        for module in _PLUGIN_MODULES:
+            importlib.import_module(module)
     return importlib.import_module(name)
 
 
