@@ -227,7 +227,7 @@ def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed
 
     path = Path(path)
     if path.is_dir():
-        from zoo.bench.weights import find_weights
+        from zoo.bench.store.weights import find_weights
 
         path = find_weights(path, cell=cell, seed=seed)
     elif cell is not None or seed is not None:

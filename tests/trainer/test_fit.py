@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import zoo
-from zoo.bench import records
-from zoo.bench.runner import run_suite
-from zoo.bench.suite import parse_suite
+from zoo.bench.run.driver import run_suite
+from zoo.bench.spec.suite import parse_suite
+from zoo.bench.store import records
 
 # Cornell (183 nodes) keeps the default tests fast; the Cora L = 10 comparison of the issue is slow.
 SMALL = dict(num_layers=2, hidden_dim=8, dtype="float64", epochs=4)
@@ -59,7 +59,7 @@ def test_fit_on_cora_l10_matches_bench_float64(tmp_path):
 
 def test_history_models_are_the_selected_states(graph=None):
     history = zoo.fit("gat", "cornell", seeds=[0, 3], optimizer="adam", lr=0.01, **SMALL)
-    from zoo.bench.runner import TaskCache
+    from zoo.bench.run.driver import TaskCache
 
     task = TaskCache().get(history.config["task"])
     d = task.data

@@ -1,10 +1,10 @@
 """``zoo.fit``: train a model (seeds x inits as stacked replicas) with the benchmark runner's protocol.
 
 The configuration is made into the same suite cells ``zoo bench`` / ``zoo train`` would run
-(:func:`zoo.bench.suite.parse_suite`: the same validation, defaults and cell ids), and the cells
-are trained by the runner's own functions (:func:`zoo.bench.runner.model_factory`,
-:func:`~zoo.bench.runner.train_config`, :func:`zoo.bench.train.build_replicas`,
-:func:`~zoo.bench.train.train_replicas`): selection, stopping, evaluation reuse and stacking are
+(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), and the cells
+are trained by the runner's own functions (:func:`zoo.bench.run.driver.model_factory`,
+:func:`~zoo.bench.run.driver.train_config`, :func:`zoo.bench.run.train.build_replicas`,
+:func:`~zoo.bench.run.train.train_replicas`): selection, stopping, evaluation reuse and stacking are
 the runner's, so ``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells (tested).
 """
 from __future__ import annotations
@@ -17,6 +17,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import torch
 from torch import nn
 
+from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
+from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.bench.spec.suite import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
 
@@ -114,10 +117,6 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         history.metrics["val"]            # (epochs + 1, 4) validation accuracy per replica
         model = history.model("seed=0 init=bal_o")
     """
-    from zoo.bench.runner import TaskCache, model_factory, resolve_device, train_config
-    from zoo.bench.suite import parse_suite
-    from zoo.bench.train import build_replicas, train_replicas
-
     callbacks = check_callbacks(callbacks)
     seed_list = _as_list("seeds", seeds)
     for s in seed_list:

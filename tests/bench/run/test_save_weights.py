@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import zoo
-from zoo.bench import records
-from zoo.bench.weights import find_weights
+from zoo.bench.store import records
+from zoo.bench.store.weights import find_weights
 from zoo.cli import main
 
 ARGS = ["--where", "dataset=cornell", "--quiet", "--no-leaderboard"]

@@ -1,6 +1,6 @@
 """``zoo bench --save-weights``: each replica's selected (``best``) or final (``last``) state as
 checkpoint bytes (:func:`zoo.checkpoint.state_bytes`), made where the group ran; the driver
-writes them beside the records (:mod:`zoo.bench.weights`)."""
+writes them beside the records (:mod:`zoo.bench.store.weights`)."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from zoo.bench import records
+from zoo.bench.store import records
 
 PathLike = Union[str, Path]
 
