@@ -9,6 +9,7 @@
     zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
     zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft]
+    zoo diagnose MODEL --dataset D [--layers N --init A,B --norm N1[,N2] --epochs N --out PAGE.html]
 
 Exit codes: 0 success; 1 some runs failed (recorded as failed; a re-run retries them); 2 an error
 (bad input, unusable folder, corrupt file: one line on stderr); 3 nothing to do (no run recorded:
@@ -180,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--layers", type=int, dest="num_layers")
     tr.add_argument("--hidden", type=int, dest="hidden_dim")
     tr.add_argument("--heads", type=int)
-    tr.add_argument("--init")
+    tr.add_argument("--init", help="init plugin; A,B trains each init (x seeds) as replicas side by side")
     tr.add_argument("--norm")
     tr.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
     tr.add_argument("--lr", type=float)
@@ -200,6 +201,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     tr.add_argument("--data-root", default=None)
     tr.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
+    tr.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
+                    help="keep each run's weights beside its record (as zoo bench --save-weights)")
     tr.add_argument("--force-new", action="store_true",
                     help="OUT holds another configuration's results: move them to OUT/superseded-<time>/ first")
     tr.add_argument("--quiet", action="store_true")
@@ -221,6 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
     be.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     be.add_argument("--no-leaderboard", action="store_true")
+    be.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
+                    help="keep each run's weights beside its record: best = the selected epoch, last = the final "
+                         "state (OUT/weights/<id>.safetensors, ~4 bytes per parameter; zoo.load(OUT, cell=, seed=))")
     ex = be.add_argument_group("selection and execution (docs/distributed.md)")
     ex.add_argument("--where", action="append", default=[], metavar="KEY=V1[,V2]",
                     help="run only cells with KEY in the values (repeatable; keys as in the suite, e.g. "
@@ -311,18 +317,23 @@ def _list(what: Optional[str]) -> int:
 
 
 def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
-    defaults: Dict[str, Any] = {"model": args.model, "dataset": args.dataset}
-    for key in ("num_layers", "hidden_dim", "heads", "init", "norm", "optimizer", "lr", "weight_decay", "epochs",
+    """``zoo train``'s suite: zoo.fit's cells for the same options (:func:`zoo.trainer.fit.fit_suite`),
+    run by the runner so that they are recorded, resumable and on a leaderboard."""
+    from zoo.trainer.fit import fit_suite
+
+    keys: Dict[str, Any] = {}
+    for key in ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs",
                 "patience", "dropout", "split", "transforms", "dtype"):
         v = getattr(args, key)
         if v is not None:
-            defaults[key] = v
+            keys[key] = v
+    inits = [v for v in (args.init or "").split(",") if v]
     for key, value in args.set:
-        if key in defaults and key not in ("model", "dataset"):
+        if key in keys or (key == "init" and inits):
             raise SystemExit(f"zoo train: {key!r} is given twice (as an option and with --set)")
-        defaults[key] = value
-    return {"suite": {"name": "train", "title": f"zoo train {args.model} on {args.dataset}"},
-            "defaults": defaults, "grid": {"seed": list(args.seeds)}}
+        keys[key] = value
+    return fit_suite(args.model, args.dataset, seeds=args.seeds, inits=inits, name="train",
+                     title=f"zoo train {args.model} on {args.dataset}", **keys)
 
 
 def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True) -> int:
@@ -352,7 +363,7 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
                         force_new=getattr(args, "force_new", False),
                         executor=executor, workers=workers, where=where, shard=shard,
-                        threads=getattr(args, "threads", None))
+                        threads=getattr(args, "threads", None), save_weights=args.save_weights)
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
           f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")

@@ -155,3 +155,18 @@ def test_metrics_are_nan_after_a_replica_stops():
         col = history.metrics["val"][:, r]
         assert np.isfinite(col[: stopped + 1]).all()
         assert all(math.isnan(v) for v in col[stopped + 1:])
+
+
+def test_zoo_train_runs_the_cells_of_zoo_fit(tmp_path):
+    """zoo train is zoo.fit's configuration run through the runner (records, resumption): same cells."""
+    from zoo.cli import main
+
+    out = tmp_path / "train"
+    argv = ["train", "--model", "gat", "--dataset", "cornell", "--layers", "2", "--hidden", "8", "--epochs", "4",
+            "--dtype", "float64", "--optimizer", "sgd", "--lr", "0.1", "--init", "xavier,bal_o", "--seeds", "0-1",
+            "--quiet", "--out", str(out), "--save-weights", "best"]
+    assert main(argv) == 0
+    bench = {r["id"]: r for r in records.read_records(out / records.RESULTS_FILE)}
+    history = zoo.fit("gat", "cornell", seeds=[0, 1], inits=["xavier", "bal_o"], optimizer="sgd", lr=0.1, **SMALL)
+    _same_as_bench(history, bench)
+    assert all((out / r["weights"]).is_file() for r in bench.values())

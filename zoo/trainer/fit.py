@@ -23,7 +23,7 @@ from zoo.bench.spec.suite import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
 
-__all__ = ["fit"]
+__all__ = ["fit", "fit_suite"]
 
 
 @contextlib.contextmanager
@@ -66,17 +66,23 @@ def _model_defaults(model_or_name: Any) -> Dict[str, Any]:
                     f"{type(model_or_name).__name__}")
 
 
-def _raw_suite(model_or_name: Any, task: Any, optimizer: str, lr: float, epochs: int, seeds: List[int],
-               inits: List[str], options: Dict[str, Any]) -> Dict[str, Any]:
-    defaults: Dict[str, Any] = {**_model_defaults(model_or_name), "dataset": task if isinstance(task, str)
-                                else getattr(task, "name", None), "optimizer": optimizer, "lr": lr, "epochs": epochs}
-    for key, value in options.items():
+def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Sequence[str] = (),
+              name: str = "fit", title: Optional[str] = None, **keys: Any) -> Dict[str, Any]:
+    """The raw suite of a fit: ``keys`` (trainer, model, run and dataset keys; ``None`` = the suite
+    default) in ``[defaults]``, one grid point per seed and init.  ``zoo.fit`` and ``zoo train``
+    both make their cells here, so the same options give the same cells (and cell ids)."""
+    dataset = task if isinstance(task, str) else getattr(task, "name", None)
+    defaults: Dict[str, Any] = {**_model_defaults(model_or_name), "dataset": dataset}
+    for key, value in keys.items():
         if value is not None:
             defaults[key] = value
-    grid: Dict[str, Any] = {"seed": seeds}
-    if inits:
-        grid["init"] = inits
-    return {"suite": {"name": "fit"}, "defaults": defaults, "grid": grid}
+    grid: Dict[str, Any] = {"seed": list(seeds)}
+    if len(inits) == 1:
+        defaults["init"] = inits[0]
+    elif inits:
+        grid["init"] = list(inits)
+    meta = {"name": name, **({"title": title} if title else {})}
+    return {"suite": meta, "defaults": defaults, "grid": grid}
 
 
 def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sgd", lr: float = 0.05,
@@ -132,7 +138,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
     if not isinstance(task, str) and not hasattr(task, "kind"):
         raise TypeError(f"task must be a dataset name (e.g. 'cora') or a task from zoo.datasets.load, "
                         f"got {type(task).__name__}")
-    raw = _raw_suite(model_or_name, task, optimizer, lr, epochs, seed_list, init_list, options)
+    raw = fit_suite(model_or_name, task, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr, epochs=epochs,
+                    **options)
     if from_weights:
         init_name = model_or_name.build_config.get("init")
         if isinstance(init_name, str):

@@ -45,10 +45,12 @@ from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome,
 from zoo.bench.run.modes import get_mode
 from zoo.bench.run.provenance import provenance
 from zoo.bench.run.train import RunResult, build_replicas
+from zoo.bench.run.weights import weights_payload
 from zoo.bench.spec.config import TrainConfig
 from zoo.bench.spec.selection import group_cost, select, selection_info
 from zoo.bench.spec.suite import Cell, Suite
 from zoo.bench.store import records
+from zoo.bench.store.weights import check_save_weights, write_weights
 from zoo.datasets import MissingDataError, load
 from zoo.nn.readout import GraphPool
 
@@ -176,13 +178,17 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
 
 
 def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
-              progress: Optional[Callable[[int], None]] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
+              progress: Optional[Callable[[int], None]] = None,
+              save_weights: str = "none") -> List[Tuple[RunResult, Dict[str, Any]]]:
     """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
 
-    ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``).
+    ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``save_weights``
+    (``best`` / ``last``) adds each replica's checkpoint bytes as ``extra["weights_data"]``.
     """
     dtype = getattr(torch, cells[0].config["run"]["dtype"])
     cfg = train_config(cells[0])
+    if save_weights == "best":
+        cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
     factories = [model_factory(c, task) for c in cells]
     seeds = [c.seed for c in cells]  # replica r is seeded by seeds[r] alone
     if device.type == "cuda":
@@ -192,10 +198,14 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
     results = get_mode(mode).produce(task, replicas, view, cells, cfg, progress, start)
     mem, mem_kind = _peak_memory(device)
     group_time = time.perf_counter() - start
+    payload = weights_payload(save_weights, replicas, cells, results)
     out = []
-    for cell, res in zip(cells, results):
-        out.append((res, {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
-                          "group_size": len(cells)}))
+    for cell, res, data in zip(cells, results, payload):
+        extra = {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
+                 "group_size": len(cells)}
+        if data is not None:
+            extra["weights_data"] = data  # written beside the record by the driver (_log_outcome)
+        out.append((res, extra))
     return out
 
 
@@ -232,7 +242,8 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
         except MissingDataError as e:
             return Outcome(job, "skipped", error=f"dataset {cells[0].config['task']['dataset']!r} unavailable: {e}")
         dev = resolve_device(job.device)
-        results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress)
+        results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress,
+                            save_weights=job.save_weights)
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
@@ -296,7 +307,7 @@ def data_env() -> Dict[str, str]:
 
 
 def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
-              max_replicas: Optional[int], data_root: Optional[PathLike]) -> List[GroupJob]:
+              max_replicas: Optional[int], data_root: Optional[PathLike], save_weights: str = "none") -> List[GroupJob]:
     """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked."""
     groups: Dict[str, List[Cell]] = {}
     for c in cells:
@@ -304,7 +315,7 @@ def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacke
     root = None if data_root is None else str(Path(data_root).expanduser().resolve())
     env = data_env()
     chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
-    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk))
+    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), save_weights)
             for i, chunk in enumerate(chunks)]
 
 
@@ -313,7 +324,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
               stop_after: Optional[int] = None, force_new: bool = False,
               executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
-              threads: Optional[int] = None) -> RunSummary:
+              threads: Optional[int] = None, save_weights: str = "none") -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
@@ -328,8 +339,11 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
     anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,
     41 s with 2 threads beside one other busy process; docs/benchmarks.md). Use ``--workers`` for
-    the other cores.
+    the other cores.  ``save_weights``: ``"best"`` (the selected epoch's state) or ``"last"`` keeps
+    each finished run's checkpoint in ``out/weights/<cell id>.safetensors``, named by its record
+    (:mod:`zoo.bench.store.weights`; ``zoo.load(out, cell=..., seed=...)``); ``"none"`` (default).
     """
+    check_save_weights(save_weights)
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
                                      or max_replicas < 1):
         raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
@@ -351,7 +365,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
         write_atomic(out / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
         done = records.completed_ids(results_path)
         pending = [c for c in cells if c.id not in done]
-        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root)
+        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights)
         if stop_after is not None:
             jobs = jobs[:stop_after]
         if isinstance(executor, Executor):
@@ -395,6 +409,10 @@ def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: Ru
             summary.failed[c.id] = outcome.error
     else:
         for cell, res, extra in outcome.results:
+            data = extra.pop("weights_data", None)
+            if data is not None:  # the checkpoint first: a record never names a file that is not there
+                extra = {**extra, "weights": write_weights(results_path.parent, cell.id, data),
+                         "weights_bytes": len(data)}
             records.append_record(results_path, make_record(suite, cell, res, extra))
             summary.ran += 1
             summary.diverged += int(res.diverged)
