@@ -96,7 +96,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         model_or_name: a model name or preset (``"gatv2"``, ``"gat.balance"``) whose options come
             from ``options``, or a model from ``zoo.build`` / ``zoo.load``: then every replica
             *starts from that model's weights* (``inits`` must be unset; ``seeds`` only seed
-            dropout), and the model itself is not changed.
+            dropout; a float64 model trains in float64), and the model itself is not changed.
         task: a dataset name (``"cora"``; dataset options as ``split=...``, ``data.KEY=...``) or a
             task from :func:`zoo.datasets.load`.
         optimizer, lr, epochs: the trainer's keys; every other trainer key (``patience``,
@@ -138,6 +138,10 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
     if not isinstance(task, str) and not hasattr(task, "kind"):
         raise TypeError(f"task must be a dataset name (e.g. 'cora') or a task from zoo.datasets.load, "
                         f"got {type(task).__name__}")
+    if from_weights and options.get("dtype") is None:  # train a model's weights in their own precision
+        dtypes = {p.dtype for p in model_or_name.parameters() if p.is_floating_point()}
+        if dtypes == {torch.float64}:
+            options = {**options, "dtype": "float64"}
     raw = fit_suite(model_or_name, task, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr, epochs=epochs,
                     **options)
     if from_weights:

@@ -84,3 +84,16 @@ def test_find_weights_needs_one_run(tmp_path):
     assert find_weights(out, cell=rec["id"]) == out / rec["weights"]
     with pytest.raises(ValueError, match="cell= and seed= pick a run in a results folder"):
         zoo.load(out / rec["weights"], seed=0)
+
+
+def test_diagnose_a_run_of_a_results_folder(tmp_path):
+    """zoo diagnose OUT --cell --seed: the run's own dataset and precision, from its saved weights."""
+    out = tmp_path / "out"
+    assert main(["bench", _suite(tmp_path), "--out", str(out), "--save-weights", "best", *ARGS]) == 0
+    rec = [r for r in records.read_records(out / records.RESULTS_FILE) if r["config"]["model"]["init"] != "xavier"][0]
+    d = zoo.diagnose(out, cell=rec["id"][:8], seed=rec["seed"], epochs=0)
+    assert d.history.config["task"]["dataset"] == "cornell" and d.history.config["run"]["dtype"] == "float64"
+    assert d.data["train"][0, 0] == pytest.approx(rec["metrics"]["train"], abs=1e-12)  # the selected state, as saved
+    page = tmp_path / "p.html"
+    assert main(["diagnose", str(out), "--cell", rec["id"][:8], "--seed", str(rec["seed"]), "--epochs", "1",
+                 "--out", str(page)]) == 0 and page.is_file()
