@@ -9,7 +9,8 @@ from torch import Tensor, nn
 from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, linear, segment_sum
+from zoo.ops.segment import gather_rows, segment_sum
+from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
 NORMALIZATIONS = ("symmetric", "mean")
@@ -85,7 +86,12 @@ class GCNLayer(nn.Module):
 
 @register_model("gcn")
 class GCN(DeepGNN):
-    """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads."""
+    """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads.
+
+    Args:
+        normalization: ``"symmetric"`` (``c_uv = 1 / sqrt(d_u d_v)``, Kipf & Welling) or ``"mean"``
+            (``c_uv = 1 / d_v``), with degrees counted after the self-loop policy (PyG's ``gcn_norm``).
+    """
 
     family = "gcn"
     attention_normalized = False

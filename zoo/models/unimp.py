@@ -10,7 +10,8 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
+from zoo.ops.dropout import dropout
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 
@@ -92,9 +93,12 @@ class UniMP(DeepGNN):
     """Deep UniMP graph transformer: ``num_layers`` :class:`UniMPLayer` s on the :class:`DeepGNN`
     machinery (hidden heads concatenated, output heads averaged).
 
-    Extra option: ``gated`` (the sigmoid gate between root and aggregated message, default
-    ``True``).  Self-loops are kept as given (``self_loops="keep"``, as PyG's
-    ``TransformerConv``): the root weight already carries each node's own features.
+    Self-loops are kept as given (``self_loops="keep"``, as PyG's ``TransformerConv``): the root
+    weight already carries each node's own features.
+
+    Args:
+        gated: the sigmoid gate ``beta_v`` between the root term and the aggregated message
+            (``False``: their sum).
     """
 
     family = "unimp"
