@@ -151,3 +151,33 @@ def test_balance_table6_can_test_the_adam_hypothesis():
 ])
 def test_protocol_choices_are_recorded_with_their_source(name, phrase):
     assert phrase in (SUITES / f"{name}.toml").read_text()
+
+
+# --------------------------------------------------------------------------- item 6
+
+
+def _finding(name: str, fid: str) -> dict:
+    return next(f for f in reported(name)["findings"] if f["id"] == fid)
+
+
+def test_pre_ln_keeps_accuracy_reads_the_splits_its_quote_names():
+    assert _finding("nonlocal_accuracy", "pre_ln_keeps_accuracy")["check"]["metric"] == "val"
+    assert _finding("nonlocal_accuracy", "pre_ln_keeps_train_accuracy")["check"]["metric"] == "train"
+
+
+def test_gatdb_beats_gat_quotes_a_result_not_only_an_expectation():
+    quote = _finding("oxford_fig1", "gatdb_beats_gat")["quote"]
+    assert "Unsurprisingly, the dynamic attention of the flexible GATDB is able to perfectly fit" in quote
+
+
+def test_lipschitz_pubmed_depth_claim_is_encoded():
+    f = _finding("lipschitz_table1", "lip_deeper_is_better_pubmed_100")
+    assert "increasing accuracy as the number of layers is higher" in f["quote"]
+    assert f["check"]["kind"] == "increasing"
+    assert "increasing accuracy" not in _finding("lipschitz_table1", "lip_trains_deep_gat_pubmed_100")["quote"]
+
+
+def test_quick_xavier_bound_is_the_papers_figure_4_number():
+    f = _finding("quick", "cora_l10_xavier_does_not_train")
+    assert f["check"]["value"] == 39.3 and "39.3%" in f["quote"]
+    assert _finding("quick", "twin_gatdb_fits")["check"]["value"] == 100  # "perfectly fit the data every time"
