@@ -28,7 +28,13 @@ A *selector* (``a``, ``b``, ``cells``) is ``{key: value or [values]}`` over cell
 leaderboard's rows / columns / table_by and any other key the suite sets, as in ``zoo bench
 --where``; plugin aliases allowed), or a list of such (their union).  ``where`` (a selector)
 restricts every cell the check reads; ``over`` names the leaderboard's column key (optional,
-checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``.
+checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``, or on a
+test-accuracy suite ``"train"`` / ``"val"`` (the same selected state's other splits).
+
+Sources (issue 23): a ``quote`` is the paper's own text, verbatim modulo whitespace; a sentence
+the text extraction splits is two excerpts joined by ``[...]`` (:func:`quote_in_text`).  A check
+must hold on the paper's own stored numbers wherever it has them (the report shows that verdict
+beside ours); both rules are tested on every shipped finding.
 
 Verdict of one comparison, from each cell's mean and 95 % CI (:mod:`zoo.bench.stats`; energies
 in log10, with the CI of the log-mean):
