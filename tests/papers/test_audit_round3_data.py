@@ -48,17 +48,18 @@ def test_nonlocal_pruning_numbers_are_the_256_layer_models():
 
 
 def test_a_reduced_depth_pruning_run_has_no_paper_number():
-    from zoo.bench import leaderboard as lb
-    from zoo.bench.suite import load_reported, load_suite
+    from zoo.bench.analyze.board import find_reported
+    from zoo.bench.spec.cells import cell_value
+    from zoo.bench.spec.suite import load_reported, load_suite
 
     info = load_suite(SUITES / "nonlocal_pruning.toml", validate_models=False).resolved()
     rep = load_reported(REPORTED / "nonlocal_pruning.json")
     cfg = info["cells"][0]["config"]
-    assert lb.cell_value(cfg, "num_layers") == 256
-    assert lb._find_reported(rep, cfg, info["leaderboard"], 2) is not None
+    assert cell_value(cfg, "num_layers") == 256
+    assert find_reported(rep, cfg, info["leaderboard"], 2) is not None
     reduced = json.loads(json.dumps(cfg))
     reduced["model"]["kwargs"]["num_layers"] = 64
-    assert lb._find_reported(rep, reduced, info["leaderboard"], 2) is None
+    assert find_reported(rep, reduced, info["leaderboard"], 2) is None
 
 
 def test_nonlocal_pruning_note_says_one_layer_is_skipped():

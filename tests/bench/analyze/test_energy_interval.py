@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from zoo.bench import leaderboard as lb
-from zoo.bench.stats import summarize_log
+from zoo.bench.analyze import board as lb
+from zoo.bench.analyze.stats import summarize_log
 
 
 def test_energy_cell_prints_the_ci_of_the_geometric_mean():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from zoo.bench import findings as fd
-from zoo.bench import leaderboard as lb
+from zoo.bench.analyze import board as lb
+from zoo.bench.analyze import findings as fd
 
 
 def _info(metric="test"):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import papers_dir
-from zoo.bench import findings as fd
-from zoo.bench import report as rp
+from zoo.bench.analyze import findings as fd
+from zoo.bench.analyze import status as rp
 
 SHIPPED = rp._shipped_suites()
 WITH_FINDINGS = sorted(name for name, s in SHIPPED.items() if s["findings"])

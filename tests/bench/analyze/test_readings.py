@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench import report as rp
-from zoo.bench.readings import ReadingsError, parse_readings
+from zoo.bench.analyze import status as rp
+from zoo.bench.analyze.readings import ReadingsError, parse_readings
+from zoo.bench.render.report import _note_text
 
 RECORDS = Path(__file__).resolve().parents[3] / "docs" / "reproduction" / "records"
 
@@ -39,7 +40,7 @@ def test_alternative_readings_of_the_energy_get_no_status():
     alternatives = [r for r in rows if r.entry.config["run"]["variant"] in
                     ("san_nonlocal_nd", "san_nonlocal_none", "san_nonlocal_mu") and r.entry.reported is not None]
     assert alternatives and all(r.status == rp.ALTERNATIVE for r in alternatives)
-    assert all("alternative reading" in rp._note_text(r) for r in alternatives)
+    assert all("alternative reading" in _note_text(r) for r in alternatives)
     counted = sum(report.counts()[s] for s in rp.STATUSES)
     assert counted == sum(r.status in rp.STATUSES for r in rows)
     assert report.counts()[rp.ALTERNATIVE] == len(alternatives)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import zoo
-from tests.test_bench_train import synthetic_task
-from zoo.bench.train import TrainConfig, build_replicas, draws_dropout, train_replicas
+from tests.bench.run.test_train import synthetic_task
+from zoo.bench.run.train import TrainConfig, build_replicas, draws_dropout, train_replicas
 
 
 @pytest.mark.parametrize("kwargs", [{"input_dropout": 0.9}, {"attn_dropout": 0.9}])
