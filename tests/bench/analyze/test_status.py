@@ -1,0 +1,353 @@
+"""The reproduction report (zoo/bench/report.py): status rules, notes, scale, determinism, drift."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from zoo.bench import publish
+from zoo.bench.analyze import board as lb
+from zoo.bench.analyze import status as rp
+from zoo.bench.render import leaderboard as render_lb
+from zoo.bench.render import report as render_rp
+from zoo.bench.store import folders
+from zoo.cli import REPORT_DEFAULTS
+from zoo.bench.analyze.stats import Summary, summarize, summarize_log
+from zoo.bench.spec.suite import parse_suite
+
+REPO = Path(__file__).resolve().parents[3]
+
+# ----------------------------------------------------------------------------- status rules
+
+def generate(records_dir, md=None, html_path=None, **kw):
+    """The report with this repository's layout (``zoo report``; :func:`zoo.bench.publish.write_report`)."""
+    return publish.write_report(records_dir, md, html_path, REPORT_DEFAULTS, **kw)
+
+
+
+def _entry(summary: Summary, paper=None, ci95=None) -> lb.Entry:
+    reported = None if paper is None else {"value": paper, "table": "Table 9", **({"ci95": ci95} if ci95 else {})}
+    return lb.Entry("t", ("gat",), 2, summary, summarize([]), 0, reported)
+
+
+def test_accuracy_status_paper_inside_our_ci_boundaries():
+    s = summarize([40.0, 42.0, 44.0])  # mean 42, ci95 = t(0.975, 2) * 2 / sqrt(3) ~ 4.97
+    assert rp.cell_status(_entry(s, 42.0 + s.ci95, ci95=1.0), False) is True  # on the boundary: inside
+    assert rp.cell_status(_entry(s, 42.0 - s.ci95, ci95=1.0), False) is True
+    assert rp.cell_status(_entry(s, 42.0 + s.ci95 + 0.01, ci95=1.0), False) is False
+    assert rp.cell_status(_entry(s, 42.0 - s.ci95 - 0.01, ci95=1.0), False) is False
+    assert rp.cell_status(_entry(s), False) is None  # no paper number: nothing to compare
+
+
+def test_accuracy_status_one_point_where_a_ci_is_missing():
+    one = summarize([50.0])  # n = 1: no CI of ours
+    assert rp.cell_status(_entry(one, 51.0, ci95=2.0), False) is True
+    assert rp.cell_status(_entry(one, 48.99, ci95=2.0), False) is False
+    tight = summarize([50.0, 50.1, 49.9])  # our CI ~0.25: the paper's 50.8 is outside it
+    assert rp.cell_status(_entry(tight, 50.8, ci95=0.5), False) is False  # both CIs known: CI rule only
+    assert rp.cell_status(_entry(tight, 50.8), False) is True  # the paper's CI missing: |Δ| <= 1 counts
+    assert rp.cell_status(_entry(tight, 51.2), False) is False
+    assert rp.cell_status(_entry(summarize([]), 50.0), False) is False  # no finite value of ours
+
+
+def _footnote(text: str, row: str) -> str:
+    """The note a table row cites as ``[k]``, printed once under the table."""
+    ref = row.rstrip(" |").rsplit("| ", 1)[-1].strip()
+    assert ref.startswith("[") and ref.endswith("]"), row
+    return next(line[len(ref):].strip() for line in text.splitlines() if line.startswith(ref + " "))
+
+
+def test_energy_status_is_the_ci_of_the_geometric_mean_in_log10():
+    # log10 values -3.2, -3, -2.8: mean -3, sd 0.2, 95 % CI half-width t(0.975, 2) * 0.2 / sqrt(3) = 0.497 decade
+    s = summarize_log([10 ** -3.2, 1e-3, 10 ** -2.8])
+    assert rp.cell_status(_entry(s, 10 ** -2.51), True) is True  # outside [min, max], inside the CI
+    assert rp.cell_status(_entry(s, 10 ** -3.49), True) is True
+    assert rp.cell_status(_entry(s, 10 ** -2.49), True) is False
+    assert rp.cell_status(_entry(s, 10 ** -3.51), True) is False
+    one = summarize_log([1.0])
+    assert rp.cell_status(_entry(one, 10 ** 0.5), True) is True
+    assert rp.cell_status(_entry(one, 10 ** -0.5), True) is True
+    assert rp.cell_status(_entry(one, 10 ** 0.51), True) is False
+    assert rp.cell_status(_entry(one, 0.0), True) is False
+
+
+def test_energy_inside_a_wide_seed_range_is_not_reproduced():
+    """Regression: energies spread over decades across seeds; the old rule (paper inside [min, max])
+    called a paper value 2.5 decades from our geometric mean "reproduced"."""
+    s = summarize_log([1e-6] + [1e-3] * 8 + [1.0])  # mean -3, CI half-width ~1.0 decade, range 6 decades
+    assert s.low <= 10 ** -0.5 <= s.high
+    assert rp.cell_status(_entry(s, 10 ** -0.5), True) is False
+    assert rp.cell_status(_entry(s, 10 ** -2.5), True) is True
+
+
+# ----------------------------------------------------------------------------- synthetic record folders
+
+SUITE = {
+    "suite": {"name": "synth", "title": "synthetic", "paper": "a-paper", "tables": ["Table 1"]},
+    "defaults": {"dataset": "twin", "model": "gat", "epochs": 7},
+    "grid": {"init": ["xavier", "bal_x"], "num_layers": [2, 4], "seed": [0, 1, 2]},
+    "leaderboard": {"rows": ["model", "init"], "columns": "num_layers", "metric": "train"},
+}
+# train accuracy (fraction) of seeds 0, 1, 2 per (init, num_layers): means 60 / 70 / 40 / 80 %
+VALUES = {("xavier", 2): [0.58, 0.60, 0.62], ("xavier", 4): [0.70, 0.70, 0.70],
+          ("balanced_xavier", 2): [0.40, 0.40, 0.40], ("balanced_xavier", 4): [0.79, 0.80, 0.81]}
+PAPER = [  # xavier L=2 inside; xavier L=4 outside (open); bal_x L=2 outside; bal_x L=4 inside
+    {"table": "Table 1", "init": "xavier", "num_layers": 2, "value": 61.0, "ci95": 1.0},
+    {"table": "Table 1", "init": "xavier", "num_layers": 4, "value": 75.0, "ci95": 1.0},
+    {"table": "Table 1", "init": "balanced_xavier", "num_layers": 2, "value": 55.0, "ci95": 1.0},
+    {"table": "Table 1", "init": "balanced_xavier", "num_layers": 4, "value": 80.0, "ci95": 1.0},
+]
+
+
+def make_folder(path: Path, raw=SUITE, reported=PAPER, keep=lambda cfg: True, metric=None, selection=None) -> Path:
+    """A record folder as `zoo bench` writes it, with made-up metrics (no training)."""
+    suite = parse_suite(json.loads(json.dumps(raw)), validate_models=False)
+    info = suite.resolved()
+    info["reported"] = {"entries": reported} if reported else None
+    if selection:
+        info["selection"] = selection
+    path.mkdir(parents=True)
+    (path / "suite.resolved.json").write_text(json.dumps(info))
+    lines = []
+    for c in suite.cells:
+        cfg = c.config
+        if not keep(cfg):
+            continue
+        key = (cfg["model"]["init"], cfg["model"]["kwargs"]["num_layers"])
+        metrics = metric(cfg) if metric else {"train": VALUES[key][c.seed]}
+        lines.append(json.dumps({"id": c.id, "config": cfg, "metrics": metrics, "wall_time_s": 1.5,
+                                 "device": "cpu (test)", "commit": "abcdef0123", "epochs_to_best": 3,
+                                 "diverged": False, "versions": {"torch": "x"}}))
+    (path / "results.jsonl").write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def write_notes(path: Path, *notes: str) -> Path:
+    path.write_text("\n".join(notes))
+    return path
+
+
+OPEN_NOTE = ('[[note]]\nsuite = "synth"\nwhen = {init = "xavier", num_layers = 4}\nstatus = "open"\n'
+             'note = "tried more seeds"\n')
+DIFF_NOTE = '[[note]]\nsuite = "synth"\nwhen = {init = "bal_x"}\nstatus = "differs"\nnote = "the code uses lr 0.1"\n'
+
+
+@pytest.fixture
+def records(tmp_path):
+    make_folder(tmp_path / "records" / "synth")
+    return tmp_path / "records"
+
+
+def test_open_cell_without_a_note_is_refused_and_nothing_written(records, tmp_path):
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE)
+    md = tmp_path / "out" / "r.md"
+    with pytest.raises(rp.MissingNotesError) as e:
+        generate(records, md=md, html_path=None)
+    assert "1 open cell(s)" in str(e.value) and "num_layers = 4" in str(e.value) and 'init = "xavier"' in str(e.value)
+    assert not md.exists()
+    _, problems = generate(records, md=md, html_path=None, draft=True)  # --draft writes, marks, reports
+    assert problems and rp.MISSING_NOTE in md.read_text()
+    with pytest.raises(rp.MissingNotesError):
+        generate(records, md=md, html_path=None, check=True)
+
+
+def test_statuses_counts_and_notes_in_the_markdown(records, tmp_path):
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE)
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    report, problems = generate(records, md=md, html_path=page)
+    assert not problems
+    counts = report.counts()
+    assert (counts["reproduced"], counts["differs — explained"], counts["open"]) == (2, 1, 1)
+    assert report.suites[0].not_run == {}  # every paper cell of the suite has records; the rest: shipped suites
+    assert report.suites[0].coverage() == "Table 1 — 4 of 4 cells run (n = 3)"
+    assert counts["not run"] == sum(u["cells"] for u in report.unrun) > 0
+    text = md.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| gat | xavier | 4 |"))
+    assert "| open | [" in row and _footnote(text, row) == "tried more seeds"
+    assert "70.00 ± 0.00 (3)" in row and "75.00 ± 1.00" in row
+    row = next(line for line in text.splitlines() if line.startswith("| gat | balanced_xavier | 2 |"))
+    assert "differs — explained" in row and "the code uses lr 0.1" in _footnote(text, row) and "-15.00" in row
+    row = next(line for line in text.splitlines() if line.startswith("| gat | balanced_xavier | 4 |"))
+    assert "| reproduced |" in row and "the code uses lr 0.1" in _footnote(text, row)  # the note shows; the numbers decide
+    assert f"| 2 | 1 | 1 | {counts['not run']} |" in text and "zoo report" in text
+    assert "Compute: 18 s" in text and "cpu (test)" in text  # compute = the records' wall times; the machine
+    html = page.read_text()
+    assert html.count("<svg") == 2 and "tried more seeds" in html
+    assert html.count(">paper</text>") == 1  # the paper's points overlaid on the accuracy plot, with a legend entry
+    assert "http" not in html.split("<svg")[0]  # self-contained: no external assets
+
+
+def test_most_specific_note_wins(records, tmp_path):
+    specific = OPEN_NOTE.replace('when = {init = "xavier", num_layers = 4}',
+                                 'when = {init = "bal_x", num_layers = 2}').replace("tried more seeds", "specific")
+    write_notes(tmp_path / "notes.toml", specific, DIFF_NOTE,
+                OPEN_NOTE.replace('status = "open"', 'status = "differs"'))
+    report = rp.build_report(records)
+    rows = {(r.entry.row[1], r.entry.column): r for r in next(iter(report.suites[0].rows.values()))}
+    assert rows[("balanced_xavier", 2)].note.text == "specific" and rows[("balanced_xavier", 2)].status == "open"
+    assert rows[("xavier", 4)].status == "differs — explained"
+
+
+def test_the_report_is_deterministic(records, tmp_path):
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE)
+    first = (render_rp.to_markdown(rp.build_report(records), REPORT_DEFAULTS), render_rp.to_html(rp.build_report(records), REPORT_DEFAULTS))
+    second = (render_rp.to_markdown(rp.build_report(records), REPORT_DEFAULTS), render_rp.to_html(rp.build_report(records), REPORT_DEFAULTS))
+    assert first == second
+    assert "Date" not in first[1] and "2026" not in first[0]
+
+
+@pytest.mark.parametrize("note, expected", [
+    ('[[note]]\nsuite = "synht"\nstatus = "open"\nnote = "x"\n', "Did you mean 'synth'"),
+    ('[[note]]\nsuite = "synth"\nstauts = "open"\nnote = "x"\n', "did you mean 'status'"),
+    ('[[note]]\nsuite = "synth"\nstatus = "reproduced"\nnote = "x"\n', "decided by the numbers"),
+    ('[[note]]\nsuite = "synth"\nstatus = "open"\nnote = ""\n', "non-empty string 'note'"),
+    ('[[note]]\nsuite = "synth"\nstatus = "open"\nnote = "x"\nwhen = {num_layer = 2}\n', "did you mean 'num_layers'"),
+    ('[[note]]\nsuite = "synth"\nstatus = "open"\nnote = "x"\nwhen = {init = "bal_z"}\n', "unknown init 'bal_z'"),
+    ('[[note]]\nsuite = "synth"\nstatus = "open"\nnote = "x"\ntable = "Table 11"\n', "did you mean 'Table 1'"),
+    ('[note]\nsuite = "synth"\n', "write [[note]]"),
+    ('[[notes]]\nsuite = "synth"\n', "unknown table(s) ['notes']"),
+])
+def test_notes_are_validated(records, tmp_path, note, expected):
+    write_notes(tmp_path / "notes.toml", note)
+    with pytest.raises(rp.ReportError) as e:
+        rp.build_report(records)
+    assert expected in str(e.value) and "notes.toml" in str(e.value)
+
+
+def test_scale_states_exactly_what_was_run(tmp_path):
+    reduced = make_folder(tmp_path / "a",
+                          keep=lambda c: c["model"]["kwargs"]["num_layers"] == 2 and c["run"]["seed"] < 2,
+                          selection={"where": {"num_layers": [2]}, "shard": None})
+    _, info, recs, _ = folders.read_folder(reduced)
+    text = rp.describe_scale(info, recs)
+    assert text.startswith("**stated-reduced** — 4 of the suite's 12 runs")
+    assert "num_layers 2 (1 of 2: 2, 4)" in text and "seed 0, 1 (2 of 3: 0–2)" in text
+    assert "init all 2 (balanced_xavier, xavier)" in text and "full protocol (epochs 7" in text
+    full = make_folder(tmp_path / "b")
+    _, info, recs, _ = folders.read_folder(full)
+    assert rp.describe_scale(info, recs).startswith("**full** — all 12 runs")
+
+
+def test_quick_form_is_stated(tmp_path):
+    raw = dict(SUITE, quick={"defaults": {"epochs": 1}, "grid": {"seed": [0]}})
+    folder = tmp_path / "q"
+    suite = parse_suite(json.loads(json.dumps(raw)), quick=True, validate_models=False)
+    make_folder(folder, raw=raw)  # records of the full suite ...
+    info = suite.resolved()  # ... described against the quick form
+    _, _, recs, _ = folders.read_folder(folder)
+    recs = [r for r in recs if r["config"]["run"]["seed"] == 0]
+    for r in recs:
+        r["config"]["train"]["epochs"] = 1
+    text = rp.describe_scale(info, recs)
+    assert text.startswith("**quick form**") and "not the paper's protocol" in text
+
+
+def test_energy_and_pruning_folders_render(tmp_path):
+    energy = dict(SUITE, suite={"name": "synth_energy", "mode": "energy_at_init"},
+                  leaderboard={"rows": ["init"], "columns": "num_layers", "metric": "laplacian_energy"})
+    make_folder(tmp_path / "rec" / "e", raw=energy,
+                metric=lambda c: {"laplacian_energy": 10.0 ** -(c["run"]["seed"] + 1)},  # 1e-1, 1e-2, 1e-3
+                reported=[{"table": "Table 2", "init": "xavier", "num_layers": 2, "value": 5e-3,
+                           "metric": "laplacian_energy"},
+                          {"table": "Table 2", "init": "xavier", "num_layers": 4, "value": 5e-6,
+                           "metric": "laplacian_energy"}])
+    prune = dict(SUITE, suite={"name": "synth_prune", "mode": "prune_layers"},
+                 leaderboard={"rows": ["init"], "columns": "layer", "metric": "pruned"})
+    make_folder(tmp_path / "rec" / "p", raw=prune, metric=lambda c: {"pruned": {"1": 0.5, "2": 0.25}},
+                reported=[{"table": "Table 8", "init": "xavier", "layer": 1, "value": 50.0, "metric": "pruned"}])
+    write_notes(tmp_path / "notes.toml", '[[note]]\nsuite = "synth_energy"\nwhen = {num_layers = 4}\n'
+                                         'status = "open"\nnote = "float64 tried"\n')
+    report, _ = generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html")
+    text = (tmp_path / "r.md").read_text()
+    energy_rows = [line for line in text.splitlines() if line.startswith("| xavier |") and "e-0" in line]
+    assert any("| 2 |" in r and "reproduced" in r for r in energy_rows)  # 5e-3: 0.3 decade from the geometric mean 1e-2, CI 2.5 decades
+    assert any("| 4 |" in r and "| open |" in r and _footnote(text, r) == "float64 tried" for r in energy_rows)  # 5e-6: 3.3 decades below, outside the CI
+    assert "Δlog10" in text and "| xavier | 1 | 50.00 ± 0.00 (6) | 50.00 | +0.00 | reproduced |" in text
+    assert (tmp_path / "r.html").read_text().count("<svg") >= 2
+
+
+def test_two_folders_of_one_suite_are_refused(tmp_path):
+    make_folder(tmp_path / "rec" / "a")
+    make_folder(tmp_path / "rec" / "b")
+    with pytest.raises(rp.ReportError, match="zoo merge"):
+        rp.build_report(tmp_path / "rec")
+
+
+def test_cli_check_fails_on_a_stale_page(records, tmp_path, capsys):
+    from zoo.cli import main
+
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE)
+    md = tmp_path / "r.md"
+    assert main(["report", str(records), "--md", str(md), "--html", str(tmp_path / "r.html")]) == 0
+    assert main(["report", str(records), "--md", str(md), "--check"]) == 0
+    md.write_text(md.read_text().replace("| open |", "| reproduced |"))
+    assert main(["report", str(records), "--md", str(md), "--check"]) == 1
+    assert REPORT_DEFAULTS.command in capsys.readouterr().err
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE)  # the open cell loses its note
+    assert main(["report", str(records), "--md", str(md), "--check"]) == 1
+    assert "1 open cell(s) have no note" in capsys.readouterr().err
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE.replace("differs", "differ"))
+    assert main(["report", str(records), "--md", str(md), "--check"]) == 2  # a bad notes file: one line
+    assert "unknown status 'differ'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- drift
+
+
+def test_committed_report_is_up_to_date():
+    """docs/reproduction.md must be what the committed records and notes give."""
+    records = REPO / "docs" / "reproduction" / "records"
+    if not records.is_dir():
+        pytest.skip("no committed records (not a source checkout)")
+    _, problems = generate(records, md=REPO / "docs" / "reproduction.md", html_path=None, check=True)
+    assert not problems, (f"docs/reproduction.md is out of date with docs/reproduction/records and notes.toml: "
+                          f"run `{REPORT_DEFAULTS.command}` from the repository root and commit the result")
+    assert math.isfinite(sum(s.wall_time_s for s in rp.build_report(records).suites))
+
+
+def test_a_note_matching_no_cell_is_reported(records, tmp_path):
+    stray = OPEN_NOTE.replace("num_layers = 4", "num_layers = 3")  # no cell has L = 3: a typo
+    write_notes(tmp_path / "notes.toml", OPEN_NOTE, stray)
+    report = rp.build_report(records)
+    assert [n.index for n in report.unused_notes()] == [2]
+    assert "Runs per table cell: 3." in report.suites[0].scale
+
+
+def test_the_shipped_paper_numbers_are_used(tmp_path):
+    """A corrected transcription in benchmarks/suites/reported reaches the report without a re-run."""
+    raw = dict(SUITE, suite=dict(SUITE["suite"], name="balance_table2"))
+    make_folder(tmp_path / "rec" / "t2", raw=raw)  # its stored copy: PAPER (on dataset twin)
+    report = rp.build_report(tmp_path / "rec", tmp_path / "none.toml")
+    s = report.suites[0]
+    assert s.reported_changed and all(r.status == rp.NO_PAPER for rows in s.rows.values() for r in rows)
+    assert "edited since these records were made" in render_rp.to_markdown(report, REPORT_DEFAULTS)
+    assert sum(s.not_run.values()) == 120  # the shipped file's Table 2 numbers, none of them run here
+    assert s.coverage() == "Table 2 — 0 of 120 cells run"
+
+
+@pytest.mark.slow
+def test_real_quick_record_folders_render(tmp_path, mirror, monkeypatch):
+    """Energy-mode, prune-mode and table_by suites, run for real (--quick), make a report."""
+    from zoo.bench.run.driver import run_suite
+    from zoo.bench.spec.suite import load_suite
+
+    monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
+    for name in ("nonlocal_energy", "nonlocal_pruning", "oxford_table4"):
+        run_suite(load_suite(name, quick=True), tmp_path / "rec" / name, device="cpu", quiet=True,
+                  data_root=tmp_path / "data")
+    report, problems = generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html", draft=True)
+    assert [s.board.suite for s in report.suites] == ["nonlocal_energy", "nonlocal_pruning", "oxford_table4"]
+    text = (tmp_path / "r.md").read_text()
+    assert text.count("**quick form**") == 3 and "Δlog10" in text and "### oxford_table4: model = gat" in text
+    assert (tmp_path / "r.html").read_text().count("<svg") >= 2
+
+
+def test_a_folder_without_finished_runs_renders(tmp_path):
+    make_folder(tmp_path / "rec" / "s", keep=lambda c: False)
+    report = rp.build_report(tmp_path / "rec", tmp_path / "none.toml")
+    assert report.suites[0].scale.startswith("**no runs yet** — none of the suite's 12 runs")
+    text = render_rp.to_markdown(report, REPORT_DEFAULTS)
+    assert "no finished run yet" in text and "Table 1 — 0 of 4 cells run" in text
+    assert report.counts()["not run"] >= 4
