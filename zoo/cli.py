@@ -6,6 +6,7 @@
     zoo bench SUITE [--quick] [--set KEY=VALUE]... [--device cuda] [--out DIR] [--quiet] [--where KEY=V1[,V2]]...
               [--shard I/N]
               [--workers N | --executor ray [--ray-address ADDR] [--gpus-per-group F] [--max-retries N]]
+    zoo bench calibrate RECORDS... --out FILE [--device cpu]
     zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
     zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft]
@@ -226,6 +227,9 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--threads", type=positive_int, default=None, metavar="N",
                     help="torch threads for groups run in this process (default 1 on the CPU: small graphs "
                          "gain nothing from more and slow down sharply when cores are shared)")
+    ex.add_argument("--checkpoint-every", default=None, metavar="T",
+                    help="a group training longer than T saves its state in OUT/checkpoints/ and a re-run resumes "
+                         "it: 600, 10m, 2h (wall time), 50ep (epochs) or off (default 10m)")
     ex.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster to join (default: start a local Ray instance)")
     ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
@@ -316,7 +320,8 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
                         force_new=getattr(args, "force_new", False),
                         executor=executor, workers=workers, where=where, shard=shard,
-                        threads=getattr(args, "threads", None))
+                        threads=getattr(args, "threads", None),
+                        checkpoint_every=getattr(args, "checkpoint_every", None))
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
           f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")
@@ -373,7 +378,52 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems else 0
 
 
+def _calibrate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="zoo bench calibrate",
+                                description="fit the cost model (zoo.bench.spec.cost) on finished records")
+    p.add_argument("records", nargs="+", help="results folders or results.jsonl files")
+    p.add_argument("--out", required=True, help="cost-model JSON to write (its other devices' entries are kept)")
+    p.add_argument("--device", default="cpu", help="the device kind the records ran on (default cpu)")
+    p.add_argument("--no-suite-factors", action="store_true", help="fit one model for every suite")
+    return p
+
+
+def _calibrate(argv: Sequence[str]) -> int:
+    """``zoo bench calibrate RECORDS... --out FILE``: fit, print the leave-one-out error, write."""
+    from zoo.bench import records
+    from zoo.bench.selection import group_cost_of_config
+    from zoo.bench.spec import cost
+
+    args = _calibrate_parser().parse_args(argv)
+    try:
+        rows = [r for path in args.records for r in records.read_records(path)]
+        table = cost.load_dataset_table()
+        obs = [o for o in cost.observations(rows) if o.mode == "train"]
+        per_suite = not args.no_suite_factors
+        model = cost.fit(obs, table, per_suite, device=args.device,
+                         fitted_on=f"{len(obs)} trained groups of {', '.join(map(str, args.records))}")
+        loo = cost.leave_one_out(obs, table, per_suite)
+        plain = cost.leave_one_out(obs, table, False) if per_suite else loo
+        old = cost.proportional_leave_one_out(obs, [group_cost_of_config(o.config, o.replicas, o.epochs) for o in obs])
+        cost.write_model([model], Path(args.out), {"leave_one_out": loo.describe(),
+                                                   "leave_one_out_without_suite_factors": plain.describe(),
+                                                   "leave_one_out_group_cost": old.describe()})
+    except (OSError, ValueError) as e:
+        print(f"zoo bench calibrate: error: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        return EXIT_ERROR
+    print("coefficients (s per unit): " + ", ".join(f"{k} {v:.3g}" for k, v in model.coefficients.items()))
+    print(f"leave-one-out, this model{' with per-suite factors' if per_suite else ''}: {loo.describe()}")
+    if per_suite:
+        print(f"leave-one-out, without per-suite factors: {plain.describe()}")
+    print(f"leave-one-out, selection.group_cost (x a fitted scale): {old.describe()}")
+    print(f"written: {args.out} ({args.device})")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["bench", "calibrate"]:  # a sub-command of bench, not a suite named "calibrate"
+        return _calibrate(argv[2:])
     args = _parser().parse_args(argv)
     from zoo.bench.suite import SuiteError
 

@@ -44,6 +44,8 @@ class GroupJob:
     data_root: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)   # ZOO_DATA / ZOO_DATA_MIRROR of the driver
     cost: float = 0.0
+    checkpoint_dir: Optional[str] = None   # where a long group saves its state (None: never)
+    checkpoint_every: Any = None           # zoo.bench.run.checkpoint.CheckpointPolicy
 
 
 @dataclass

@@ -36,6 +36,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from zoo.bench.optim import make_lr_scheduler, make_optimizer
+from zoo.bench.run.checkpoint import (Checkpointer, generator_states, load_generator_states, load_tensor_state,
+                                      restore_params, tensor_state, to_device)
 from zoo.nn.functional import ReplicaRandomness, replica_randomness
 from zoo.nn.readout import GraphPool  # noqa: F401  (moved; re-exported for old imports)
 
@@ -444,8 +446,13 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
 
 
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
-                   progress: Optional[Callable[[int], None]] = None) -> List[RunResult]:
-    """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring)."""
+                   progress: Optional[Callable[[int], None]] = None,
+                   checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+    """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
+
+    ``checkpoint``: resume from its saved state if it has one, and save the loop's state when it
+    is due (:mod:`zoo.bench.run.checkpoint`); the numbers are those of an uninterrupted run.
+    """
     R = replicas.size
     device = replicas.params[0].device
     if device.type == "cpu":
@@ -492,7 +499,35 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
 
     start = time.perf_counter()
     epochs_done = 0
-    for epoch in range(cfg.epochs + 1):
+    first_epoch, resumed_s = 0, 0.0
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:  # the loop's state after epoch ``next_epoch - 1``'s training step
+        saved = to_device(saved, device)
+        replicas.params = restore_params(replicas.params, saved["params"])
+        for n, b in replicas.buffers.items():  # running statistics, if a norm keeps any
+            b.copy_(saved["buffers"][n])
+        fresh = False
+        opt = optimizer()
+        load_tensor_state(opt, saved["optimizer"])
+        if scheduler is not None:
+            load_tensor_state(scheduler, saved["scheduler"])
+        load_generator_states(replicas.rng, saved["replica_rng"])
+        if getattr(view, "generator", None) is not None:
+            view.generator.set_state(saved["batch_rng"].cpu())
+        torch.set_rng_state(saved["torch_rng"].cpu())
+        (active, best_val, best_other, best_metrics, best_losses, best_epoch, since_best, diverged_epoch,
+         stop_epoch) = (saved["loop"][k] for k in ("active", "best_val", "best_other", "best_metrics",
+                                                   "best_losses", "best_epoch", "since_best", "diverged_epoch",
+                                                   "stop_epoch"))
+        reason, running, last_pass_loss = list(saved["reason"]), list(saved["running"]), saved["last_pass_loss"]
+        if best_state is not None:
+            best_state = saved["best_state"]
+        first_epoch = epochs_done = int(saved["next_epoch"])
+        resumed_s = float(saved["elapsed_s"])
+        start -= resumed_s
+        if progress is not None:
+            progress(first_epoch)
+    for epoch in range(first_epoch, cfg.epochs + 1):
         grads = None
         # ---- evaluate state `epoch` (and, transductive, compute its training loss + gradient)
         if transductive:
@@ -580,6 +615,19 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
                 total += loss.detach().to(torch.float64)
                 count += 1
             last_pass_loss = total / max(count, 1)
+        if checkpoint is not None and checkpoint.due(epoch):
+            checkpoint.save({
+                "next_epoch": epoch + 1, "elapsed_s": time.perf_counter() - start,
+                "params": [p.detach() for p in replicas.params], "optimizer": tensor_state(opt),
+                "buffers": {n: b.detach() for n, b in replicas.buffers.items()},
+                "scheduler": tensor_state(scheduler) if scheduler is not None else None,
+                "replica_rng": generator_states(replicas.rng),
+                "batch_rng": view.generator.get_state() if getattr(view, "generator", None) is not None else None,
+                "torch_rng": torch.get_rng_state(),
+                "loop": {"active": active, "best_val": best_val, "best_other": best_other,
+                         "best_metrics": best_metrics, "best_losses": best_losses, "best_epoch": best_epoch,
+                         "since_best": since_best, "diverged_epoch": diverged_epoch, "stop_epoch": stop_epoch},
+                "reason": reason, "running": running, "last_pass_loss": last_pass_loss, "best_state": best_state})
 
     elapsed = time.perf_counter() - start
     per_epoch = elapsed / max(epochs_done + 1, 1)
@@ -604,6 +652,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             num_parameters=n_params,
             best_state=replicas.state_of(r, best_state) if best_state is not None else None,
             # the learning rate of the replica's last optimisation step (scheduled runs only)
-            extra={"last_step_lr": float(scheduler.lr[r])} if scheduler is not None else {},
+            extra={**({"last_step_lr": float(scheduler.lr[r])} if scheduler is not None else {}),
+                   **({"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {})},
         ))
     return results
