@@ -401,14 +401,14 @@ def _calibrate(argv: Sequence[str]) -> int:
         obs = [o for o in cost.observations(rows) if o.mode == "train"]
         per_suite = not args.no_suite_factors
         model = cost.fit(obs, table, per_suite, device=args.device,
-                         fitted_on=f"{len(obs)} trained groups of {', '.join(map(str, args.records))}")
+                         fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s)")
         loo = cost.leave_one_out(obs, table, per_suite)
         plain = cost.leave_one_out(obs, table, False) if per_suite else loo
         old = cost.proportional_leave_one_out(obs, [group_cost_of_config(o.config, o.replicas, o.epochs) for o in obs])
         cost.write_model([model], Path(args.out), {"leave_one_out": loo.describe(),
                                                    "leave_one_out_without_suite_factors": plain.describe(),
                                                    "leave_one_out_group_cost": old.describe()})
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, records.CorruptRecordsError) as e:
         print(f"zoo bench calibrate: error: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return EXIT_ERROR
     print("coefficients (s per unit): " + ", ".join(f"{k} {v:.3g}" for k, v in model.coefficients.items()))

@@ -157,11 +157,15 @@ def group_cost(cells: Sequence[Cell]) -> float:
     Graph size is nodes + edges: a layer's work is linear in both (the N x F feature matmuls and
     the E x H attention terms), so a product would overweight large graphs by the other factor.
     """
-    c = cells[0].config
+    return group_cost_of_config(cells[0].config, len(cells))
+
+
+def group_cost_of_config(c: Mapping[str, Any], replicas: int, epochs: Optional[int] = None) -> float:
+    """:func:`group_cost` of ``replicas`` cells of config ``c`` (``epochs``: those run, else the cap)."""
     layers = c["model"]["kwargs"].get("num_layers", 2)
     layers = layers if isinstance(layers, int) and layers > 0 else 2
-    epochs = max(int(c["train"].get("epochs") or 1), 1)
-    return _size(c["task"]["dataset"]) * layers * epochs * len(cells)
+    epochs = max(int(c["train"].get("epochs") or 1) if epochs is None else epochs, 1)
+    return _size(c["task"]["dataset"]) * layers * epochs * replicas
 
 
 def shard_groups(groups: Mapping[str, Sequence[Cell]], index: int, count: int) -> List[str]:
