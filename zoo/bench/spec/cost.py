@@ -33,7 +33,7 @@ import itertools
 import json
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -226,12 +226,17 @@ class CostModel:
     suite_factors: Dict[str, float]
     device: str = "cpu"
     fitted_on: str = ""
+    #: actual / modelled time of groups that do not train (energy at initialisation: building L-layer
+    #: replicas and the per-layer energy trace in float64 dominate its one forward pass)
+    mode_factors: Dict[str, float] = field(default_factory=dict)
 
     def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
                               table: Mapping[str, Mapping[str, Any]], mode: str = "train",
                               suite: Optional[str] = None) -> float:
         x = features(config, replicas, table, mode)
         base = sum(self.coefficients.get(t, 0.0) * v for t, v in zip(TERMS, x.vector()))
+        if mode != "train":
+            return base * self.mode_factors.get(mode, 1.0)
         return base * (self.suite_factors.get(suite, 1.0) if suite else 1.0)
 
     def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
@@ -255,7 +260,8 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
     if not entry.get("coefficients"):
         entry = data["devices"]["cpu"]
         fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
-    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on)
+    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on,
+                     dict(entry.get("mode_factors") or {}))
 
 
 # --------------------------------------------------------------------------- calibration
@@ -335,14 +341,22 @@ def _suite_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float 
 
 def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
         device: str = "cpu", fitted_on: str = "") -> CostModel:
-    """Fit the coefficients (and per-suite factors) on finished groups."""
-    if len(obs) < len(TERMS):
-        raise CostModelError(f"calibration needs at least {len(TERMS)} finished groups, got {len(obs)}")
-    x, y = design(obs, table)
+    """Fit the coefficients (and per-suite factors) on the trained groups of ``obs``, and one
+    factor per other mode (energy at initialisation) on the rest."""
+    trained = [o for o in obs if o.mode == "train"]
+    if len(trained) < len(TERMS):
+        raise CostModelError(f"calibration needs at least {len(TERMS)} finished trained groups, got {len(trained)}")
+    x, y = design(trained, table)
     coef = nnls_relative(x, y)
     pred = np.maximum(x @ coef, 1e-12)
-    factors = _suite_factors(obs, y / pred) if per_suite else {}
-    return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on)
+    factors = _suite_factors(trained, y / pred) if per_suite else {}
+    modes: Dict[str, List[float]] = {}
+    for o in obs:
+        if o.mode != "train":
+            xo, yo = design([o], table)
+            modes.setdefault(o.mode, []).append(math.log(yo[0] / max(float(xo[0] @ coef), 1e-12)))
+    return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on,
+                     {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())})
 
 
 @dataclass
@@ -402,6 +416,7 @@ def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any
     devices.setdefault("cuda", {})
     for m in models:
         devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
+                             "mode_factors": m.mode_factors,
                              "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
     doc = {"about": "zoo.bench.spec.cost coefficients, seconds per unit of each term; "
                     "written by `zoo bench calibrate RECORDS... --out FILE`",
