@@ -134,3 +134,40 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
     assert {r["resumed_at_epoch"] for r in read_records(out)} == {8}
     assert numbers(out) == numbers(straight)
     assert not (out / "checkpoints").exists()
+
+
+def crash_after_second_save(monkeypatch):
+    real = Checkpointer.save
+
+    def save(self, state):
+        real(self, state)
+        if self.saves == 2:
+            raise RuntimeError("killed after the second checkpoint")
+
+    monkeypatch.setattr(Checkpointer, "save", save)
+    return real
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["process", "ray"])
+def test_other_executors_resume_the_checkpoint(tmp_path, data_root, monkeypatch, straight, executor):
+    """The checkpoint folder reaches the workers (absolute path in the job): a group interrupted
+    here resumes in a worker process / a Ray task, with the uninterrupted numbers."""
+    suite = parse_suite(SUITE)
+    out = tmp_path / executor
+    real = crash_after_second_save(monkeypatch)
+    run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
+    monkeypatch.setattr(Checkpointer, "save", real)
+    assert len(list((out / "checkpoints").glob("*.pt"))) == 1
+    if executor == "ray":
+        ray = pytest.importorskip("ray")
+        ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        again = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep", executor=executor)
+    finally:
+        if executor == "ray":
+            ray.shutdown()
+    assert again.ran == 3 and not again.failed
+    assert {r["resumed_at_epoch"] for r in read_records(out) if r["status"] == "ok"} == {6}
+    assert numbers(out) == numbers(straight)
+    assert not (out / "checkpoints").exists()
