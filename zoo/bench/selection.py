@@ -2,14 +2,16 @@
 
 Both select *cells of the full suite*: run ids stay the full suite's, so a slice or a shard
 and a later full run into the same folder share their records (the full run skips what is
-done).  Shards split the suite's groups (never a group) into N deterministic, cost-balanced
-parts: the same suite and ``--where`` give the same partition on every machine.
+done).  Shards split the suite's groups (never a group) into N deterministic parts balanced by
+the calibrated cost model (:mod:`zoo.bench.spec.cost`): the same suite and ``--where`` give the
+same partition on every machine.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo._names import close_matches, normalize_name
+from zoo.bench.spec.cost import estimated_group_seconds
 from zoo.bench.suite import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
 
 
@@ -152,16 +154,15 @@ def _size(dataset: str) -> float:
 
 
 def group_cost(cells: Sequence[Cell]) -> float:
-    """Estimated cost of a group: graph size x layers x epochs x replicas.
-
-    Graph size is nodes + edges: a layer's work is linear in both (the N x F feature matmuls and
-    the E x H attention terms), so a product would overweight large graphs by the other factor.
-    """
-    return group_cost_of_config(cells[0].config, len(cells))
+    """Estimated wall time of a group (seconds, at its epoch cap) by the calibrated cost model
+    (:mod:`zoo.bench.spec.cost`): what ``--shard`` balances and ``--workers`` orders by."""
+    return estimated_group_seconds([c.config for c in cells])
 
 
 def group_cost_of_config(c: Mapping[str, Any], replicas: int, epochs: Optional[int] = None) -> float:
-    """:func:`group_cost` of ``replicas`` cells of config ``c`` (``epochs``: those run, else the cap)."""
+    """The cost model ``group_cost`` was before the calibrated one (kept to compare with it:
+    ``zoo bench calibrate``): graph size (nodes + edges) x layers x epochs x replicas
+    (``epochs``: those run, else the cap)."""
     layers = c["model"]["kwargs"].get("num_layers", 2)
     layers = layers if isinstance(layers, int) and layers > 0 else 2
     epochs = max(int(c["train"].get("epochs") or 1) if epochs is None else epochs, 1)

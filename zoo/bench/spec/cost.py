@@ -29,6 +29,7 @@ machine; ``cuda`` empty until a GPU measures it, when estimates fall back to ``c
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -262,6 +263,25 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
         fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
     return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on,
                      dict(entry.get("mode_factors") or {}))
+
+
+@functools.lru_cache(maxsize=4)
+def shipped_model(device: str = "cpu") -> CostModel:
+    """:func:`load_cost_model` of the shipped file, read once per device kind."""
+    return load_cost_model(device)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_table() -> Dict[str, Dict[str, Any]]:
+    """:func:`load_dataset_table` of the shipped table, read once."""
+    return load_dataset_table()
+
+
+def estimated_group_seconds(configs: Sequence[Mapping[str, Any]], mode: str = "train",
+                            suite: Optional[str] = None, device: str = "cpu") -> float:
+    """A group's estimated wall time at its epoch cap, by the shipped model (shards, job order)."""
+    epochs = int((configs[0].get("train") or {}).get("epochs") or 0)
+    return shipped_model(device).group_seconds(configs, epochs, shipped_table(), mode, suite)
 
 
 # --------------------------------------------------------------------------- calibration
