@@ -462,7 +462,6 @@ def _calibrate_parser() -> argparse.ArgumentParser:
 def _calibrate(argv: Sequence[str]) -> int:
     """``zoo bench calibrate RECORDS... --out FILE``: fit, print the leave-one-out error, write."""
     from zoo.bench import records
-    from zoo.bench.selection import group_cost_of_config
     from zoo.bench.spec import cost
 
     args = _calibrate_parser().parse_args(argv)
@@ -476,7 +475,7 @@ def _calibrate(argv: Sequence[str]) -> int:
                          fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s)")
         loo = cost.leave_one_out(obs, table, per_suite)
         plain = cost.leave_one_out(obs, table, False) if per_suite else loo
-        old = cost.proportional_leave_one_out(obs, [group_cost_of_config(o.config, o.replicas, o.epochs) for o in obs])
+        old = cost.proportional_leave_one_out(obs, [cost.size_cost(o.config, o.replicas, o.epochs) for o in obs])
         cost.write_model([model], Path(args.out), {"leave_one_out": loo.describe(),
                                                    "leave_one_out_without_suite_factors": plain.describe(),
                                                    "leave_one_out_group_cost": old.describe()})

@@ -138,35 +138,10 @@ def parse_shard(text: str) -> Tuple[int, int]:
     return i, n
 
 
-_DEFAULT_NODES = 1000  # datasets whose size is not a number in the registry (generated ones)
-
-
-def _size(dataset: str) -> float:
-    """nodes + edges from the dataset registry's statistics (no data is loaded)."""
-    from zoo.datasets import get_spec
-
-    stats = dict(get_spec(dataset).stats)
-    nodes = stats.get("nodes")
-    edges = stats.get("edges")
-    nodes = nodes if isinstance(nodes, (int, float)) else _DEFAULT_NODES
-    edges = edges if isinstance(edges, (int, float)) else 4 * nodes
-    return float(nodes + edges)
-
-
 def group_cost(cells: Sequence[Cell]) -> float:
     """Estimated wall time of a group (seconds, at its epoch cap) by the calibrated cost model
     (:mod:`zoo.bench.spec.cost`): what ``--shard`` balances and ``--workers`` orders by."""
     return estimated_group_seconds([c.config for c in cells])
-
-
-def group_cost_of_config(c: Mapping[str, Any], replicas: int, epochs: Optional[int] = None) -> float:
-    """The cost model ``group_cost`` was before the calibrated one (kept to compare with it:
-    ``zoo bench calibrate``): graph size (nodes + edges) x layers x epochs x replicas
-    (``epochs``: those run, else the cap)."""
-    layers = c["model"]["kwargs"].get("num_layers", 2)
-    layers = layers if isinstance(layers, int) and layers > 0 else 2
-    epochs = max(int(c["train"].get("epochs") or 1) if epochs is None else epochs, 1)
-    return _size(c["task"]["dataset"]) * layers * epochs * replicas
 
 
 def shard_groups(groups: Mapping[str, Sequence[Cell]], index: int, count: int) -> List[str]:

@@ -93,13 +93,12 @@ def test_shipped_model_beats_group_cost_on_the_records():
     """The committed records, leave-one-out: the model's median error is below that of the old
     ``selection.group_cost`` (scaled) — the claim docs/benchmarks.md makes."""
     from zoo.bench.records import read_records
-    from zoo.bench.selection import group_cost_of_config
 
     rows = [r for folder in sorted(RECORDS.iterdir()) if folder.is_dir() for r in read_records(folder)]
     obs = [o for o in cost.observations(rows) if o.mode == "train"]
     assert len(obs) >= 79
     model = cost.leave_one_out(obs, TABLE)
-    old = cost.proportional_leave_one_out(obs, [group_cost_of_config(o.config, o.replicas, o.epochs) for o in obs])
+    old = cost.proportional_leave_one_out(obs, [cost.size_cost(o.config, o.replicas, o.epochs) for o in obs])
     assert model.median_factor < 2.0 < old.median_factor and model.r2_log > 0.7 > old.r2_log
 
 

@@ -4,7 +4,7 @@ replicas — all the old ``group_cost`` saw — are the same) is split into bala
 from __future__ import annotations
 
 from zoo.bench import selection as sel
-from zoo.bench.spec.cost import estimated_group_seconds
+from zoo.bench.spec.cost import estimated_group_seconds, size_cost
 from zoo.bench.suite import parse_suite
 
 SKEWED = {
@@ -35,7 +35,7 @@ def test_skewed_suite_is_split_into_balanced_shards():
     best = max(max(cost.values()), sum(cost.values()) / 2)
     assert max(loads) <= 4 / 3 * best  # LPT's bound, measured by the model
     # the old cost (nodes + edges x layers x epochs x replicas) saw four equal groups
-    old = {g: sel.group_cost_of_config(cells[0].config, len(cells)) for g, cells in groups.items()}
+    old = {g: size_cost(cells[0].config, len(cells)) for g, cells in groups.items()}
     assert len(set(old.values())) == 1
 
 

@@ -415,6 +415,16 @@ def leave_one_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, A
     return quality([o.wall_time_s for o in obs], predicted)
 
 
+def size_cost(config: Mapping[str, Any], replicas: int, epochs: Optional[int] = None,
+              table: Optional[Mapping[str, Mapping[str, Any]]] = None) -> float:
+    """The cost ``selection.group_cost`` used before this model, kept to compare with it: graph
+    size (nodes + edges) x layers x epochs (``epochs``: those run, else the cap) x replicas."""
+    size = dataset_size(config["task"], table if table is not None else shipped_table())
+    layers = _int((config["model"].get("kwargs") or {}).get("num_layers"), 2)
+    cap = int((config.get("train") or {}).get("epochs") or 1)
+    return float(size["nodes"] + size["edges"]) * layers * max(cap if epochs is None else epochs, 1) * replicas
+
+
 def proportional_leave_one_out(obs: Sequence[Observation], cost: Sequence[float]) -> FitQuality:
     """The same error for a cost that is only proportional to time (the old ``group_cost``):
     the scale is the geometric mean of wall / cost over the other groups."""
@@ -450,6 +460,6 @@ def expected_epochs(cap: int, finished: Sequence[int]) -> float:
     return float(statistics.median(finished)) if finished else float(cap)
 
 
-__all__ = ["Features", "features", "CostModel", "load_cost_model", "Observation", "observations", "fit",
+__all__ = ["Features", "features", "CostModel", "size_cost", "estimated_group_seconds", "load_cost_model", "Observation", "observations", "fit",
            "leave_one_out", "proportional_leave_one_out", "quality", "FitQuality", "write_model",
            "load_dataset_table", "dataset_size", "expected_epochs", "CostModelError", "TERMS"]
