@@ -56,8 +56,8 @@ class FillCommand:
 
     def command(self) -> str:
         clauses = "".join(f" --where {k}={','.join(format_value(v) for v in vs)}" for k, vs in self.where)
-        hint = "" if self.cls == RUNS_HERE else " --device cuda  # or --executor ray / --shard I/N"
-        return f"zoo bench {self.suite}{clauses}{''.join(' ' + e for e in self.extra)}{hint}"
+        device = "" if self.cls == RUNS_HERE else " --device cuda"  # or --executor ray / --shard I/N on a cluster
+        return f"zoo bench {self.suite}{clauses}{''.join(' ' + e for e in self.extra)}{device}"
 
 
 def entry_matches(entry: Mapping[str, Any], config: Mapping[str, Any],
