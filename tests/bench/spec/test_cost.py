@@ -162,3 +162,9 @@ def test_calibrate_command(tmp_path):
     assert set(data["devices"]["cpu"]["coefficients"]) == set(cost.TERMS)
     assert data["devices"]["cuda"] == {"coefficients": {"dense_macs": 1.0}}  # another device's entry is kept
     assert main(["bench", "calibrate", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+
+
+def test_sparse_threshold_is_the_kernels():
+    from zoo.ops.sparse_linear import SPARSE_MAX_DENSITY
+
+    assert cost.SPARSE_MAX_DENSITY == SPARSE_MAX_DENSITY

@@ -45,7 +45,7 @@ DATASET_TABLE = HERE / "dataset_sizes.json"
 MODEL_FILE = HERE / "cost_model.json"
 TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica")
 
-#: first-layer inputs at most this dense are multiplied as CSR (zoo.nn.functional.SPARSE_MAX_DENSITY)
+#: first-layer inputs at most this dense are multiplied as CSR (zoo.ops.sparse_linear.SPARSE_MAX_DENSITY)
 SPARSE_MAX_DENSITY = 0.05
 #: dispatch cost of a stacked (vmap) call relative to a plain one (lipschitz_table1: R = 2 groups
 #: took 2-3x the time of R = 1 groups of the same cells)
