@@ -1,7 +1,8 @@
-"""Markdown for paper cells without records: each one's estimated cost and class, and the
+"""Markdown and HTML for paper cells without records: each one's estimated cost and class, and the
 ``zoo bench`` commands that would fill a suite's missing cells (no IO)."""
 from __future__ import annotations
 
+import html as h
 from typing import Any, Dict, List, Mapping, Sequence
 
 from zoo.bench.analyze.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
@@ -57,3 +58,20 @@ def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Seque
         lines.append("```")
     lines.append("")
     return lines
+
+
+def missing_html(suite: str, missing: Sequence[MissingCell], commands: Sequence[FillCommand]) -> str:
+    """The same as :func:`missing_markdown`, folded (``<details>``) under the suite's tables."""
+    if not missing:
+        return ""
+    rows = "".join(
+        f"<tr><td>{h.escape(str(m.entry.get('table', '')))}</td><td class=k>{h.escape(describe_entry(m.entry))}</td>"
+        f"<td>{len(m.cells)}</td><td>{h.escape(hours(m.seconds)) if m.cells else '–'}</td>"
+        f"<td>{h.escape(m.cls if m.cells else 'no cell of the suite')}</td></tr>"
+        for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))))
+    cmds = "\n".join(f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {c.cls}" for c in commands)
+    return (f"<details><summary>{h.escape(suite)}: {len(missing)} paper cells not run — "
+            f"{h.escape(totals_line(missing).replace('*', ''))}</summary>"
+            '<table class="sortable"><thead><tr><th>paper table</th><th>cell</th><th>runs</th><th>CPU time</th>'
+            f"<th>class</th></tr></thead><tbody>{rows}</tbody></table>"
+            + (f"<pre>{h.escape(cmds)}</pre>" if cmds else "") + "</details>")
