@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench.records import read_records
+from zoo.bench.store.records import read_records
 from zoo.bench.run import checkpoint as ckpt
 from zoo.bench.run.checkpoint import CheckpointPolicy, Checkpointer, parse_every
-from zoo.bench.runner import run_suite
-from zoo.bench.suite import parse_suite
+from zoo.bench.run.driver import run_suite
+from zoo.bench.spec.suite import parse_suite
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -112,8 +112,8 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
     script = textwrap.dedent(f"""
         import os, signal, json
         from zoo.bench.run.checkpoint import Checkpointer
-        from zoo.bench.runner import run_suite
-        from zoo.bench.suite import parse_suite
+        from zoo.bench.run.driver import run_suite
+        from zoo.bench.spec.suite import parse_suite
         real = Checkpointer.save
         def save(self, state):
             real(self, state)

@@ -92,7 +92,7 @@ def test_observations_from_records_take_the_longest_replica():
 def test_shipped_model_beats_group_cost_on_the_records():
     """The committed records, leave-one-out: the model's median error is below that of the old
     ``selection.group_cost`` (scaled) — the claim docs/benchmarks.md makes."""
-    from zoo.bench.records import read_records
+    from zoo.bench.store.records import read_records
 
     rows = [r for folder in sorted(RECORDS.iterdir()) if folder.is_dir() for r in read_records(folder)]
     obs = [o for o in cost.observations(rows) if o.mode == "train"]
@@ -128,7 +128,7 @@ def test_dataset_table_matches_the_registry():
 
 
 def test_every_suite_dataset_is_in_the_table():
-    from zoo.bench.suite import list_suites, load_suite
+    from zoo.bench.spec.suite import list_suites, load_suite
 
     missing = set()
     for name in list_suites():

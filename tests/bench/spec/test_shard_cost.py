@@ -3,9 +3,9 @@ suite (one group costs as much as all others together, though the graph sizes, d
 replicas — all the old ``group_cost`` saw — are the same) is split into balanced shards."""
 from __future__ import annotations
 
-from zoo.bench import selection as sel
+from zoo.bench.spec import selection as sel
 from zoo.bench.spec.cost import estimated_group_seconds, size_cost
-from zoo.bench.suite import parse_suite
+from zoo.bench.spec.suite import parse_suite
 
 SKEWED = {
     "suite": {"name": "skewed"},
@@ -40,7 +40,7 @@ def test_skewed_suite_is_split_into_balanced_shards():
 
 
 def test_workers_take_the_longest_group_first():
-    from zoo.bench.runner import make_jobs
+    from zoo.bench.run.driver import make_jobs
 
     suite = parse_suite(SKEWED)
     jobs = make_jobs(suite, suite.cells, "cpu", True, None, None)
