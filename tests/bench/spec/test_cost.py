@@ -168,3 +168,12 @@ def test_sparse_threshold_is_the_kernels():
     from zoo.ops.sparse_linear import SPARSE_MAX_DENSITY
 
     assert cost.SPARSE_MAX_DENSITY == SPARSE_MAX_DENSITY
+
+
+def test_the_data_files_ship_with_the_package():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert "*.json" in cfg["options.package_data"]["zoo.bench.spec"]
+    assert cost.MODEL_FILE.parent == cost.DATASET_TABLE.parent == Path(cost.__file__).parent
