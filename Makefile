@@ -21,6 +21,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q -e ".[test,ray]"
+	$(BIN)/python -m pip install -q -e ".[cuda]" || echo "warning: triton could not be installed; the Triton kernel tests will be skipped"
 	$(BIN)/python -m pip install -q $(DGL) || echo "warning: $(DGL) could not be installed; DGL adapter tests will be skipped"
 	touch $@
 

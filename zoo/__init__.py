@@ -17,7 +17,7 @@ from typing import Any, List
 from zoo import build as _build_module  # torch-free; bound now so ``zoo.build`` stays the function below
 from zoo._names import normalize_name
 
-__version__ = "0.1.0"
+from zoo._version import __version__  # noqa: E402  (a leaf: checkpoints record it without importing zoo)
 
 #: public name -> the module that defines it (imported, with the model families, on first use)
 _LAZY = {
@@ -26,16 +26,19 @@ _LAZY = {
     "list_norms": "zoo.norms", "register_norm": "zoo.norms",
     "list_models": "zoo.registry", "list_presets": "zoo.registry", "model_card": "zoo.registry",
     "register_model": "zoo.registry",
+    # the training machinery, loaded on first use (nothing imported by zoo imports it: no cycle)
+    "fit": "zoo.trainer.fit", "save": "zoo.checkpoint", "load": "zoo.checkpoint",
+    "diagnose": "zoo.diagnostics.diagnose",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "bench", "train", "models", "nn", "inits", "norms", "registry", "graph",
-                "papers", "ops")
+                "papers", "ops", "trainer", "callbacks", "checkpoint")
 #: importing these registers every model family and one paper's encoders and heads (and loads torch)
 _PLUGIN_MODULES = ("zoo.models", "zoo.papers")
 
 __all__ = [
     "build", "register_model", "list_models", "list_presets", "model_card",
     "register_init", "list_inits", "apply_init", "register_norm", "list_norms",
-    "Graph", "as_graph", "normalize_name", "list_datasets", "__version__",
+    "Graph", "as_graph", "normalize_name", "list_datasets", "__version__", "fit", "save", "load", "diagnose",
 ]
 
 

@@ -10,6 +10,7 @@
     zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
     zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft]
+    zoo diagnose MODEL --dataset D [--layers N --init A,B --norm N1[,N2] --epochs N --out PAGE.html]
 
 Exit codes: 0 success; 1 some runs failed (recorded as failed; a re-run retries them); 2 an error
 (bad input, unusable folder, corrupt file: one line on stderr); 3 nothing to do (no run recorded:
@@ -181,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--layers", type=int, dest="num_layers")
     tr.add_argument("--hidden", type=int, dest="hidden_dim")
     tr.add_argument("--heads", type=int)
-    tr.add_argument("--init")
+    tr.add_argument("--init", help="init plugin; A,B trains each init (x seeds) as replicas side by side")
     tr.add_argument("--norm")
     tr.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
     tr.add_argument("--lr", type=float)
@@ -201,6 +202,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     tr.add_argument("--data-root", default=None)
     tr.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
+    tr.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
+                    help="keep each run's weights beside its record (as zoo bench --save-weights)")
     tr.add_argument("--force-new", action="store_true",
                     help="OUT holds another configuration's results: move them to OUT/superseded-<time>/ first")
     tr.add_argument("--quiet", action="store_true")
@@ -222,6 +225,9 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
     be.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     be.add_argument("--no-leaderboard", action="store_true")
+    be.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
+                    help="keep each run's weights beside its record: best = the selected epoch, last = the final "
+                         "state (OUT/weights/<id>.safetensors, ~4 bytes per parameter; zoo.load(OUT, cell=, seed=))")
     ex = be.add_argument_group("selection and execution (docs/distributed.md)")
     ex.add_argument("--where", action="append", default=[], metavar="KEY=V1[,V2]",
                     help="run only cells with KEY in the values (repeatable; keys as in the suite, e.g. "
@@ -255,6 +261,28 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--max-retries", type=int, default=3, metavar="N",
                     help="Ray: retries of a group whose worker died before it is recorded as failed (default 3)")
 
+    dg = sub.add_parser("diagnose", help="train briefly (or load saved weights), record every layer's diagnostics, "
+                                         "and write one HTML page showing why the model trains or not")
+    dg.add_argument("model", help="model name (A,B: models side by side), a checkpoint (.safetensors from zoo.save), "
+                                  "or a zoo bench results folder with --cell/--seed (run with --save-weights)")
+    dg.add_argument("--dataset", default=None, help="transductive dataset (default: a bench checkpoint's own)")
+    dg.add_argument("--layers", type=positive_int, dest="num_layers")
+    dg.add_argument("--hidden", type=positive_int, dest="hidden_dim")
+    dg.add_argument("--init", type=lambda s: [v for v in s.split(",") if v], default=None, metavar="A[,B...]",
+                    help="inits to compare side by side, e.g. xavier,bal_o")
+    dg.add_argument("--norm", help="norm plugin (A,B: norms side by side)")
+    dg.add_argument("--epochs", type=int, default=50)
+    dg.add_argument("--optimizer", default="sgd")
+    dg.add_argument("--lr", type=float, default=0.05)
+    dg.add_argument("--seeds", type=parse_seeds, default=[0])
+    dg.add_argument("--every", type=positive_int, default=1, help="record every N epochs (default 1)")
+    dg.add_argument("--set", action="append", type=parse_setting, default=[], metavar="KEY=VALUE",
+                    help="any other suite key (model option, trainer key, dtype=float64...)")
+    dg.add_argument("--cell", default=None, help="with a results folder: the run's cell id (or a unique prefix)")
+    dg.add_argument("--seed", type=int, default=None, help="with a results folder: the run's seed")
+    dg.add_argument("--device", default=None)
+    dg.add_argument("--out", default="diagnose.html", help="the page to write (default %(default)s)")
+
     mg = sub.add_parser("merge", help="merge shard / slice results folders of one suite into one folder")
     mg.add_argument("results", nargs="+", help="results folders written by `zoo bench --shard I/N --out ...`")
     mg.add_argument("--out", required=True, help="new folder for the merged results")
@@ -277,6 +305,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="write the pages even if open cells have no note yet (marked; exit 1); --check refuses them")
     from zoo.cli_docs import add_docs_parser
     add_docs_parser(sub)
+    sub.add_parser("build-kernels", help="compile the C++ attention kernels now (else: at first use); "
+                                         "prints the library's path (zoo/ops/_compiled/build.py)")
     return p
 
 
@@ -321,18 +351,23 @@ def _suites_table() -> str:
 
 
 def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
-    defaults: Dict[str, Any] = {"model": args.model, "dataset": args.dataset}
-    for key in ("num_layers", "hidden_dim", "heads", "init", "norm", "optimizer", "lr", "weight_decay", "epochs",
+    """``zoo train``'s suite: zoo.fit's cells for the same options (:func:`zoo.trainer.fit.fit_suite`),
+    run by the runner so that they are recorded, resumable and on a leaderboard."""
+    from zoo.trainer.fit import fit_suite
+
+    keys: Dict[str, Any] = {}
+    for key in ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs",
                 "patience", "dropout", "split", "transforms", "dtype"):
         v = getattr(args, key)
         if v is not None:
-            defaults[key] = v
+            keys[key] = v
+    inits = [v for v in (args.init or "").split(",") if v]
     for key, value in args.set:
-        if key in defaults and key not in ("model", "dataset"):
+        if key in keys or (key == "init" and inits):
             raise SystemExit(f"zoo train: {key!r} is given twice (as an option and with --set)")
-        defaults[key] = value
-    return {"suite": {"name": "train", "title": f"zoo train {args.model} on {args.dataset}"},
-            "defaults": defaults, "grid": {"seed": list(args.seeds)}}
+        keys[key] = value
+    return fit_suite(args.model, args.dataset, seeds=args.seeds, inits=inits, name="train",
+                     title=f"zoo train {args.model} on {args.dataset}", **keys)
 
 
 def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True) -> int:
@@ -362,7 +397,7 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
                         force_new=getattr(args, "force_new", False),
                         executor=executor, workers=workers, where=where, shard=shard,
-                        threads=getattr(args, "threads", None),
+                        threads=getattr(args, "threads", None), save_weights=args.save_weights,
                         checkpoint_every=getattr(args, "checkpoint_every", None))
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
@@ -427,6 +462,28 @@ def _estimate(suite: Any, out: Path, args: argparse.Namespace) -> int:
     command = f"zoo bench {args.suite}" + "".join(f" --set {k}={v}" for k, v in args.set) + \
         "".join(f" --where {w}" for w in args.where or [])
     print(format_estimate(est, command))
+    return 0
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    from zoo.diagnostics.diagnose import diagnose
+
+    options = {k: getattr(args, k) for k in ("num_layers", "hidden_dim") if getattr(args, k) is not None}
+    if args.norm:
+        norms = [v for v in args.norm.split(",") if v]
+        options["norm"] = norms if len(norms) > 1 else norms[0]
+    for key, value in args.set:
+        if key in options:
+            raise CliError(f"{key!r} is given twice (as an option and with --set)")
+        options[key] = value
+    writable_dir(Path(args.out).resolve().parent, "--out")
+    d = diagnose(args.model, args.dataset, inits=args.init, epochs=args.epochs, seeds=args.seeds,
+                 optimizer=args.optimizer, lr=args.lr, every=args.every, out=args.out, cell=args.cell,
+                 seed=args.seed, device=args.device, **options)
+    for history in d.history if isinstance(d.history, list) else [d.history]:
+        print(history.summary())
+    print(f"verdict: {d.verdict}")
+    print(f"page: {d.path} ({d.seconds:.1f} s)")
     return 0
 
 
@@ -532,8 +589,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             out = Path(args.out or f"results/train/{cell_id(raw)[:10]}")
             args.max_replicas = None
             return _bench(suite, out, args)
+        if args.command == "diagnose":
+            return _diagnose(args)
         if args.command == "merge":
             return _merge(args)
+        if args.command == "build-kernels":
+            from zoo.ops._compiled.build import build_for_cli
+
+            return build_for_cli()
         if args.command == "report":
             return _report(args)
         if args.command == "docs":

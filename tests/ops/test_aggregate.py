@@ -11,6 +11,9 @@ from zoo.ops import fused as fused_kernels
 from zoo.ops.aggregate import edge_attention
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 
+# the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
+pytestmark = pytest.mark.usefixtures("torch_op_kernels")
+
 TOL = dict(rtol=0, atol=1e-10)
 
 

@@ -12,6 +12,9 @@ from tests.conftest import awkward_graph
 from zoo.graph import as_graph
 from zoo.ops import dispatch
 
+# the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
+pytestmark = pytest.mark.usefixtures("torch_op_kernels")
+
 
 @pytest.fixture
 def taken(monkeypatch):

@@ -11,6 +11,9 @@ from zoo.ops import fused as fused_kernels
 from zoo.ops.message import leaky_relu_dot
 from zoo.ops.segment import segment_sum
 
+# the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
+pytestmark = pytest.mark.usefixtures("torch_op_kernels")
+
 
 def _saved_ehc(fn, E, H, C):
     """Storages of (E, H, C)-sized tensors that autograd saves while ``fn`` runs."""

@@ -15,6 +15,9 @@ from zoo.ops.message import node_scores
 from zoo.ops.score import gat_edge_scores
 from zoo.ops.segment import gather_rows
 
+# the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
+pytestmark = pytest.mark.usefixtures("torch_op_kernels")
+
 TOL = dict(rtol=0, atol=1e-10)
 
 

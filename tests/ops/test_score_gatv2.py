@@ -15,6 +15,9 @@ from zoo.ops.message import leaky_relu_dot
 from zoo.ops.score import gatv2_score
 from zoo.ops.segment import gather_rows
 
+# the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
+pytestmark = pytest.mark.usefixtures("torch_op_kernels")
+
 TOL = dict(rtol=0, atol=1e-10)
 
 

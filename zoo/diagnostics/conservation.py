@@ -157,7 +157,8 @@ def parameter_change(initial: Union[nn.Module, Snapshot], final: Union[nn.Module
 
 
 class ConservationRecorder:
-    """Training callback: every ``every`` epochs, after ``loss.backward()``, record the diagnostics.
+    """Training callback: every ``every`` epochs, after ``loss.backward()``, record the diagnostics
+    (in your own loop, as below, or as a ``zoo.fit`` callback: ``callbacks=[ConservationRecorder()]``).
 
     Example::
 
@@ -174,15 +175,28 @@ class ConservationRecorder:
     and any extra keyword values (``loss``, ``val_acc``...).
     """
 
-    def __init__(self, model: nn.Module, every: int = 10, conservation: bool = True) -> None:
+    def __init__(self, model: Optional[nn.Module] = None, every: int = 10, conservation: bool = True,
+                 replica: int = 0) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
-        self.model, self.every, self.conservation = model, every, conservation
+        self.model, self.every, self.conservation, self.replica = model, every, conservation, replica
         self.history: List[Dict[str, Any]] = []
+
+    def on_epoch_end(self, state: Any) -> None:
+        """As a ``zoo.fit`` callback (``ConservationRecorder(every=25)``, no model): record replica
+        ``replica`` of the fit every ``every`` epochs, with its metrics (``train``, ``val_loss``...).
+        The last state has no gradient (no step follows it) and is not recorded."""
+        if state.grads is None or state.epoch % self.every:
+            return
+        self.model = state.replica(self.replica)
+        self(state.epoch, **{k: float(v[self.replica]) for k, v in state.metrics.items()})
 
     def __call__(self, epoch: int, **extra: Any) -> Optional[Dict[str, Any]]:
         if epoch % self.every:
             return None
+        if self.model is None:
+            raise ValueError("ConservationRecorder() without a model is a zoo.fit callback; to call it in your own "
+                             "loop, give it the model: ConservationRecorder(model, every=...)")
         norms = relative_grad_norms(self.model)
         record: Dict[str, Any] = {
             "epoch": int(epoch),

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.ops.dispatch import attention, gat_scores
+from zoo.ops.dispatch import gat_attention
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
@@ -76,9 +76,9 @@ class GATLayer(nn.Module):
         normalize = None
         if self.score_norm is not None:
             normalize = lambda scores: self.score_norm.normalize_gat(self, graph, x, xw, scores)  # noqa: E731
-        scores = gat_scores(xw, self.att_src, self.att_dst, graph, self.negative_slope,
-                            bias=self.score_bias(graph), normalize=normalize)
-        out, alpha = attention(scores, xw, graph, attn_dropout=self.attn_dropout, training=self.training)
+        out, alpha = gat_attention(xw, self.att_src, self.att_dst, graph, self.negative_slope,
+                                   bias=self.score_bias(graph), normalize=normalize,
+                                   attn_dropout=self.attn_dropout, training=self.training)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias

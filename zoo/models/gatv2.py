@@ -10,7 +10,7 @@ from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
-from zoo.ops.dispatch import attention, gatv2_scores
+from zoo.ops.dispatch import gatv2_attention
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
@@ -94,14 +94,11 @@ class GATv2Layer(nn.Module):
         if self.score_norm is not None:
             score = lambda hidden: self.score_norm.normalize_gatv2(  # noqa: E731
                 self, graph, x, x_src, x_src if x_dst is None else x_dst, hidden)
-        scores, src_rows = gatv2_scores(x_src, x_dst, self.att, graph, self.negative_slope, terms=terms,
-                                        score=score, attn_dropout=self.attn_dropout, training=self.training)
-        if self.lin_update is None:
-            values = x_src
-        else:  # U h_u with a third matrix: the gathered W_s h_u are not the messages
-            values, src_rows = linear(x, self.lin_update.weight).view(shape), None
-        out, alpha = attention(scores, values, graph, attn_dropout=self.attn_dropout, training=self.training,
-                               source_rows=src_rows)
+        # U h_u with a third matrix (update_weight="separate"), else the messages are W_s h_u
+        values = None if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
+        out, alpha = gatv2_attention(x_src, x_dst, self.att, graph, self.negative_slope, values=values,
+                                     terms=terms, score=score, attn_dropout=self.attn_dropout,
+                                     training=self.training)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias

@@ -80,6 +80,9 @@ class GraphPool(nn.Module):
                  readout: Any = "mean") -> None:
         super().__init__()
         self.gnn = gnn
+        # how to rebuild this head (zoo.save); None when the readout is a module (it cannot be named)
+        self.config = None if isinstance(readout, nn.Module) else {
+            "pooled_dim": pooled_dim, "num_outputs": num_outputs, "hidden": hidden, "readout": readout}
         self.readout = make_readout(readout, pooled_dim)
         self.mlp = nn.Sequential(nn.Linear(pooled_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
 

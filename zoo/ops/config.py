@@ -13,6 +13,11 @@ switch once per call; the layers never read it.
 
 The environment variable ``ZOO_FUSED`` (read once, at import) sets the starting value:
 ``0``/``off``/``none`` (plain), ``1``/``on``/``all`` (default), ``score`` or ``aggregate``.
+
+With both kernels on, the dispatch uses the *compiled* attention (score + softmax + aggregation
+in one C++ / Triton op, :mod:`zoo.ops._compiled`) where it serves the device, for graphs of any
+size.  ``compiled=False`` — or the environment variable ``ZOO_KERNELS=off``, read whenever a
+setting is made — keeps the torch-op kernels above.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import FrozenSet, Iterable, Iterator, Optional, Union
+
+from zoo.ops._compiled.build import kernels_disabled
 
 #: The environment variable read at import.
 FUSED_ENV = "ZOO_FUSED"
@@ -43,10 +50,17 @@ _WORDS = {"1": _ALL, "on": _ALL, "true": _ALL, "all": _ALL, "yes": _ALL,
 
 @dataclass(frozen=True)
 class FusedConfig:
-    """Which fused kernels the dispatch may use, and the size below which one replica stays plain."""
+    """Which fused kernels the dispatch may use, the size below which one replica stays plain (the
+    torch-op kernels only), and whether the compiled attention may replace both kernels."""
 
     kernels: FrozenSet[str] = _ALL
     min_elements: int = FUSED_MIN_ELEMENTS
+    compiled: bool = True
+
+    @property
+    def use_compiled(self) -> bool:
+        """The compiled attention is on: both kernels and ``compiled`` (device support aside)."""
+        return self.compiled and self.score and self.aggregate
 
     @property
     def score(self) -> bool:
@@ -80,9 +94,10 @@ def parse_kernels(choice: Choice, *, source: str = "set_fused") -> FrozenSet[str
 
 def _from_env() -> FusedConfig:
     value = os.environ.get(FUSED_ENV)
+    compiled = not kernels_disabled()
     if value is None or not value.strip():
-        return FusedConfig()
-    return FusedConfig(parse_kernels(value, source=f"environment variable {FUSED_ENV}={value!r}"))
+        return FusedConfig(compiled=compiled)
+    return FusedConfig(parse_kernels(value, source=f"environment variable {FUSED_ENV}={value!r}"), compiled=compiled)
 
 
 _config = _from_env()
@@ -93,19 +108,21 @@ def use_fused() -> FusedConfig:
     return _config
 
 
-def set_fused(enabled: Choice = True, *, min_elements: Optional[int] = None) -> FusedConfig:
+def set_fused(enabled: Choice = True, *, min_elements: Optional[int] = None,
+              compiled: Optional[bool] = None) -> FusedConfig:
     """Switch the fused kernels for the whole process; returns the previous setting.
 
     ``enabled``: ``True`` (all), ``False`` (none), ``"score"``, ``"aggregate"`` or a list of them.
     ``min_elements``: the ``E * heads * channels`` size from which a single replica uses a fused
     kernel (default :data:`FUSED_MIN_ELEMENTS`; ``0`` fuses every graph — tests and benchmarks).
+    ``compiled``: whether the compiled attention may be used (default: unless ``ZOO_KERNELS=off``).
     """
     global _config
     previous = _config
     threshold = FUSED_MIN_ELEMENTS if min_elements is None else int(min_elements)
     if threshold < 0:
         raise ValueError(f"set_fused: min_elements must be >= 0, got {min_elements!r}")
-    _config = FusedConfig(parse_kernels(enabled), threshold)
+    _config = FusedConfig(parse_kernels(enabled), threshold, not kernels_disabled() if compiled is None else compiled)
     return previous
 
 
@@ -118,9 +135,10 @@ def restore(config: FusedConfig) -> None:
 
 
 @contextmanager
-def fused(enabled: Choice = True, *, min_elements: Optional[int] = None) -> Iterator[FusedConfig]:
+def fused(enabled: Choice = True, *, min_elements: Optional[int] = None,
+          compiled: Optional[bool] = None) -> Iterator[FusedConfig]:
     """:func:`set_fused` for a ``with`` block; the previous setting comes back on exit (also on errors)."""
-    previous = set_fused(enabled, min_elements=min_elements)
+    previous = set_fused(enabled, min_elements=min_elements, compiled=compiled)
     try:
         yield _config
     finally:

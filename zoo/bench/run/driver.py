@@ -50,10 +50,12 @@ from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome,
 from zoo.bench.run.modes import get_mode
 from zoo.bench.run.provenance import provenance
 from zoo.bench.run.train import RunResult, build_replicas
+from zoo.bench.run.weights import weights_payload
 from zoo.bench.spec.config import TrainConfig
 from zoo.bench.spec.selection import group_cost, select, selection_info
 from zoo.bench.spec.suite import Cell, Suite
 from zoo.bench.store import records
+from zoo.bench.store.weights import check_save_weights, write_weights
 from zoo.datasets import MissingDataError, load
 from zoo.nn.readout import GraphPool
 
@@ -182,14 +184,18 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
 
 def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
               progress: Optional[Callable[[int], None]] = None,
+              save_weights: str = "none",
               checkpoint: Optional[Checkpointer] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
     """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
 
-    ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``checkpoint``
-    saves / resumes the training loop's state (:mod:`zoo.bench.run.checkpoint`).
+    ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``save_weights``
+    (``best`` / ``last``) adds each replica's checkpoint bytes as ``extra["weights_data"]``;
+    ``checkpoint`` saves / resumes the training loop's state (:mod:`zoo.bench.run.checkpoint`).
     """
     dtype = getattr(torch, cells[0].config["run"]["dtype"])
     cfg = train_config(cells[0])
+    if save_weights == "best":
+        cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
     factories = [model_factory(c, task) for c in cells]
     seeds = [c.seed for c in cells]  # replica r is seeded by seeds[r] alone
     if device.type == "cuda":
@@ -200,10 +206,14 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
     mem, mem_kind = _peak_memory(device)
     # a resumed group: the training time of the sittings before this one counts too
     group_time = time.perf_counter() - start + float(results[0].extra.get("resumed_elapsed_s", 0.0))
+    payload = weights_payload(save_weights, replicas, cells, results)
     out = []
-    for cell, res in zip(cells, results):
-        out.append((res, {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
-                          "group_size": len(cells)}))
+    for cell, res, data in zip(cells, results, payload):
+        extra = {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
+                 "group_size": len(cells)}
+        if data is not None:
+            extra["weights_data"] = data  # written beside the record by the driver (_log_outcome)
+        out.append((res, extra))
     return out
 
 
@@ -244,7 +254,8 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
         if job.checkpoint_dir is not None and job.checkpoint_every is not None and job.checkpoint_every.enabled:
             checkpoint = Checkpointer(Path(job.checkpoint_dir) / f"{checkpoint_key(cells, job.stacked)}.pt",
                                       job.checkpoint_every, fingerprint(cells, job.stacked))
-        results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress, checkpoint=checkpoint)
+        results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress,
+                            save_weights=job.save_weights, checkpoint=checkpoint)
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
@@ -308,7 +319,7 @@ def data_env() -> Dict[str, str]:
 
 
 def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
-              max_replicas: Optional[int], data_root: Optional[PathLike],
+              max_replicas: Optional[int], data_root: Optional[PathLike], save_weights: str = "none",
               checkpoint_dir: Optional[PathLike] = None,
               checkpoint_every: CheckpointPolicy = CheckpointPolicy()) -> List[GroupJob]:
     """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked;
@@ -320,7 +331,8 @@ def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacke
     env = data_env()
     chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
     ckpt = None if checkpoint_dir is None else str(Path(checkpoint_dir).expanduser().resolve())
-    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), ckpt, checkpoint_every)
+    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), save_weights, ckpt,
+                     checkpoint_every)
             for i, chunk in enumerate(chunks)]
 
 
@@ -329,7 +341,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
               stop_after: Optional[int] = None, force_new: bool = False,
               executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
-              threads: Optional[int] = None,
+              threads: Optional[int] = None, save_weights: str = "none",
               checkpoint_every: Union[str, float, CheckpointPolicy, None] = None) -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
@@ -345,11 +357,14 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
     anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,
     41 s with 2 threads beside one other busy process; docs/benchmarks.md). Use ``--workers`` for
-    the other cores.
+    the other cores.  ``save_weights``: ``"best"`` (the selected epoch's state) or ``"last"`` keeps
+    each finished run's checkpoint in ``out/weights/<cell id>.safetensors``, named by its record
+    (:mod:`zoo.bench.store.weights`; ``zoo.load(out, cell=..., seed=...)``); ``"none"`` (default).
     ``checkpoint_every``: a group training longer than this saves its state in ``out/checkpoints/``
     and a re-run resumes it (:mod:`zoo.bench.run.checkpoint`; ``600``, ``10m``, ``50ep``, ``off``;
     default 10 minutes).
     """
+    check_save_weights(save_weights)
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
                                      or max_replicas < 1):
         raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
@@ -372,7 +387,8 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
         done = records.completed_ids(results_path)
         pending = [c for c in cells if c.id not in done]
         policy = checkpoint_every if isinstance(checkpoint_every, CheckpointPolicy) else parse_every(checkpoint_every)
-        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, out / CHECKPOINT_DIR, policy)
+        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights, out / CHECKPOINT_DIR,
+                         policy)
         if stop_after is not None:
             jobs = jobs[:stop_after]
         if isinstance(executor, Executor):
@@ -416,6 +432,10 @@ def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: Ru
             summary.failed[c.id] = outcome.error
     else:
         for cell, res, extra in outcome.results:
+            data = extra.pop("weights_data", None)
+            if data is not None:  # the checkpoint first: a record never names a file that is not there
+                extra = {**extra, "weights": write_weights(results_path.parent, cell.id, data),
+                         "weights_bytes": len(data)}
             records.append_record(results_path, make_record(suite, cell, res, extra))
             summary.ran += 1
             summary.diverged += int(res.diverged)

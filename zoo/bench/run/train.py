@@ -42,6 +42,7 @@ from zoo.bench.run.checkpoint import (Checkpointer, generator_states, load_gener
                                       restore_params, tensor_state, to_device)
 from zoo.bench.run.optim import make_lr_scheduler, make_optimizer
 from zoo.bench.spec.config import SELECT, SPLITS, TrainConfig  # noqa: F401  (SELECT, TrainConfig: re-exported)
+from zoo.callbacks import EpochState
 from zoo.nn.functional import ReplicaRandomness, replica_randomness
 
 @dataclass
@@ -172,6 +173,25 @@ class Replicas:
 
 
 # --------------------------------------------------------------------------- task views
+
+
+def draws_dropout(model: nn.Module) -> bool:
+    """Whether a training-mode forward of ``model`` draws dropout masks: an ``nn.Dropout`` with
+    ``p > 0``, or any sub-module's dropout rate above 0 — every numeric attribute whose name ends
+    in ``dropout`` (``dropout``, ``attn_dropout``, SAN's ``input_dropout``, ...), since the
+    models call :func:`zoo.nn.functional.dropout` with their own rate attributes.
+
+    Reading only the top-level ``dropout`` / ``attn_dropout`` missed SAN's ``input_dropout``:
+    its validation and test accuracies were then measured with the input dropout on (issue 23).
+    """
+    for module in model.modules():
+        if isinstance(module, nn.Dropout) and module.p > 0:
+            return True
+        for name, value in vars(module).items():
+            if name.endswith("dropout") and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and value > 0:
+                return True
+    return False
 
 
 def _labels_and_loss(task: Any) -> Tuple[Callable[[Tensor, Tensor], Tensor], bool]:
@@ -374,13 +394,32 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
     return Replicas(models, stacked=stacked, seeds=seeds), view
 
 
+def _epoch_state(epoch: int, replicas: Replicas, view: Any, grads: Optional[Sequence[Tensor]], scores: Tensor,
+                 train_loss: Tensor, val_loss: Tensor, active: Tensor, labels: Optional[Sequence[str]],
+                 scratch: Dict[str, Any]) -> Any:
+    """What callbacks see of state ``epoch`` (the tensors themselves, not copies)."""
+    return EpochState(
+        epoch=epoch, names=replicas.names, params=replicas.params,
+        grads=None if grads is None else list(grads),
+        metrics={"train": scores[:, 0], "val": scores[:, 1], "test": scores[:, 2], "train_loss": train_loss,
+                 "val_loss": val_loss},
+        active=active, labels=list(labels) if labels is not None else [str(r) for r in range(replicas.size)],
+        base=replicas.base, inputs=view.inputs() if isinstance(view, _Transductive) else None,
+        buffers=replicas.buffers, scratch=scratch)
+
+
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
-                   progress: Optional[Callable[[int], None]] = None,
+                   progress: Optional[Callable[[int], None]] = None, callbacks: Sequence[Any] = (),
+                   labels: Optional[Sequence[str]] = None,
                    checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
     """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
 
+    ``callbacks``: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`), called
+    after every evaluated state, and optionally ``on_fit_end(state)`` with the last one; they only
+    read, so the training is the same with or without them.  ``labels`` names the replicas for them.
     ``checkpoint``: resume from its saved state if it has one, and save the loop's state when it
-    is due (:mod:`zoo.bench.run.checkpoint`); the numbers are those of an uninterrupted run.
+    is due (:mod:`zoo.bench.run.checkpoint`); the numbers are those of an uninterrupted run (the
+    callbacks' own state is not saved: a resumed group calls them from the resumed epoch on).
     """
     R = replicas.size
     device = replicas.params[0].device
@@ -407,9 +446,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
                 opt = optimizer()  # its state (all zero so far) in the parameters' new layout
         opt.step(replicas.params, grads, active)
 
-    deterministic = not any(isinstance(m, nn.Dropout) for m in replicas.base.modules()) and \
-        float(getattr(replicas.base, "dropout", 0.0) or 0.0) == 0.0 and \
-        float(getattr(replicas.base, "attn_dropout", 0.0) or 0.0) == 0.0
+    # Without dropout the training-mode logits are the evaluation logits (one forward saved).
+    deterministic = not draws_dropout(replicas.base)
     transductive = isinstance(view, _Transductive)
 
     active = torch.ones(R, dtype=torch.bool, device=device)
@@ -425,6 +463,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     running = [True] * R  # ``active`` on the host (stopping is read back once an epoch anyway)
     best_state: Optional[List[Tensor]] = [p.detach().clone() for p in replicas.params] if cfg.keep_best_state else None
     last_pass_loss: Optional[Tensor] = None
+    scratch: Dict[str, Any] = {}  # the callbacks' replica module, built once
 
     start = time.perf_counter()
     epochs_done = 0
@@ -524,6 +563,10 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         epochs_done = epoch
         if progress is not None:
             progress(1)
+        if callbacks:
+            state = _epoch_state(epoch, replicas, view, grads, scores, train_loss, val_loss, active, labels, scratch)
+            for cb in callbacks:
+                cb.on_epoch_end(state)
         if not any(running):
             break
         if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
@@ -558,6 +601,10 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
                          "since_best": since_best, "diverged_epoch": diverged_epoch, "stop_epoch": stop_epoch},
                 "reason": reason, "running": running, "last_pass_loss": last_pass_loss, "best_state": best_state})
 
+    if callbacks:
+        for cb in callbacks:
+            if callable(getattr(cb, "on_fit_end", None)):
+                cb.on_fit_end(state)
     elapsed = time.perf_counter() - start
     per_epoch = elapsed / max(epochs_done + 1, 1)
     n_params = replicas.num_parameters()

@@ -1,0 +1,103 @@
+"""Building the C++ kernels: a killed build leaves no lock that hangs later builds, a timeout kills
+the compiler, and without a compiler the zoo falls back to the plain ops with one warning."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests.conftest import REPO
+from zoo.ops._compiled import build
+
+TINY = "extern \"C\" int zoo_tiny(void) { return 1; }\n"
+
+
+@pytest.fixture
+def tiny_source(tmp_path, monkeypatch):
+    """A trivial C++ source in a private extensions directory: builds in seconds, not a minute."""
+    source = tmp_path / "tiny.cpp"
+    source.write_text(TINY)
+    monkeypatch.setattr(build, "SOURCE", source)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    return source
+
+
+def test_a_stale_torch_lock_does_not_hang_the_next_build(tiny_source):
+    """torch's FileBaton waits forever on the ``lock`` file a killed build leaves behind."""
+    directory = build.build_directory(build.extension_name())
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "lock").touch()  # what a build killed while holding torch's baton leaves
+    start = time.monotonic()
+    library = build.build(timeout_s=120)
+    assert library.exists() and time.monotonic() - start < 120
+    assert not (directory / "lock").exists()
+
+
+def test_a_timed_out_build_is_killed_and_leaves_no_lock(tiny_source):
+    directory = build.build_directory(build.extension_name())
+    with pytest.raises(RuntimeError, match="was killed"):
+        build.build(timeout_s=0.5)  # killed while starting up or compiling
+    assert not (directory / "lock").exists()
+    assert build.build(timeout_s=120).exists()  # and the next build goes through
+
+
+def test_the_extension_name_carries_source_and_cpu_hashes(tiny_source, monkeypatch):
+    name = build.extension_name()
+    tiny_source.write_text(TINY + "// edited\n")
+    assert build.extension_name() != name  # an edited source never loads a stale library
+    if build.cpu_feature_tag() is not None:
+        assert build.cpu_feature_tag() in name and "-march=native" in build.cflags()
+    monkeypatch.setenv("ZOO_KERNELS_NATIVE", "0")
+    assert "-march=native" not in build.cflags() and build.extension_name().endswith("_generic")
+
+
+def _fresh_python(code: str, tmp_path, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "OMP_NUM_THREADS": "1", **env}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=full, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_without_a_compiler_one_warning_and_the_plain_path(tmp_path):
+    done = _fresh_python("""
+        import warnings, torch
+        from zoo.ops._compiled import ops
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first, second = ops.available(torch.device("cpu")), ops.available(torch.device("cpu"))
+        print(first, second, sum("compiled attention kernels are unavailable" in str(w.message) for w in caught))
+    """, tmp_path, CXX="/bin/false")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["False", "False", "1"]
+
+
+def test_zoo_kernels_off_disables_without_building(tmp_path):
+    done = _fresh_python("""
+        import warnings, torch
+        warnings.simplefilter("error")
+        from zoo.ops._compiled import ops
+        print(ops.available(torch.device("cpu")))
+    """, tmp_path, ZOO_KERNELS="off")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["False"]
+    assert not (tmp_path / "ext").exists()
+
+
+def test_cli_build_kernels_prints_the_library(tiny_source, capsys):
+    from zoo.cli import main
+
+    assert main(["build-kernels"]) == 0
+    path = capsys.readouterr().out.strip()
+    assert path.endswith(".so") and os.path.exists(path)
+
+
+def test_cli_build_kernels_fails_in_one_line_without_a_compiler(tiny_source, monkeypatch, capsys):
+    from zoo.cli import main
+
+    monkeypatch.setenv("CXX", "/bin/false")
+    assert main(["build-kernels"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("zoo build-kernels: error:")

@@ -1,0 +1,151 @@
+"""The C++ attention ops equal the plain torch ops at float64 to 1e-10: values and gradients,
+isolated nodes, a destination of degree 41 (> the 32-destination block), C = 5 (not a power of
+two), several heads, under vmap with R = 3; opcheck on every op; deterministic across threads."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import vmap
+
+from tests.ops.compiled.cases import assert_same, fused, make_inputs, reference
+from zoo.ops._compiled import ops
+
+pytestmark = pytest.mark.skipif(not ops.available(torch.device("cpu")),
+                                reason="the C++ attention kernels could not be built here (no compiler?)")
+
+FAMILIES = ["gatv2", "gat"]
+
+
+def _fused(family, case):
+    return fused(family, case, ops.gatv2_attention, ops.gat_attention)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("heads,channels,value_channels", [(1, 5, None), (3, 5, None), (2, 4, 7)])
+def test_equals_plain(family, heads, channels, value_channels):
+    case = make_inputs(family, heads, channels, value_channels)
+    assert_same(_fused(family, case), reference(family, case), case["tensors"])
+
+
+def test_gat_without_bias_and_isolated_node_gets_zero():
+    case = make_inputs("gat", bias=False)
+    assert_same(_fused("gat", case), reference("gat", case), case["tensors"])
+    out, _ = _fused("gat", case)(*case["tensors"].values())
+    assert out[6].abs().max() == 0
+
+
+def test_shared_tensors_sum_their_gradients():
+    """GATv2 with shared weights passes one tensor as x_src, x_dst and values."""
+    case = make_inputs("gatv2")
+    x = case["tensors"]["x_src"]
+    att = case["tensors"]["att"]
+    assert_same(lambda x, att: _fused("gatv2", case)(x, x, x, att),
+                lambda x, att: reference("gatv2", case)(x, x, x, att), dict(x=x, att=att))
+
+
+def _stack(tensors, replicas, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    return {k: None if v is None else (v.detach().unsqueeze(0) + torch.randn((replicas,) + v.shape, generator=g,
+                                                                             dtype=v.dtype)).requires_grad_()
+            for k, v in tensors.items()}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_equals_plain_under_vmap(family):
+    case = make_inputs(family, heads=2, channels=3)
+    stacked = _stack(case["tensors"], 3)
+    dims = tuple(None if v is None else 0 for v in stacked.values())
+    assert_same(vmap(_fused(family, case), in_dims=dims), vmap(reference(family, case), in_dims=dims), stacked)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_replica_is_bitwise_the_same_alone_and_in_any_thread_count(family):
+    case = make_inputs(family, heads=2, channels=3)
+    stacked = _stack(case["tensors"], 3)
+    dims = tuple(None if v is None else 0 for v in stacked.values())
+
+    def run(fn, tensors):
+        out, alpha = fn(*tensors.values())
+        grads = torch.autograd.grad(out.square().sum() + alpha.sum(), [v for v in tensors.values() if v is not None])
+        return [out, alpha, *grads]
+
+    together = run(vmap(_fused(family, case), in_dims=dims), stacked)
+    threads = torch.get_num_threads()
+    try:
+        for n_threads in (1, 2):
+            torch.set_num_threads(n_threads)
+            alone = run(_fused(family, case), {k: None if v is None else v[1].detach().requires_grad_()
+                                               for k, v in stacked.items()})
+            for a, b in zip(alone, together):
+                assert torch.equal(a, b[1])
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_opcheck(family):
+    case = make_inputs(family, heads=2, channels=3)
+    t = {k: v for k, v in case["tensors"].items()}
+    graph = ops._graph(case["orders"])
+    if family == "gatv2":
+        args = (t["x_src"], t["x_dst"], t["values"], t["att"], *graph, 0.2)
+        fwd, bwd = torch.ops.zoo_kernels.gatv2_forward, torch.ops.zoo_kernels.gatv2_backward
+        fixed = (t["x_src"], t["x_dst"], t["values"], t["att"])
+    else:
+        args = (t["score_src"], t["score_dst"], t["bias"], t["values"], *graph, 0.2)
+        fwd, bwd = torch.ops.zoo_kernels.gat_forward, torch.ops.zoo_kernels.gat_backward
+        fixed = (t["score_src"], t["score_dst"], t["bias"], t["values"])
+    torch.library.opcheck(fwd, args)
+    out, alpha, lse = fwd(*[a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+    grad_out, grad_alpha = torch.randn_like(out), torch.randn_like(alpha)
+    for ga in (grad_alpha, None):
+        torch.library.opcheck(bwd, (grad_out, ga, *[a.detach() for a in fixed], out, lse, *graph, 0.2))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_equals_plain_when_heads_are_processed_in_blocks(family):
+    """5000 nodes x 16 channels at float64 is 640 kB per head: one head per cache block, not all at once."""
+    from tests.ops.compiled.cases import plain_gat, plain_gatv2
+    from zoo.ops.aggregate import edge_orders
+
+    g = torch.Generator().manual_seed(2)
+    n, heads, channels = 5000, 3, 16
+    src, dst = torch.randint(0, n, (2, 20_000), generator=g)
+    orders = edge_orders(src, dst, n)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64).requires_grad_()
+
+    if family == "gatv2":
+        tensors = dict(x_src=rand(n, heads, channels), x_dst=rand(n, heads, channels),
+                       values=rand(n, heads, channels), att=rand(heads, channels))
+        f = lambda *t: ops.gatv2_attention(*t, 0.2, orders)  # noqa: E731
+        ref = lambda *t: plain_gatv2(*t, src, dst, n)  # noqa: E731
+    else:
+        tensors = dict(score_src=rand(n, heads), score_dst=rand(n, heads), bias=rand(src.numel(), heads),
+                       values=rand(n, heads, channels))
+        f = lambda s, t, b, v: ops.gat_attention(s, t, b, v, 0.2, orders)  # noqa: E731
+        ref = lambda s, t, b, v: plain_gat(s, t, b, v, src, dst, n)  # noqa: E731
+    assert_same(f, ref, tensors)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_replicas_one_by_one_equal_folded_bitwise(family, monkeypatch):
+    """Above FOLD_MAX_BYTES the vmap rules call the op once per replica: the same numbers exactly."""
+    from zoo.ops._compiled import rules
+
+    case = make_inputs(family, heads=2, channels=3)
+    stacked = _stack(case["tensors"], 3)
+    dims = tuple(None if v is None else 0 for v in stacked.values())
+    leaves = [v for v in stacked.values() if v is not None]
+
+    def run():
+        out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())
+        return [out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), leaves)]
+
+    folded = run()
+    monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0)
+    one_by_one = run()
+    for a, b in zip(folded, one_by_one):
+        assert torch.equal(a, b)
+    assert_same(vmap(_fused(family, case), in_dims=dims), vmap(reference(family, case), in_dims=dims), stacked)

@@ -1,0 +1,211 @@
+"""``zoo.diagnose`` / ``zoo diagnose``: train briefly (or start from saved weights), record every
+layer's diagnostics each epoch, and write one self-contained HTML page that shows why the model
+trains or does not (:mod:`zoo.diagnostics.page`), e.g. Xavier vs Bal_O at L = 10 on Cora.
+
+The training is ``zoo.fit`` (the benchmark runner's protocol), with a
+:class:`~zoo.diagnostics.recorders.LayerRecorder` as callback; the configurations compared are
+the replicas of that fit (``inits`` x ``seeds``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from torch import nn
+
+from zoo.diagnostics.page import render_page
+from zoo.diagnostics.recorders import LAYER_KEYS, METRIC_KEYS, LayerRecorder
+from zoo.diagnostics.verdict import verdict
+
+__all__ = ["diagnose", "Diagnosis", "flat_config"]
+
+PathLike = Union[str, Path]
+
+
+@dataclass
+class Diagnosis:
+    """What ``zoo.diagnose`` made: the page (``html``; ``path`` when written), the recorded numbers
+    (``data``: :meth:`LayerRecorder.arrays` + selected epochs and final metrics), the verdict and
+    the fit's :class:`~zoo.trainer.history.History` (a list of them when configurations were
+    trained separately)."""
+
+    html: str
+    data: Dict[str, Any]
+    verdict: str
+    history: Any = field(repr=False)
+    path: Optional[Path] = None
+    seconds: float = 0.0
+
+
+def flat_config(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """A cell configuration as flat ``key: value`` rows for the side-by-side table."""
+    m, t, task = config["model"], config["train"], config["task"]
+    rows: Dict[str, Any] = {"model": m["name"], "dataset": task["dataset"], "split": task.get("split"),
+                            "init": m["init"], "norm": m["norm"], **m.get("kwargs", {})}
+    for k in ("optimizer", "lr", "epochs", "select", "patience", "weight_decay", "loss_threshold"):
+        rows[k] = t.get(k)
+    rows["seed"] = config["run"]["seed"]
+    rows["dtype"] = config["run"]["dtype"]
+    return rows
+
+
+def short_labels(history: Any) -> List[str]:
+    """Replica names for the page: the init alone when every replica has the same seed, the seed
+    alone when every replica has the same init, else both."""
+    seeds, inits = history.seeds, history.inits
+    if len(set(seeds)) == 1:
+        return list(inits)
+    if len(set(inits)) == 1:
+        return [f"seed {s}" for s in seeds]
+    return [f"{i}, seed {s}" for s, i in zip(seeds, inits)]
+
+
+def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
+    """A name stays a name; a checkpoint file or a results folder becomes the loaded model."""
+    if isinstance(model, nn.Module) or not isinstance(model, (str, Path)):
+        return model
+    path = Path(model)
+    if path.suffix == ".safetensors" or path.is_dir() or path.is_file():
+        from zoo.checkpoint import load
+
+        return load(path, cell=cell, seed=seed)
+    return str(model)
+
+
+def _dataset_of(model: Any, dataset: Any) -> Any:
+    if dataset is not None:
+        return dataset
+    header = getattr(model, "checkpoint", None) or {}
+    config = (header.get("extra") or {}).get("config")
+    if config:
+        return config["task"]["dataset"]
+    raise ValueError("zoo.diagnose needs a dataset (e.g. dataset='cora'; the CLI's --dataset): the model does not "
+                     "say which task it was trained on")
+
+
+def _variants(model: Any, compare: Optional[Sequence[Mapping[str, Any]]], options: Dict[str, Any]
+              ) -> List[Dict[str, Any]]:
+    """The separately trained configurations: ``compare`` as given, else one per model of a
+    comma-separated name (``"san_pre_ln,san_nonlocal"``) times one per norm of a list."""
+    if compare is not None:
+        if isinstance(compare, (str, Mapping)) or not compare or any(not isinstance(c, Mapping) for c in compare):
+            raise TypeError("compare must be a non-empty list of option tables, e.g. [{'norm': 'none'}, "
+                            "{'norm': 'pairnorm'}]")
+        return [dict(c) for c in compare]
+    models = [m.strip() for m in model.split(",") if m.strip()] if isinstance(model, str) and "," in model else [None]
+    norms = options.get("norm")
+    norms = list(norms) if isinstance(norms, (list, tuple)) else [None]
+    return [{k: v for k, v in (("model", m), ("norm", n)) if v is not None} for m in models for n in norms]
+
+
+def _merge(parts: List[Dict[str, Any]], names: List[str]) -> Dict[str, Any]:
+    """One data table from several fits: replicas side by side, epochs the union (nan where a fit
+    did not record), layers padded to the deepest."""
+    import numpy as np
+
+    if len(parts) == 1:
+        return parts[0]
+    epochs = sorted({int(e) for p in parts for e in p["epochs"]})
+    index = {e: i for i, e in enumerate(epochs)}
+    out: Dict[str, Any] = {"epochs": np.array(epochs), "labels": [], "best_epoch": [], "final": []}
+    for name, p in zip(names, parts):
+        out["labels"] += [f"{name} {label}" if len(p["labels"]) > 1 else name for label in p["labels"]]
+        out["best_epoch"] += p["best_epoch"]
+        out["final"] += p["final"]
+    for key in (*LAYER_KEYS, *METRIC_KEYS):
+        if not all(key in p for p in parts):
+            continue
+        layered = parts[0][key].ndim == 3
+        width = max(p[key].shape[-1] for p in parts) if layered else None
+        blocks = []
+        for p in parts:
+            arr = p[key]
+            shape = (len(epochs), arr.shape[1], width) if layered else (len(epochs), arr.shape[1])
+            block = np.full(shape, np.nan)
+            rows = [index[int(e)] for e in p["epochs"]]
+            if layered:
+                block[rows, :, : arr.shape[-1]] = arr
+            else:
+                block[rows] = arr
+            blocks.append(block)
+        out[key] = np.concatenate(blocks, axis=1)
+    return out
+
+
+def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequence[str]] = None,
+             epochs: int = 50, seeds: Union[int, Sequence[int]] = (0,), optimizer: str = "sgd", lr: float = 0.05,
+             every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
+             compare: Optional[Sequence[Mapping[str, Any]]] = None,
+             cell: Optional[str] = None, seed: Optional[int] = None, device: Optional[str] = None,
+             **options: Any) -> Diagnosis:
+    """Diagnose ``model`` on ``dataset`` and render the page (written to ``out`` when given).
+
+    Args:
+        model: a model name (options such as ``num_layers``, ``norm``, ``hidden_dim`` in
+            ``options``), several comma-separated (``"san_pre_ln,san_nonlocal"``: compared side by
+            side), a ``zoo.build`` / ``zoo.load`` model, a checkpoint file written by ``zoo.save``,
+            or a ``zoo bench --save-weights`` results folder with ``cell`` / ``seed`` (saved weights
+            are the starting point; ``epochs=0`` only looks at them).
+        dataset: a transductive dataset name (energies and attention are read over its graph);
+            for a checkpoint kept by ``zoo bench`` it defaults to the run's dataset.
+        inits: inits to compare (e.g. ``["xavier", "bal_o"]``): one replica per init and seed,
+            trained together.  ``norm=[...]`` (a list) or ``compare=[{option: value}, ...]``
+            compare configurations that are trained separately (other models, norms, depths).
+        epochs, optimizer, lr, options: the training (``zoo.fit``); ``every``: record every
+            ``every`` epochs (the first and last state always).
+
+    Example::
+
+        d = zoo.diagnose("gat", "cora", num_layers=10, inits=["xavier", "bal_o"], epochs=50,
+                         out="diagnose.html")
+        print(d.verdict)
+    """
+    from zoo.trainer import fit
+
+    start = time.perf_counter()
+    source = _source_model(model, cell, seed)
+    dataset = _dataset_of(source, dataset)
+    variants = _variants(source, compare, options)
+    parts, names, histories, configs = [], [], [], []
+    for variant in variants:
+        chosen = variant.get("model", source)
+        opts = {**options, **{k: v for k, v in variant.items() if k != "model"}}
+        recorder = LayerRecorder(every=every)
+        history = fit(chosen, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=inits,
+                      callbacks=[recorder], device=device, keep_models=False, **opts)
+        data = recorder.arrays()
+        data["labels"] = short_labels(history)
+        data["best_epoch"] = list(history.best_epoch)
+        data["final"] = list(history.final)
+        parts.append(data)
+        names.append(", ".join(f"{v}" if k == "model" else f"{k}={v}" for k, v in variant.items()) or "")
+        histories.append(history)
+        configs += [flat_config(c.config) for c in history.cells]
+    data = _merge(parts, names)
+    text = verdict(data)
+    first = configs[0]
+    models = sorted({c["model"] for c in configs}, key=[c["model"] for c in configs].index)
+    layers = first.get("num_layers")
+    page_title = title or (f"Why does {' vs '.join(models)}{f' (L = {layers})' if layers else ''} train or not? "
+                           f"{first['dataset']}")
+    fit_time = sum(h.wall_time_s for h in histories)
+    subtitle = f"{len(configs)} configuration(s), {epochs} epochs, {optimizer} lr {lr}; fit {fit_time:.1f} s"
+    page = render_page(data, title=page_title, configs=configs, subtitle=subtitle, verdict_text=text)
+    path = None
+    if out is not None:
+        path = _write(Path(out), page)
+    return Diagnosis(html=page, data=data, verdict=text, history=histories[0] if len(histories) == 1 else histories,
+                     path=path, seconds=time.perf_counter() - start)
+
+
+def _write(path: Path, page: str) -> Path:
+    """Write the page atomically (a reader never sees half a page)."""
+    if path.suffix.lower() not in (".html", ".htm"):
+        path = path / "diagnose.html" if path.is_dir() or not path.suffix else path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return path

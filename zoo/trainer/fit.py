@@ -1,0 +1,187 @@
+"""``zoo.fit``: train a model (seeds x inits as stacked replicas) with the benchmark runner's protocol.
+
+The configuration is made into the same suite cells ``zoo bench`` / ``zoo train`` would run
+(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), and the cells
+are trained by the runner's own functions (:func:`zoo.bench.run.driver.model_factory`,
+:func:`~zoo.bench.run.driver.train_config`, :func:`zoo.bench.run.train.build_replicas`,
+:func:`~zoo.bench.run.train.train_replicas`): selection, stopping, evaluation reuse and stacking are
+the runner's, so ``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells (tested).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import torch
+from torch import nn
+
+from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
+from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.bench.spec.suite import parse_suite
+from zoo.callbacks import check_callbacks
+from zoo.trainer.history import History, MetricsRecorder
+
+__all__ = ["fit", "fit_suite"]
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: Optional[int]) -> Iterator[None]:
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _as_list(name: str, value: Any) -> List[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return [value]
+    out = list(value)
+    if not out:
+        raise ValueError(f"{name} must not be empty")
+    return out
+
+
+def _model_defaults(model_or_name: Any) -> Dict[str, Any]:
+    """Suite keys of the model: a name / preset, or a ``zoo.build`` model's recorded configuration."""
+    if isinstance(model_or_name, str):
+        return {"model": model_or_name}
+    if isinstance(model_or_name, nn.Module):
+        config = getattr(model_or_name, "build_config", None)
+        if not isinstance(config, dict):
+            raise TypeError(f"zoo.fit trains models built by zoo.build (or loaded by zoo.load); "
+                            f"{type(model_or_name).__name__} has no build_config")
+        skip = ("name", "preset", "in_dim", "out_dim", "init", "init_kwargs")
+        out = {"model": config["name"], **{k: v for k, v in config.items() if k not in skip and v is not None}}
+        if config.get("norm_kwargs") == {}:
+            out.pop("norm_kwargs")
+        return out
+    raise TypeError(f"model_or_name must be a model name (e.g. 'gatv2') or a zoo.build model, got "
+                    f"{type(model_or_name).__name__}")
+
+
+def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Sequence[str] = (),
+              name: str = "fit", title: Optional[str] = None, **keys: Any) -> Dict[str, Any]:
+    """The raw suite of a fit: ``keys`` (trainer, model, run and dataset keys; ``None`` = the suite
+    default) in ``[defaults]``, one grid point per seed and init.  ``zoo.fit`` and ``zoo train``
+    both make their cells here, so the same options give the same cells (and cell ids)."""
+    dataset = task if isinstance(task, str) else getattr(task, "name", None)
+    defaults: Dict[str, Any] = {**_model_defaults(model_or_name), "dataset": dataset}
+    for key, value in keys.items():
+        if value is not None:
+            defaults[key] = value
+    grid: Dict[str, Any] = {"seed": list(seeds)}
+    if len(inits) == 1:
+        defaults["init"] = inits[0]
+    elif inits:
+        grid["init"] = list(inits)
+    meta = {"name": name, **({"title": title} if title else {})}
+    return {"suite": meta, "defaults": defaults, "grid": grid}
+
+
+def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sgd", lr: float = 0.05,
+        epochs: int = 200, seeds: Union[int, Sequence[int]] = (0,), inits: Union[None, str, Sequence[str]] = None,
+        callbacks: Sequence[Any] = (), device: Optional[str] = None, threads: Optional[int] = None,
+        stacked: bool = True, keep_models: bool = True, data_root: Optional[str] = None,
+        **options: Any) -> History:
+    """Train ``model_or_name`` on ``task`` with the benchmark runner's protocol; returns a :class:`History`.
+
+    Args:
+        model_or_name: a model name or preset (``"gatv2"``, ``"gat.balance"``) whose options come
+            from ``options``, or a model from ``zoo.build`` / ``zoo.load``: then every replica
+            *starts from that model's weights* (``inits`` must be unset; ``seeds`` only seed
+            dropout; a float64 model trains in float64), and the model itself is not changed.
+        task: a dataset name (``"cora"``; dataset options as ``split=...``, ``data.KEY=...``) or a
+            task from :func:`zoo.datasets.load`.
+        optimizer, lr, epochs: the trainer's keys; every other trainer key (``patience``,
+            ``select``, ``loss_threshold``, ``weight_decay``...), model option (``num_layers``,
+            ``hidden_dim``, ``norm``...) and run key (``dtype="float64"``) goes in ``options``, as
+            suite keys (``docs/benchmarks.md``); unknown keys are a one-line error.
+        seeds, inits: one replica per (seed, init) pair, trained together (stacked: one forward
+            pass for all; ``stacked=False`` runs them one at a time, the reference path).
+        callbacks: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`: the
+            replicas' parameters, gradients and metrics after every evaluated epoch), e.g.
+            :class:`zoo.diagnostics.ConservationRecorder` or :class:`zoo.diagnostics.LayerRecorder`.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` (default: cuda when available).
+        threads: torch intra-op threads during the fit, restored afterwards.  Default: **1 on the
+            CPU, as the runner sets it** (``zoo bench --threads``): the zoo's graphs are small, so
+            several threads mostly wait on each other and slow down sharply when the cores are
+            shared (a GATv2 L = 16 Cora step: 5.8 s with torch's 2 threads vs 0.22 s with one, on
+            a shared 2-core machine); ``None`` on a GPU leaves torch's setting.
+        keep_models: keep each replica's selected and last parameters for :meth:`History.model`.
+
+    Example::
+
+        history = zoo.fit("gatv2", "cora", num_layers=10, inits=["xavier", "bal_o"], seeds=[0, 1],
+                          lr=0.05, epochs=100)
+        history.metrics["val"]            # (epochs + 1, 4) validation accuracy per replica
+        model = history.model("seed=0 init=bal_o")
+    """
+    callbacks = check_callbacks(callbacks)
+    seed_list = _as_list("seeds", seeds)
+    for s in seed_list:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(f"seeds must be integers, got {s!r}")
+    init_list = [str(i) for i in _as_list("inits", inits)]
+    from_weights = isinstance(model_or_name, nn.Module)
+    if from_weights and init_list:
+        raise ValueError("inits re-initialise a model, but zoo.fit was given a model to train from its weights; "
+                         "pass the model's name (e.g. 'gatv2') with its options to compare inits")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be an integer >= 1 (or None), got {threads!r}")
+    if not isinstance(task, str) and not hasattr(task, "kind"):
+        raise TypeError(f"task must be a dataset name (e.g. 'cora') or a task from zoo.datasets.load, "
+                        f"got {type(task).__name__}")
+    if from_weights and options.get("dtype") is None:  # train a model's weights in their own precision
+        dtypes = {p.dtype for p in model_or_name.parameters() if p.is_floating_point()}
+        if dtypes == {torch.float64}:
+            options = {**options, "dtype": "float64"}
+    raw = fit_suite(model_or_name, task, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr, epochs=epochs,
+                    **options)
+    if from_weights:
+        init_name = model_or_name.build_config.get("init")
+        if isinstance(init_name, str):
+            raw["defaults"]["init"] = init_name  # recorded, not applied: the weights are the model's
+    suite = parse_suite(raw, source="zoo.fit", validate_models=False)
+    cells = suite.cells
+    if len({c.group for c in cells}) != 1:  # pragma: no cover - seeds and inits are group-free keys
+        raise ValueError("zoo.fit trains one architecture; the options gave several")
+    dev = resolve_device(device)
+    if threads is None and dev.type == "cpu":
+        threads = 1
+    with _torch_threads(threads):
+        loaded = TaskCache(data_root).get(cells[0].config["task"]) if isinstance(task, str) else task
+        if from_weights:
+            template = model_or_name
+            factories = [lambda: copy.deepcopy(template) for _ in cells]
+        else:
+            factories = [model_factory(c, loaded) for c in cells]
+        cfg = train_config(cells[0])
+        if keep_models:
+            cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
+        dtype = getattr(torch, cells[0].config["run"]["dtype"])
+        seeds_of = [c.seed for c in cells]
+        labels = [f"seed={c.seed} init={c.config['model']['init']}" for c in cells]
+        start = time.perf_counter()
+        replicas, view = build_replicas(loaded, factories, seeds_of, dev, dtype, cfg, stacked)
+        metrics = MetricsRecorder()
+        results = train_replicas(loaded, replicas, view, cfg, seeds_of, callbacks=[metrics, *callbacks],
+                                 labels=labels)
+        elapsed = time.perf_counter() - start
+    import numpy as np
+
+    last = [replicas.state_of(r) for r in range(replicas.size)] if keep_models else None
+    final = [{**res.metrics, "train_loss": res.train_loss, "val_loss": res.val_loss, "stop_reason": res.stop_reason,
+              "epochs_run": res.epochs_run, "diverged": res.diverged} for res in results]
+    return History(
+        labels=labels, seeds=seeds_of, inits=[c.config["model"]["init"] for c in cells],
+        epochs=np.array(metrics.epochs), metrics={k: np.array(v, dtype=float) for k, v in metrics.rows.items()},
+        best_epoch=[res.best_epoch for res in results], final=final, results=results, cells=cells,
+        config=cells[0].config, wall_time_s=elapsed,
+        _base=replicas.base if keep_models else None, _last=last)

@@ -1,0 +1,117 @@
+"""What ``zoo.fit`` returns: per-epoch metrics per replica, the selected epochs, the final
+metrics, and the trained models on request (unstacked, one ``nn.Module`` per replica)."""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["History", "MetricsRecorder"]
+
+
+class MetricsRecorder:
+    """The callback ``zoo.fit`` always adds: every evaluated epoch's metrics of every replica
+    (nan for a replica from the epoch after it stopped: its state is frozen from then on)."""
+
+    KEYS = ("train", "val", "test", "train_loss", "val_loss")
+
+    def __init__(self) -> None:
+        self.epochs: List[int] = []
+        self.rows: Dict[str, List[List[float]]] = {k: [] for k in self.KEYS}
+        self._running: Optional[List[bool]] = None
+
+    def on_epoch_end(self, state: Any) -> None:
+        running = self._running if self._running is not None else [True] * state.size
+        self.epochs.append(int(state.epoch))
+        for k in self.KEYS:
+            values = state.metrics[k].tolist()
+            self.rows[k].append([v if running[r] else math.nan for r, v in enumerate(values)])
+        self._running = [bool(a) for a in state.active.tolist()]
+
+
+@dataclass
+class History:
+    """The outcome of ``zoo.fit`` for ``R`` replicas (``labels[r]``, e.g. ``"seed=0 init=bal_o"``).
+
+    * ``epochs`` ``(T,)`` and ``metrics[key]`` ``(T, R)`` numpy arrays, key in ``train`` / ``val``
+      / ``test`` (the task's metric) / ``train_loss`` / ``val_loss``; nan after a replica stopped;
+    * ``best_epoch[r]``: the selected epoch (the runner's selection rule, ``select``);
+    * ``final[r]``: the metrics at the selected epoch (what ``zoo bench`` records), with
+      ``stop_reason``, ``epochs_run``, ``diverged``;
+    * :meth:`model` / :meth:`models`: the trained models, ``which = "best"`` (selected) or ``"last"``.
+    """
+
+    labels: List[str]
+    seeds: List[int]
+    inits: List[str]
+    epochs: Any
+    metrics: Dict[str, Any]
+    best_epoch: List[Optional[int]]
+    final: List[Dict[str, Any]]
+    results: List[Any] = field(repr=False)
+    cells: List[Any] = field(repr=False)
+    config: Dict[str, Any] = field(repr=False, default_factory=dict)
+    wall_time_s: float = 0.0
+    _base: Optional[nn.Module] = field(default=None, repr=False)
+    _last: Optional[List[Dict[str, Tensor]]] = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.labels)
+
+    def _index(self, replica: Any) -> int:
+        if isinstance(replica, str):
+            if replica not in self.labels:
+                raise KeyError(f"no replica {replica!r}; replicas: {self.labels}")
+            return self.labels.index(replica)
+        if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < self.size:
+            raise IndexError(f"replica must be 0..{self.size - 1} or one of {self.labels}, got {replica!r}")
+        return replica
+
+    def state(self, replica: Any = 0, which: str = "best") -> Dict[str, Tensor]:
+        """Replica ``replica``'s parameters (a ``state_dict`` of its trained model)."""
+        r = self._index(replica)
+        if which == "best":
+            state = self.results[r].best_state
+            if state is None:
+                raise ValueError(f"replica {self.labels[r]!r} has no selected state (it diverged at epoch 0?); "
+                                 "use which='last'")
+            return state
+        if which == "last":
+            assert self._last is not None
+            return self._last[r]
+        raise ValueError(f"which must be 'best' (the selected epoch) or 'last', got {which!r}")
+
+    def model(self, replica: Any = 0, which: str = "best") -> nn.Module:
+        """Replica ``replica`` (index or label) as an ordinary module holding its trained weights
+        (``which``: ``"best"``, the selected epoch, or ``"last"``), in eval mode; ``zoo.save`` takes it."""
+        r = self._index(replica)
+        if self._base is None:
+            raise ValueError("this History holds no models (zoo.fit(..., keep_models=False))")
+        model = copy.deepcopy(self._base)
+        state = self.state(r, which)
+        own = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                own[name].copy_(value)
+        gnn = getattr(model, "gnn", model)
+        if isinstance(getattr(gnn, "build_config", None), dict):
+            gnn.build_config = {**gnn.build_config, "init": self.inits[r],
+                                "init_kwargs": dict(self.cells[r].config["model"]["init_kwargs"] or {})}
+        return model.eval()
+
+    def models(self, which: str = "best") -> List[nn.Module]:
+        """Every replica's trained model (see :meth:`model`)."""
+        return [self.model(r, which) for r in range(self.size)]
+
+    def summary(self) -> str:
+        """One line per replica: selected epoch and metrics."""
+        lines = []
+        for label, best, fin in zip(self.labels, self.best_epoch, self.final):
+            m = " ".join(f"{k} {fin[k]:.4f}" for k in ("train", "val", "test") if fin.get(k) is not None)
+            lines.append(f"{label}: best epoch {best}, {m} ({fin['stop_reason']})")
+        return "\n".join(lines)
