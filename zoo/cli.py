@@ -4,8 +4,9 @@
     zoo train --model gatv2 --dataset cora --layers 10 --init bal_o --optimizer sgd --lr 0.05 \
               --epochs 5000 --seeds 0-4 [--set heads=8 --set data.undirected=true] [--device cuda]
     zoo bench SUITE [--quick] [--set KEY=VALUE]... [--device cuda] [--out DIR] [--quiet] [--where KEY=V1[,V2]]...
-              [--shard I/N]
+              [--shard I/N] [--estimate] [--checkpoint-every T]
               [--workers N | --executor ray [--ray-address ADDR] [--gpus-per-group F] [--max-retries N]]
+    zoo bench calibrate RECORDS... --out FILE [--device cpu]
     zoo merge OUT... --out DIR
     zoo leaderboard RESULTS... --out DIR
     zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft]
@@ -244,6 +245,14 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--threads", type=positive_int, default=None, metavar="N",
                     help="torch threads for groups run in this process (default 1 on the CPU: small graphs "
                          "gain nothing from more and slow down sharply when cores are shared)")
+    ex.add_argument("--estimate", action="store_true",
+                    help="run nothing: print per slice the runs, groups, expected epochs and estimated time "
+                         "(calibrated cost model) for this executor and workers, and the total")
+    ex.add_argument("--estimate-by", default=None, metavar="KEY[,KEY]",
+                    help="--estimate: the keys that make a slice (default dataset,num_layers where they vary)")
+    ex.add_argument("--checkpoint-every", default=None, metavar="T",
+                    help="a group training longer than T saves its state in OUT/checkpoints/ and a re-run resumes "
+                         "it: 600, 10m, 2h (wall time), 50ep (epochs) or off (default 10m)")
     ex.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster to join (default: start a local Ray instance)")
     ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
@@ -312,10 +321,33 @@ def _list(what: Optional[str]) -> int:
 
             print("datasets:\n" + format_datasets_table())
             continue
-        names = {"models": zoo.list_models, "inits": zoo.list_inits, "norms": zoo.list_norms,
-                 "suites": list_suites}[s]()
+        if s == "suites":
+            print("suites:\n" + _suites_table())
+            continue
+        names = {"models": zoo.list_models, "inits": zoo.list_inits, "norms": zoo.list_norms}[s]()
         print(f"{s}: {', '.join(names)}")
     return 0
+
+
+def _suites_table() -> str:
+    """Each suite's runs and estimated CPU-hours at its full protocol (zoo.bench.spec.cost)."""
+    from zoo.bench.spec.cells import cell_value
+    from zoo.bench.spec import cost
+    from zoo.bench.spec.estimate import estimate
+    from zoo.bench.spec.suite import list_suites, load_suite
+
+    model, table = cost.load_cost_model("cpu"), cost.load_dataset_table()
+    lines = []
+    for name in list_suites():
+        try:
+            suite = load_suite(name, validate_models=False)
+        except Exception as e:  # a broken suite file is listed, not fatal
+            lines.append(f"  {name:<20} (cannot be loaded: {e})")
+            continue
+        est = estimate(name, suite.mode, suite.groups(), model, table, cell_value, by=())
+        lines.append(f"  {name:<20} {len(suite.cells):>5} runs  {est.cpu_seconds / 3600:>9,.1f} CPU-hours")
+    return "\n".join(lines) + "\n  (estimated by the cost model fitted on the records' shared 2-core CPU; " \
+        "zoo bench SUITE --estimate gives the table per slice)"
 
 
 def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
@@ -365,7 +397,8 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
                         force_new=getattr(args, "force_new", False),
                         executor=executor, workers=workers, where=where, shard=shard,
-                        threads=getattr(args, "threads", None), save_weights=args.save_weights)
+                        threads=getattr(args, "threads", None), save_weights=args.save_weights,
+                        checkpoint_every=getattr(args, "checkpoint_every", None))
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
           f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")
@@ -387,6 +420,49 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
         print(to_markdown(load_board(out)))
         print(f"leaderboard: {paths['html']}")
     return EXIT_FAILED if summary.failed else 0
+
+
+def _estimate(suite: Any, out: Path, args: argparse.Namespace) -> int:
+    """``zoo bench SUITE --estimate``: the cost of what a run with these options would do."""
+    import os
+
+    from zoo.bench.store import records
+    from zoo.bench.spec.cells import cell_value
+    from zoo.bench.spec.selection import parse_shard, parse_where, select
+    from zoo.bench.spec import cost
+    from zoo.bench.spec.estimate import DEFAULT_BY, estimate, format_estimate
+
+    where = parse_where(args.where or [])
+    shard = parse_shard(args.shard) if args.shard else None
+    cells = select(suite, where, shard)
+    finished = records.read_records(out) if (out / records.RESULTS_FILE).exists() else []
+    done = {r["id"] for r in finished if r.get("status", "ok") == "ok"}
+    pending = [c for c in cells if c.id not in done]
+    jobs: Dict[str, List[Any]] = {}
+    for c in pending:
+        jobs.setdefault(c.group, []).append(c)
+    size = None if args.sequential else args.max_replicas
+    split: Dict[str, List[Any]] = {}
+    for gid, group in jobs.items():
+        step = 1 if args.sequential else (size or len(group))
+        for i in range(0, len(group), step):
+            split[f"{gid}:{i}"] = group[i:i + step]
+    device = args.device or "cpu"
+    workers = default_workers(args)
+    if args.executor == "ray":
+        workers, executor = max(1, int((os.cpu_count() or 1) // max(args.cpus_per_group, 1e-9))), "ray (this machine)"
+    else:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = max(1, min(cores, len(split) or 1)) if workers == "auto" else int(workers)
+        executor = "local" if workers == 1 else "process"
+    by = [k.strip() for k in args.estimate_by.split(",")] if args.estimate_by else list(DEFAULT_BY)
+    est = estimate(suite.name, suite.mode, split, cost.load_cost_model(device), cost.load_dataset_table(),
+                   cell_value, by=by, finished=finished, done=[c.id for c in cells if c.id in done],
+                   workers=workers, executor=executor, device=device)
+    command = f"zoo bench {args.suite}" + "".join(f" --set {k}={v}" for k, v in args.set) + \
+        "".join(f" --where {w}" for w in args.where or [])
+    print(format_estimate(est, command))
+    return 0
 
 
 def _diagnose(args: argparse.Namespace) -> int:
@@ -445,7 +521,52 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems else 0
 
 
+def _calibrate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="zoo bench calibrate",
+                                description="fit the cost model (zoo.bench.spec.cost) on finished records")
+    p.add_argument("records", nargs="+", help="results folders or results.jsonl files")
+    p.add_argument("--out", required=True, help="cost-model JSON to write (its other devices' entries are kept)")
+    p.add_argument("--device", default="cpu", help="the device kind the records ran on (default cpu)")
+    p.add_argument("--no-suite-factors", action="store_true", help="fit one model for every suite")
+    return p
+
+
+def _calibrate(argv: Sequence[str]) -> int:
+    """``zoo bench calibrate RECORDS... --out FILE``: fit, print the leave-one-out error, write."""
+    from zoo.bench.store import records
+    from zoo.bench.spec import cost
+
+    args = _calibrate_parser().parse_args(argv)
+    try:
+        rows = [r for path in args.records for r in records.read_records(path)]
+        table = cost.load_dataset_table()
+        every = cost.observations(rows)
+        obs = [o for o in every if o.mode == "train"]
+        per_suite = not args.no_suite_factors
+        model = cost.fit(every, table, per_suite, device=args.device,
+                         fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s)")
+        loo = cost.leave_one_out(obs, table, per_suite)
+        plain = cost.leave_one_out(obs, table, False) if per_suite else loo
+        old = cost.proportional_leave_one_out(obs, [cost.size_cost(o.config, o.replicas, o.epochs) for o in obs])
+        cost.write_model([model], Path(args.out), {"leave_one_out": loo.describe(),
+                                                   "leave_one_out_without_suite_factors": plain.describe(),
+                                                   "leave_one_out_group_cost": old.describe()})
+    except (OSError, ValueError, records.CorruptRecordsError) as e:
+        print(f"zoo bench calibrate: error: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        return EXIT_ERROR
+    print("coefficients (s per unit): " + ", ".join(f"{k} {v:.3g}" for k, v in model.coefficients.items()))
+    print(f"leave-one-out, this model{' with per-suite factors' if per_suite else ''}: {loo.describe()}")
+    if per_suite:
+        print(f"leave-one-out, without per-suite factors: {plain.describe()}")
+    print(f"leave-one-out, selection.group_cost (x a fitted scale): {old.describe()}")
+    print(f"written: {args.out} ({args.device})")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["bench", "calibrate"]:  # a sub-command of bench, not a suite named "calibrate"
+        return _calibrate(argv[2:])
     args = _parser().parse_args(argv)
     from zoo.bench.spec.suite import SuiteError
 
@@ -457,6 +578,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set))
             out = Path(args.out) if args.out else default_bench_out(suite, args.quick)
+            if args.estimate:
+                return _estimate(suite, out, args)
             return _bench(suite, out, args, leaderboard=not args.no_leaderboard)
         if args.command == "train":
             from zoo.bench.spec.suite import cell_id, parse_suite

@@ -75,8 +75,10 @@ from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
+from zoo.bench.analyze.missing_cost import FillCommand, MissingCell, fill_commands, missing_cells
 from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
 from zoo.bench.spec.cells import cell_value
+from zoo.bench.spec.cost import shipped_model, shipped_table
 from zoo.bench.spec.measures import metric_spec
 from zoo.bench.spec.suite import (PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, describe_settings, list_suites, load_reported,
                                   load_suite, suites_dir)
@@ -260,6 +262,9 @@ class SuiteReport:
     other_metric: int  # paper numbers of a metric this suite's leaderboard does not show
     reported_changed: bool = False  # the shipped paper numbers differ from the copy stored with the records
     findings: List[fd.Result] = field(default_factory=list)  # the paper's qualitative claims, decided on the cells
+    missing: List[MissingCell] = field(default_factory=list)  # paper cells without records: cost and class
+    fill: List[FillCommand] = field(default_factory=list)     # the commands that would run them
+    unmatched: List[Dict[str, Any]] = field(default_factory=list)  # those paper entries
 
     @property
     def wall_time_s(self) -> float:
@@ -298,6 +303,10 @@ class Report:
     def missing_finding_notes(self) -> List[Tuple[str, fd.Result]]:
         """Contradicted findings without a note (``finding = "<id>"``) giving the cause or what was tried."""
         return [(s, r) for s, r in self.findings() if r.verdict == fd.CONTRADICTED and r.note is None]
+
+    def missing(self) -> List[MissingCell]:
+        """Every paper cell without records, with its estimated cost and class."""
+        return [m for s in self.suites for m in s.missing] + [m for u in self.unrun for m in u.get("missing", [])]
 
     def counts(self) -> Dict[str, int]:
         out = {s: 0 for s in STATUSES}
@@ -486,17 +495,19 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
         rows.setdefault(e.table, []).append(Row(e, ref, status, note))
     matched = {id(e.reported) for e in board.entries if e.reported is not None}
     not_run: Dict[str, int] = {}
+    unmatched = []
     other = 0
     for r in (info.get("reported") or {}).get("entries", []):
         if r.get("metric", board.layout["metric"]) != board.layout["metric"]:
             other += 1
         elif id(r) not in matched:
             not_run[str(r["table"])] = not_run.get(str(r["table"]), 0) + 1
+            unmatched.append(r)
     ns = sorted({e.summary.n for e in board.entries})
     scale = describe_scale(info, recs)
     if ns:
         scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
-    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale)
+    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale, unmatched=unmatched)
 
 
 def _readings(info: Mapping[str, Any]) -> Optional[Readings]:
@@ -547,6 +558,31 @@ def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ..
     per file version (expanding a suite costs ~0.1-0.5 s, and tests build many reports)."""
     info = load_suite(path, validate_models=False).resolved()
     return fd.skeleton(info), tuple(cell_keys(info["leaderboard"], info["cells"]))
+
+
+@functools.lru_cache(maxsize=64)
+def _shipped_cells(path: str, mtime_ns: int) -> Tuple[str, Tuple[Dict[str, Any], ...]]:
+    """The full shipped suite's mode and resolved cells (cached per file version)."""
+    suite = load_suite(path, validate_models=False)
+    return suite.mode, tuple(suite.resolved()["cells"])
+
+
+def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Optional[Mapping[str, Any]],
+                  info: Optional[Mapping[str, Any]], recs: Sequence[Mapping[str, Any]],
+                  layout: Mapping[str, Any]) -> Tuple[List[MissingCell], List[FillCommand]]:
+    """Cost and class of paper ``entries`` without records (cells of the full shipped suite, else
+    of the records' own suite), and one ``zoo bench --where`` command per slice filling them."""
+    if not entries:
+        return [], []
+    if shipped:
+        mode, cells = _shipped_cells(str(shipped["path"]), Path(shipped["path"]).stat().st_mtime_ns)
+    else:
+        mode, cells = (info or {}).get("meta", {}).get("mode", "train"), tuple((info or {}).get("cells", ()))
+    done = [r["id"] for r in recs if r.get("status", "ok") == "ok"]
+    ignore = ("layer",) if layout.get("metric") == "pruned" else ()
+    missing = missing_cells(name, mode, cells, entries, done, shipped_model("cpu"), shipped_table(), cell_value,
+                            lb._norm, ignore)
+    return missing, fill_commands(name, missing, cell_value)
 
 
 def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
@@ -622,6 +658,7 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
     for s in suites:
         name = normalize_name(str(s.info.get("name")))
         s.findings = _suite_findings(name, shipped.get(name), s.info, s.board, notes, s.records)
+        s.missing, s.fill = missing_costs(name, s.unmatched, shipped.get(name), s.info, s.records, s.board.layout)
     unrun = []
     for name, s in sorted(shipped.items()):
         if name in by_suite:
@@ -630,9 +667,10 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
         per_table: Dict[str, int] = {}
         for e in entries:
             per_table[str(e["table"])] = per_table.get(str(e["table"]), 0) + 1
+        missing, fill = missing_costs(name, entries, s, None, [], s["layout"])
         unrun.append({"suite": name, "title": s["meta"].get("title", name), "cells": len(entries),
                       "tables": per_table, "findings": _suite_findings(name, s, None, None, notes),
-                      "layout": s["layout"]})
+                      "layout": s["layout"], "missing": missing, "fill": fill})
     return Report(suites, unrun, notes)
 
 

@@ -17,6 +17,7 @@ from zoo.bench.analyze.status import (ALTERNATIVE, DECADES_TOLERANCE, DIFFERS, F
                                       POINTS_TOLERANCE, REPRODUCED, STATUSES, Report, Row, SuiteReport,
                                       finding_counts)
 from zoo.bench.render.html import page, plots, slug
+from zoo.bench.render.missing import missing_html, missing_markdown, totals_line as missing_totals
 from zoo.bench.render.leaderboard import metric_description
 
 
@@ -106,6 +107,9 @@ def to_markdown(report: Report, sources: ReportSources) -> str:
                   "[rules](#findings-rules)):", "",
                   "| held | of them significant | contradicted | inconclusive | not run |", "|---|---|---|---|---|",
                   "| " + " | ".join(str(fc[k]) for k in FINDING_COUNTS) + " |", ""]
+    if report.missing():
+        lines += [f"Paper cells not run: {missing_totals(report.missing())}; each suite lists them with the "
+                  "`zoo bench ... --where ...` commands that would run them.", ""]
     if counts["no paper number"]:
         lines += [f"Our cells without a paper number: {counts['no paper number']}.", ""]
     if counts[ALTERNATIVE]:
@@ -136,6 +140,7 @@ def to_markdown(report: Report, sources: ReportSources) -> str:
         for u in report.unrun:
             if u["findings"]:
                 lines += [f"### {u['suite']}: findings (not run)", "", *_findings_markdown(u["findings"], u["layout"])]
+            lines += missing_markdown(u["suite"], u.get("missing", []), u.get("fill", []))
     return "\n".join(lines)
 
 
@@ -279,6 +284,7 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
                   f"shows {lay['metric']}).", ""]
     if s.findings:
         lines += [f"### {b.suite}: findings", "", *_findings_markdown(s.findings, lay)]
+    lines += missing_markdown(b.suite, s.missing, s.fill)
     return lines
 
 
@@ -300,6 +306,8 @@ def to_html(report: Report, sources: ReportSources) -> str:
             f"{sum(len(s.records) for s in report.suites)} runs. Machine(s): "
             f"{h.escape(', '.join(_machines(report)) or '(none)')}.</p>",
             "<ul>" + "".join(f"<li>{h.escape(_plain(r[2:]))}</li>" for r in rules_text()) + "</ul>"]
+    if report.missing():
+        body.append(f"<p>Paper cells not run: {h.escape(_plain(missing_totals(report.missing())))}.</p>")
     fc = report.finding_counts()
     if sum(fc.values()):
         body += ["<h2 id=\"findings\">Findings</h2><p>The papers' claims about figures and tables, decided on our "
@@ -344,6 +352,7 @@ def to_html(report: Report, sources: ReportSources) -> str:
             body.append(plots(b, table, t))
         if s.findings:
             body.append(f"<h3>{h.escape(b.suite)}: findings</h3>" + _findings_html(s.findings, lay))
+        body.append(missing_html(b.suite, s.missing, s.fill))
     if report.unrun:
         body.append("<h2>Suites not run yet</h2><ul>" + "".join(
             f"<li><code>{h.escape(u['suite'])}</code>: "
@@ -354,6 +363,7 @@ def to_html(report: Report, sources: ReportSources) -> str:
             if u["findings"]:
                 body.append(f"<h3>{h.escape(u['suite'])}: findings (not run)</h3>"
                             + _findings_html(u["findings"], u["layout"]))
+            body.append(missing_html(u["suite"], u.get("missing", []), u.get("fill", [])))
     nav = " ".join(f'<a href="#{slug(s.board.suite)}">{h.escape(s.board.suite)}</a>' for s in report.suites)
     return page("gat-zoo reproduction report", "\n".join(body), nav)
 

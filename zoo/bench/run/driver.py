@@ -12,10 +12,13 @@ The runner owns its output folder::
                              another --set is refused: records.check_same_suite)
     OUT/suite.lock           held (flock) while a runner works in OUT
     OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
+    OUT/checkpoints/         a long group's training state while it runs (zoo.bench.run.checkpoint)
     OUT/leaderboard/         written by zoo.bench.publish
 
 Killing the process at any moment loses only the runs in flight: a record is appended only
 when its run has finished, in one atomic write, and a re-run skips every id already logged.
+A group that trains longer than ``checkpoint_every`` (default 10 minutes) saves its state now
+and then, so a re-run resumes it from its last checkpoint with the same numbers.
 A group that raised (or whose worker died) is logged as ``status: "failed"`` with its error;
 the leaderboard ignores such records and a re-run retries them.
 """
@@ -40,6 +43,8 @@ from tqdm.auto import tqdm
 
 import zoo
 from zoo._io import write_atomic
+from zoo.bench.run.checkpoint import (CHECKPOINT_DIR, Checkpointer, CheckpointPolicy, checkpoint_key, fingerprint,
+                                      parse_every, remove_checkpoint)
 from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers,
                                      format_error, make_executor)
 from zoo.bench.run.modes import get_mode
@@ -179,11 +184,13 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
 
 def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
               progress: Optional[Callable[[int], None]] = None,
-              save_weights: str = "none") -> List[Tuple[RunResult, Dict[str, Any]]]:
+              save_weights: str = "none",
+              checkpoint: Optional[Checkpointer] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
     """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
 
     ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``save_weights``
-    (``best`` / ``last``) adds each replica's checkpoint bytes as ``extra["weights_data"]``.
+    (``best`` / ``last``) adds each replica's checkpoint bytes as ``extra["weights_data"]``;
+    ``checkpoint`` saves / resumes the training loop's state (:mod:`zoo.bench.run.checkpoint`).
     """
     dtype = getattr(torch, cells[0].config["run"]["dtype"])
     cfg = train_config(cells[0])
@@ -195,9 +202,10 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     replicas, view = build_replicas(task, factories, seeds, device, dtype, cfg, stacked)
-    results = get_mode(mode).produce(task, replicas, view, cells, cfg, progress, start)
+    results = get_mode(mode).produce(task, replicas, view, cells, cfg, progress, start, checkpoint)
     mem, mem_kind = _peak_memory(device)
-    group_time = time.perf_counter() - start
+    # a resumed group: the training time of the sittings before this one counts too
+    group_time = time.perf_counter() - start + float(results[0].extra.get("resumed_elapsed_s", 0.0))
     payload = weights_payload(save_weights, replicas, cells, results)
     out = []
     for cell, res, data in zip(cells, results, payload):
@@ -242,8 +250,12 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
         except MissingDataError as e:
             return Outcome(job, "skipped", error=f"dataset {cells[0].config['task']['dataset']!r} unavailable: {e}")
         dev = resolve_device(job.device)
+        checkpoint = None
+        if job.checkpoint_dir is not None and job.checkpoint_every is not None and job.checkpoint_every.enabled:
+            checkpoint = Checkpointer(Path(job.checkpoint_dir) / f"{checkpoint_key(cells, job.stacked)}.pt",
+                                      job.checkpoint_every, fingerprint(cells, job.stacked))
         results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress,
-                            save_weights=job.save_weights)
+                            save_weights=job.save_weights, checkpoint=checkpoint)
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
@@ -307,15 +319,20 @@ def data_env() -> Dict[str, str]:
 
 
 def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
-              max_replicas: Optional[int], data_root: Optional[PathLike], save_weights: str = "none") -> List[GroupJob]:
-    """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked."""
+              max_replicas: Optional[int], data_root: Optional[PathLike], save_weights: str = "none",
+              checkpoint_dir: Optional[PathLike] = None,
+              checkpoint_every: CheckpointPolicy = CheckpointPolicy()) -> List[GroupJob]:
+    """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked;
+    each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.spec.cost`)."""
     groups: Dict[str, List[Cell]] = {}
     for c in cells:
         groups.setdefault(c.group, []).append(c)
     root = None if data_root is None else str(Path(data_root).expanduser().resolve())
     env = data_env()
     chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
-    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), save_weights)
+    ckpt = None if checkpoint_dir is None else str(Path(checkpoint_dir).expanduser().resolve())
+    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), save_weights, ckpt,
+                     checkpoint_every)
             for i, chunk in enumerate(chunks)]
 
 
@@ -324,7 +341,8 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
               stop_after: Optional[int] = None, force_new: bool = False,
               executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
-              threads: Optional[int] = None, save_weights: str = "none") -> RunSummary:
+              threads: Optional[int] = None, save_weights: str = "none",
+              checkpoint_every: Union[str, float, CheckpointPolicy, None] = None) -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
@@ -342,6 +360,9 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     the other cores.  ``save_weights``: ``"best"`` (the selected epoch's state) or ``"last"`` keeps
     each finished run's checkpoint in ``out/weights/<cell id>.safetensors``, named by its record
     (:mod:`zoo.bench.store.weights`; ``zoo.load(out, cell=..., seed=...)``); ``"none"`` (default).
+    ``checkpoint_every``: a group training longer than this saves its state in ``out/checkpoints/``
+    and a re-run resumes it (:mod:`zoo.bench.run.checkpoint`; ``600``, ``10m``, ``50ep``, ``off``;
+    default 10 minutes).
     """
     check_save_weights(save_weights)
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
@@ -365,7 +386,9 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
         write_atomic(out / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
         done = records.completed_ids(results_path)
         pending = [c for c in cells if c.id not in done]
-        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights)
+        policy = checkpoint_every if isinstance(checkpoint_every, CheckpointPolicy) else parse_every(checkpoint_every)
+        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights, out / CHECKPOINT_DIR,
+                         policy)
         if stop_after is not None:
             jobs = jobs[:stop_after]
         if isinstance(executor, Executor):
@@ -416,6 +439,8 @@ def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: Ru
             records.append_record(results_path, make_record(suite, cell, res, extra))
             summary.ran += 1
             summary.diverged += int(res.diverged)
+        # the records are written: the group's checkpoint (if it made one) is not needed any more
+        remove_checkpoint(results_path.parent, cells, outcome.job.stacked)
 
 
 def _build_config(cell: Cell, task: Any) -> Dict[str, Any]:

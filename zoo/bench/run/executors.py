@@ -50,8 +50,10 @@ class GroupJob:
     stacked: bool
     data_root: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)   # ZOO_DATA / ZOO_DATA_MIRROR of the driver
-    cost: float = 0.0
+    cost: float = 0.0                      # estimated seconds (zoo.bench.spec.cost): longest first
     save_weights: str = "none"             # "best" / "last": send each replica's state back (zoo.bench.run.weights)
+    checkpoint_dir: Optional[str] = None   # where a long group saves its state (None: never)
+    checkpoint_every: Any = None           # zoo.bench.run.checkpoint.CheckpointPolicy
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
+from zoo.bench.run.checkpoint import Checkpointer
 from zoo.bench.run.train import Replicas, RunResult, score, train_replicas
 from zoo.bench.spec.config import TrainConfig
 from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
@@ -41,7 +42,9 @@ class Mode:
         return (cell.config["train"]["epochs"] if self.spec.trains else 0) + 1
 
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float) -> List[RunResult]:
+                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+        """The group's results; ``checkpoint`` saves / resumes a training loop (ignored by modes that
+        do not train)."""
         raise NotImplementedError
 
 
@@ -52,8 +55,9 @@ class Train(Mode):
         return bool(cells[0].config["run"].get("prune_layers"))
 
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float) -> List[RunResult]:
-        results = train_replicas(task, replicas, view, cfg, [c.seed for c in cells], progress=progress)
+                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+        results = train_replicas(task, replicas, view, cfg, [c.seed for c in cells], progress=progress,
+                                 checkpoint=checkpoint)
         if self.prunes(cells):
             prune(task, replicas, view, cells, results)
         return results
@@ -70,7 +74,7 @@ class EnergyAtInit(Mode):
     spec = MODE_SPECS["energy_at_init"]
 
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float) -> List[RunResult]:
+                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
         if task.kind != "transductive":
             raise ValueError("energy_at_init needs a transductive dataset (one graph)")
         # Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the final layer's output X^L, read from

@@ -38,6 +38,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch_geometric.data import Batch
 
+from zoo.bench.run.checkpoint import (Checkpointer, generator_states, load_generator_states, load_tensor_state,
+                                      restore_params, tensor_state, to_device)
 from zoo.bench.run.optim import make_lr_scheduler, make_optimizer
 from zoo.bench.spec.config import SELECT, SPLITS, TrainConfig  # noqa: F401  (SELECT, TrainConfig: re-exported)
 from zoo.callbacks import EpochState
@@ -408,12 +410,16 @@ def _epoch_state(epoch: int, replicas: Replicas, view: Any, grads: Optional[Sequ
 
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
                    progress: Optional[Callable[[int], None]] = None, callbacks: Sequence[Any] = (),
-                   labels: Optional[Sequence[str]] = None) -> List[RunResult]:
+                   labels: Optional[Sequence[str]] = None,
+                   checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
     """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
 
     ``callbacks``: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`), called
     after every evaluated state, and optionally ``on_fit_end(state)`` with the last one; they only
     read, so the training is the same with or without them.  ``labels`` names the replicas for them.
+    ``checkpoint``: resume from its saved state if it has one, and save the loop's state when it
+    is due (:mod:`zoo.bench.run.checkpoint`); the numbers are those of an uninterrupted run (the
+    callbacks' own state is not saved: a resumed group calls them from the resumed epoch on).
     """
     R = replicas.size
     device = replicas.params[0].device
@@ -461,7 +467,35 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
 
     start = time.perf_counter()
     epochs_done = 0
-    for epoch in range(cfg.epochs + 1):
+    first_epoch, resumed_s = 0, 0.0
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:  # the loop's state after epoch ``next_epoch - 1``'s training step
+        saved = to_device(saved, device)
+        replicas.params = restore_params(replicas.params, saved["params"])
+        for n, b in replicas.buffers.items():  # running statistics, if a norm keeps any
+            b.copy_(saved["buffers"][n])
+        fresh = False
+        opt = optimizer()
+        load_tensor_state(opt, saved["optimizer"])
+        if scheduler is not None:
+            load_tensor_state(scheduler, saved["scheduler"])
+        load_generator_states(replicas.rng, saved["replica_rng"])
+        if getattr(view, "generator", None) is not None:
+            view.generator.set_state(saved["batch_rng"].cpu())
+        torch.set_rng_state(saved["torch_rng"].cpu())
+        (active, best_val, best_other, best_metrics, best_losses, best_epoch, since_best, diverged_epoch,
+         stop_epoch) = (saved["loop"][k] for k in ("active", "best_val", "best_other", "best_metrics",
+                                                   "best_losses", "best_epoch", "since_best", "diverged_epoch",
+                                                   "stop_epoch"))
+        reason, running, last_pass_loss = list(saved["reason"]), list(saved["running"]), saved["last_pass_loss"]
+        if best_state is not None:
+            best_state = saved["best_state"]
+        first_epoch = epochs_done = int(saved["next_epoch"])
+        resumed_s = float(saved["elapsed_s"])
+        start -= resumed_s
+        if progress is not None:
+            progress(first_epoch)
+    for epoch in range(first_epoch, cfg.epochs + 1):
         grads = None
         # ---- evaluate state `epoch` (and, transductive, compute its training loss + gradient)
         if transductive:
@@ -553,6 +587,19 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
                 total += loss.detach().to(torch.float64)
                 count += 1
             last_pass_loss = total / max(count, 1)
+        if checkpoint is not None and checkpoint.due(epoch):
+            checkpoint.save({
+                "next_epoch": epoch + 1, "elapsed_s": time.perf_counter() - start,
+                "params": [p.detach() for p in replicas.params], "optimizer": tensor_state(opt),
+                "buffers": {n: b.detach() for n, b in replicas.buffers.items()},
+                "scheduler": tensor_state(scheduler) if scheduler is not None else None,
+                "replica_rng": generator_states(replicas.rng),
+                "batch_rng": view.generator.get_state() if getattr(view, "generator", None) is not None else None,
+                "torch_rng": torch.get_rng_state(),
+                "loop": {"active": active, "best_val": best_val, "best_other": best_other,
+                         "best_metrics": best_metrics, "best_losses": best_losses, "best_epoch": best_epoch,
+                         "since_best": since_best, "diverged_epoch": diverged_epoch, "stop_epoch": stop_epoch},
+                "reason": reason, "running": running, "last_pass_loss": last_pass_loss, "best_state": best_state})
 
     if callbacks:
         for cb in callbacks:
@@ -581,6 +628,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             num_parameters=n_params,
             best_state=replicas.state_of(r, best_state) if best_state is not None else None,
             # the learning rate of the replica's last optimisation step (scheduled runs only)
-            extra={"last_step_lr": float(scheduler.lr[r])} if scheduler is not None else {},
+            extra={**({"last_step_lr": float(scheduler.lr[r])} if scheduler is not None else {}),
+                   **({"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {})},
         ))
     return results

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from zoo._names import close_matches, normalize_name
 from zoo._toml import tomllib
 from zoo.bench.spec.cells import cell_value
-from zoo.bench.spec.plugins import dataset_spec
+from zoo.bench.spec.cost import estimated_group_seconds
 from zoo.bench.spec.suite import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
 
 
@@ -133,30 +133,10 @@ def parse_shard(text: str) -> Tuple[int, int]:
     return i, n
 
 
-_DEFAULT_NODES = 1000  # datasets whose size is not a number in the registry (generated ones)
-
-
-def _size(dataset: str) -> float:
-    """nodes + edges from the dataset registry's statistics (no data is loaded)."""
-    stats = dict(dataset_spec(dataset).stats)
-    nodes = stats.get("nodes")
-    edges = stats.get("edges")
-    nodes = nodes if isinstance(nodes, (int, float)) else _DEFAULT_NODES
-    edges = edges if isinstance(edges, (int, float)) else 4 * nodes
-    return float(nodes + edges)
-
-
 def group_cost(cells: Sequence[Cell]) -> float:
-    """Estimated cost of a group: graph size x layers x epochs x replicas.
-
-    Graph size is nodes + edges: a layer's work is linear in both (the N x F feature matmuls and
-    the E x H attention terms), so a product would overweight large graphs by the other factor.
-    """
-    c = cells[0].config
-    layers = c["model"]["kwargs"].get("num_layers", 2)
-    layers = layers if isinstance(layers, int) and layers > 0 else 2
-    epochs = max(int(c["train"].get("epochs") or 1), 1)
-    return _size(c["task"]["dataset"]) * layers * epochs * len(cells)
+    """Estimated wall time of a group (seconds, at its epoch cap) by the calibrated cost model
+    (:mod:`zoo.bench.spec.cost`): what ``--shard`` balances and ``--workers`` orders by."""
+    return estimated_group_seconds([c.config for c in cells])
 
 
 def shard_groups(groups: Mapping[str, Sequence[Cell]], index: int, count: int) -> List[str]:

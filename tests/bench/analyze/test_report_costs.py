@@ -1,0 +1,31 @@
+"""The reproduction page gives every paper cell without records its estimated cost and class,
+and per suite the ``zoo bench ... --where ...`` commands that would fill them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE
+from zoo.bench.analyze.status import build_report
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORDS = ROOT / "docs" / "reproduction" / "records"
+
+
+def test_every_unrun_paper_cell_has_a_cost_and_a_class():
+    report = build_report(RECORDS)
+    missing = report.missing()
+    assert len(missing) == report.counts()["not run"] > 0
+    with_cells = [m for m in missing if m.cells]
+    assert len(with_cells) >= 0.95 * len(missing)  # a paper cell no suite cell fills is named as such
+    assert all(m.seconds > 0 and m.cls in (RUNS_HERE, NEEDS_GPU) for m in with_cells)
+    assert {m.cls for m in with_cells} == {RUNS_HERE, NEEDS_GPU}
+    by_suite = {s.board.suite: s for s in report.suites}
+    texas = [c for c in by_suite["balance_table2"].fill if ("dataset", ("texas_npz",)) in c.where]
+    assert texas and all(c.cls == RUNS_HERE for c in texas)
+    assert all(c.command().startswith("zoo bench balance_table2 --where dataset=") for c in by_suite["balance_table2"].fill)
+
+
+def test_the_page_shows_costs_and_commands():
+    md = (ROOT / "docs" / "reproduction.md").read_text()
+    assert "Paper cells not run:" in md and "paper cells not run — estimated cost" in md
+    assert "zoo bench balance_table2 --where dataset=" in md and "| needs a GPU |" in md and "| runs here |" in md

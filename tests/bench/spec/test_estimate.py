@@ -1,0 +1,83 @@
+"""``zoo bench SUITE --estimate`` and ``zoo list suites`` (zoo.bench.spec.estimate)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from zoo.bench.spec import cost
+from zoo.bench.spec.estimate import estimate, format_estimate, hours, makespan
+
+TABLE = cost.load_dataset_table()
+MODEL = cost.load_cost_model("cpu")
+
+
+def cell(cid, group, dataset="cora", layers=2, patience=None, epochs=1000):
+    return SimpleNamespace(id=cid, group=group, config={
+        "model": {"name": "gatv2", "norm": "none", "kwargs": {"num_layers": layers, "hidden_dim": 64}},
+        "task": {"dataset": dataset, "options": {}},
+        "train": {"epochs": epochs, "batch_size": 0, "patience": patience, "loss_threshold": 0.0},
+        "run": {"dtype": "float32"}})
+
+
+def value_of(config, key):
+    return config["task"]["dataset"] if key == "dataset" else config["model"]["kwargs"].get(key)
+
+
+def test_makespan_is_longest_first_on_the_least_loaded_worker():
+    assert makespan([], 2) == 0
+    assert makespan([5, 3, 3, 1], 1) == 12
+    assert makespan([5, 3, 3, 1], 2) == 6
+    assert makespan([1, 1, 1], 8) == 1
+
+
+def test_slices_runs_groups_and_expected_epochs():
+    groups = {"a": [cell("a0", "a"), cell("a1", "a")], "b": [cell("b0", "b", layers=10)],
+              "c": [cell("c0", "c", "pubmed", patience=100)]}
+    finished = [{"id": "x", "group": "x", "status": "ok", "epochs_run": 300,
+                 "config": cell("x", "x", "pubmed", patience=100).config},
+                {"id": "y", "group": "y", "status": "ok", "epochs_run": 500,
+                 "config": cell("y", "y", "pubmed", patience=100).config}]
+    est = estimate("s", "train", groups, MODEL, TABLE, value_of, finished=finished, done=["x", "y"], workers=2)
+    keys = [s.where() for s in est.slices]
+    assert keys == ["--where dataset=cora --where num_layers=2", "--where dataset=cora --where num_layers=10",
+                    "--where dataset=pubmed --where num_layers=2"]
+    cora2, cora10, pubmed = est.slices
+    assert (cora2.runs, cora2.groups, cora2.expected_epochs) == (2, 1, 1000)
+    assert cora10.cpu_seconds > cora2.cpu_seconds / 2          # 10 layers, half the replicas
+    assert pubmed.expected_epochs == 400 and pubmed.done == 2  # the median of the finished (patience)
+    assert est.runs == 4 and est.groups == 3
+    assert est.wall_seconds <= est.cpu_seconds and est.wall_seconds >= max(s.cpu_seconds for s in est.slices)
+    text = format_estimate(est, "zoo bench s")
+    assert "total" in text and "--where dataset=pubmed --where num_layers=2" in text and "runs here" in text
+
+
+def test_hours():
+    assert [hours(s) for s in (5, 600, 7200, 5 * 86400)] == ["5 s", "10 min", "2.0 h", "5.0 d"]
+
+
+def test_cli_estimate_runs_nothing(tmp_path, capsys):
+    from zoo.cli import main
+
+    out = tmp_path / "never"
+    assert main(["bench", "balance_table2", "--estimate", "--where", "dataset=texas_npz,cornell_npz",
+                 "--where", "num_layers=2,40", "--workers", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert not out.exists()
+    lines = [ln for ln in text.splitlines() if ln.startswith("--where")]
+    assert len(lines) == 4 and all(" 15 " in ln for ln in lines)
+    assert "process with 2 worker(s)" in text and text.count("total") == 1
+    # --shard estimates that shard only
+    assert main(["bench", "balance_table2", "--estimate", "--where", "dataset=texas_npz", "--shard", "1/5",
+                 "--out", str(out)]) == 0
+    shard = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("--where")]
+    assert len(shard) == 1 and " 15 " in shard[0]  # 5 texas groups over 5 shards: one group each
+
+
+def test_list_suites_shows_runs_and_cpu_hours(capsys):
+    from zoo.cli import main
+
+    assert main(["list", "suites"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("balance_table2"))
+    assert "600 runs" in line and "CPU-hours" in line

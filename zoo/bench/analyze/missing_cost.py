@@ -1,0 +1,114 @@
+"""What the paper cells without records would cost, and the commands that would fill them.
+
+A paper cell (an entry of a suite's ``reported`` numbers) is filled by the suite cells whose keys
+match the entry's (as the leaderboard matches them).  Its cost is its pending cells' share of
+their groups' estimated wall time (:mod:`zoo.bench.spec.cost`: a group of R seed replicas costs
+more than one replica, less than R); its class is *runs here* when that fits
+:data:`~zoo.bench.spec.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*.
+The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+
+from zoo.bench.spec.cost import CostModel
+from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value
+
+#: keys of a paper entry that are not cell keys (zoo.bench.leaderboard.KEY_META)
+ENTRY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
+RUNS_HERE = "runs here"
+NEEDS_GPU = "needs a GPU"
+SLICE_KEYS = ("dataset", "num_layers")
+
+
+@dataclass
+class MissingCell:
+    """One paper cell without records: its entry, the pending cells that fill it and their cost."""
+
+    entry: Mapping[str, Any]
+    cells: List[Mapping[str, Any]]          # resolved cells ({"id", "group", "config"}) not yet run
+    cell_seconds: Dict[str, float]          # each cell's share of its group's estimate
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.cell_seconds.values())
+
+    @property
+    def cls(self) -> str:
+        return RUNS_HERE if self.seconds <= RUNS_HERE_CPU_HOURS * 3600 else NEEDS_GPU
+
+
+@dataclass
+class FillCommand:
+    """A ``zoo bench`` command filling a slice's missing cells, with its cost."""
+
+    suite: str
+    where: Tuple[Tuple[str, Tuple[Any, ...]], ...]
+    runs: int
+    seconds: float
+    cells: int = 0
+    extra: List[str] = field(default_factory=list)
+
+    @property
+    def cls(self) -> str:
+        return RUNS_HERE if self.seconds <= RUNS_HERE_CPU_HOURS * 3600 else NEEDS_GPU
+
+    def command(self) -> str:
+        clauses = "".join(f" --where {k}={','.join(format_value(v) for v in vs)}" for k, vs in self.where)
+        device = "" if self.cls == RUNS_HERE else " --device cuda"  # or --executor ray / --shard I/N on a cluster
+        return f"zoo bench {self.suite}{clauses}{''.join(' ' + e for e in self.extra)}{device}"
+
+
+def entry_matches(entry: Mapping[str, Any], config: Mapping[str, Any],
+                  value_of: Callable[[Mapping[str, Any], str], Any], norm: Callable[[Any], Any],
+                  ignore: Sequence[str] = ()) -> bool:
+    """Whether a cell of ``config`` counts toward paper ``entry`` (its keys but ``ignore``: a
+    ``pruned`` board's ``layer`` is a column of every cell, not a cell key)."""
+    return all(norm(value_of(config, k)) == norm(v) for k, v in entry.items()
+               if k not in ENTRY_META and k not in ignore)
+
+
+def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]],
+                  done: Sequence[str], model: CostModel, table: Mapping[str, Mapping[str, Any]],
+                  value_of: Callable[[Mapping[str, Any], str], Any],
+                  norm: Callable[[Any], Any] = lambda v: v, ignore: Sequence[str] = ()) -> List[MissingCell]:
+    """The cost of each paper ``entries`` item (entries without records) from the suite's resolved
+    ``cells`` not in ``done`` (ids).  A group's estimate is shared by its pending cells."""
+    done_ids = set(done)
+    groups: Dict[str, List[Mapping[str, Any]]] = {}
+    for c in cells:
+        if c["id"] not in done_ids:
+            groups.setdefault(c["group"], []).append(c)
+    per_cell: Dict[str, float] = {}
+    for gcells in groups.values():
+        cfg = gcells[0]["config"]
+        epochs = int((cfg.get("train") or {}).get("epochs") or 0)
+        seconds = model.group_seconds([c["config"] for c in gcells], epochs, table, mode, suite)
+        for c in gcells:
+            per_cell[c["id"]] = seconds / len(gcells)
+    out = []
+    pending = [c for g in groups.values() for c in g]
+    for e in entries:
+        mine = [c for c in pending if entry_matches(e, c["config"], value_of, norm, ignore)]
+        out.append(MissingCell(e, mine, {c["id"]: per_cell[c["id"]] for c in mine}))
+    return out
+
+
+def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
+                  by: Sequence[str] = SLICE_KEYS, extra: Sequence[str] = ()) -> List[FillCommand]:
+    """One command per slice (the values of ``by``) of the missing cells, cheapest first; a suite
+    cell shared by several paper cells is counted once."""
+    slices: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+    for i, m in enumerate(missing):
+        for c in m.cells:
+            key = tuple(value_of(c["config"], k) for k in by)
+            s = slices.setdefault(key, {"seconds": {}, "entries": set()})
+            s["seconds"][c["id"]] = m.cell_seconds[c["id"]]
+            s["entries"].add(i)
+    out = []
+    for key, s in slices.items():
+        where = tuple((k, (v,)) for k, v in zip(by, key) if v is not None)
+        out.append(FillCommand(suite, where, len(s["seconds"]), sum(s["seconds"].values()), len(s["entries"]),
+                               list(extra)))
+    return sorted(out, key=lambda f: (f.seconds, f.command()))

@@ -1,0 +1,77 @@
+"""Markdown and HTML for paper cells without records: each one's estimated cost and class, and the
+``zoo bench`` commands that would fill a suite's missing cells (no IO)."""
+from __future__ import annotations
+
+import html as h
+from typing import Any, Dict, List, Mapping, Sequence
+
+from zoo.bench.analyze.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
+from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
+
+
+def describe_entry(entry: Mapping[str, Any]) -> str:
+    """``dataset=citeseer, num_layers=5`` (the paper cell's keys)."""
+    return ", ".join(f"{k}={format_value(v)}" for k, v in entry.items() if k not in ENTRY_META)
+
+
+def totals(missing: Sequence[MissingCell]) -> Dict[str, Dict[str, float]]:
+    """``{class: {"cells": n, "runs": r, "seconds": s}}`` (a suite cell shared by paper cells once)."""
+    out: Dict[str, Dict[str, float]] = {RUNS_HERE: {"cells": 0, "runs": 0, "seconds": 0.0},
+                                        NEEDS_GPU: {"cells": 0, "runs": 0, "seconds": 0.0}}
+    seen: Dict[str, float] = {}
+    for m in missing:
+        t = out[m.cls]
+        t["cells"] += 1
+        for cid, s in m.cell_seconds.items():
+            if cid not in seen:
+                seen[cid] = s
+                t["runs"] += 1
+                t["seconds"] += s
+    return out
+
+
+def totals_line(missing: Sequence[MissingCell]) -> str:
+    t = totals(missing)
+    return (f"{t[RUNS_HERE]['cells']:.0f} *runs here* (≤ {RUNS_HERE_CPU_HOURS:g} CPU-hours each; "
+            f"{t[RUNS_HERE]['runs']:.0f} runs, ≈ {t[RUNS_HERE]['seconds'] / 3600:,.0f} CPU-hours), "
+            f"{t[NEEDS_GPU]['cells']:.0f} *need a GPU* ({t[NEEDS_GPU]['runs']:.0f} runs, "
+            f"≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours)")
+
+
+def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Sequence[FillCommand]) -> List[str]:
+    """A suite's "cells not run" section: one row per paper cell, then the commands."""
+    if not missing:
+        return []
+    lines = [f"### {suite}: paper cells not run — estimated cost", "",
+             f"{totals_line(missing)}; estimated by the cost model fitted on the records' shared 2-core CPU "
+             "(`zoo bench SUITE --estimate`).", "",
+             "| paper table | cell | runs | CPU time | class |", "|---|---|---|---|---|"]
+    for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))):
+        lines.append(f"| {m.entry.get('table', '')} | {describe_entry(m.entry)} | {len(m.cells)} | "
+                     f"{hours(m.seconds) if m.cells else '–'} | {m.cls if m.cells else 'no cell of the suite'} |")
+    if commands:
+        lines += ["", "Commands filling them (one slice each, cheapest first; add `--out` to run into a copy of the "
+                      "records folder):", "", "```"]
+        lines += [f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {c.cls}" for c in commands]
+        if any(c.cls == NEEDS_GPU for c in commands):
+            lines += ["# on a cluster: the same with --executor ray [--gpus-per-group F], or --shard I/N per job"]
+        lines.append("```")
+    lines.append("")
+    return lines
+
+
+def missing_html(suite: str, missing: Sequence[MissingCell], commands: Sequence[FillCommand]) -> str:
+    """The same as :func:`missing_markdown`, folded (``<details>``) under the suite's tables."""
+    if not missing:
+        return ""
+    rows = "".join(
+        f"<tr><td>{h.escape(str(m.entry.get('table', '')))}</td><td class=k>{h.escape(describe_entry(m.entry))}</td>"
+        f"<td>{len(m.cells)}</td><td>{h.escape(hours(m.seconds)) if m.cells else '–'}</td>"
+        f"<td>{h.escape(m.cls if m.cells else 'no cell of the suite')}</td></tr>"
+        for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))))
+    cmds = "\n".join(f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {c.cls}" for c in commands)
+    return (f"<details><summary>{h.escape(suite)}: {len(missing)} paper cells not run — "
+            f"{h.escape(totals_line(missing).replace('*', ''))}</summary>"
+            '<table class="sortable"><thead><tr><th>paper table</th><th>cell</th><th>runs</th><th>CPU time</th>'
+            f"<th>class</th></tr></thead><tbody>{rows}</tbody></table>"
+            + (f"<pre>{h.escape(cmds)}</pre>" if cmds else "") + "</details>")

@@ -1,0 +1,465 @@
+"""What a group of runs will cost, before running it: a calibrated linear model of wall time.
+
+The work of one replica for one epoch is summarised by four counts read from the cell's
+configuration and the dataset's size (a torch-free table, :data:`DATASET_TABLE`; no data is
+loaded), and the wall time is a fitted linear combination of them::
+
+    seconds per replica-epoch = a * dense_macs + b * edge_elements + c * dropout_elements
+                                + d * layers x calls / replicas
+
+* ``dense_macs``: multiply-adds of the node-wise linear maps (``N x in x out`` per weight, the
+  first layer's ``nnz(X) x out`` when the bag-of-words input is multiplied as CSR);
+* ``edge_elements``: elements of the per-edge tensors (``E' x width`` messages, ``E' x heads``
+  scores, ``E' = E + N`` with self-loops) and of the node-wise element-wise work (activations,
+  norms): memory-bound work whose cost is per element, not per multiply-add;
+* ``dropout_elements``: dropout masks drawn (per replica, from its own random stream);
+* ``layers x calls / replicas``: the per-layer dispatch overhead of the stacked (``vmap``) calls
+  an epoch makes (forward, backward, evaluation; per mini-batch for graph lists), shared by the
+  group's replicas.
+
+Each count is multiplied by the passes an epoch makes (forward + backward ~ 3 forwards, plus
+an evaluation forward when dropout makes the training forward unusable for evaluation). A group
+then takes ``epochs x replicas x per_replica_epoch`` (stopped replicas of a stacked group are
+still computed, so ``epochs`` is the group's longest run, plus the evaluation of state 0).
+
+The coefficients are fitted (:func:`fit`, non-negative least squares on the relative error) by
+``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship as
+``cost_model.json`` with one entry per device kind (``cpu`` fitted on the project's 2-core
+machine; ``cuda`` empty until a GPU measures it, when estimates fall back to ``cpu``).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DATASET_TABLE = HERE / "dataset_sizes.json"
+MODEL_FILE = HERE / "cost_model.json"
+TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica")
+
+#: first-layer inputs at most this dense are multiplied as CSR (zoo.ops.sparse_linear.SPARSE_MAX_DENSITY)
+SPARSE_MAX_DENSITY = 0.05
+#: dispatch cost of a stacked (vmap) call relative to a plain one (lipschitz_table1: R = 2 groups
+#: took 2-3x the time of R = 1 groups of the same cells)
+VMAP_OVERHEAD = 2.0
+#: nonzero share of a bag-of-words input whose files were absent when the table was made
+UNKNOWN_DENSITY = 0.01
+#: a graph whose size the table lacks (a suite file's own dataset): Cora-sized
+DEFAULT_SIZE = {"nodes": 2708, "edges": 10556, "features": 1433, "density": 0.0127, "classes": 7, "graphs": 1,
+                "train_share": 1.0, "kind": "transductive"}
+
+
+class CostModelError(ValueError):
+    """A cost-model file or calibration input that cannot be used."""
+
+
+# --------------------------------------------------------------------------- dataset sizes
+
+
+def _options_key(dataset: str, options: Mapping[str, Any]) -> str:
+    return dataset if not options else f"{dataset} {json.dumps(dict(options), sort_keys=True)}"
+
+
+def load_dataset_table(path: Path = DATASET_TABLE) -> Dict[str, Dict[str, Any]]:
+    """``{key: sizes}``; a key is the dataset name, or ``name {options json}`` for generated data."""
+    return json.loads(path.read_text())["datasets"]
+
+
+def dataset_size(task: Mapping[str, Any], table: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """Sizes for a cell's ``task`` table: exact (name + options), else by name, else Cora-sized."""
+    name = task["dataset"]
+    options = task.get("options") or {}
+    for key in (_options_key(name, options), name):
+        if key in table:
+            return {**DEFAULT_SIZE, **table[key]}
+    return dict(DEFAULT_SIZE)
+
+
+# --------------------------------------------------------------------------- features
+
+
+#: per family: (weights reading the layer input, extra out x out weights, edge elements per output
+#: unit, edge elements per head, tensor ops per layer relative to GAT's) — what one layer computes,
+#: read from the layer's code (zoo/models); the last sets the per-call dispatch overhead
+FAMILIES: Dict[str, Tuple[float, float, float, float, float]] = {
+    "gcn": (1, 0, 1, 0, 0.5),
+    "gin": (1, 1, 1, 0, 0.6),
+    "ggnn": (1, 6, 1, 0, 2.0),             # message map + the GRU's 2 x 3 gate maps, written out
+    "gat": (1, 0, 1, 4, 1.0),              # aggregation per unit; score, LeakyReLU, softmax per head
+    "gatdb": (1, 0, 1, 5, 1.1),
+    "gatnb": (1, 0, 1, 5, 1.1),
+    "gatv2": (1, 0, 4, 3, 1.0),            # W_s h_u + W_t h_v, LeakyReLU, a-dot, aggregation per unit
+    "unimp": (4, 0, 2, 3, 1.5),
+    "graph_transformer": (3, 5, 2, 3, 2.5),  # Q, K, V; output map and a 2-layer FFN; QK dot + aggregation
+    "universal_transformer": (3, 5, 2, 3, 2.5),
+    "san_pre_ln": (3, 5, 2, 3, 2.5),
+    "san_post_ln": (3, 5, 2, 3, 2.5),
+    "san_nonlocal": (3, 5, 3, 3, 3.0),     # + the per-head energy ||P_i X - X||^2
+}
+DEFAULT_FAMILY = (1, 0, 2, 3, 1.5)
+#: node-wise element-wise work per output unit (activation, residual, bias) and per norm
+NORM_ELEMENTS = {"none": 0, "layernorm": 4, "pairnorm": 4, "batchnorm": 4, "lipschitz": 6}
+
+
+@dataclass(frozen=True)
+class Features:
+    """Work of one replica for one epoch (:data:`TERMS`)."""
+
+    dense_macs: float
+    edge_elements: float
+    dropout_elements: float
+    layers_per_replica: float
+
+    def vector(self) -> List[float]:
+        return [self.dense_macs, self.edge_elements, self.dropout_elements, self.layers_per_replica]
+
+
+def _int(value: Any, default: int) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else default
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mapping[str, Any]],
+             mode: str = "train") -> Features:
+    """The :class:`Features` of one replica-epoch of ``config`` (a resolved suite cell) trained
+    in a group of ``replicas``; ``mode="energy_at_init"`` counts one forward pass."""
+    model = config["model"]
+    kw = model.get("kwargs") or {}
+    size = dataset_size(config["task"], table)
+    if size.get("density") is None:  # files absent where the table was made: a bag-of-words guess
+        size["density"] = UNKNOWN_DENSITY
+    n, e, f = float(size["nodes"]), float(size["edges"]), float(size["features"])
+    e_loops = e + n
+    name = str(model.get("name", "")).split(".")[0]
+    w_in, w_sq, per_unit, per_head, ops = FAMILIES.get(name, DEFAULT_FAMILY)
+    layers = _int(kw.get("num_layers"), 2)
+    hidden = _int(kw.get("hidden_dim"), 64)
+    heads = _int(kw.get("heads"), 1) if per_head else 1
+    classes = _int(size.get("classes"), 2)
+    out_heads = _int(kw.get("out_heads"), heads) if per_head else 1
+    dropout = _float(kw.get("dropout"))
+    attn_dropout = _float(kw.get("attn_dropout"))
+    input_dropout = _float(kw.get("input_dropout"))
+    norm = NORM_ELEMENTS.get(str(model.get("norm") or "none"), 4)
+    if name == "gatv2" and kw.get("share_weights") is False:
+        w_in += 1
+    if name == "gatv2" and kw.get("update_weight") == "separate":
+        w_in += 1
+    classifier = kw.get("classifier", "none") not in (None, "none")
+    encoder = kw.get("input_encoder")
+    graph_level = size.get("kind") == "graph"
+
+    dense = edge = drop = 0.0
+    width_in = f
+    # a dropped-out input is a new dense tensor every epoch: no CSR product then
+    sparse_first = size["density"] <= SPARSE_MAX_DENSITY and not (input_dropout or dropout or encoder)
+    if encoder in ("affine", "linear", "mlp"):
+        enc = _int(kw.get("input_encoder_dim"), hidden)
+        dense += n * f * enc * size.get("density", 1.0) if size.get("density", 1.0) <= SPARSE_MAX_DENSITY else n * f * enc
+        width_in = enc
+    elif encoder:  # embedding look-ups (OGB atom / bond encoders)
+        width_in = hidden
+        edge += n * hidden
+    if name.startswith("san") or name.endswith("transformer"):  # an MLP encoder to hidden_dim, always
+        dense += n * f * hidden * (size["density"] if size.get("density", 1.0) <= SPARSE_MAX_DENSITY else 1.0)
+        dense += n * hidden * hidden
+        width_in = hidden
+        sparse_first = False
+    if input_dropout:
+        drop += n * f
+    for layer in range(layers):
+        last = layer == layers - 1 and not classifier and not graph_level
+        out = classes * out_heads if last else hidden
+        h = out_heads if last else heads
+        reads = width_in * (size.get("density", 1.0) if layer == 0 and sparse_first else 1.0)
+        dense += n * (w_in * reads * out + w_sq * out * out)
+        edge += e_loops * (per_unit * out + per_head * h) + n * out * (2 + norm)
+        if dropout:
+            drop += n * width_in
+        if attn_dropout and per_head:
+            drop += e_loops * h
+        width_in = out
+    if classifier:
+        dense += n * hidden * classes
+    if graph_level:  # readout: pooling and a 2-layer MLP on the pooled vectors
+        g = float(size.get("graphs", 1))
+        dense += g * 2 * hidden * hidden
+        edge += n * hidden
+    deterministic = not (dropout or attn_dropout or input_dropout)
+    if mode == "energy_at_init":
+        passes, calls = 1.0, 1.0
+    elif graph_level or size.get("kind") == "inductive":
+        # one training pass (forward + backward) over the training graphs, one evaluation of all;
+        # every mini-batch is a call (a stacked forward's per-layer dispatch), backward counts twice
+        share = float(size.get("train_share", 1.0))
+        passes = 3.0 * share + 1.0
+        graphs = float(size.get("graphs", 1))
+        batch = _int((config.get("train") or {}).get("batch_size"), 0) or graphs
+        calls = 2.0 * math.ceil(graphs * share / batch) + math.ceil(graphs / batch) + 2.0
+    else:
+        passes = 3.0 if deterministic else 4.0
+        calls = 2.0 if deterministic else 3.0
+    # one replica is a plain call; several are one vmap call, whose per-op dispatch costs more
+    overhead = layers * calls * ops * (1.0 if replicas == 1 else VMAP_OVERHEAD)
+    return Features(dense * passes, edge * passes, drop * (1.0 if mode == "energy_at_init" else 2.0),
+                    overhead / max(replicas, 1))
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass
+class CostModel:
+    """Fitted coefficients (seconds per unit of each of :data:`TERMS`) and per-suite factors."""
+
+    coefficients: Dict[str, float]
+    suite_factors: Dict[str, float]
+    device: str = "cpu"
+    fitted_on: str = ""
+    #: actual / modelled time of groups that do not train (energy at initialisation: building L-layer
+    #: replicas and the per-layer energy trace in float64 dominate its one forward pass)
+    mode_factors: Dict[str, float] = field(default_factory=dict)
+
+    def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
+                              table: Mapping[str, Mapping[str, Any]], mode: str = "train",
+                              suite: Optional[str] = None) -> float:
+        x = features(config, replicas, table, mode)
+        base = sum(self.coefficients.get(t, 0.0) * v for t, v in zip(TERMS, x.vector()))
+        if mode != "train":
+            return base * self.mode_factors.get(mode, 1.0)
+        return base * (self.suite_factors.get(suite, 1.0) if suite else 1.0)
+
+    def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
+                      table: Mapping[str, Mapping[str, Any]], mode: str = "train",
+                      suite: Optional[str] = None) -> float:
+        """A group of ``len(configs)`` stacked replicas run for ``epochs`` epochs (0 for
+        energy-at-init, counted as one forward)."""
+        r = len(configs)
+        passes = 1.0 if mode == "energy_at_init" else float(epochs) + 1.0
+        return passes * r * self.replica_epoch_seconds(configs[0], r, table, mode, suite)
+
+
+def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
+    """The shipped model for ``device`` (``cpu``, ``cuda``, or a torch device string); a device
+    kind with no fitted entry falls back to ``cpu`` (stated in ``fitted_on``)."""
+    data = json.loads(Path(path).read_text())
+    kind = str(device or "cpu").split(":")[0]
+    kind = "cpu" if kind == "auto" else kind
+    entry = data.get("devices", {}).get(kind) or {}
+    fitted_on = entry.get("fitted_on", "")
+    if not entry.get("coefficients"):
+        entry = data["devices"]["cpu"]
+        fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
+    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on,
+                     dict(entry.get("mode_factors") or {}))
+
+
+@functools.lru_cache(maxsize=4)
+def shipped_model(device: str = "cpu") -> CostModel:
+    """:func:`load_cost_model` of the shipped file, read once per device kind."""
+    return load_cost_model(device)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_table() -> Dict[str, Dict[str, Any]]:
+    """:func:`load_dataset_table` of the shipped table, read once."""
+    return load_dataset_table()
+
+
+def estimated_group_seconds(configs: Sequence[Mapping[str, Any]], mode: str = "train",
+                            suite: Optional[str] = None, device: str = "cpu") -> float:
+    """A group's estimated wall time at its epoch cap, by the shipped model (shards, job order)."""
+    epochs = int((configs[0].get("train") or {}).get("epochs") or 0)
+    return shipped_model(device).group_seconds(configs, epochs, shipped_table(), mode, suite)
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One finished group of the records: what ran, and how long it took."""
+
+    suite: str
+    group: str
+    config: Mapping[str, Any]
+    replicas: int
+    epochs: int            # the group's longest run (the stacked replicas ran that long)
+    mode: str
+    wall_time_s: float
+
+
+def observations(records: Iterable[Mapping[str, Any]]) -> List[Observation]:
+    """Finished groups from records (``status`` ok, with ``group_wall_time_s``); a group split by
+    ``--max-replicas`` or run in several sittings is one observation per sitting."""
+    by: Dict[Tuple[str, str, float], List[Mapping[str, Any]]] = {}
+    for r in records:
+        if r.get("status", "ok") != "ok" or not r.get("group_wall_time_s"):
+            continue
+        by.setdefault((r.get("suite", ""), r.get("group", r.get("id", "")), float(r["group_wall_time_s"])),
+                      []).append(r)
+    out = []
+    for (suite, group, wall), rs in sorted(by.items()):
+        first = rs[0]
+        epochs = max(int(r.get("epochs_run") or 0) for r in rs)
+        mode = "energy_at_init" if first.get("stop_reason") == "measured" else "train"
+        out.append(Observation(suite, group, first["config"], int(first.get("group_size") or len(rs)), epochs, mode,
+                               wall))
+    return out
+
+
+def design(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray]:
+    """Rows of :data:`TERMS` and targets, both per replica-epoch."""
+    xs, ys = [], []
+    for o in obs:
+        passes = 1.0 if o.mode == "energy_at_init" else o.epochs + 1.0
+        xs.append(features(o.config, o.replicas, table, o.mode).vector())
+        ys.append(o.wall_time_s / (passes * o.replicas))
+    return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+
+
+def nnls_relative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative coefficients minimising ``sum((x @ c / y - 1)^2)`` (relative error, so a
+    10-second group weighs as much as a 10-hour one). Exact for a few terms: the best of the
+    least-squares solutions on every subset of terms whose coefficients are all >= 0."""
+    a = x / y[:, None]
+    scale = np.where(a.max(0) > 0, a.max(0), 1.0)  # column scaling keeps lstsq well conditioned
+    a = a / scale
+    ones = np.ones(len(y))
+    best, best_err = np.zeros(x.shape[1]), float("inf")
+    for k in range(1, x.shape[1] + 1):
+        for cols in itertools.combinations(range(x.shape[1]), k):
+            sol, *_ = np.linalg.lstsq(a[:, cols], ones, rcond=None)
+            if (sol < 0).any():
+                continue
+            err = float(((a[:, cols] @ sol - 1) ** 2).sum())
+            if err < best_err:
+                best_err, best = err, np.zeros(x.shape[1])
+                best[list(cols)] = sol
+    return best / scale
+
+
+def _suite_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 2.0) -> Dict[str, float]:
+    """Per suite, the geometric mean of actual / predicted, shrunk toward 1 for suites with few
+    groups (``n / (n + shrink)`` of the log)."""
+    logs: Dict[str, List[float]] = {}
+    for o, r in zip(obs, ratio):
+        logs.setdefault(o.suite, []).append(math.log(r))
+    return {s: math.exp(sum(v) / (len(v) + shrink)) for s, v in sorted(logs.items())}
+
+
+def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
+        device: str = "cpu", fitted_on: str = "") -> CostModel:
+    """Fit the coefficients (and per-suite factors) on the trained groups of ``obs``, and one
+    factor per other mode (energy at initialisation) on the rest."""
+    trained = [o for o in obs if o.mode == "train"]
+    if len(trained) < len(TERMS):
+        raise CostModelError(f"calibration needs at least {len(TERMS)} finished trained groups, got {len(trained)}")
+    x, y = design(trained, table)
+    coef = nnls_relative(x, y)
+    pred = np.maximum(x @ coef, 1e-12)
+    factors = _suite_factors(trained, y / pred) if per_suite else {}
+    modes: Dict[str, List[float]] = {}
+    for o in obs:
+        if o.mode != "train":
+            xo, yo = design([o], table)
+            modes.setdefault(o.mode, []).append(math.log(yo[0] / max(float(xo[0] @ coef), 1e-12)))
+    return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on,
+                     {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())})
+
+
+@dataclass
+class FitQuality:
+    """Leave-one-out errors of group wall time: median and 90th percentile of the factor
+    ``max(pred/actual, actual/pred)``, and R^2 of log wall time."""
+
+    groups: int
+    median_factor: float
+    p90_factor: float
+    r2_log: float
+
+    def describe(self) -> str:
+        return (f"{self.groups} groups: median error x{self.median_factor:.2f}, 90th percentile "
+                f"x{self.p90_factor:.2f}, R^2 (log wall time) {self.r2_log:.2f}")
+
+
+def quality(actual: Sequence[float], predicted: Sequence[float]) -> FitQuality:
+    la = np.log(np.asarray(actual, dtype=float))
+    lp = np.log(np.maximum(np.asarray(predicted, dtype=float), 1e-12))
+    factor = np.exp(np.abs(la - lp))
+    ss_res = float(((la - lp) ** 2).sum())
+    ss_tot = float(((la - la.mean()) ** 2).sum())
+    return FitQuality(len(la), float(np.median(factor)), float(np.quantile(factor, 0.9)),
+                      1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"))
+
+
+def leave_one_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
+                  per_suite: bool = True) -> FitQuality:
+    """Each group's wall time predicted by a model fitted on all the others."""
+    predicted = []
+    for i, o in enumerate(obs):
+        model = fit([p for j, p in enumerate(obs) if j != i], table, per_suite)
+        epochs = 0 if o.mode == "energy_at_init" else o.epochs
+        predicted.append(model.group_seconds([o.config] * o.replicas, epochs, table, o.mode, o.suite))
+    return quality([o.wall_time_s for o in obs], predicted)
+
+
+def size_cost(config: Mapping[str, Any], replicas: int, epochs: Optional[int] = None,
+              table: Optional[Mapping[str, Mapping[str, Any]]] = None) -> float:
+    """The cost ``selection.group_cost`` used before this model, kept to compare with it: graph
+    size (nodes + edges) x layers x epochs (``epochs``: those run, else the cap) x replicas."""
+    size = dataset_size(config["task"], table if table is not None else shipped_table())
+    layers = _int((config["model"].get("kwargs") or {}).get("num_layers"), 2)
+    cap = int((config.get("train") or {}).get("epochs") or 1)
+    return float(size["nodes"] + size["edges"]) * layers * max(cap if epochs is None else epochs, 1) * replicas
+
+
+def proportional_leave_one_out(obs: Sequence[Observation], cost: Sequence[float]) -> FitQuality:
+    """The same error for a cost that is only proportional to time (the old ``group_cost``):
+    the scale is the geometric mean of wall / cost over the other groups."""
+    logs = [math.log(o.wall_time_s / max(c, 1e-12)) for o, c in zip(obs, cost)]
+    total = sum(logs)
+    predicted = [c * math.exp((total - lg) / (len(logs) - 1)) for c, lg in zip(cost, logs)]
+    return quality([o.wall_time_s for o in obs], predicted)
+
+
+def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any]) -> None:
+    """``cost_model.json``: one entry per device (a device fitted here replaces its entry; the
+    others, ``cuda`` included, are kept, or written empty)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        data = {}
+    devices = dict(data.get("devices") or {})
+    devices.setdefault("cpu", {})
+    devices.setdefault("cuda", {})
+    for m in models:
+        devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
+                             "mode_factors": m.mode_factors,
+                             "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
+    doc = {"about": "zoo.bench.spec.cost coefficients, seconds per unit of each term; "
+                    "written by `zoo bench calibrate RECORDS... --out FILE`",
+           "terms": list(TERMS), "devices": devices}
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def expected_epochs(cap: int, finished: Sequence[int]) -> float:
+    """A group's expected epochs: the median of finished groups of the same slice when the suite
+    stops early (patience / loss threshold), else the cap."""
+    return float(statistics.median(finished)) if finished else float(cap)
+
+
+__all__ = ["Features", "features", "CostModel", "size_cost", "estimated_group_seconds", "load_cost_model", "Observation", "observations", "fit",
+           "leave_one_out", "proportional_leave_one_out", "quality", "FitQuality", "write_model",
+           "load_dataset_table", "dataset_size", "expected_epochs", "CostModelError", "TERMS"]
