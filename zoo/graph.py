@@ -240,6 +240,38 @@ def _unchanged(entry: "_Entry", graph: GraphLike) -> bool:
     return now is not None and now.shape == entry.edges.shape and bool(torch.equal(now, entry.edges))
 
 
+def read_edge_features(graph: GraphLike, key: Optional[str] = None) -> Optional[Tensor]:
+    """The edge features stored on ``graph``, one row per edge in the graph's own edge order.
+
+    PyG ``Data``: ``graph.edge_attr`` (or the attribute ``key``).  DGL: ``graph.edata[key]``, or
+    without ``key`` the single edge-feature tensor in ``graph.edata`` (with several, ``key`` must
+    name one).  ``None`` when the graph carries none (or is a bare ``edge_index``).
+    """
+    if _is_dgl_graph(graph):
+        _check_dgl_supported(graph)
+        edata = graph.edata
+        names = sorted(str(k) for k in edata.keys())
+        if key is not None:
+            if key not in edata:
+                raise ValueError(f"the DGL graph has no edge feature {key!r} in g.edata "
+                               f"(it has {', '.join(map(repr, names)) or 'none'})")
+            return edata[key]
+        if len(names) > 1:
+            raise ValueError(f"the DGL graph has several edge features in g.edata ({', '.join(map(repr, names))}): "
+                             "name the one to use, e.g. model(g, x, edge_attr=" + repr(names[0]) + ")")
+        return edata[names[0]] if names else None
+    if isinstance(graph, Tensor):
+        if key is not None:
+            raise ValueError(f"edge_attr={key!r} names a stored edge feature, but the graph is a bare edge_index "
+                             "tensor; pass the (E, edge_dim) tensor itself")
+        return None
+    if key is not None:
+        if not hasattr(graph, key):
+            raise ValueError(f"the graph has no edge feature {key!r}; pass the (E, edge_dim) tensor itself")
+        return getattr(graph, key)
+    return getattr(graph, "edge_attr", None)
+
+
 def _validate(edge_index: Tensor, num_nodes: int) -> None:
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(

@@ -134,11 +134,15 @@ def _version(x: Tensor) -> Optional[int]:
         return None
 
 
+# torch.compiler.is_compiling is torch >= 2.3; torch 2.2 (the DGL environment) has dynamo's own.
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+
 def _scan_skipped(x: Tensor) -> bool:
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None and functorch.is_batchedtensor(x):  # values are per-replica: not readable here
         return True
-    return x.device.type == "meta" or torch.compiler.is_compiling()
+    return x.device.type == "meta" or _is_compiling()
 
 
 def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:

@@ -1,0 +1,70 @@
+"""One clear line for bad inputs and no silent non-finite values (issue 26, items 5, 6, 7)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import zoo
+from zoo.datasets.task import Task
+from zoo.diagnostics.conservation import gradient_identity, relative_grad_norms
+from zoo.nn.encoders import CategoricalEncoder
+
+
+def test_build_without_a_name():
+    with pytest.raises(TypeError, match="zoo.build needs a model name.*got None"):
+        zoo.build(None, in_dim=2, out_dim=2)
+
+
+@pytest.mark.parametrize("kind", ["atom", "bond"])
+def test_categorical_codes_out_of_range(kind):
+    enc = CategoricalEncoder(kind, None, 8)
+    codes = torch.zeros(4, enc.in_dim, dtype=torch.long)
+    codes[2, 1] = 1000
+    with pytest.raises(ValueError, match=f"got code 1000 in column 1 \\(row 2\\).*{kind} column 1 has codes 0..\\d+"):
+        enc(codes)
+    codes[2, 1] = -1
+    with pytest.raises(ValueError, match="got code -1 in column 1"):
+        enc(codes)
+
+
+def test_categorical_float_codes():
+    enc = CategoricalEncoder("atom", None, 8)
+    codes = torch.zeros(3, enc.in_dim)
+    torch.testing.assert_close(enc(codes), enc(codes.long()))  # exact integers in floats: fine
+    codes[0, 0] = 0.5
+    with pytest.raises(ValueError, match="reads integer category codes, but got non-integer values"):
+        enc(codes)
+
+
+def test_relative_grad_norms_before_backward():
+    model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2)
+    with pytest.raises(RuntimeError, match="gradient_identity needs gradients"):
+        gradient_identity(model)
+    with pytest.raises(RuntimeError, match="relative_grad_norms needs gradients: call loss.backward"):
+        relative_grad_norms(model)
+    model(torch.tensor([[0, 1], [1, 0]]), torch.randn(2, 3)).sum().backward()
+    assert len(relative_grad_norms(model)) == 2
+
+
+def _task(metric="accuracy", **kw):
+    data = Data(x=torch.randn(3, 2), edge_index=torch.tensor([[0], [1]]), y=torch.tensor([0, 1, 0]))
+    return Task(name="toy", kind="transductive", metric=metric, num_features=2, num_classes=2,
+                multilabel=False, data=data, **kw)
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "rocauc", "micro_f1"])
+def test_evaluate_refuses_non_finite_predictions(metric):
+    task = _task(metric)
+    logits = torch.tensor([[1.0, 0.0], [float("nan"), 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="predictions contain 1 NaN/inf"):
+        task.evaluate(logits, torch.tensor([0, 1, 0]))
+
+
+def test_task_repr_is_a_summary():
+    graphs = {"train": [Data(x=torch.randn(2, 1), edge_index=torch.tensor([[0], [1]]))] * 5000, "valid": [], "test": []}
+    task = Task(name="toy", kind="graph", metric="rocauc", num_features=1, num_classes=1, multilabel=False,
+                graphs=graphs)
+    text = repr(task)
+    assert len(text) < 400 and "train: 5000" in text and "Data(" not in text
+    assert "3 nodes, 1 edges" in repr(_task())
