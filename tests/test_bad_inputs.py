@@ -68,3 +68,28 @@ def test_task_repr_is_a_summary():
     text = repr(task)
     assert len(text) < 400 and "train: 5000" in text and "Data(" not in text
     assert "3 nodes, 1 edges" in repr(_task())
+
+
+def test_energy_trace_plot_labels_each_trace():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from zoo.diagnostics.plots_energy import plot_energy_trace
+
+    ax = plot_energy_trace(torch.tensor([[1.0, 0.1, 0.01], [1.0, 0.5, 0.2]]))  # two traces, one per row
+    assert len(ax.get_lines()) == 2
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["trace 0", "trace 1"]
+    ax = plot_energy_trace({3: [1.0, 0.5], 8: [1.0, 0.1]})
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["3", "8"]
+    ax = plot_energy_trace([1.0, 0.5, 0.2], first_layer=0)
+    assert ax.get_legend() is None and ax.get_xlabel() == "layer k (first = 0)"
+
+
+def test_docs_state_the_default_data_root():
+    from tests.conftest import REPO
+    from zoo.datasets.mirror import default_root
+
+    rel = "gat-zoo/datasets"
+    assert default_root().as_posix().endswith(rel)
+    for doc in ("README.md", "docs/datasets.md"):
+        assert f"~/.cache/{rel}" in (REPO / doc).read_text(), f"{doc} states another default data root"

@@ -22,8 +22,24 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from zoo._names import normalize_name, unknown_name_error
+
 SELF_LOOP_POLICIES = ("add", "keep", "remove")
 GraphLike = Union[Tensor, Any]  # (2, E) LongTensor | torch_geometric.data.Data | dgl.DGLGraph
+
+
+def self_loop_policy(value: Any) -> str:
+    """``value`` as one of :data:`SELF_LOOP_POLICIES`, names normalised like every other option
+    (``"Add"``, ``" keep "``); anything else fails with one line listing the choices."""
+    if isinstance(value, str) and value in SELF_LOOP_POLICIES:
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"self_loops must be one of {', '.join(SELF_LOOP_POLICIES)}, got {value!r} "
+                        f"({type(value).__name__})")
+    key = normalize_name(value)
+    if key not in SELF_LOOP_POLICIES:
+        raise unknown_name_error("self_loops policy", value, SELF_LOOP_POLICIES)
+    return key
 
 
 class Graph:
@@ -291,16 +307,38 @@ def _validate(edge_index: Tensor, num_nodes: int) -> None:
 
 
 def _apply_policy(edge_index: Tensor, num_nodes: int, policy: str) -> Tensor:
+    return _apply_policy_with_ids(edge_index, num_nodes, policy)[0]
+
+
+def _apply_policy_with_ids(edge_index: Tensor, num_nodes: int, policy: str) -> Tuple[Tensor, Tensor]:
+    """The normalised edges and, per edge, the column of ``edge_index`` it came from (-1: an added loop)."""
+    ids = torch.arange(edge_index.size(1), device=edge_index.device)
     if policy == "keep":
         ei = edge_index
     else:
-        ei = edge_index[:, edge_index[0] != edge_index[1]]
+        keep = edge_index[0] != edge_index[1]
+        ei, ids = edge_index[:, keep], ids[keep]
         if policy == "add":
             loops = torch.arange(num_nodes, device=ei.device).expand(2, num_nodes)
             ei = torch.cat([ei, loops], dim=1)
+            ids = torch.cat([ids, ids.new_full((num_nodes,), -1)])
     # Sorting by destination keeps every node's incoming edges contiguous (better scatter locality).
     order = torch.argsort(ei[1] * num_nodes + ei[0], stable=True)
-    return ei[:, order].contiguous()
+    return ei[:, order].contiguous(), ids[order]
+
+
+def input_edge_ids(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "add") -> Tensor:
+    """For each edge of the normalised graph (``as_graph(graph, x, self_loops).edge_index``, the
+    order of ``AttentionRecord.alpha``), the id of the input edge it came from — its column in an
+    ``edge_index``, its DGL edge id — or ``-1`` for a self-loop the ``"add"`` policy inserted.
+
+    Shapes: ``(E,)`` long.  Scatter per-edge results back to the input's edges with
+    ``out[ids[ids >= 0]] = alpha[ids >= 0]`` (``docs/dgl.md``).
+    """
+    self_loops = self_loop_policy(self_loops)
+    edge_index, num_nodes = _read_edges(graph, x)
+    _validate(edge_index, num_nodes)
+    return _apply_policy_with_ids(edge_index.long(), num_nodes, self_loops)[1]
 
 
 def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "add") -> Graph:
@@ -310,8 +348,7 @@ def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "ad
         ValueError: malformed ``edge_index``, indices out of range, or ``x`` with a number of
             rows different from the number of nodes.
     """
-    if self_loops not in SELF_LOOP_POLICIES:
-        raise ValueError(f"unknown self_loops policy {self_loops!r}; choose one of {SELF_LOOP_POLICIES}")
+    self_loops = self_loop_policy(self_loops)
     if isinstance(graph, Graph) and graph.self_loops == self_loops:
         result = graph
     else:
