@@ -93,3 +93,41 @@ def test_docs_state_the_default_data_root():
     assert default_root().as_posix().endswith(rel)
     for doc in ("README.md", "docs/datasets.md"):
         assert f"~/.cache/{rel}" in (REPO / doc).read_text(), f"{doc} states another default data root"
+
+
+def _edge_model(**kw):
+    return zoo.build("gatv2", in_dim=4, out_dim=2, hidden_dim=8, num_layers=2, edge_encoder="linear", edge_dim=3, **kw)
+
+
+@pytest.mark.parametrize("edge_attr, needle", [
+    (torch.randn(5, 4), r"edge_attr must have shape \(E, 3\), got \(5, 4\)"),
+    (torch.randn(5), r"edge_attr must have shape \(E, 3\), got \(5,\)"),
+    (torch.randn(5, 3, 1), r"edge_attr must have shape \(E, 3\), got \(5, 3, 1\)"),
+    (torch.randn(4, 3), "edge_attr has 4 rows but the graph has 5 edges"),
+    (torch.ones(5, 3, dtype=torch.long), "linear edge encoder reads continuous features"),
+    ([[0.0] * 3] * 5, "edge_attr must be a torch.Tensor"),
+])
+def test_edge_features_of_the_wrong_shape_are_one_line(edge_attr, needle):
+    edge_index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]])
+    with pytest.raises((ValueError, TypeError), match=needle):
+        _edge_model()(edge_index, torch.randn(4, 4), edge_attr=edge_attr)
+
+
+def test_nan_edge_features_raise_like_nan_node_features(monkeypatch):
+    edge_index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]])
+    edge_attr = torch.randn(5, 3)
+    edge_attr[3, 2] = float("nan")
+    x = torch.randn(4, 4)
+    with pytest.raises(ValueError, match=r"edge features contain 1 NaN/inf value\(s\) \(first at row 3, column 2"):
+        _edge_model()(edge_index, x, edge_attr=edge_attr)
+    with pytest.raises(ValueError, match="edge features contain"):  # also read from a Data object
+        _edge_model()(Data(edge_index=edge_index, edge_attr=edge_attr, num_nodes=4), x)
+    assert _edge_model(check_inputs=False)(edge_index, x, edge_attr=edge_attr).shape == (4, 2)  # opted out
+    monkeypatch.setenv("ZOO_CHECK_INPUTS", "0")
+    _edge_model()(edge_index, x, edge_attr=edge_attr)
+
+
+def test_self_loops_checked_and_normalised_at_build():
+    assert zoo.build("gat", in_dim=2, out_dim=2, self_loops="Keep").self_loops == "keep"
+    with pytest.raises(ValueError, match="unknown self_loops policy 'sometimes'"):
+        zoo.build("gat", in_dim=2, out_dim=2, self_loops="sometimes")

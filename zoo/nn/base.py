@@ -21,7 +21,7 @@ from torch.nn.utils.stateless import _reparametrize_module  # what torch.func.fu
 from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.graph import Graph, GraphLike, _read_edges, as_graph
+from zoo.graph import Graph, GraphLike, _read_edges, as_graph, read_edge_features, self_loop_policy
 from zoo.nn.functional import _is_batched, active_replica_randomness, dropout, replica_randomness
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
@@ -332,7 +332,7 @@ class DeepGNN(nn.Module):
         self.out_heads = heads if out_heads is None else out_heads
         self.dropout, self.attn_dropout, self.bias, self.negative_slope = dropout, attn_dropout, bias, negative_slope
         self.residual = residual
-        self.self_loops = self_loops or self.default_self_loops
+        self.self_loops = self.default_self_loops if self_loops is None else self_loop_policy(self_loops)
         self.classifier_kind = classifier
         if classifier != "none":
             self.out_heads = heads
@@ -497,8 +497,8 @@ class DeepGNN(nn.Module):
 
     def _encode_edges(self, graph: GraphLike, g: Graph, x: Tensor, edge_attr: Optional[Tensor]) -> Optional[Tensor]:
         """Encoded edge features aligned with ``g.edge_index`` (``None`` without an edge encoder)."""
-        if edge_attr is None and self.edge_encoder is not None:
-            edge_attr = getattr(graph, "edge_attr", None)
+        if self.edge_encoder is not None and (edge_attr is None or isinstance(edge_attr, str)):
+            edge_attr = read_edge_features(graph, edge_attr)  # Data.edge_attr, g.edata (single or named)
         if self.edge_encoder is None:
             if edge_attr is not None:
                 raise ValueError(
@@ -509,8 +509,17 @@ class DeepGNN(nn.Module):
         if edge_attr is None:
             raise ValueError("this model was built with an edge_encoder and needs edge features: pass "
                              "edge_attr=(E, edge_dim) or a PyG Data with edge_attr")
-        from zoo.nn.encoders import align_edge_features
+        from zoo.nn.encoders import align_edge_features, check_edge_features
 
+        owner = self.family or type(self).__name__
+        num_raw_edges = g.num_edges if graph is g else _read_edges(graph, x)[0].size(1)
+        # The NaN/inf scan follows the node features' rules: once per tensor (identity + version), same opt-outs.
+        scan = (isinstance(edge_attr, Tensor) and getattr(self, "check_inputs", True)
+                and os.environ.get(CHECK_INPUTS_ENV, "1") != "0" and not _scan_skipped(edge_attr)
+                and not _SEEN.hit(edge_attr, _version(edge_attr)))
+        check_edge_features(owner, edge_attr, self.edge_encoder, num_raw_edges, scan_values=scan)
+        if scan:
+            _SEEN.add(edge_attr, _version(edge_attr))
         encoded = self.edge_encoder(edge_attr if not edge_attr.is_floating_point() else edge_attr.to(x.dtype))
         if graph is g:  # already normalised: edge_attr is aligned with its edges
             aligned = encoded
