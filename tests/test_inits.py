@@ -182,7 +182,7 @@ def test_family_exception_is_reported():
 @pytest.mark.parametrize("name", [n for n in zoo.list_models()
                                   if zoo.registry.MODELS.get(n).conservation_law_exception])
 def test_families_without_the_law_refuse_balanced_inits(name):
-    from conftest import small_kwargs
+    from tests.conftest import small_kwargs
 
     exception = zoo.registry.MODELS.get(name).conservation_law_exception
     with pytest.raises(ConservationLawError, match=re.escape(exception[:30])):

@@ -306,7 +306,7 @@ def _registered():
 def test_every_model_handles_empty_graphs_and_rejects_bad_features(name):
     """Item 10: 0-node graphs give a (0, out_dim) output (five models crashed); wrong feature width /
     dtype is a clear error from the model, not a raw torch error."""
-    from conftest import small_kwargs
+    from tests.conftest import small_kwargs
 
     kwargs = small_kwargs(name)
     model = zoo.build(name, **kwargs).eval()
