@@ -94,14 +94,12 @@ def measure(cfg: Dict[str, Any]) -> Dict[str, Any]:
 
     torch.set_num_threads(int(cfg["threads"]))
     if cfg.get("legacy"):  # the autograd graph before the memory fixes, for a same-run comparison
-        import zoo.models.gat as gat_module
-        import zoo.models.gatv2 as gatv2_module
-        import zoo.nn.functional as functional
+        import zoo.ops.dispatch as dispatch
+        import zoo.ops.segment as segment
 
-        functional._SAVE_FREE_MIN_NUMEL = 1 << 62  # index_add keeps its (E, H, C) source again
-        gatv2_module.leaky_relu_dot = lambda h, a, s: (F.leaky_relu(h, s) * a).sum(-1)
-        for module in (gat_module, gatv2_module):
-            module.weight_messages = lambda w, v: w.unsqueeze(-1) * v
+        segment._SAVE_FREE_MIN_NUMEL = 1 << 62  # index_add keeps its (E, H, C) source again
+        dispatch.leaky_relu_dot = lambda h, a, s: (F.leaky_relu(h, s) * a).sum(-1)
+        dispatch.weight_messages = lambda w, v: w.unsqueeze(-1) * v
     torch.manual_seed(0)
     edge_index, x, y = arxiv_shaped_graph(cfg["scale"])
     model = zoo.build(cfg["model"], in_dim=x.size(1), out_dim=ARXIV["classes"], hidden_dim=cfg["heads"] * cfg["channels"],

@@ -3,7 +3,7 @@
 For each configuration, one GAT/GATv2 hidden layer (64 inputs) on a real graph, 1 replica or R
 stacked under ``vmap`` (each replica with its own input, as a hidden layer has), timed with
 
-* ``fused``: everything on (``zoo.nn.fused_score`` for GATv2's score, ``zoo.nn.fused`` for the
+* ``fused``: everything on (``zoo.ops.score`` for GATv2's score, ``zoo.ops.aggregate`` for the
   softmax + aggregation),
 * ``agg``: the fused aggregation only (GATv2's score from autograd's elementwise ops),
 * ``plain``: neither,
@@ -33,7 +33,7 @@ CONFIGS: Dict[str, Tuple[str, str, int, int]] = {
     "pubmed-gatv2": ("pubmed", "gatv2", 8, 8),
     "cornell-gatv2": ("cornell", "gatv2", 1, 64),
 }
-VARIANTS = {"fused": (True, True), "agg": (True, False), "plain": (False, False)}
+VARIANTS = {"fused": True, "agg": "aggregate", "plain": False}  # zoo.ops.set_fused(...) values
 
 
 def make_step(config: str, replicas: int) -> Callable[[], None]:
@@ -68,9 +68,9 @@ def make_step(config: str, replicas: int) -> Callable[[], None]:
 
 
 def set_variant(name: str) -> None:
-    from zoo.nn import fused, fused_score
+    import zoo.ops
 
-    fused.ENABLED, fused_score.ENABLED = VARIANTS[name]
+    zoo.ops.set_fused(VARIANTS[name])
 
 
 def time_variants(step: Callable[[], None], repeat: int, clock: Callable[[], float]) -> Dict[str, float]:

@@ -12,6 +12,7 @@ from zoo.norms import list_norms, register_norm
 from zoo.registry import list_models, list_presets, model_card, register_model
 
 from zoo import models as _models  # noqa: F401  (registers the model families)
+from zoo import papers as _papers  # noqa: F401  (registers one paper's encoders and heads)
 
 __version__ = "0.1.0"
 

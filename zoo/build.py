@@ -19,7 +19,7 @@ def _check_option_types(owner: str, options: Dict[str, Any], accepted: Dict[str,
     """Wrong-typed options fail here with their name, not deep inside a constructor: sizes are
     positive ints, and an option whose default is a bool / int / float takes that type (bools
     are not ints: ``num_layers=True`` is an error, not one layer)."""
-    from zoo.nn.base import positive_int
+    from zoo.nn.validation import positive_int
 
     for key, value in options.items():
         if key in _POSITIVE_INTS:

@@ -41,7 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.inits import register_init
+from zoo.inits._registry import register_init
 from zoo.inits.builtin import xavier_base
 from zoo.inits.orthogonal import identity_init_, identity_block, looks_linear_init_, orthonormal_block, \
     zero_non_matrix_params_

@@ -8,7 +8,7 @@ from torch import nn
 from torch.nn.parameter import UninitializedParameter
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.inits import register_init
+from zoo.inits._registry import register_init
 from zoo.inits.rescaling import feature_matrices
 
 # Xavier draws a base init may ask for: the balance paper's text cites Glorot & Bengio [19] (their

@@ -36,7 +36,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor, nn
 
-from zoo.inits import register_init
+from zoo.inits._registry import register_init
 from zoo.inits.builtin import zero_skips_
 from zoo.inits.rescaling import feature_matrices, non_matrix_params
 

@@ -5,16 +5,12 @@ import math
 from typing import Any, List, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import (dropout, gather_rows, linear, node_scores, segment_softmax, segment_sum,
-                                weight_messages)
-from zoo.nn import fused_score
-from zoo.nn.fused import edge_attention, graph_orders, use_fused
-from zoo.nn.fused_score import gat_edge_scores
+from zoo.ops.dispatch import attention, gat_scores
+from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
 
@@ -75,29 +71,14 @@ class GATLayer(nn.Module):
         return None
 
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
-        n, src, dst = graph.num_nodes, graph.src, graph.dst
+        n = graph.num_nodes
         xw = linear(x, self.lin.weight).view(n, self.heads, self.channels)
-        # Scores are computed per node and gathered per edge: O(N) dot products, not O(E).
-        if fused_score.ENABLED:  # one matrix product for both terms (and its backward: two)
-            score_src, score_dst = node_scores(xw, self.att_src, self.att_dst)
-        else:
-            score_src, score_dst = (xw * self.att_src).sum(-1), (xw * self.att_dst).sum(-1)
-        bias = self.score_bias(graph)
-        if fused_score.ENABLED and bias is None and self.score_norm is None and self.negative_slope >= 0:
-            scores = gat_edge_scores(score_src, score_dst, src, dst, self.negative_slope)  # one (E, H) buffer
-        else:
-            scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
-            if self.score_norm is not None:
-                scores = self.score_norm.normalize_gat(self, graph, x, xw, scores)
-            if bias is not None:
-                scores = scores + bias
-            scores = F.leaky_relu(scores, self.negative_slope)
-        if use_fused(self, graph, xw):  # softmax + aggregation as sparse products, no (E, H, C) tensors
-            out, alpha = edge_attention(scores, xw, src, dst, n, graph_orders(graph))
-        else:
-            alpha = segment_softmax(scores, dst, n)
-            weights = dropout(alpha, self.attn_dropout, self.training)
-            out = segment_sum(weight_messages(weights, gather_rows(xw, src)), dst, n)
+        normalize = None
+        if self.score_norm is not None:
+            normalize = lambda scores: self.score_norm.normalize_gat(self, graph, x, xw, scores)  # noqa: E731
+        scores = gat_scores(xw, self.att_src, self.att_dst, graph, self.negative_slope,
+                            bias=self.score_bias(graph), normalize=normalize)
+        out, alpha = attention(scores, xw, graph, attn_dropout=self.attn_dropout, training=self.training)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias

@@ -4,18 +4,14 @@ from __future__ import annotations
 from typing import Any, List, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import (dropout, gather_rows, leaky_relu_dot, linear, segment_softmax, segment_sum,
-                                weight_messages)
-from zoo.nn import fused_score
-from zoo.nn.fused import edge_attention, graph_orders, use_fused
-from zoo.nn.fused_score import gatv2_score
+from zoo.ops.dispatch import attention, gatv2_scores
+from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
 UPDATE_WEIGHTS = ("source", "separate")
@@ -83,53 +79,33 @@ class GATv2Layer(nn.Module):
                 nn.init.zeros_(p)
 
     def forward(self, graph: Graph, x: Tensor, edge_attr: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        n, src, dst = graph.num_nodes, graph.src, graph.dst
+        n = graph.num_nodes
         shape = (n, self.heads, self.channels)
         x_src = linear(x, self.lin_src.weight).view(shape)
-        x_dst = x_src if self.lin_dst is None else linear(x, self.lin_dst.weight).view(shape)
-        src_features = None
-        if self._fused_score(graph, x_src):  # one op with its own backward: fewer (E, H, C) passes
-            scores = gatv2_score(x_src, None if self.lin_dst is None else x_dst, self.att, src, dst,
-                                 self.negative_slope)
-        else:
-            src_features = gather_rows(x_src, src)  # gathered once: used by the score and the message
-            hidden = src_features + gather_rows(x_dst, dst)
-            if self.lin_edge is not None:
-                if edge_attr is None:
-                    raise ValueError("this GATv2 layer has an edge term (edge_dim) and needs edge_attr")
-                hidden = hidden + self.lin_edge(edge_attr).view(-1, self.heads, self.channels)
-            if self.att_bias is not None:
-                hidden = hidden + self.att_bias
-            if self.score_norm is not None:
-                scores = self.score_norm.normalize_gatv2(self, graph, x, x_src, x_dst, hidden)
-            else:
-                scores = leaky_relu_dot(hidden, self.att, self.negative_slope)  # keeps hidden only
-        if use_fused(self, graph, x_src):  # softmax + aggregation as sparse products, no (E, H, C) tensors
-            values = x_src if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
-            out, alpha = edge_attention(scores, values, src, dst, n, graph_orders(graph))
-        else:
-            alpha = segment_softmax(scores, dst, n)
-            weights = dropout(alpha, self.attn_dropout, self.training)
-            if self.lin_update is not None:
-                values = gather_rows(linear(x, self.lin_update.weight).view(shape), src)
-            else:
-                values = gather_rows(x_src, src) if src_features is None else src_features
-            out = segment_sum(weight_messages(weights, values), dst, n)
+        x_dst = None if self.lin_dst is None else linear(x, self.lin_dst.weight).view(shape)
+        terms = []
+        if self.lin_edge is not None:
+            if edge_attr is None:
+                raise ValueError("this GATv2 layer has an edge term (edge_dim) and needs edge_attr")
+            terms.append(self.lin_edge(edge_attr).view(-1, self.heads, self.channels))
+        if self.att_bias is not None:
+            terms.append(self.att_bias)
+        score = None
+        if self.score_norm is not None:
+            score = lambda hidden: self.score_norm.normalize_gatv2(  # noqa: E731
+                self, graph, x, x_src, x_src if x_dst is None else x_dst, hidden)
+        scores, src_rows = gatv2_scores(x_src, x_dst, self.att, graph, self.negative_slope, terms=terms,
+                                        score=score, attn_dropout=self.attn_dropout, training=self.training)
+        if self.lin_update is None:
+            values = x_src
+        else:  # U h_u with a third matrix: the gathered W_s h_u are not the messages
+            values, src_rows = linear(x, self.lin_update.weight).view(shape), None
+        out, alpha = attention(scores, values, graph, attn_dropout=self.attn_dropout, training=self.training,
+                               source_rows=src_rows)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
         return out, alpha
-
-    def _fused_score(self, graph: Graph, x_src: Tensor) -> bool:
-        """Whether :func:`gatv2_score` computes this layer's score: it is ``a^T LeakyReLU(W_s h_u + W_t h_v)``
-        alone, and the graph is not a tiny one with a single replica (see ``fused_score.worth_it``).
-        With active attention dropout the whole attention keeps the plain ops, as the aggregation
-        does: a replica's numbers are then bitwise those of the same replica trained alone, where
-        a tiny graph takes the plain path (tests/test_bench_train.py)."""
-        if self.training and float(self.attn_dropout) > 0.0:
-            return False
-        return (self.lin_edge is None and self.att_bias is None and self.score_norm is None
-                and self.negative_slope >= 0 and fused_score.worth_it(graph.num_edges, x_src))
 
     # rescaling symmetry: Thm. 2.2 (shared), 6.3 (unshared; W_t's outgoing columns also rescale), 6.4 (heads)
     def incoming_params(self) -> List[Tensor]:

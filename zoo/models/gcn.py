@@ -9,7 +9,8 @@ from torch import Tensor, nn
 from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, linear, segment_sum
+from zoo.ops.segment import gather_rows, segment_sum
+from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
 NORMALIZATIONS = ("symmetric", "mean")

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import gather_rows, segment_sum
+from zoo.ops.segment import gather_rows, segment_sum
 from zoo.registry import register_model
 
 

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, check_nonlocal_norm, split_norm
-from zoo.nn.functional import dropout
+from zoo.ops.dropout import dropout
 from zoo.registry import register_model
 
 

@@ -23,8 +23,10 @@ from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
-from zoo.nn.base import AttentionRecord, check_node_features, positive_int
-from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
+from zoo.nn.base import AttentionRecord
+from zoo.nn.validation import check_node_features, positive_int
+from zoo.ops.dropout import dropout
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 PLACEMENTS = ("post", "pre")
@@ -186,7 +188,7 @@ class AttentionStack(nn.Module):
     graph_tied = False
     attention_normalized = True
     self_loops = "add"  # each node attends to its neighbourhood plus itself
-    check_inputs = True  # scan node features for NaN/inf (zoo.nn.base.check_node_features)
+    check_inputs = True  # scan node features for NaN/inf (zoo.nn.validation.check_node_features)
     layers: nn.ModuleList
 
     def _init_stack(self, num_layers: int) -> None:

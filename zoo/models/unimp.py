@@ -10,7 +10,8 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.nn.functional import dropout, gather_rows, segment_softmax, segment_sum
+from zoo.ops.dropout import dropout
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 

@@ -9,20 +9,22 @@ Layer contract (what ``make_layer`` must return) — see :class:`LayerProtocol`.
 """
 from __future__ import annotations
 
-import math
-import os
-import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, Union, runtime_checkable
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.stateless import _reparametrize_module  # what torch.func.functional_call uses
 from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph, read_edge_features, self_loop_policy
-from zoo.nn.functional import _is_batched, active_replica_randomness, dropout, replica_randomness
+from zoo.nn.encoders import align_edge_features, make_encoder
+from zoo.nn.heads import CLASSIFIERS, make_classifier
+from zoo.nn.replay import replayable
+from zoo.nn.validation import check_edge_inputs, check_node_features, positive_int, real_number
+from zoo.norms import resolve_norm
+from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops.dropout import dropout
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
 # is what the conservation law of the balance paper needs (Theorem 2.2).
@@ -35,9 +37,6 @@ ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
     "tanh": (nn.Tanh, False),
 }
 RESIDUALS = ("none", "identity", "linear")
-#: ``none``: the last message-passing layer is the classifier; ``linear``: a separate biased linear map
-#: after ``num_layers`` hidden layers (the LN authors' ``DeepGAT``, models/deepgat.py ``fc1``).
-CLASSIFIERS = ("none", "linear")
 
 
 @runtime_checkable
@@ -79,118 +78,6 @@ class AttentionRecord:
     alpha: Tensor
 
 
-# --------------------------------------------------------------------------- input checks
-
-#: Set ``ZOO_CHECK_INPUTS=0`` to skip the NaN/inf scan of node features in every model.
-CHECK_INPUTS_ENV = "ZOO_CHECK_INPUTS"
-
-
-def positive_int(name: str, value: Any, *, allow_none: bool = False) -> Optional[int]:
-    """``value`` if it is an ``int`` >= 1 (bools are not ints), else a ``ValueError`` naming ``name``."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def real_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
-                high_open: bool = False) -> float:
-    """``value`` if it is a finite real (not a bool) in ``[low, high]`` (``[low, high)`` if ``high_open``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not (low <= value and (value < high if high_open else value <= high)):
-        raise ValueError(f"{name} must be in [{low}, {high}{')' if high_open else ']'}, got {value!r}")
-    return value
-
-
-class _SeenInputs:
-    """Feature tensors already scanned for NaN/inf, keyed by ``id`` and checked against the
-    tensor's version counter (an in-place change re-triggers the scan); like zoo.graph's cache."""
-
-    def __init__(self) -> None:
-        self._seen: Dict[int, Tuple[Any, int]] = {}
-
-    def hit(self, x: Tensor, version: Optional[int]) -> bool:
-        entry = self._seen.get(id(x))
-        return entry is not None and version is not None and entry[0]() is x and entry[1] == version
-
-    def add(self, x: Tensor, version: Optional[int]) -> None:
-        if version is None:
-            return
-        key = id(x)
-        if key not in self._seen:
-            weakref.finalize(x, self._seen.pop, key, None)
-        self._seen[key] = (weakref.ref(x), version)
-
-
-_SEEN = _SeenInputs()
-
-
-def _version(x: Tensor) -> Optional[int]:
-    try:
-        return x._version
-    except RuntimeError:  # inference tensors have no version counter: scan every time
-        return None
-
-
-# torch.compiler.is_compiling is torch >= 2.3; torch 2.2 (the DGL environment) has dynamo's own.
-_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
-
-
-def _scan_skipped(x: Tensor) -> bool:
-    functorch = getattr(torch._C, "_functorch", None)
-    if functorch is not None and functorch.is_batchedtensor(x):  # values are per-replica: not readable here
-        return True
-    return x.device.type == "meta" or _is_compiling()
-
-
-def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
-    """Check a model's node features: a floating ``(N, in_dim)`` tensor of the parameters' dtype,
-    and (unless switched off) free of NaN/inf.
-
-    The value scan runs once per feature tensor (cached by identity and version counter, so a
-    training loop that passes the same ``x`` every epoch pays for it once).  Switch it off per
-    model with ``zoo.build(..., check_inputs=False)`` / ``model.check_inputs = False``, or for
-    every model with the environment variable ``ZOO_CHECK_INPUTS=0``.
-    """
-    owner = type(model).__name__
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{owner}: node features x must be a torch.Tensor of shape (N, {in_dim}), "
-                        f"got {type(x).__name__}")
-    if x.dim() != 2 or x.size(1) != in_dim:
-        got = f"{x.size(1)}" if x.dim() == 2 else f"a tensor of shape {tuple(x.shape)}"
-        raise ValueError(f"{owner}: expected node features of shape (N, in_dim) with in_dim={in_dim} features, "
-                         f"got {got}; build the model with in_dim=x.size(1) or pass the matching features")
-    # A model with an input encoder (e.g. OGB's AtomEncoder) reads raw columns of any dtype.
-    if getattr(model, "input_encoder", None) is None:
-        if not x.is_floating_point():
-            raise TypeError(f"{owner}: node features must be floating point, got dtype {x.dtype}; "
-                            "convert them with x.float() (integer category ids need an input encoder)")
-        param = next(iter(model.parameters()), None)
-        if (param is not None and param.is_floating_point() and x.dtype != param.dtype
-                and not torch.is_autocast_enabled(x.device.type)):
-            raise TypeError(f"{owner}: node features have dtype {x.dtype} but the model's parameters are "
-                            f"{param.dtype}; convert one of them (x.to({param.dtype}) or model.to({x.dtype}))")
-    if (not x.is_floating_point() or not getattr(model, "check_inputs", True)
-            or os.environ.get(CHECK_INPUTS_ENV, "1") == "0" or _scan_skipped(x)):
-        return
-    version = _version(x)
-    if _SEEN.hit(x, version):
-        return
-    # One reduction: a NaN/inf anywhere makes the sum non-finite (a finite overflow only sends us
-    # to the exact elementwise test below).
-    if not bool(torch.isfinite(x.sum())) and not bool(torch.isfinite(x).all()):
-        bad = (~torch.isfinite(x)).nonzero()
-        row, col = (int(v) for v in bad[0])
-        raise ValueError(
-            f"{owner}: node features contain {bad.size(0)} NaN/inf value(s) (first at row {row}, column {col}: "
-            f"{x[row, col].item()}); clean the data (e.g. torch.nan_to_num) or skip this check with "
-            f"zoo.build(..., check_inputs=False) / {CHECK_INPUTS_ENV}=0"
-        )
-    _SEEN.add(x, version)
-
-
 def resolve_activation(name: Union[str, nn.Module]) -> Tuple[nn.Module, bool]:
     if isinstance(name, nn.Module):
         return name, isinstance(name, (nn.ReLU, nn.LeakyReLU, nn.Identity))
@@ -228,14 +115,11 @@ class DeepGNN(nn.Module):
         input_encoder: a node-feature encoder plugin applied before layer 1 (``"atom"``: OGB's
             ``AtomEncoder``; ``"linear"``; see :mod:`zoo.nn.encoders`).  It maps the ``in_dim``
             raw columns to ``hidden_dim`` (or ``input_encoder_dim``), which layer 1 then reads.
-            ``"affine"`` is ``"linear"`` with a bias (the LN authors' ``DeepGAT`` encoder).
-        input_encoder_dim: width of the input encoder's output (default ``hidden_dim``).  The LN
-            authors' ``DeepGAT`` encodes to one head's width (64) and its first layer maps that to
-            ``heads x 64``.
-        classifier: ``"none"`` (default: the last layer is the classifier, as in the balance
-            paper) or ``"linear"``: all ``num_layers`` layers are hidden layers (heads
-            concatenated, ``hidden_dim`` wide, no activation after the last) and a biased
-            ``nn.Linear(hidden_dim, out_dim)`` gives the output (the LN authors' ``DeepGAT``).
+        input_encoder_dim: width of the input encoder's output (default ``hidden_dim``).
+        classifier: an output head (:mod:`zoo.nn.heads`): ``"none"`` (default: the last layer is
+            the classifier, as in the balance paper) or a registered head, after which all
+            ``num_layers`` layers are hidden layers.  Paper-specific encoders and heads (the LN
+            authors' ``"affine"`` / ``"linear"``) are registered by :mod:`zoo.papers`.
         edge_encoder: an edge-feature encoder plugin (``"bond"``: OGB's ``BondEncoder``;
             ``"linear"``) whose ``hidden_dim``-wide output every layer adds to its attention
             score; only for families whose layer has an edge term (``supports_edge_features``:
@@ -297,9 +181,7 @@ class DeepGNN(nn.Module):
             positive_int(name, value)
         positive_int("out_heads", out_heads, allow_none=True)
         positive_int("input_encoder_dim", input_encoder_dim, allow_none=True)
-        classifier = normalize_name(classifier or "none")
-        if classifier not in CLASSIFIERS:
-            raise unknown_name_error("classifier", classifier, CLASSIFIERS)
+        classifier = CLASSIFIERS.canonical(classifier or "none")
         if classifier != "none" and out_heads is not None:
             raise ValueError(
                 f"out_heads={out_heads} sets the heads of the output attention layer, but with classifier="
@@ -339,12 +221,8 @@ class DeepGNN(nn.Module):
         self.act, self.positively_homogeneous = resolve_activation(activation)
         self.activation = activation if isinstance(activation, str) else type(activation).__name__
 
-        from zoo.norms import resolve_norm  # local import: norms may import model helpers
-
         self.norm_plugin = resolve_norm(norm, **(norm_kwargs or {}))
         score_norm = self.norm_plugin if self.norm_plugin.kind == "scores" else None
-
-        from zoo.nn.encoders import make_encoder
 
         if edge_encoder is not None and not self.supports_edge_features:
             raise ValueError(
@@ -371,7 +249,7 @@ class DeepGNN(nn.Module):
                 self.make_layer(index, dims[index], channels, layer_heads, not output_layer, score_norm=score_norm)
             )
         # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
-        self.classifier = nn.Linear(hidden_dim, out_dim) if classifier == "linear" else None
+        self.classifier = make_classifier(classifier, hidden_dim, out_dim)
         self.skips = nn.ModuleList()
         if residual == "linear":
             for index in range(num_layers):
@@ -463,37 +341,9 @@ class DeepGNN(nn.Module):
         return out, alpha
 
     def _recomputable_block(self, index: int) -> Any:
-        """``_layer_block(index, ...)`` bound to the parameter tensors in use *now*.
-
-        The backward pass recomputes the block after ``torch.func.functional_call`` (the
-        benchmark's replicas) has put the module's own parameters back; replaying it with the
-        tensors of the forward pass keeps the gradients those of the replica that ran.
-        """
-        state = {**dict(self.named_parameters()), **dict(self.named_buffers())}
-        # Per-replica dropout streams (zoo.bench) are not torch's global RNG, which checkpoint
-        # replays by itself: remember their positions so the recomputation draws the same masks.
-        active = active_replica_randomness()
-        rng_state = active[0].get_state() if active is not None else None
-        calls = [0]
-
-        def block(g: Graph, x: Tensor, edges: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-            calls[0] += 1
-            with _reparametrize_module(self, state):
-                if active is None:
-                    return self._layer_block(index, g, x, edges)
-                rng, token = active
-                if calls[0] == 1:
-                    with replica_randomness(rng, token):
-                        return self._layer_block(index, g, x, edges)
-                now = rng.get_state()
-                rng.set_state(rng_state)
-                try:
-                    with replica_randomness(rng, token):
-                        return self._layer_block(index, g, x, edges)
-                finally:
-                    rng.set_state(now)
-
-        return block
+        """``_layer_block(index, ...)`` for activation checkpointing: bound to the parameter tensors in
+        use *now*, replaying the per-replica dropout streams on recomputation (:mod:`zoo.nn.replay`)."""
+        return replayable(self, lambda g, x, edges: self._layer_block(index, g, x, edges))
 
     def _encode_edges(self, graph: GraphLike, g: Graph, x: Tensor, edge_attr: Optional[Tensor]) -> Optional[Tensor]:
         """Encoded edge features aligned with ``g.edge_index`` (``None`` without an edge encoder)."""
@@ -509,17 +359,8 @@ class DeepGNN(nn.Module):
         if edge_attr is None:
             raise ValueError("this model was built with an edge_encoder and needs edge features: pass "
                              "edge_attr=(E, edge_dim) or a PyG Data with edge_attr")
-        from zoo.nn.encoders import align_edge_features, check_edge_features
-
-        owner = self.family or type(self).__name__
         num_raw_edges = g.num_edges if graph is g else _read_edges(graph, x)[0].size(1)
-        # The NaN/inf scan follows the node features' rules: once per tensor (identity + version), same opt-outs.
-        scan = (isinstance(edge_attr, Tensor) and getattr(self, "check_inputs", True)
-                and os.environ.get(CHECK_INPUTS_ENV, "1") != "0" and not _scan_skipped(edge_attr)
-                and not _SEEN.hit(edge_attr, _version(edge_attr)))
-        check_edge_features(owner, edge_attr, self.edge_encoder, num_raw_edges, scan_values=scan)
-        if scan:
-            _SEEN.add(edge_attr, _version(edge_attr))
+        check_edge_inputs(self, edge_attr, self.edge_encoder, num_raw_edges)
         encoded = self.edge_encoder(edge_attr if not edge_attr.is_floating_point() else edge_attr.to(x.dtype))
         if graph is g:  # already normalised: edge_attr is aligned with its edges
             aligned = encoded
@@ -562,8 +403,8 @@ class DeepGNN(nn.Module):
         if self.norm_plugin.name != "none":
             reasons.append(f"norm {self.norm_plugin.name!r} between/inside layers breaks the rescaling symmetry")
         if self.classifier is not None:
-            reasons.append("the separate linear classifier (classifier='linear') and its bias are outside the "
-                           "layers' rescaling groups (use classifier='none')")
+            reasons.append(f"the separate classifier (classifier={self.classifier_kind!r}) and its parameters are "
+                           "outside the layers' rescaling groups (use classifier='none')")
         return reasons
 
     def extra_repr(self) -> str:

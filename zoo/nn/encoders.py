@@ -87,9 +87,9 @@ class CategoricalEncoder(nn.Module):
 
 
 class LinearEncoder(nn.Linear):
-    """A learnt linear map of continuous features, ``W x`` (``bias=True``: ``W x + b``, the LN
-    authors' ``DeepGAT`` input encoder, gdasoulas/LipschitzNorm models/deepgat.py ``self.lin``),
-    with PyTorch's default ``nn.Linear`` init. Shapes: ``(rows, in_dim) -> (rows, out_dim)``."""
+    """A learnt linear map of continuous features, ``W x`` (``bias=True``: ``W x + b``; registered as
+    ``"affine"`` by :mod:`zoo.papers.lipschitz`), with PyTorch's default ``nn.Linear`` init.
+    Shapes: ``(rows, in_dim) -> (rows, out_dim)``."""
 
     def __init__(self, in_dim: Optional[int], out_dim: int, bias: bool = False) -> None:
         if in_dim is None:
@@ -100,7 +100,6 @@ class LinearEncoder(nn.Linear):
 
 INPUT_ENCODERS.add("atom", lambda i, o: CategoricalEncoder("atom", i, o), aliases=("atom_encoder", "ogb_atom"))
 INPUT_ENCODERS.add("linear", LinearEncoder)
-INPUT_ENCODERS.add("affine", lambda i, o: LinearEncoder(i, o, bias=True), aliases=("linear_bias", "biased_linear"))
 EDGE_ENCODERS.add("bond", lambda i, o: CategoricalEncoder("bond", i, o), aliases=("bond_encoder", "ogb_bond"))
 EDGE_ENCODERS.add("linear", LinearEncoder)
 

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo._names import Registry
-from zoo.nn.functional import segment_softmax, segment_sum
+from zoo.ops.segment import segment_softmax, segment_sum
 
 READOUTS: Registry[Callable[[int], nn.Module]] = Registry("readout")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from torch import nn
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.norms import register_norm
+from zoo.norms._registry import register_norm
 from zoo.norms.pairnorm import PLACEMENTS
 
 

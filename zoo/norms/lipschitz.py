@@ -50,8 +50,8 @@ from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph
-from zoo.nn.functional import segment_max
-from zoo.norms import register_norm
+from zoo.ops.segment import segment_max
+from zoo.norms._registry import register_norm
 
 #: Floor of a denominator (an all-zero neighbourhood gives zero scores, not NaN).
 _TINY = 1e-12

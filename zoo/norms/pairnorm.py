@@ -15,7 +15,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.norms import register_norm
+from zoo.norms._registry import register_norm
 
 MODES = {"pn": "PN", "pn_si": "PN-SI", "pn_scs": "PN-SCS"}
 PLACEMENTS = ("pre", "post", "post_activation")

@@ -126,6 +126,6 @@ def test_model_card_and_docs_page(name):
     card = zoo.model_card(name)
     assert card.paper and card.equation and card.title
     assert card.docs, f"{name}'s card names no docs page"
-    page = zoo.registry.Path(__file__).resolve().parents[1] / card.docs
+    page = zoo.registry.Path(__file__).resolve().parents[2] / card.docs
     assert page.exists(), f"{name}: docs page {card.docs} is missing"
     assert name in page.read_text(), f"{card.docs} does not mention {name}"

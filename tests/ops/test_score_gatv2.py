@@ -1,4 +1,4 @@
-"""The fused GATv2 score (zoo.nn.fused_score) equals the plain ops to 1e-10 at float64: values and
+"""The fused GATv2 score (zoo.ops.score) equals the plain ops to 1e-10 at float64: values and
 gradients, with and without vmap, shared and separate weights, the op and whole GATv2 models."""
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from torch.func import functional_call, stack_module_state, vmap
 
 import zoo
 from tests.conftest import awkward_graph, seeded_double_models
-from zoo.nn import fused as zfused
-from zoo.nn import fused_score
-from zoo.nn.functional import gather_rows, leaky_relu_dot
-from zoo.nn.fused_score import gatv2_score
+from zoo.ops import fused
+from zoo.ops.dispatch import fuses_gatv2_score as worth_it
+from zoo.ops import score as fused_score
+from zoo.ops.message import leaky_relu_dot
+from zoo.ops.score import gatv2_score
+from zoo.ops.segment import gather_rows
 
 TOL = dict(rtol=0, atol=1e-10)
 
@@ -82,22 +84,24 @@ def test_gatv2_score_refuses_a_negative_slope():
 def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkeypatch):
     """Whole GATv2 models at float64, one replica and two stacked under vmap, with the fused and the
     plain aggregation: the fused score gives the plain path's outputs and gradients, and is taken."""
-    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)
-    monkeypatch.setattr(zfused, "ENABLED", fused_aggregation)
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models("gatv2", heads=2, **options)
     params, buffers = stack_module_state(models)
 
     def run(enabled):
-        monkeypatch.setattr(fused_score, "ENABLED", enabled)
+        kernels = ["score"] * enabled + ["aggregate"] * fused_aggregation
+        with fused(kernels, min_elements=0):
+            return _run(enabled)
+
+    def _run(enabled):
         calls = []
 
         def spy(*args, **kwargs):
             calls.append(1)
             return gatv2_score(*args, **kwargs)
 
-        monkeypatch.setattr("zoo.models.gatv2.gatv2_score", spy)
+        monkeypatch.setattr("zoo.ops.dispatch.gatv2_score", spy)
         single = models[0](edge_index, x)
         g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
         stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
@@ -113,30 +117,30 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
                                      dict(attn_dropout=0.5)])
 def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monkeypatch):
     """Attention bias, a negative slope and (while training) attention dropout keep the plain ops."""
-    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)
-    calls = []
+    with fused(True, min_elements=0):
+        calls = []
 
-    def spy(*args):
-        calls.append(1)
-        return gatv2_score(*args)
+        def spy(*args):
+            calls.append(1)
+            return gatv2_score(*args)
 
-    monkeypatch.setattr("zoo.models.gatv2.gatv2_score", spy)
-    edge_index, n = awkward_graph()
-    model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
-    out = model(edge_index, torch.randn(n, 6))
-    assert out.shape == (n, 3) and bool(calls) == (not options)
-    if "attn_dropout" in options:  # evaluation: no dropout, the fused op again
-        model.eval()
-        model(edge_index, torch.randn(n, 6))
-        assert calls
+        monkeypatch.setattr("zoo.ops.dispatch.gatv2_score", spy)
+        edge_index, n = awkward_graph()
+        model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
+        out = model(edge_index, torch.randn(n, 6))
+        assert out.shape == (n, 3) and bool(calls) == (not options)
+        if "attn_dropout" in options:  # evaluation: no dropout, the fused op again
+            model.eval()
+            model(edge_index, torch.randn(n, 6))
+            assert calls
 
 
 def test_fused_score_size_rule(monkeypatch):
     """One replica on a tiny graph keeps the plain ops (measured slower there); vmap always fuses."""
     x = torch.randn(7, 2, 3)
-    assert not fused_score.worth_it(12, x)
-    assert all(vmap(lambda t: torch.tensor(fused_score.worth_it(12, t)))(torch.randn(2, 7, 2, 3)))
-    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 12 * 6)
-    assert fused_score.worth_it(12, x) and not fused_score.worth_it(11, x)
-    monkeypatch.setattr(fused_score, "ENABLED", False)
-    assert not fused_score.worth_it(12, x)
+    assert not worth_it(12, x)
+    assert all(vmap(lambda t: torch.tensor(worth_it(12, t)))(torch.randn(2, 7, 2, 3)))
+    with fused(True, min_elements=12 * 6):
+        assert worth_it(12, x) and not worth_it(11, x)
+        with fused(False):
+            assert not worth_it(12, x)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.func import vmap
 
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 
 
 def reference(x, index, n):
@@ -57,7 +57,7 @@ def _sparse_features(n=300, f=40, density=0.05, seed=0):
 
 def test_csr_linear_equals_dense(monkeypatch):
     """The CSR input matmul equals F.linear to 1e-10 at float64: forward, weight gradient, under vmap."""
-    from zoo.nn import functional as zf
+    from zoo.ops import sparse_linear as zf
 
     monkeypatch.setattr(zf, "SPARSE_MIN_ELEMENTS", 0)
     x = _sparse_features()
@@ -76,7 +76,7 @@ def test_csr_linear_equals_dense(monkeypatch):
 
 
 def test_dense_inputs_keep_dense_path(monkeypatch):
-    from zoo.nn import functional as zf
+    from zoo.ops import sparse_linear as zf
 
     w = torch.randn(7, 40, dtype=torch.float64)
     assert zf._sparse_parts(torch.randn(50, 40, dtype=torch.float64), w) is None  # 100 % dense
@@ -92,9 +92,9 @@ def test_dense_inputs_keep_dense_path(monkeypatch):
 def test_sparse_input_models_equal_dense_and_grouped_equals_sequential(model, monkeypatch):
     """Training with CSR first-layer inputs gives the dense path's numbers (1e-10, float64),
     and grouped == sequential on that path."""
-    from test_bench_train import _run, _sequential, synthetic_task
+    from tests.test_bench_train import _run, _sequential, synthetic_task
     from zoo.bench.train import TrainConfig
-    from zoo.nn import functional as zf
+    from zoo.ops import sparse_linear as zf
 
     task = synthetic_task(n=60, features=30)
     task.data.x = _sparse_features(60, 30, 0.1).float()

@@ -1,7 +1,7 @@
 """GAT's score kernels equal the plain ops to 1e-10 at float64 (values and gradients, with and
 without vmap, the ops and whole GAT models on both aggregation paths): the per-node attention terms
-as one matrix product (zoo.nn.functional.node_scores) and the edge scores as one op
-(zoo.nn.fused_score.gat_edge_scores)."""
+as one matrix product (zoo.ops.message.node_scores) and the edge scores as one op
+(zoo.ops.score.gat_edge_scores)."""
 from __future__ import annotations
 
 import pytest
@@ -10,10 +10,10 @@ from torch.func import functional_call, stack_module_state, vmap
 
 import zoo
 from tests.conftest import awkward_graph, seeded_double_models
-from zoo.nn import fused as zfused
-from zoo.nn import fused_score
-from zoo.nn.functional import gather_rows, node_scores
-from zoo.nn.fused_score import gat_edge_scores
+from zoo.ops import fused
+from zoo.ops.message import node_scores
+from zoo.ops.score import gat_edge_scores
+from zoo.ops.segment import gather_rows
 
 TOL = dict(rtol=0, atol=1e-10)
 
@@ -43,15 +43,17 @@ def test_node_scores_equal_elementwise_products(heads, replicas):
 @pytest.mark.parametrize("fused_aggregation", [True, False])
 @pytest.mark.parametrize("heads", [1, 2])
 def test_gat_models_node_scores_equal_plain(heads, fused_aggregation, monkeypatch):
-    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)
-    monkeypatch.setattr(zfused, "ENABLED", fused_aggregation)
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models("gat", heads=heads)
     params, buffers = stack_module_state(models)
 
     def run(enabled):
-        monkeypatch.setattr(fused_score, "ENABLED", enabled)
+        kernels = ["score"] * enabled + ["aggregate"] * fused_aggregation
+        with fused(kernels, min_elements=0):
+            return _run(enabled)
+
+    def _run(enabled):
         calls = []
 
         def spy(*args):
@@ -62,8 +64,8 @@ def test_gat_models_node_scores_equal_plain(heads, fused_aggregation, monkeypatc
             calls.append(2)
             return gat_edge_scores(*args)
 
-        monkeypatch.setattr("zoo.models.gat.node_scores", spy)
-        monkeypatch.setattr("zoo.models.gat.gat_edge_scores", spy_edges)
+        monkeypatch.setattr("zoo.ops.dispatch.node_scores", spy)
+        monkeypatch.setattr("zoo.ops.dispatch.gat_edge_scores", spy_edges)
         single = models[0](edge_index, x)
         g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
         stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)

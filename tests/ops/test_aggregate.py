@@ -7,8 +7,9 @@ import torch
 from torch.func import vmap
 
 from tests.conftest import awkward_graph, seeded_double_models
-from zoo.nn.functional import gather_rows, segment_softmax, segment_sum
-from zoo.nn.fused import edge_attention
+from zoo.ops import fused as fused_kernels
+from zoo.ops.aggregate import edge_attention
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 
 TOL = dict(rtol=0, atol=1e-10)
 
@@ -88,23 +89,23 @@ def test_layers_fused_equal_plain_with_and_without_vmap(name, monkeypatch):
     """Whole models at float64: the fused aggregation gives the plain path's outputs and gradients."""
     import zoo
     from torch.func import functional_call, stack_module_state
-    from zoo.nn import fused as zfused
-
-    monkeypatch.setattr(zfused, "FUSED_MIN_ELEMENTS", 0)  # the awkward graph is tiny
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models(name, heads=2)
     params, buffers = stack_module_state(models)
 
     def run(enabled):
-        monkeypatch.setattr(zfused, "ENABLED", enabled)
+        with fused_kernels(["score", "aggregate"] if enabled else ["score"], min_elements=0):  # the graph is tiny
+            return _run(enabled)
+
+    def _run(enabled):
         calls = []
 
         def spy(*args, **kwargs):
             calls.append(1)
             return edge_attention(*args, **kwargs)
 
-        monkeypatch.setattr(f"zoo.models.{name}.edge_attention", spy)
+        monkeypatch.setattr("zoo.ops.dispatch.edge_attention", spy)
         single = models[0](edge_index, x)
         g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
         stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)

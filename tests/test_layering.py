@@ -1,0 +1,259 @@
+"""The package's import structure, checked statically: no import cycle anywhere in ``zoo/``, the
+benchmark layers import only downward, and the torch-free layers stay torch-free.
+
+The graph is read with ``ast`` from the source (module-level *and* function-level imports; imports
+under ``if TYPE_CHECKING:`` are skipped because they never run). An edge ``a -> b`` means module
+``a`` names module ``b`` in an import statement; the parent packages Python initialises on the way
+are not edges (every submodule would otherwise "import" its package).
+
+Print the graph: ``python -m tests.test_layering`` (edges between top-level rooms, then any cycle).
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional, Set, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "zoo"
+
+#: The benchmark layers, lowest first; a layer may import only the layers listed for it.
+LAYERS: Dict[str, Set[str]] = {
+    "zoo.bench.spec": set(),
+    "zoo.bench.store": {"zoo.bench.spec"},
+    "zoo.bench.run": {"zoo.bench.spec", "zoo.bench.store"},
+    "zoo.bench.analyze": {"zoo.bench.spec", "zoo.bench.store"},
+    "zoo.bench.render": {"zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze"},
+    "zoo.bench.publish": {"zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render"},
+}
+TORCH_FREE = ("zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render")
+#: Function-level imports allowed inside zoo/bench/: optional dependencies only.
+OPTIONAL = {"ray", "matplotlib", "safetensors", "triton"}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+class _Imports(ast.NodeVisitor):
+    """Collects ``(module named, lineno, function_level)`` for every import statement that runs:
+    ``import a.b`` names ``a.b``; ``from a import b`` names ``a.b`` when that is a module, else ``a``."""
+
+    def __init__(self, module: str, is_package: bool, modules: Set[str]) -> None:
+        self.module, self.is_package, self.modules = module, is_package, modules
+        self.found: List[Tuple[str, int, bool]] = []
+        self._depth = 0
+
+    def _base(self, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        package = self.module.split(".") if self.is_package else self.module.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        return ".".join(package + ([node.module] if node.module else []))
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node):
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def _function(self, node: ast.AST) -> None:
+        self._depth += 1
+        self.generic_visit(node)
+        self._depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.found.append((alias.name, node.lineno, self._depth > 0))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = self._base(node)
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            self.found.append((sub if sub in self.modules else base, node.lineno, self._depth > 0))
+
+
+def import_graph(root: Path = PACKAGE) -> Tuple[Dict[str, Set[str]], Dict[str, List[Tuple[str, int, bool]]]]:
+    """``edges[a]`` = the modules of ``root``'s package that ``a`` imports; ``raw[a]`` = every import
+    ``(module named, lineno, function_level)``, inside the package or not."""
+    files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    edges: Dict[str, Set[str]] = {}
+    raw: Dict[str, List[Tuple[str, int, bool]]] = {}
+    for name, path in files.items():
+        visitor = _Imports(name, path.name == "__init__.py", set(files))
+        visitor.visit(ast.parse(path.read_text(), filename=str(path)))
+        raw[name] = visitor.found
+        edges[name] = {t for t, _, _ in visitor.found if t in files and t != name}
+    return edges, raw
+
+
+def cycles(edges: Dict[str, Set[str]]) -> List[List[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    found: List[List[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer_of(module: str) -> Optional[str]:
+    for layer in LAYERS:
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return None
+
+
+def upward_imports(edges: Dict[str, Set[str]]) -> List[str]:
+    bad = []
+    for source, targets in sorted(edges.items()):
+        mine = layer_of(source)
+        if mine is None:
+            continue
+        for target in sorted(targets):
+            theirs = layer_of(target)
+            if theirs is not None and theirs != mine and theirs not in LAYERS[mine]:
+                bad.append(f"{source} -> {target} ({mine} may import only {sorted(LAYERS[mine]) or 'nothing'})")
+            elif theirs is None and target.startswith("zoo.bench") and target not in ("zoo.bench",):
+                # an old-path stub or a module outside the layers: only stubs may re-export, layers may not use them
+                bad.append(f"{source} -> {target} (a layer imports a module outside the layers)")
+    return bad
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_cycle_finder_finds_a_reintroduced_cycle(tmp_path: Path) -> None:
+    """The checks below can fail: a package whose __init__ imports a plugin module that imports the
+    package back (the plugin-registry pattern this test forbids) is reported as a cycle."""
+    pkg = tmp_path / "zoo"
+    (pkg / "norms").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "norms" / "__init__.py").write_text("from zoo.norms.lipschitz import LipschitzNorm\n"
+                                               "def register(f):\n    return f\n")
+    (pkg / "norms" / "lipschitz.py").write_text("from zoo.norms import register\nclass LipschitzNorm: ...\n")
+    edges, _ = import_graph(pkg)
+    assert cycles(edges) == [["zoo.norms", "zoo.norms.lipschitz"]]
+    # the fix: a leaf registry module both import
+    (pkg / "norms" / "_registry.py").write_text("def register(f):\n    return f\n")
+    (pkg / "norms" / "__init__.py").write_text("from zoo.norms._registry import register\n"
+                                               "from zoo.norms.lipschitz import LipschitzNorm\n")
+    (pkg / "norms" / "lipschitz.py").write_text("from zoo.norms._registry import register\n")
+    edges, _ = import_graph(pkg)
+    assert cycles(edges) == []
+
+
+def test_function_level_import_counts(tmp_path: Path) -> None:
+    pkg = tmp_path / "zoo"
+    (pkg / "bench").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "bench" / "__init__.py").write_text("")
+    (pkg / "bench" / "a.py").write_text("def f():\n    from zoo.bench import b\n")
+    (pkg / "bench" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from zoo.bench import c\nfrom zoo.bench.a import f\n")
+    (pkg / "bench" / "c.py").write_text("from . import b\n")
+    edges, _ = import_graph(pkg)
+    assert cycles(edges) == [["zoo.bench.a", "zoo.bench.b"]]
+    assert "zoo.bench.c" not in edges["zoo.bench.b"]  # TYPE_CHECKING imports never run
+    assert edges["zoo.bench.c"] == {"zoo.bench.b"}      # relative imports resolve
+
+
+def test_no_import_cycles() -> None:
+    edges, _ = import_graph()
+    assert cycles(edges) == []
+
+
+def test_bench_layers_import_only_downward() -> None:
+    edges, _ = import_graph()
+    assert all(any(m == layer or m.startswith(layer + ".") for m in edges) for layer in LAYERS), \
+        "every layer of zoo/bench exists"
+    assert upward_imports(edges) == []
+
+
+def test_no_function_level_imports_in_bench() -> None:
+    """Inside zoo/bench/ a function-level import is allowed only for an optional dependency."""
+    _, raw = import_graph()
+    lazy = sorted({f"{module}:{line} imports {target}" for module, found in raw.items()
+                   if module.startswith("zoo.bench") for target, line, in_function in found
+                   if in_function and target.split(".")[0] not in OPTIONAL})
+    assert lazy == []
+
+
+def test_torch_free_layers_do_not_import_torch() -> None:
+    """Statically (no module of these layers names torch) and at run time (importing them, with the
+    parent packages Python initialises, leaves torch out of sys.modules)."""
+    _, raw = import_graph()
+    named = sorted(f"{m}:{line}" for m, found in raw.items() if m.startswith(TORCH_FREE)
+                   for target, line, _ in found if target.split(".")[0] == "torch")
+    assert named == []
+    code = ("import sys\nimport " + ", ".join(TORCH_FREE) +
+            "\nloaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))"
+            "\nassert not loaded, loaded[:5]\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _summary() -> str:
+    edges, _ = import_graph()
+    rooms: Dict[Tuple[str, str], int] = defaultdict(int)
+
+    def room(m: str) -> str:
+        parts = m.split(".")
+        return ".".join(parts[:3]) if parts[:2] == ["zoo", "bench"] else ".".join(parts[:2])
+
+    for a, targets in edges.items():
+        for b in targets:
+            if room(a) != room(b):
+                rooms[(room(a), room(b))] += 1
+    lines = [f"{a} -> {b} ({n})" for (a, b), n in sorted(rooms.items())]
+    found = cycles(edges)
+    lines.append(f"cycles: {len(found)}")
+    lines += ["  " + " <-> ".join(c) for c in found]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(_summary())

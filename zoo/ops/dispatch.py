@@ -1,0 +1,133 @@
+"""The one place that decides between the fused edge kernels and the plain autograd ops.
+
+The layers state their equation and call these entry points; which kernel computes it is
+decided here, from the switch (:func:`zoo.ops.config.use_fused`, read once per call), the size
+of the edge tensors and whether attention dropout is active.  Today's per-family rules are kept
+exactly (numbers do not change; unifying them is a separate, measured change):
+
+* GAT's score (:func:`gat_scores`): the ``"score"`` kernel whenever switched on — node terms as
+  one matrix product, edge scores as one op (the latter only without an extra score term or
+  score normalisation, with ``negative_slope >= 0``); no size threshold, no dropout rule.
+* GATv2's score (:func:`gatv2_scores`): the ``"score"`` kernel for the plain
+  ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term, attention bias or score normalisation,
+  ``negative_slope >= 0``), not while attention dropout is active, and for one replica only from
+  ``min_elements`` edge x head x channel elements (under vmap always).
+* Aggregation (:func:`attention`): the ``"aggregate"`` kernel unless attention dropout is active
+  (its mask would have to live inside the sparse product), for one replica only from
+  ``min_elements`` elements (under vmap always).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence, Tuple
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from zoo.ops._custom import is_batched
+from zoo.ops.aggregate import edge_attention, graph_orders
+from zoo.ops.config import FusedConfig, use_fused
+from zoo.ops.dropout import dropout
+from zoo.ops.message import leaky_relu_dot, node_scores, weight_messages
+from zoo.ops.score import gat_edge_scores, gatv2_score
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
+
+#: ``scores -> scores``: a score normalisation applied before the nonlinearity (GAT) or
+#: ``hidden -> scores`` computing the score from the pre-activation (GATv2).
+ScoreHook = Callable[[Tensor], Tensor]
+
+
+def dropout_active(attn_dropout: float, training: bool) -> bool:
+    """Attention dropout draws a mask in this call (the fused kernels have no place for it).
+
+    While it does, GATv2's score keeps the plain ops too, as the aggregation does: a replica's
+    numbers are then bitwise those of the same replica trained alone, where a tiny graph takes the
+    plain path (tests/test_bench_train.py)."""
+    return training and float(attn_dropout) > 0.0
+
+
+def large_enough(num_edges: int, values: Tensor, config: Optional[FusedConfig] = None) -> bool:
+    """Whether ``num_edges`` edges over ``(N, H, C)`` ``values`` pay for a fused kernel: always under
+    vmap (stacked replicas), else from ``config.min_elements`` ``E * H * C`` elements."""
+    config = use_fused() if config is None else config
+    return is_batched(values) or num_edges * math.prod(values.shape[1:]) >= config.min_elements
+
+
+def fuses_gatv2_score(num_edges: int, x_src: Tensor, config: Optional[FusedConfig] = None) -> bool:
+    """GATv2's size rule: the ``"score"`` kernel is on and the edge tensor is :func:`large_enough`."""
+    config = use_fused() if config is None else config
+    return config.score and large_enough(num_edges, x_src, config)
+
+
+def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negative_slope: float, *,
+               bias: Optional[Tensor] = None, normalize: Optional[ScoreHook] = None) -> Tensor:
+    r"""GAT's edge scores :math:`e_{uv} = \mathrm{LeakyReLU}(a_s^\top x_u + a_t^\top x_v\,[+\,b_{uv}])`.
+
+    ``normalize`` (a score norm) maps the summed terms before ``bias`` and the LeakyReLU.
+
+    Shapes: x ``(N, H, C)``; att_src, att_dst ``(H, C)``; bias ``(E, H)`` -> ``(E, H)``.
+    """
+    config = use_fused()
+    src, dst = graph.src, graph.dst
+    # Scores are computed per node and gathered per edge: O(N) dot products, not O(E).
+    if config.score:  # one matrix product for both terms (and its backward: two)
+        score_src, score_dst = node_scores(x, att_src, att_dst)
+    else:
+        score_src, score_dst = (x * att_src).sum(-1), (x * att_dst).sum(-1)
+    if config.score and bias is None and normalize is None and negative_slope >= 0:
+        return gat_edge_scores(score_src, score_dst, src, dst, negative_slope)  # one (E, H) buffer
+    scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
+    if normalize is not None:
+        scores = normalize(scores)
+    if bias is not None:
+        scores = scores + bias
+    return F.leaky_relu(scores, negative_slope)
+
+
+def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: object, negative_slope: float, *,
+                 terms: Sequence[Tensor] = (), score: Optional[ScoreHook] = None, attn_dropout: float = 0.0,
+                 training: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+    r"""GATv2's edge scores :math:`e_{uv} = a^\top \mathrm{LeakyReLU}(x^s_u + x^t_v\,[+\,t_{uv} \ldots])`.
+
+    ``x_dst=None``: shared weights (``x_dst is x_src``).  ``terms`` are added to the pre-activation
+    in order (edge term ``(E, H, C)``, attention bias ``(H, C)``); ``score`` replaces
+    ``a^T LeakyReLU(.)`` on the pre-activation (a score norm).  Returns the scores ``(E, H)`` and,
+    from the plain path, the gathered source rows ``x_src[src]`` (``(E, H, C)``, for the messages;
+    ``None`` from the fused kernel).
+    """
+    config = use_fused()
+    src, dst = graph.src, graph.dst
+    fusable = (not dropout_active(attn_dropout, training) and not terms and score is None
+               and negative_slope >= 0)
+    if fusable and fuses_gatv2_score(graph.num_edges, x_src, config):
+        return gatv2_score(x_src, x_dst, att, src, dst, negative_slope), None  # fewer (E, H, C) passes
+    src_rows = gather_rows(x_src, src)  # gathered once: used by the score and the message
+    hidden = src_rows + gather_rows(x_src if x_dst is None else x_dst, dst)
+    for term in terms:
+        hidden = hidden + term
+    if score is not None:
+        return score(hidden), src_rows
+    return leaky_relu_dot(hidden, att, negative_slope), src_rows  # keeps hidden only
+
+
+def attention(scores: Tensor, values: Tensor, graph: object, *, attn_dropout: float = 0.0, training: bool = False,
+              source_rows: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    r""":math:`\alpha_{uv} = \operatorname{softmax}_{u \in \mathcal N(v)} e_{uv}` (dropout on
+    :math:`\alpha` while training), :math:`h'_v = \sum_{u \in \mathcal N(v)} \alpha_{uv} x_u`.
+
+    ``source_rows``: ``values[src]`` if the caller has it already (saves a gather on the plain path).
+
+    Shapes: scores ``(E, H)``; values ``(N, H, C)`` -> out ``(N, H, C)``, alpha ``(E, H)``.
+    """
+    config = use_fused()
+    n, src, dst = graph.num_nodes, graph.src, graph.dst
+    if (config.aggregate and not dropout_active(attn_dropout, training)
+            and large_enough(graph.num_edges, values, config)):
+        return edge_attention(scores, values, src, dst, n, graph_orders(graph))  # no (E, H, C) tensors
+    alpha = segment_softmax(scores, dst, n)
+    weights = dropout(alpha, attn_dropout, training)
+    rows = gather_rows(values, src) if source_rows is None else source_rows
+    return segment_sum(weight_messages(weights, rows), dst, n), alpha
+
+
+__all__ = ["attention", "dropout_active", "fuses_gatv2_score", "gat_scores", "gatv2_scores", "large_enough"]

@@ -1,0 +1,111 @@
+"""Dropout with one random stream per replica (the benchmark's stacked replicas draw the masks
+they would draw trained alone)."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import no_vmap_randomness as _no_vmap_randomness
+
+
+
+class ReplicaRandomness:
+    """One random stream per replica, seeded by that replica's own seed.
+
+    Inside :func:`replica_randomness`, :func:`dropout` draws replica ``r``'s mask from stream
+    ``r`` with the replica's own shape, whether the replicas run stacked under ``vmap`` or one at
+    a time — so a replica's dropout masks (and numbers) do not depend on which other replicas
+    share its group (issue 11 item 6).
+    """
+
+    def __init__(self, seeds: Sequence[int]) -> None:
+        self.seeds = [int(s) for s in seeds]
+        self._generators: Dict[Tuple[int, str], torch.Generator] = {}
+
+    def generator(self, replica: int, device: torch.device) -> torch.Generator:
+        key = (replica, str(device))
+        if key not in self._generators:
+            # a stream distinct from the seed's torch.manual_seed stream used for initialisation
+            self._generators[key] = torch.Generator(device=device).manual_seed(
+                (self.seeds[replica] * 1_000_003 + 0x5EED) % 2 ** 63)
+        return self._generators[key]
+
+    def get_state(self) -> Dict[Tuple[int, str], Tensor]:
+        """The streams' positions (for replaying a recomputed block, e.g. activation checkpointing)."""
+        return {key: gen.get_state() for key, gen in self._generators.items()}
+
+    def set_state(self, state: Dict[Tuple[int, str], Tensor]) -> None:
+        """Rewind to ``get_state()``'s positions; streams created since then start afresh."""
+        for key in list(self._generators):
+            if key not in state:
+                del self._generators[key]
+        for key, value in state.items():
+            self._generators[key].set_state(value)
+
+    def mask(self, replica: int, like: Tensor, p: float) -> Tensor:
+        """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``."""
+        keep = torch.empty(like.shape, dtype=like.dtype, device=like.device)
+        # called from the vmap rule too: draw as plain tensors, outside vmap's randomness handling
+        with _no_vmap_randomness():
+            keep.bernoulli_(1.0 - p, generator=self.generator(replica, like.device))
+        return keep.div_(1.0 - p)
+
+
+
+
+_ACTIVE: List[Tuple[ReplicaRandomness, Tensor]] = []
+
+
+def active_replica_randomness() -> Optional[Tuple[ReplicaRandomness, Tensor]]:
+    """The innermost :func:`replica_randomness` context's ``(rng, token)``, or ``None``."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+@contextmanager
+def replica_randomness(rng: ReplicaRandomness, token: Tensor) -> Iterator[None]:
+    """Route :func:`dropout` to ``rng``; ``token`` holds the replica index (``()``; batched under vmap)."""
+    _ACTIVE.append((rng, token))
+    try:
+        yield
+    finally:
+        _ACTIVE.pop()
+
+
+if _HAS_CUSTOM_OPS:
+    @torch.library.custom_op("zoo::replica_dropout_mask", mutates_args=())
+    def _replica_mask(like: Tensor, token: Tensor, p: float) -> Tensor:
+        return _ACTIVE[-1][0].mask(int(token), like, p)
+
+
+    @_replica_mask.register_fake
+    def _(like: Tensor, token: Tensor, p: float) -> Tensor:
+        return torch.empty_like(like)
+
+
+    def _replica_mask_vmap(info: Any, in_dims: Sequence[Any], like: Tensor, token: Tensor,
+                           p: float) -> Tuple[Tensor, int]:
+        like_dim, token_dim, _ = in_dims
+        rng = _ACTIVE[-1][0]
+        tokens = token.movedim(token_dim, 0).tolist() if token_dim is not None else [int(token)] * info.batch_size
+        one = like.select(like_dim, 0) if like_dim is not None else like
+        return torch.stack([rng.mask(int(r), one, p) for r in tokens]), 0
+
+
+    torch.library.register_vmap("zoo::replica_dropout_mask", _replica_mask_vmap)
+
+
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """``F.dropout``, but inside :func:`replica_randomness` each replica draws from its own stream."""
+    if not training or p == 0.0:
+        return x
+    if not _ACTIVE or not _HAS_CUSTOM_OPS:
+        return F.dropout(x, p, True)
+    return x * _replica_mask(x.detach(), _ACTIVE[-1][1], float(p))
+
+
+__all__ = ["ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout"]

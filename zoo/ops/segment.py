@@ -1,0 +1,145 @@
+"""Gather, scatter and segment reductions over edges, fast under ``torch.func.vmap``.
+
+Under ``vmap`` PyTorch lowers ``index_select`` / ``index_add`` on a batched tensor to ``gather`` /
+``scatter_add`` with an index expanded to the full ``(replicas, E, heads, channels)`` shape —
+several times the memory traffic of the data itself.  :func:`gather_rows` and the scatter behind
+:func:`segment_sum` are two small custom operators (each the other's adjoint) whose vmap rule
+instead places the replica dimension right after the indexed one and calls the same operator
+once on the physical tensor: one ``index_select`` / ``index_add`` of contiguous
+``(replicas x ...)`` rows, with the original ``(E,)`` index.
+All functions here are out-of-place (in-place scatters into fresh tensors cannot be vmapped).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import is_batched as _is_batched
+
+if _HAS_CUSTOM_OPS:
+    @torch.library.custom_op("zoo::gather_rows", mutates_args=())
+    def _gather_rows(x: Tensor, index: Tensor, dim: int) -> Tensor:
+        return x.index_select(dim, index)
+
+
+    @torch.library.custom_op("zoo::scatter_rows", mutates_args=())
+    def _scatter_rows(src: Tensor, index: Tensor, dim: int, size: int) -> Tensor:
+        shape = list(src.shape)
+        shape[dim] = size
+        return src.new_zeros(shape).index_add_(dim, index, src)
+
+
+    @_gather_rows.register_fake
+    def _(x: Tensor, index: Tensor, dim: int) -> Tensor:
+        shape = list(x.shape)
+        shape[dim] = index.numel()
+        return x.new_empty(shape)
+
+
+    @_scatter_rows.register_fake
+    def _(src: Tensor, index: Tensor, dim: int, size: int) -> Tensor:
+        shape = list(src.shape)
+        shape[dim] = size
+        return src.new_empty(shape)
+
+
+    def _gather_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        x, index, dim = inputs
+        ctx.save_for_backward(index)
+        ctx.dim, ctx.size = dim, x.shape[dim]
+
+
+    def _gather_backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None]:
+        (index,) = ctx.saved_tensors
+        return _scatter_rows(grad.contiguous(), index, ctx.dim, ctx.size), None, None
+
+
+    def _scatter_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        _, index, dim, _ = inputs
+        ctx.save_for_backward(index)
+        ctx.dim = dim
+
+
+    def _scatter_backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None, None]:
+        (index,) = ctx.saved_tensors
+        return _gather_rows(grad, index, ctx.dim), None, None, None
+
+
+    _gather_rows.register_autograd(_gather_backward, setup_context=_gather_setup)
+    _scatter_rows.register_autograd(_scatter_backward, setup_context=_scatter_setup)
+
+
+    def _gather_vmap(info: Any, in_dims: Sequence[Any], x: Tensor, index: Tensor, dim: int) -> Tuple[Tensor, int]:
+        x_dim, index_dim, _ = in_dims
+        if index_dim is not None:  # per-replica indices (not used by the zoo): one call per replica
+            x = x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)
+            index = index.movedim(index_dim, 0)
+            return torch.stack([_gather_rows(x[r], index[r], dim) for r in range(info.batch_size)]), 0
+        # Replica dim right after the indexed dim: every gathered row is one contiguous block.
+        return _gather_rows(x.movedim(x_dim, dim + 1), index, dim), dim + 1
+
+
+    def _scatter_vmap(info: Any, in_dims: Sequence[Any], src: Tensor, index: Tensor, dim: int,
+                      size: int) -> Tuple[Tensor, int]:
+        src_dim, index_dim, _, _ = in_dims
+        if index_dim is not None:
+            src = src.movedim(src_dim, 0) if src_dim is not None else src.expand(info.batch_size, *src.shape)
+            index = index.movedim(index_dim, 0)
+            return torch.stack([_scatter_rows(src[r], index[r], dim, size) for r in range(info.batch_size)]), 0
+        return _scatter_rows(src.movedim(src_dim, dim + 1), index, dim, size), dim + 1
+
+
+    torch.library.register_vmap("zoo::gather_rows", _gather_vmap)
+    torch.library.register_vmap("zoo::scatter_rows", _scatter_vmap)
+
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """``x[index]`` along dim 0 (``(N, ...)`` -> ``(E, ...)``), vmap-efficient."""
+    if _is_batched(x):
+        return _gather_rows(x, index, 0)
+    return x.index_select(0, index)
+
+
+# aten's index_add autograd keeps the whole ``source`` (e.g. the (E, H, C) messages) alive for the
+# backward, which needs only the index: above this size the custom op (it saves the index alone)
+# is used with grad too; below it the plain op avoids the custom op's Python dispatch.
+_SAVE_FREE_MIN_NUMEL = 1 << 16
+
+
+def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
+    """Sum the rows of ``values`` (``(E, ...)``) into ``num_segments`` buckets given by ``index`` (``(E,)``)."""
+    if _is_batched(values) or (_HAS_CUSTOM_OPS and values.requires_grad and torch.is_grad_enabled()
+                               and values.numel() >= _SAVE_FREE_MIN_NUMEL):
+        return _scatter_rows(values, index, 0, num_segments)
+    return values.new_zeros((num_segments,) + tuple(values.shape[1:])).index_add_(0, index, values)
+
+
+def segment_max(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
+    """Per-bucket maximum of ``values`` (``(E, H)``); empty buckets hold ``-inf``."""
+    out = values.new_full((num_segments,) + tuple(values.shape[1:]), float("-inf"))
+    idx = index.view(-1, *([1] * (values.dim() - 1))).expand_as(values)
+    return out.scatter_reduce(0, idx, values, reduce="amax", include_self=True)
+
+
+def segment_softmax(scores: Tensor, index: Tensor, num_segments: int) -> Tensor:
+    r"""Softmax of edge ``scores`` over the edges that share a destination.
+
+    .. math:: \alpha_{uv} = \frac{\exp(e_{uv} - m_v)}{\sum_{u' \in \mathcal N(v)} \exp(e_{u'v} - m_v)},
+              \quad m_v = \max_{u \in \mathcal N(v)} e_{uv}
+
+    Shapes:
+        scores: ``(E, H)``; index: ``(E,)`` destination of each edge; returns ``(E, H)``.
+    """
+    # The shift m_v does not change the softmax, so it needs no gradient (as in PyG).
+    shift = gather_rows(segment_max(scores.detach(), index, num_segments), index)
+    weights = (scores - shift).exp()
+    denom = gather_rows(segment_sum(weights, index, num_segments), index)
+    return weights / (denom + 1e-16)
+
+
+
+__all__ = ["gather_rows", "segment_sum", "segment_max", "segment_softmax"]
