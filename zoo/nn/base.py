@@ -23,7 +23,7 @@ from zoo.nn.heads import CLASSIFIERS, make_classifier
 from zoo.nn.replay import replayable
 from zoo.nn.validation import check_edge_inputs, check_node_features, positive_int, real_number
 from zoo.norms import resolve_norm
-from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops._custom import under_vmap
 from zoo.ops.dropout import dropout
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
@@ -301,14 +301,14 @@ class DeepGNN(nn.Module):
             return (out, empty) if return_attention else out
         # Under torch.func.vmap (stacked replicas) the recomputation would run outside the vmap
         # and fail, so layers are not checkpointed there (same numbers, more memory).
-        under_vmap = self.checkpoint and _is_batched(next(self.parameters()))
+        in_vmap = self.checkpoint and under_vmap(next(self.parameters()))
         for index, layer in enumerate(self.layers):
             if index in self.skipped_layers:
                 if layer.in_dim != (layer.channels * layer.heads if layer.concat else layer.channels):
                     raise ValueError(f"layer {index} changes the width and cannot be skipped")
                 x = self.taps[index](x)
                 continue
-            if self.checkpoint and torch.is_grad_enabled() and not under_vmap:
+            if self.checkpoint and torch.is_grad_enabled() and not in_vmap:
                 # Keep only this layer's input; recompute its intermediates in the backward pass.
                 out, alpha = checkpoint(self._recomputable_block(index), g, x, edges, use_reentrant=False)
             else:

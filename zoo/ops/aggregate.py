@@ -229,7 +229,7 @@ def edge_attention(scores: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_node
     """
     if orders is None:
         orders = edge_orders(src, dst, num_nodes)
-    if _HAS_CUSTOM_OPS and (_is_batched(scores) or _is_batched(x)):
+    if _is_batched(scores) or _is_batched(x):
         return _edge_attention(scores, x, dst, list(orders), num_nodes)
     return _EdgeAttention.apply(scores, x, dst, num_nodes, *orders)
 

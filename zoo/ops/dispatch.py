@@ -15,6 +15,8 @@ exactly (numbers do not change; unifying them is a separate, measured change):
 * Aggregation (:func:`attention`): the ``"aggregate"`` kernel unless attention dropout is active
   (its mask would have to live inside the sparse product), for one replica only from
   ``min_elements`` elements (under vmap always).
+* Without custom ops (torch < 2.4, :func:`zoo.ops._custom.vmap_without_rules`) no fused kernel
+  runs under vmap: their autograd.Functions have no vmap rule there; the plain ops are vmapped.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from typing import Callable, Optional, Sequence, Tuple
 import torch.nn.functional as F
 from torch import Tensor
 
-from zoo.ops._custom import is_batched
+from zoo.ops._custom import is_batched, vmap_without_rules
 from zoo.ops.aggregate import edge_attention, graph_orders
 from zoo.ops.config import FusedConfig, use_fused
 from zoo.ops.dropout import dropout
@@ -74,7 +76,8 @@ def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negat
         score_src, score_dst = node_scores(x, att_src, att_dst)
     else:
         score_src, score_dst = (x * att_src).sum(-1), (x * att_dst).sum(-1)
-    if config.score and bias is None and normalize is None and negative_slope >= 0:
+    if (config.score and bias is None and normalize is None and negative_slope >= 0
+            and not vmap_without_rules(score_src, score_dst)):
         return gat_edge_scores(score_src, score_dst, src, dst, negative_slope)  # one (E, H) buffer
     scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
     if normalize is not None:
@@ -98,7 +101,7 @@ def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: obj
     config = use_fused()
     src, dst = graph.src, graph.dst
     fusable = (not dropout_active(attn_dropout, training) and not terms and score is None
-               and negative_slope >= 0)
+               and negative_slope >= 0 and not vmap_without_rules(x_src, x_dst, att))
     if fusable and fuses_gatv2_score(graph.num_edges, x_src, config):
         return gatv2_score(x_src, x_dst, att, src, dst, negative_slope), None  # fewer (E, H, C) passes
     src_rows = gather_rows(x_src, src)  # gathered once: used by the score and the message
@@ -122,7 +125,7 @@ def attention(scores: Tensor, values: Tensor, graph: object, *, attn_dropout: fl
     config = use_fused()
     n, src, dst = graph.num_nodes, graph.src, graph.dst
     if (config.aggregate and not dropout_active(attn_dropout, training)
-            and large_enough(graph.num_edges, values, config)):
+            and not vmap_without_rules(scores, values) and large_enough(graph.num_edges, values, config)):
         return edge_attention(scores, values, src, dst, n, graph_orders(graph))  # no (E, H, C) tensors
     alpha = segment_softmax(scores, dst, n)
     weights = dropout(alpha, attn_dropout, training)

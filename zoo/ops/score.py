@@ -295,7 +295,7 @@ def gat_edge_scores(score_src: Tensor, score_dst: Tensor, src: Tensor, dst: Tens
     """
     if negative_slope < 0:
         raise ValueError(f"gat_edge_scores needs negative_slope >= 0 (got {negative_slope}); use the plain ops")
-    if _HAS_CUSTOM_OPS and (_is_batched(score_src) or _is_batched(score_dst)):
+    if _is_batched(score_src) or _is_batched(score_dst):
         return _gat_edge_scores(score_src, score_dst, src, dst, float(negative_slope))
     return _GATEdgeScores.apply(score_src, score_dst, src, dst, float(negative_slope))
 
@@ -312,7 +312,7 @@ def gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor
     """
     if negative_slope < 0:
         raise ValueError(f"gatv2_score needs negative_slope >= 0 (got {negative_slope}); use the plain ops")
-    if _HAS_CUSTOM_OPS and any(t is not None and _is_batched(t) for t in (x_src, x_dst, att)):
+    if any(t is not None and _is_batched(t) for t in (x_src, x_dst, att)):
         return _gatv2_score(x_src, x_dst, att, src, dst, float(negative_slope))[0]
     return _GATv2Score.apply(x_src, x_dst, att, src, dst, float(negative_slope))
 
