@@ -72,6 +72,14 @@ def _version(x: Tensor) -> Optional[int]:
 _is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
 
 
+def _autocast_enabled(device_type: str) -> bool:
+    """``torch.is_autocast_enabled(device_type)``; torch < 2.4 takes no argument (CUDA) and has a CPU twin."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:
+        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
+
+
 def _scan_skipped(x: Tensor) -> bool:
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None and functorch.is_batchedtensor(x):  # values are per-replica: not readable here
@@ -103,7 +111,7 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
                             "convert them with x.float() (integer category ids need an input encoder)")
         param = next(iter(model.parameters()), None)
         if (param is not None and param.is_floating_point() and x.dtype != param.dtype
-                and not torch.is_autocast_enabled(x.device.type)):
+                and not _autocast_enabled(x.device.type)):
             raise TypeError(f"{owner}: node features have dtype {x.dtype} but the model's parameters are "
                             f"{param.dtype}; convert one of them (x.to({param.dtype}) or model.to({x.dtype}))")
     if (not x.is_floating_point() or not getattr(model, "check_inputs", True)
