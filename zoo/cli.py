@@ -254,6 +254,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="write nothing; exit 1 if the Markdown on disk is out of date or an open cell has no note")
     rp.add_argument("--draft", action="store_true",
                     help="write the pages even if open cells have no note yet (marked; exit 1); --check refuses them")
+    from zoo.cli_docs import add_docs_parser
+    add_docs_parser(sub)
     return p
 
 
@@ -398,6 +400,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _merge(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "docs":
+            from zoo.cli_docs import run
+            return run(args)
         if args.command == "leaderboard":
             from zoo.bench.leaderboard import dropped_note, load_board, write_leaderboard
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Type
 
+from zoo import _docstrings
 from zoo._names import Registry, normalize_name, unknown_name_error
 
 try:  # Python >= 3.11
@@ -123,7 +124,7 @@ def model_card(name: str) -> ModelCard:
         family=card.get("family", key),
         title=card["title"],
         paper=card["paper"],
-        equation=card["equation"],
+        equation=card.get("equation") or _docstrings.equation_text(card.get("layers", [])),
         defaults=defaults,
         presets={t: {k: v for k, v in p.items() if k not in ("description", "reference")}
                  for t, p in card.get("presets", {}).items()},

@@ -103,8 +103,12 @@ class GATDBLayer(_TiedBiasGATLayer):
     .. math::
         e_{uv} = \mathrm{LeakyReLU}\big(a_s^\top W h_u + a_t^\top W h_v + \varepsilon\,\xi_{uv}\big)
 
-    ``xi`` starts at zero (plain GAT at initialisation).  Report Theorem 2: the attention is
-    dynamic.  Shapes as :class:`~zoo.models.gat.GATLayer`; ``xi``: ``(E, heads)``.
+    ``xi`` starts at zero (plain GAT at initialisation); :math:`\alpha_{uv}` and :math:`h'_v` are
+    those of :class:`~zoo.models.gat.GATLayer`.  Report Theorem 2: the attention is dynamic.
+
+    Shapes:
+        as :class:`~zoo.models.gat.GATLayer`; xi: ``(E, heads)`` for the edges of the graph of the
+        first call (after the self-loop policy).
     """
 
     bias_on = "edges"
@@ -116,8 +120,12 @@ class GATNBLayer(_TiedBiasGATLayer):
     .. math::
         e_{uv} = \mathrm{LeakyReLU}\big(a_s^\top W h_u + a_t^\top W h_v + \varepsilon\,\xi_u\big)
 
-    Report Theorem 3: still static — the key maximising ``a_s^T W h_u + xi_u`` wins for every
-    query.  Shapes as :class:`~zoo.models.gat.GATLayer`; ``xi``: ``(N, heads)``.
+    ``xi`` starts at zero.  Report Theorem 3: still static — the key maximising
+    ``a_s^T W h_u + xi_u`` wins for every query.
+
+    Shapes:
+        as :class:`~zoo.models.gat.GATLayer`; xi: ``(N, heads)`` for the nodes of the graph of the
+        first call.
     """
 
     bias_on = "nodes"
@@ -139,7 +147,11 @@ class _TiedBiasGAT(GAT):
 
 @register_model("gatdb")
 class GATDB(_TiedBiasGAT):
-    """Deep GATDB (per-edge score biases ``epsilon * xi_uv``, zero-initialised, tied to one graph)."""
+    """Deep GATDB (per-edge score biases ``epsilon * xi_uv``, zero-initialised, tied to one graph).
+
+    Args:
+        epsilon: the scale of the learnt biases in the score (the report's best value, 1, by default).
+    """
 
     family = "gatdb"
     layer_class = GATDBLayer
@@ -147,7 +159,11 @@ class GATDB(_TiedBiasGAT):
 
 @register_model("gatnb")
 class GATNB(_TiedBiasGAT):
-    """Deep GATNB (per-node score biases ``epsilon * xi_u``, zero-initialised, tied to one graph)."""
+    """Deep GATNB (per-node score biases ``epsilon * xi_u``, zero-initialised, tied to one graph).
+
+    Args:
+        epsilon: the scale of the learnt biases in the score.
+    """
 
     family = "gatnb"
     layer_class = GATNBLayer

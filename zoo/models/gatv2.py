@@ -128,9 +128,11 @@ class GATv2Layer(nn.Module):
 class GATv2(DeepGNN):
     """Deep GATv2: ``num_layers`` :class:`GATv2Layer` s on the :class:`DeepGNN` machinery.
 
-    Extra options: ``share_weights`` (``W_s = W_t``, default ``True``), ``attention_bias``
-    (a bias inside the LeakyReLU, default ``False``), ``update_weight`` (``"source"`` or
-    ``"separate"``; the latter needs ``share_weights=False``).
+    Args:
+        share_weights: ``W_s = W_t`` (Brody et al.'s experiments; the balance paper's default).
+        attention_bias: a bias ``b`` inside the LeakyReLU (the report's §3.1 "bias vector" ambiguity).
+        update_weight: ``"source"`` (``U = W_s``) or ``"separate"`` (a third learnt update matrix,
+            report §5.2 variant d; needs ``share_weights=False``).
     """
 
     family = "gatv2"

@@ -86,7 +86,12 @@ class GCNLayer(nn.Module):
 
 @register_model("gcn")
 class GCN(DeepGNN):
-    """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads."""
+    """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads.
+
+    Args:
+        normalization: ``"symmetric"`` (``c_uv = 1 / sqrt(d_u d_v)``, Kipf & Welling) or ``"mean"``
+            (``c_uv = 1 / d_v``), with degrees counted after the self-loop policy (PyG's ``gcn_norm``).
+    """
 
     family = "gcn"
     attention_normalized = False

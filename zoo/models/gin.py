@@ -64,7 +64,12 @@ class GINLayer(nn.Module):
 
 @register_model("gin")
 class GIN(DeepGNN):
-    """Deep GIN (sum aggregation, MLP update); a baseline of the LipschitzNorm paper's TREES study."""
+    """Deep GIN (sum aggregation, MLP update); a baseline of the LipschitzNorm paper's TREES study.
+
+    Args:
+        eps: the root weight ``epsilon`` in ``(1 + epsilon) h_v``.
+        train_eps: learn ``epsilon`` (one per layer) instead of fixing it.
+    """
 
     family = "gin"
     attention_normalized = False

@@ -1,17 +1,10 @@
 """Self-attention networks (SAN) with Post-LN, Pre-LN and nonlocal message passing, exactly as
 Guan & He, "Solving Oversmoothing in GNNs via Nonlocal Message Passing" (§3.1, §4.1) write them.
 
-* encoder: dropout, then an MLP ``Linear -> ReLU -> Linear`` to ``hidden_dim``;
-* hidden layer ``k`` with ``MP(X) = (P_1 X V_1 || ... || P_h X V_h) W``,
-  ``P_i = softmax over the neighbourhood plus self of (1/sqrt(d)) (K X(i)) . (Q X(j))``:
-
-  - ``san_post_ln``:  ``Y = LN(X + MP(X))``,   ``X' = LN(Y + FFN(Y))``
-  - ``san_pre_ln``:   ``Y = X + MP(LN(X))``,   ``X' = Y + FFN(LN(Y))``
-  - ``san_nonlocal``: Post-LN with head ``i`` multiplied by ``(1/n) ||P_i X - X||^2``;
-* decoder: an MLP without activation, i.e. one linear map (two stacked linear maps without an
-  activation are one linear map with a rank constraint).
-
-The layer itself is :class:`zoo.models.transformer.TransformerBlock`; ``d`` is the head width.
+Each equation is stated once: the encoder and decoder in :class:`SAN`, the message passing ``MP``
+in :class:`zoo.models.transformer.GraphSelfAttention`, the Post-LN / Pre-LN layer in
+:class:`zoo.models.transformer.TransformerBlock` (``san_post_ln``, ``san_pre_ln``), the nonlocal
+message passing in :class:`SANNonlocal`.
 
 Initialisation (the paper states none): the ``init`` plugin (default ``xavier``) re-initialises
 the hidden ``layers`` only; the encoder and decoder keep PyTorch's ``nn.Linear`` default
@@ -20,7 +13,7 @@ the hidden ``layers`` only; the encoder and decoder keep PyTorch's ``nn.Linear``
 so the representations start nearly constant across nodes (zero encoder biases: Cora, L = 2,
 1.4-1.5 decades higher); the layers' weight scale sets how strongly each layer smooths
 (Xavier gain 1.3 instead of 1: Pre-LN 0.35-0.5 decades higher, Post-LN at L = 2 0.4 lower).
-``tests/test_san_energy_init.py`` pins this split.
+``tests/papers/test_san_energy_init.py`` pins this split.
 """
 from __future__ import annotations
 
@@ -35,7 +28,18 @@ from zoo.registry import register_model
 
 
 class SAN(AttentionStack):
-    """Common SAN body; the registered subclasses fix ``placement`` and ``nonlocal_energy``.
+    r"""Common SAN body; the registered subclasses fix ``placement`` and ``nonlocal_energy``.
+
+    .. math::
+        X^0 = \mathrm{MLP}(\mathrm{dropout}(x)),\qquad \mathrm{out} = X^L W_{\mathrm{dec}}
+
+    with the encoder ``MLP = Linear -> ReLU -> Linear`` to ``hidden_dim`` and ``L`` hidden layers
+    (:class:`~zoo.models.transformer.TransformerBlock`) in between; the paper's decoder, an MLP
+    without activation, is one linear map (two stacked linear maps without an activation are one
+    linear map with a rank constraint).
+
+    Shapes:
+        x: ``(N, in_dim)`` -> out: ``(N, out_dim)``; hidden representations ``(N, hidden_dim)``.
 
     Args:
         in_dim, out_dim: input features and outputs.
@@ -108,8 +112,15 @@ class SANPreLN(SAN):
 
 @register_model("san_nonlocal", aliases=("nonlocal_san",))
 class SANNonlocal(SAN):
-    """Nonlocal SAN with Post-LN: head ``i``'s aggregation ``P_i X V_i`` is multiplied by the
-    Laplacian energy ``(1/n) ||P_i X - X||^2`` (nonlocal-MP paper §4.1); no extra parameters."""
+    r"""Nonlocal SAN with Post-LN: head ``i``'s aggregation ``P_i X V_i`` is multiplied by the
+    Laplacian energy ``(1/n) ||P_i X - X||^2`` (nonlocal-MP paper §4.1); no extra parameters.
+
+    .. math::
+        \mathrm{NonlocalMP}(X) = \Big(\tfrac1n \|P_1 X - X\|^2\, P_1 X V_1 \,\|\, \dots \,\|\,
+            \tfrac1n \|P_h X - X\|^2\, P_h X V_h\Big)\, W
+
+    in place of ``MP`` in the Post-LN layer; ``nonlocal_norm`` picks the reading of the factor.
+    """
 
     placement = "post"
     nonlocal_energy = True

@@ -308,7 +308,17 @@ def laplacian_eigenvectors(graph: Graph, k: int, dtype: Optional[torch.dtype] = 
 # --------------------------------------------------------------------------- models
 @register_model("graph_transformer", aliases=("transformer", "vanilla_transformer"))
 class GraphTransformer(AttentionStack):
-    """Vanilla graph transformer (report §3.2).
+    r"""Vanilla graph transformer (report §3.2).
+
+    .. math::
+        h^0 = W_{\mathrm{in}}\, x + W_{\mathrm{pe}}\, \mathrm{PE},\qquad
+        \mathrm{out} = W_{\mathrm{out}}\, h^L
+
+    with ``PE`` the ``pe_dim`` smallest non-trivial Laplacian eigenvectors (random sign flips while
+    training; cached on the ``Graph``) and ``L`` :class:`TransformerBlock` s in between.
+
+    Shapes:
+        x: ``(N, in_dim)`` -> out: ``(N, out_dim)``; hidden representations ``(N, hidden_dim)``.
 
     Args:
         in_dim, out_dim: input features and outputs.
@@ -371,9 +381,15 @@ class GraphTransformer(AttentionStack):
 
 @register_model("universal_transformer", aliases=("universal_graph_transformer",))
 class UniversalTransformer(GraphTransformer):
-    """Universal graph transformer (report §3.3): one transformer layer, weights shared, applied
+    r"""Universal graph transformer (report §3.3): one transformer layer, weights shared, applied
     ``num_layers`` times; its parameters are those of a one-layer :class:`GraphTransformer`.
-    Options as :class:`GraphTransformer`."""
+    Options as :class:`GraphTransformer`.
+
+    .. math::
+        X^{k+1} = T_\theta(X^k),\qquad k = 0, \dots, L - 1
+
+    with ``T_theta`` one :class:`TransformerBlock` (Dehghani et al. 2018).
+    """
 
     family = "transformer"
     shared_block = True

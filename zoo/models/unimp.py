@@ -93,9 +93,12 @@ class UniMP(DeepGNN):
     """Deep UniMP graph transformer: ``num_layers`` :class:`UniMPLayer` s on the :class:`DeepGNN`
     machinery (hidden heads concatenated, output heads averaged).
 
-    Extra option: ``gated`` (the sigmoid gate between root and aggregated message, default
-    ``True``).  Self-loops are kept as given (``self_loops="keep"``, as PyG's
-    ``TransformerConv``): the root weight already carries each node's own features.
+    Self-loops are kept as given (``self_loops="keep"``, as PyG's ``TransformerConv``): the root
+    weight already carries each node's own features.
+
+    Args:
+        gated: the sigmoid gate ``beta_v`` between the root term and the aggregated message
+            (``False``: their sum).
     """
 
     family = "unimp"

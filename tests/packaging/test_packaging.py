@@ -8,7 +8,7 @@ import sysconfig
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def declared_packages() -> set:

@@ -15,7 +15,7 @@ import torch
 import zoo.datasets as zd
 from zoo.datasets import mirror
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MIRROR = (REPO / ".." / "shared" / "datasets").resolve()
 
 # name -> nodes, edges (PyG num_edges), features, classes, (train, val, test) of the standard split

@@ -12,7 +12,7 @@ import zoo.datasets as zd
 from zoo.datasets import mirror
 from zoo.datasets.planetoid import raw_files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REAL_MIRROR = Path(os.environ.get(mirror.MIRROR_ENV, "").split(os.pathsep)[0] or REPO / ".." / "shared" / "datasets")
 
 

@@ -187,7 +187,7 @@ def test_downloaded_ogbn_arxiv_copy_loads_from_a_mirror(tmp_path, monkeypatch):
 
 
 REAL_MIRROR = Path(os.environ.get(mirror.MIRROR_ENV, "").split(os.pathsep)[0]
-                   or Path(__file__).resolve().parents[2] / "shared" / "datasets")
+                   or Path(__file__).resolve().parents[3] / "shared" / "datasets")
 
 
 @pytest.mark.slow
