@@ -124,8 +124,15 @@ class LocalExecutor(Executor):
 
 
 def _init_process_worker() -> None:
-    """One torch thread per worker: N workers on N cores beat N x (all cores) oversubscribed."""
+    """One torch thread per worker: N workers on N cores beat N x (all cores) oversubscribed.
+
+    Ctrl-C reaches the whole process group: workers ignore it, so that only the driver reports
+    it (one line) and stops them, instead of every worker printing a traceback."""
+    import signal
+
     import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     torch.set_num_threads(1)
     try:
@@ -186,6 +193,9 @@ class ProcessExecutor(Executor):
                     pool = None
         finally:
             if pool is not None:
+                if inflight:  # interrupted (Ctrl-C, a write error): stop the running groups now, unrecorded
+                    for process in list(getattr(pool, "_processes", {}).values()):
+                        process.terminate()
                 pool.shutdown(wait=not inflight, cancel_futures=True)
 
 
