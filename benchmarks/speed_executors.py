@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from zoo.bench.records import read_records
-from zoo.bench.runner import run_suite
-from zoo.bench.selection import parse_where, select
-from zoo.bench.suite import load_suite
+from zoo.bench.store.records import read_records
+from zoo.bench.run.driver import run_suite
+from zoo.bench.spec.selection import parse_where, select
+from zoo.bench.spec.suite import load_suite
 
 
 def _noop(x: int = 0) -> int:
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     import torch
 
     print(f"torch threads in this process: {torch.get_num_threads()}", flush=True)
-    from zoo.bench.runner import TaskCache
+    from zoo.bench.run.driver import TaskCache
 
     cache = TaskCache()  # process / stage every dataset once, untimed (first loads write the data root)
     for c in cells:

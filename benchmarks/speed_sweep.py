@@ -19,8 +19,9 @@ from typing import Callable
 import torch
 
 import zoo
-from zoo.bench.runner import resolve_device
-from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+from zoo.bench.run.driver import resolve_device
+from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.bench.spec.config import TrainConfig
 
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}

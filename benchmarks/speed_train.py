@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from zoo.bench.train import TrainConfig, build_replicas, train_replicas, tune_allocator
+from zoo.bench.run.train import build_replicas, train_replicas, tune_allocator
+from zoo.bench.spec.config import TrainConfig
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = time.perf_counter

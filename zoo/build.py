@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, Optional
-
-from torch import nn
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from zoo._names import unknown_kwargs_error
 from zoo.registry import MODELS, constructor_options, preset
+
+if TYPE_CHECKING:  # pragma: no cover - torch loads with the model families, not with zoo.build
+    from torch import nn
 
 # Options that build() consumes itself rather than passing to the model constructor.
 _PLUGIN_KEYS = ("init", "init_kwargs", "check_inputs")

@@ -26,6 +26,20 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from zoo._toml import tomllib
+from zoo.bench.render.report import ReportSources
+
+#: This repository's reproduction report: where its records, notes and pages live (``zoo report``'s
+#: defaults; the report code itself names no path).  ``root``: the checkout holding ``zoo/``.
+REPORT_DEFAULTS = ReportSources(records="docs/reproduction/records", notes="docs/reproduction/notes.toml",
+                                md="docs/reproduction.md", html="docs/reproduction/index.html",
+                                root=Path(__file__).resolve().parents[1])
+
+
+def report_sources() -> ReportSources:
+    """The paths ``zoo report`` names on its pages (this repository's layout)."""
+    return REPORT_DEFAULTS
+
 LISTABLE = ("models", "inits", "norms", "datasets", "suites")
 EXIT_FAILED = 1     # some runs failed (recorded as failed; a re-run retries them)
 EXIT_ERROR = 2      # bad input, unusable folder, corrupt file
@@ -136,8 +150,6 @@ def parse_setting(text: str) -> tuple:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip() or not raw.strip():
         raise argparse.ArgumentTypeError(f"--set takes KEY=VALUE, got {text!r} (e.g. --set epochs=200)")
-    from zoo.bench.suite import tomllib
-
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except Exception:
@@ -163,7 +175,7 @@ def default_bench_out(suite: Any, quick: bool) -> Path:
     (the hash of its --set values), so it never meets the full protocol's records."""
     name = f"results/{suite.name}{'-quick' if quick else ''}"
     if suite.settings:
-        from zoo.bench.suite import cell_id  # the same content hash as the cells' ids
+        from zoo.bench.spec.suite import cell_id  # the same content hash as the cells' ids
 
         name += f"-set-{cell_id(suite.settings)[:8]}"
     return Path(name)
@@ -260,11 +272,11 @@ def _parser() -> argparse.ArgumentParser:
     lb.add_argument("--out", required=True)
 
     rp = sub.add_parser("report", help="reproduction report (docs/reproduction.md + index.html) from committed "
-                                       "run records, with a status per cell (zoo/bench/report.py)")
-    rp.add_argument("records", nargs="?", default="docs/reproduction/records",
-                    help="folder of record folders, one per suite (default docs/reproduction/records)")
-    rp.add_argument("--md", default="docs/reproduction.md", help="Markdown report to write (default %(default)s)")
-    rp.add_argument("--html", default="docs/reproduction/index.html", help="HTML page to write (default %(default)s)")
+                                       "run records, with a status per cell (zoo/bench/analyze/status.py)")
+    rp.add_argument("records", nargs="?", default=REPORT_DEFAULTS.records,
+                    help=f"folder of record folders, one per suite (default {REPORT_DEFAULTS.records})")
+    rp.add_argument("--md", default=REPORT_DEFAULTS.md, help="Markdown report to write (default %(default)s)")
+    rp.add_argument("--html", default=REPORT_DEFAULTS.html, help="HTML page to write (default %(default)s)")
     rp.add_argument("--notes", default=None,
                     help="notes file: why cells differ / what was tried (default RECORDS/../notes.toml)")
     rp.add_argument("--check", action="store_true",
@@ -278,7 +290,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _list(what: Optional[str]) -> int:
     import zoo
-    from zoo.bench.suite import list_suites
+    from zoo.bench.spec.suite import list_suites
 
     sections = [what] if what else list(LISTABLE)
     for s in sections:
@@ -309,12 +321,12 @@ def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True) -> int:
-    from zoo.bench.leaderboard import load_board, to_markdown, write_leaderboard
-    from zoo.bench.runner import run_suite
-
-    from zoo.bench.executors import make_executor
-    from zoo.bench.runner import data_env
-    from zoo.bench.selection import parse_shard, parse_where
+    from zoo.bench.analyze.board import load_board
+    from zoo.bench.publish import write_leaderboard
+    from zoo.bench.render.leaderboard import to_markdown
+    from zoo.bench.run.driver import data_env, run_suite
+    from zoo.bench.run.executors import make_executor
+    from zoo.bench.spec.selection import parse_shard, parse_where
 
     where = parse_where(getattr(args, "where", []) or [])
     shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
@@ -363,7 +375,7 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from zoo.bench.merge import merge
+    from zoo.bench.store.merge import merge
 
     s = merge(args.results, args.out)
     print(f"merged {s.inputs} folder(s) into {s.out}: {s.runs} finished run(s) of {s.total}, "
@@ -374,11 +386,12 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from zoo.bench.report import MissingNotesError, generate
+    from zoo.bench.analyze.status import MissingNotesError
+    from zoo.bench.publish import write_report
 
     try:
-        report, problems = generate(args.records, md=args.md, html_path=args.html, notes_path=args.notes,
-                                    check=args.check, draft=args.draft)
+        report, problems = write_report(args.records, args.md, args.html, report_sources(), notes_path=args.notes,
+                                        check=args.check, draft=args.draft)
     except MissingNotesError as e:
         print(f"zoo report: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -397,7 +410,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _recorded(out: Path) -> int:
     """Run records in ``out`` (the ones a resume skips); 0 when the file cannot be read."""
-    from zoo.bench.records import completed_ids
+    from zoo.bench.store.records import completed_ids
 
     try:
         return len(completed_ids(out / "results.jsonl"))
@@ -407,19 +420,19 @@ def _recorded(out: Path) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
-    from zoo.bench.suite import SuiteError
+    from zoo.bench.spec.suite import SuiteError
 
     try:
         if args.command == "list":
             return _list(args.what)
         if args.command == "bench":
-            from zoo.bench.suite import load_suite
+            from zoo.bench.spec.suite import load_suite
 
             suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set))
             out = Path(args.out) if args.out else default_bench_out(suite, args.quick)
             return _bench(suite, out, args, leaderboard=not args.no_leaderboard)
         if args.command == "train":
-            from zoo.bench.suite import cell_id, parse_suite
+            from zoo.bench.spec.suite import cell_id, parse_suite
 
             raw = _train_suite(args)
             suite = parse_suite(raw, source="zoo train")
@@ -434,7 +447,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from zoo.cli_docs import run
             return run(args)
         if args.command == "leaderboard":
-            from zoo.bench.leaderboard import dropped_note, load_board, write_leaderboard
+            from zoo.bench.analyze.board import dropped_note, load_board
+            from zoo.bench.publish import write_leaderboard
 
             boards = [load_board(r) for r in args.results]
             for r, b in zip(args.results, boards):

@@ -17,10 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Type
 from zoo import _docstrings
 from zoo._names import Registry, normalize_name, unknown_name_error
 
-try:  # Python >= 3.11
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from zoo._toml import tomllib
 
 MODELS: Registry[type] = Registry("model")
 

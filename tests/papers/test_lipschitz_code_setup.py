@@ -14,7 +14,7 @@ from zoo.bench.optim import StackedPlateau, make_lr_scheduler
 from zoo.bench.suite import SuiteError, parse_suite, resolve_cell
 from zoo.bench.train import TrainConfig, build_replicas, train_replicas
 from tests.conftest import awkward_graph
-from tests.test_bench_train import _run, synthetic_task
+from tests.bench.run.test_train import _run, synthetic_task
 
 CODE = dict(input_encoder="affine", input_encoder_dim=4, classifier="linear", bias=True, activation="elu")
 

@@ -6,13 +6,39 @@
 >>> write_leaderboard(["results/quick"], "results/quick/leaderboard")
 
 Command line: ``zoo bench SUITE``, ``zoo train ...``, ``zoo leaderboard ...`` (``zoo --help``).
-"""
-from zoo.bench.leaderboard import load_board, write_leaderboard
-from zoo.bench.records import append_record, read_records
-from zoo.bench.runner import run_suite
-from zoo.bench.stats import summarize
-from zoo.bench.suite import Suite, SuiteError, list_suites, load_suite, parse_suite
-from zoo.bench.train import TrainConfig
 
+Layers, imported only downward (issue 22)::
+
+    spec/     suites, keys, the training-config schema, metrics and modes      (no torch)
+    store/    run records, results folders, merge                             (no torch)
+    run/      optimisers, the training protocol, modes, executors, the driver (torch)
+    analyze/  leaderboard aggregation, findings, report status rules          (no torch)
+    render/   Markdown, CSV/JSON, HTML as strings                             (no IO, no torch)
+    publish   writes leaderboards and the report
+
+The names below load their layer on first use (PEP 562), so ``import zoo.bench.spec`` stays torch-free.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "load_suite": "zoo.bench.spec.suite", "parse_suite": "zoo.bench.spec.suite", "list_suites": "zoo.bench.spec.suite",
+    "Suite": "zoo.bench.spec.suite", "SuiteError": "zoo.bench.spec.suite", "TrainConfig": "zoo.bench.spec.config",
+    "read_records": "zoo.bench.store.records", "append_record": "zoo.bench.store.records",
+    "summarize": "zoo.bench.analyze.stats", "load_board": "zoo.bench.analyze.board",
+    "write_leaderboard": "zoo.bench.publish", "run_suite": "zoo.bench.run.driver",
+}
 __all__ = ["load_suite", "parse_suite", "list_suites", "run_suite", "write_leaderboard", "load_board",
            "read_records", "append_record", "summarize", "Suite", "SuiteError", "TrainConfig"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'zoo.bench' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench.executors import ProcessExecutor, RayExecutor, make_executor
-from zoo.bench.records import read_records
-from zoo.bench.runner import run_suite
-from zoo.bench.suite import find_suite, parse_suite, tomllib
+from zoo.bench.run.executors import ProcessExecutor, RayExecutor, make_executor
+from zoo.bench.store.records import read_records
+from zoo.bench.run.driver import run_suite
+from zoo._toml import tomllib
+from zoo.bench.spec.suite import find_suite, parse_suite
 
-from tests.test_bench_selection import TINY, by_id, same_numbers
+from tests.bench.spec.test_selection import TINY, by_id, same_numbers
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_workers_2_equals_local(tmp_path, data_root):
 
 
 def _die_on_job_0(job):
-    from zoo.bench.executors import Outcome
+    from zoo.bench.run.executors import Outcome
 
     if job.index == 0:
         os._exit(1)  # a worker process that dies (OOM killer, kill -9)
@@ -78,7 +79,7 @@ def _die_on_job_0(job):
 
 @pytest.mark.slow
 def test_dead_worker_process_fails_its_group_and_the_pool_goes_on():
-    from zoo.bench.executors import GroupJob
+    from zoo.bench.run.executors import GroupJob
 
     jobs = [GroupJob(i, [], "train", "cpu", True) for i in range(5)]
     outcomes = list(ProcessExecutor(2).run(jobs, _die_on_job_0))
@@ -184,9 +185,9 @@ def test_killed_ray_worker_is_retried_and_the_result_is_complete(tmp_path, data_
 
 DRIVER = textwrap.dedent("""
     import json, sys
-    from zoo.bench.executors import RayExecutor
-    from zoo.bench.runner import run_suite
-    from zoo.bench.suite import parse_suite
+    from zoo.bench.run.executors import RayExecutor
+    from zoo.bench.run.driver import run_suite
+    from zoo.bench.spec.suite import parse_suite
     run_suite(parse_suite(json.loads(sys.argv[1])), sys.argv[2], device="cpu", quiet=True,
               executor=RayExecutor(address=sys.argv[3]))
 """)
@@ -220,8 +221,8 @@ def test_local_executor_sets_and_restores_torch_threads():
     2 threads on small graphs measured up to 17x slower when another process shares the cores."""
     import torch
 
-    from zoo.bench.executors import GroupJob, LocalExecutor
-    from zoo.bench.suite import load_suite
+    from zoo.bench.run.executors import GroupJob, LocalExecutor
+    from zoo.bench.spec.suite import load_suite
 
     seen = []
     torch.set_num_threads(2)  # what torch picks on a 2-core machine (the tests run with 1)

@@ -6,14 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench import findings as fd
-from zoo.bench import leaderboard as lb
-from zoo.bench import report as rp
-from zoo.bench.suite import list_suites, load_suite, parse_suite
+from zoo.bench import publish
+from zoo.bench.analyze import board as lb
+from zoo.bench.analyze import status as rp
+from zoo.bench.render import leaderboard as render_lb
+from zoo.bench.render import report as render_rp
+from zoo.bench.store import folders
+from zoo.cli import REPORT_DEFAULTS
+from zoo.bench.analyze import findings as fd
+from zoo.bench.spec.suite import list_suites, load_suite, parse_suite
 
 P = fd.Point
 
 # ----------------------------------------------------------------------------- one comparison
+
+def generate(records_dir, md=None, html_path=None, **kw):
+    """The report with this repository's layout (``zoo report``; :func:`zoo.bench.publish.write_report`)."""
+    return publish.write_report(records_dir, md, html_path, REPORT_DEFAULTS, **kw)
+
 
 
 def test_greater_uses_the_means_and_the_cis():
@@ -90,7 +100,7 @@ def _finding(check, fid="f1"):
 def _evaluate(check, **kw):
     info, skeleton, numbers = _board(**kw)
     findings = fd.parse_findings([_finding(check)], "test.json")
-    fd.validate(findings, skeleton, rp._cell_keys(info["leaderboard"], info["cells"]), "test.json")
+    fd.validate(findings, skeleton, rp.cell_keys(info["leaderboard"], info["cells"]), "test.json")
     return fd.evaluate(findings, skeleton, numbers)[0]
 
 
@@ -154,7 +164,7 @@ def test_energies_are_compared_in_log10_with_the_ci_of_the_log_mean():
                 ("gatv2", 3): [1e-2, 1e-2, 1e-2], ("gatv2", 4): [1e-2, 1e-2, 1e-2]}
     value = lambda c: energies[(c["model"]["name"], c["task"]["options"]["k"])][c["run"]["seed"]]  # noqa: E731
     info, skeleton, numbers = _board(raw, value=value)
-    keys = rp._cell_keys(info["leaderboard"], info["cells"])
+    keys = rp.cell_keys(info["leaderboard"], info["cells"])
     raw_f = [_finding({"kind": "decreasing", "cells": {"model": "gat"}}, "down"),
              _finding({"kind": "greater", "a": {"model": "gatv2"}, "b": {"model": "gat"}, "where": {"k": 3}}, "gt"),
              _finding({"kind": "bounded", "cells": {"model": "gat"}, "spread": 5}, "span"),
@@ -196,7 +206,7 @@ def test_a_suite_without_fixed_cells_is_refused():
     info = parse_suite(json.loads(json.dumps(raw)), validate_models=False).resolved()
     findings = fd.parse_findings([_finding({"kind": "increasing", "cells": {}})], "p.json")
     with pytest.raises(fd.FindingsError, match="no leaderboard cells before it runs"):
-        fd.validate(findings, fd.skeleton(info), rp._cell_keys(info["leaderboard"], info["cells"]), "p.json")
+        fd.validate(findings, fd.skeleton(info), rp.cell_keys(info["leaderboard"], info["cells"]), "p.json")
 
 
 def test_duplicate_ids_are_refused():
@@ -222,14 +232,15 @@ def test_selectors_are_validated_against_the_cells(check, expected):
     info, skeleton, _ = _board()
     with pytest.raises(fd.FindingsError) as e:
         findings = fd.parse_findings([_finding(check)], "x.json")
-        fd.validate(findings, skeleton, rp._cell_keys(info["leaderboard"], info["cells"]), "x.json")
+        fd.validate(findings, skeleton, rp.cell_keys(info["leaderboard"], info["cells"]), "x.json")
     assert expected in str(e.value) and ("finding 'f1'" in str(e.value) or "finding #1 ('f1')" in str(e.value))
 
 
 # ----------------------------------------------------------------------------- the shipped findings
 
 def _has_findings(name: str) -> bool:
-    from zoo.bench.suite import suites_dir, tomllib
+    from zoo._toml import tomllib
+    from zoo.bench.spec.suite import suites_dir
 
     meta = tomllib.loads((suites_dir() / f"{name}.toml").read_text()).get("suite", {})
     return bool(meta.get("reported") and json.loads((suites_dir() / meta["reported"]).read_text()).get("findings"))
@@ -252,7 +263,7 @@ def test_shipped_findings_validate_and_hold_on_the_papers_own_numbers(name):
     info = suite.resolved()
     findings = fd.parse_findings(suite.reported["findings"], name)
     skeleton = fd.skeleton(info)
-    fd.validate(findings, skeleton, rp._cell_keys(info["leaderboard"], info["cells"]), name)
+    fd.validate(findings, skeleton, rp.cell_keys(info["leaderboard"], info["cells"]), name)
     for r in fd.evaluate(findings, skeleton, {}, suite.reported):
         assert r.verdict == fd.NOT_RUN and r.comparisons
         assert r.paper != fd.CONTRADICTED, (r.finding.id, [c for c in r.paper_comparisons
@@ -286,7 +297,7 @@ FINDING_NOTE = '[[note]]\nsuite = "synth_f"\nfinding = "gat_beats_gatv2"\nstatus
 def test_the_report_decides_and_renders_findings(tmp_path):
     _folder(tmp_path / "rec" / "s", FINDINGS)
     (tmp_path / "notes.toml").write_text(FINDING_NOTE)
-    report, problems = rp.generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html",
+    report, problems = generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html",
                                    notes_path=tmp_path / "notes.toml")
     assert not problems
     got = {r.finding.id: r for r in report.suites[0].findings}
@@ -302,16 +313,16 @@ def test_the_report_decides_and_renders_findings(tmp_path):
     assert f"| {counts['held']} | 1 | 1 | 0 | {counts['not run']} |" in text  # the summary
     html = (tmp_path / "r.html").read_text()
     assert "synth_f: findings</h3>" in html and "contradicted — explained" in html and "k = 5: seeds" in html
-    assert rp.to_markdown(rp.build_report(tmp_path / "rec", tmp_path / "notes.toml")) == text  # deterministic
+    assert render_rp.to_markdown(rp.build_report(tmp_path / "rec", tmp_path / "notes.toml"), REPORT_DEFAULTS) == text  # deterministic
 
 
 def test_a_contradicted_finding_needs_a_note(tmp_path):
     _folder(tmp_path / "rec" / "s", FINDINGS)
     with pytest.raises(rp.MissingNotesError) as e:
-        rp.generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=None, notes_path=tmp_path / "none.toml")
+        generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=None, notes_path=tmp_path / "none.toml")
     assert '1 contradicted finding(s) have no note' in str(e.value) and 'finding = "gat_beats_gatv2"' in str(e.value)
     assert "open cell(s)" not in str(e.value) and not (tmp_path / "r.md").exists()
-    _, problems = rp.generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=None,
+    _, problems = generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=None,
                               notes_path=tmp_path / "none.toml", draft=True)
     assert problems and rp.MISSING_NOTE in (tmp_path / "r.md").read_text()
 
@@ -336,7 +347,7 @@ def test_a_bad_finding_in_the_records_is_a_report_error(tmp_path):
 def test_findings_added_to_the_shipped_file_do_not_mark_the_numbers_edited(tmp_path):
     """Regression: the records' stored copy of the paper's numbers predates the findings; only a
     change of the numbers (``entries``) means "edited since these records were made"."""
-    shipped = json.loads((rp.REPO / "benchmarks/suites/reported/balance_table2.json").read_text())
+    shipped = json.loads((REPORT_DEFAULTS.root / "benchmarks/suites/reported/balance_table2.json").read_text())
     assert shipped["findings"]
     folder = tmp_path / "rec" / "balance_table2"
     info = load_suite("balance_table2", validate_models=False).resolved()

@@ -8,8 +8,9 @@ import torch
 from torch_geometric.data import Data
 
 import zoo
-from zoo.bench.optim import make_optimizer
-from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+from zoo.bench.run.optim import make_optimizer
+from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.bench.spec.config import TrainConfig
 from zoo.datasets import Task
 from zoo.ops._custom import HAS_CUSTOM_OPS
 
@@ -195,7 +196,7 @@ def graph_level_task(seed: int = 0) -> Task:
 @pytest.mark.parametrize("model", ["gatv2", "gcn"])
 def test_grouped_equals_sequential_on_graph_level_task(model):
     """Issue 12 item 2: mini-batches of graphs, replicas share the (shuffled) batches; float64."""
-    from zoo.bench.train import GraphPool
+    from zoo.nn.readout import GraphPool
 
     task = graph_level_task()
     cfg = TrainConfig(optimizer="adam", lr=0.02, epochs=12, batch_size=3, loss_threshold=0.0)
@@ -224,7 +225,7 @@ def test_grouped_equals_sequential_on_graph_level_task(model):
 ])
 def test_in_place_optimizer_step_equals_masked_step(name, kwargs, monkeypatch):
     """The all-active in-place fast path gives bitwise the masked path's parameters."""
-    import zoo.bench.optim as optim
+    import zoo.bench.run.optim as optim
 
     g = torch.Generator().manual_seed(1)
     start = [torch.randn(3, 5, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64)]
@@ -271,7 +272,7 @@ def test_in_place_optimizer_step_matches_torch(name, torch_cls, kwargs):
 def test_transductive_scores_equal_the_per_split_masks():
     """One argmax over the labelled rows + a membership product == each split's masked accuracy, bitwise
     (ties, unlabelled nodes and overlapping splits included); rows() == boolean-mask indexing."""
-    from zoo.bench.train import SPLITS, _score, _Transductive
+    from zoo.bench.run.train import SPLITS, _Transductive, score as _score
 
     task = synthetic_task(n=50)
     d = task.data
@@ -294,7 +295,7 @@ def test_transductive_scores_equal_the_per_split_masks():
 def test_parameters_in_their_gradients_layout_train_the_same(optimizer, extra, monkeypatch):
     """Replicas.adopt_layout (parameters stored like their gradients: the stacked CSR first layer's
     (F, R*C) weight) changes no number: same metrics, losses, best and final parameters, bitwise."""
-    from zoo.bench.train import Replicas
+    from zoo.bench.run.train import Replicas
 
     task = synthetic_task(n=40, features=60)
     g = torch.Generator().manual_seed(4)

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from zoo.bench.suite import SuiteError, list_suites, load_suite, parse_suite
+from zoo.bench.spec.suite import SuiteError, list_suites, load_suite, parse_suite
 
 BASE = {
     "suite": {"name": "t"},
@@ -109,7 +109,7 @@ def test_shipped_suites_parse_in_both_forms(name):
     assert 0 < len(quick.cells) < len(full.cells) or name == "quick"
     assert full.meta.get("paper") and full.meta.get("title")
     if full.reported and full.reported["entries"]:  # paper numbers carry a table reference and match at least one cell
-        from zoo.bench.leaderboard import _find_reported
+        from zoo.bench.analyze.board import find_reported as _find_reported
 
         column = 2 if full.leaderboard["metric"] == "pruned" else None  # pruned: the column is the layer
         matched = [e for c in full.cells if (e := _find_reported(full.reported, c.config, full.leaderboard, column))]

@@ -13,12 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench import leaderboard as lb
-from zoo.bench import report as rp
-from zoo.bench.merge import MergeError, merge
-from zoo.bench.records import SuiteMismatchError, read_records
-from zoo.bench.runner import run_suite
-from zoo.bench.suite import SuiteError, describe_settings, parse_suite
+from zoo.bench import publish
+from zoo.bench.analyze import board as lb
+from zoo.bench.analyze import status as rp
+from zoo.bench.render import leaderboard as render_lb
+from zoo.bench.render import report as render_rp
+from zoo.bench.store import folders
+from zoo.cli import REPORT_DEFAULTS
+from zoo.bench.store.merge import MergeError, merge
+from zoo.bench.store.records import SuiteMismatchError, read_records
+from zoo.bench.run.driver import run_suite
+from zoo.bench.spec.suite import SuiteError, describe_settings, parse_suite
 from zoo.cli import CliError, default_bench_out, main, parse_setting, settings_of
 from tests.conftest import tiny_twin_suite
 
@@ -177,17 +182,17 @@ def _write_folder(path: Path, s) -> Path:
 
 def test_leaderboard_of_a_reduced_folder_says_so(tmp_path, capsys):
     folder = _write_folder(tmp_path / "r", suite({"epochs": 2}))
-    md = lb.to_markdown(lb.load_board(folder))
+    md = render_lb.to_markdown(lb.load_board(folder))
     assert "Reduced protocol (zoo bench --set): epochs=2 (suite: 3)" in md
     assert main(["leaderboard", str(folder), "--out", str(tmp_path / "lb")]) == 0
     assert "Reduced protocol" in (tmp_path / "lb" / "index.html").read_text()
     full = _write_folder(tmp_path / "f", suite())
-    assert "Reduced protocol" not in lb.to_markdown(lb.load_board(full))
+    assert "Reduced protocol" not in render_lb.to_markdown(lb.load_board(full))
 
 
 def test_report_renders_a_reduced_folder(tmp_path):
     _write_folder(tmp_path / "records" / "red", suite({"epochs": 2}))
-    md = rp.to_markdown(rp.build_report(tmp_path / "records", notes_path=tmp_path / "none.toml"))
+    md = render_rp.to_markdown(rp.build_report(tmp_path / "records", notes_path=tmp_path / "none.toml"), REPORT_DEFAULTS)
     assert "Scale: **stated-reduced** — all 8 runs, at a reduced protocol" in md
     assert "Protocol: reduced with --set epochs=2 (suite: 3)" in md
 

@@ -15,11 +15,12 @@ import pytest
 import torch
 
 import zoo
-from zoo.bench import records
-from zoo.bench.leaderboard import load_board, to_markdown
-from zoo.bench.records import CorruptRecordsError, append_record, read_records
-from zoo.bench.runner import run_suite
-from zoo.bench.suite import SuiteError, load_suite, parse_suite
+from zoo.bench.store import records
+from zoo.bench.analyze.board import load_board
+from zoo.bench.render.leaderboard import to_markdown
+from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
+from zoo.bench.run.driver import run_suite
+from zoo.bench.spec.suite import SuiteError, load_suite, parse_suite
 from zoo.cli import main
 from tests.conftest import tiny_twin_suite
 

@@ -7,14 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench import leaderboard as lb
-from zoo.bench import report as rp
-from zoo.bench.stats import Summary, summarize, summarize_log
-from zoo.bench.suite import parse_suite
+from zoo.bench import publish
+from zoo.bench.analyze import board as lb
+from zoo.bench.analyze import status as rp
+from zoo.bench.render import leaderboard as render_lb
+from zoo.bench.render import report as render_rp
+from zoo.bench.store import folders
+from zoo.cli import REPORT_DEFAULTS
+from zoo.bench.analyze.stats import Summary, summarize, summarize_log
+from zoo.bench.spec.suite import parse_suite
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 # ----------------------------------------------------------------------------- status rules
+
+def generate(records_dir, md=None, html_path=None, **kw):
+    """The report with this repository's layout (``zoo report``; :func:`zoo.bench.publish.write_report`)."""
+    return publish.write_report(records_dir, md, html_path, REPORT_DEFAULTS, **kw)
+
 
 
 def _entry(summary: Summary, paper=None, ci95=None) -> lb.Entry:
@@ -134,19 +144,19 @@ def test_open_cell_without_a_note_is_refused_and_nothing_written(records, tmp_pa
     write_notes(tmp_path / "notes.toml", DIFF_NOTE)
     md = tmp_path / "out" / "r.md"
     with pytest.raises(rp.MissingNotesError) as e:
-        rp.generate(records, md=md, html_path=None)
+        generate(records, md=md, html_path=None)
     assert "1 open cell(s)" in str(e.value) and "num_layers = 4" in str(e.value) and 'init = "xavier"' in str(e.value)
     assert not md.exists()
-    _, problems = rp.generate(records, md=md, html_path=None, draft=True)  # --draft writes, marks, reports
+    _, problems = generate(records, md=md, html_path=None, draft=True)  # --draft writes, marks, reports
     assert problems and rp.MISSING_NOTE in md.read_text()
     with pytest.raises(rp.MissingNotesError):
-        rp.generate(records, md=md, html_path=None, check=True)
+        generate(records, md=md, html_path=None, check=True)
 
 
 def test_statuses_counts_and_notes_in_the_markdown(records, tmp_path):
     write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE)
     md, page = tmp_path / "r.md", tmp_path / "r.html"
-    report, problems = rp.generate(records, md=md, html_path=page)
+    report, problems = generate(records, md=md, html_path=page)
     assert not problems
     counts = report.counts()
     assert (counts["reproduced"], counts["differs — explained"], counts["open"]) == (2, 1, 1)
@@ -182,8 +192,8 @@ def test_most_specific_note_wins(records, tmp_path):
 
 def test_the_report_is_deterministic(records, tmp_path):
     write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE)
-    first = (rp.to_markdown(rp.build_report(records)), rp.to_html(rp.build_report(records)))
-    second = (rp.to_markdown(rp.build_report(records)), rp.to_html(rp.build_report(records)))
+    first = (render_rp.to_markdown(rp.build_report(records), REPORT_DEFAULTS), render_rp.to_html(rp.build_report(records), REPORT_DEFAULTS))
+    second = (render_rp.to_markdown(rp.build_report(records), REPORT_DEFAULTS), render_rp.to_html(rp.build_report(records), REPORT_DEFAULTS))
     assert first == second
     assert "Date" not in first[1] and "2026" not in first[0]
 
@@ -210,13 +220,13 @@ def test_scale_states_exactly_what_was_run(tmp_path):
     reduced = make_folder(tmp_path / "a",
                           keep=lambda c: c["model"]["kwargs"]["num_layers"] == 2 and c["run"]["seed"] < 2,
                           selection={"where": {"num_layers": [2]}, "shard": None})
-    _, info, recs, _ = lb.read_folder(reduced)
+    _, info, recs, _ = folders.read_folder(reduced)
     text = rp.describe_scale(info, recs)
     assert text.startswith("**stated-reduced** — 4 of the suite's 12 runs")
     assert "num_layers 2 (1 of 2: 2, 4)" in text and "seed 0, 1 (2 of 3: 0–2)" in text
     assert "init all 2 (balanced_xavier, xavier)" in text and "full protocol (epochs 7" in text
     full = make_folder(tmp_path / "b")
-    _, info, recs, _ = lb.read_folder(full)
+    _, info, recs, _ = folders.read_folder(full)
     assert rp.describe_scale(info, recs).startswith("**full** — all 12 runs")
 
 
@@ -226,7 +236,7 @@ def test_quick_form_is_stated(tmp_path):
     suite = parse_suite(json.loads(json.dumps(raw)), quick=True, validate_models=False)
     make_folder(folder, raw=raw)  # records of the full suite ...
     info = suite.resolved()  # ... described against the quick form
-    _, _, recs, _ = lb.read_folder(folder)
+    _, _, recs, _ = folders.read_folder(folder)
     recs = [r for r in recs if r["config"]["run"]["seed"] == 0]
     for r in recs:
         r["config"]["train"]["epochs"] = 1
@@ -249,7 +259,7 @@ def test_energy_and_pruning_folders_render(tmp_path):
                 reported=[{"table": "Table 8", "init": "xavier", "layer": 1, "value": 50.0, "metric": "pruned"}])
     write_notes(tmp_path / "notes.toml", '[[note]]\nsuite = "synth_energy"\nwhen = {num_layers = 4}\n'
                                          'status = "open"\nnote = "float64 tried"\n')
-    report, _ = rp.generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html")
+    report, _ = generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html")
     text = (tmp_path / "r.md").read_text()
     energy_rows = [line for line in text.splitlines() if line.startswith("| xavier |") and "e-0" in line]
     assert any("| 2 |" in r and "reproduced" in r for r in energy_rows)  # 5e-3: 0.3 decade from the geometric mean 1e-2, CI 2.5 decades
@@ -274,7 +284,7 @@ def test_cli_check_fails_on_a_stale_page(records, tmp_path, capsys):
     assert main(["report", str(records), "--md", str(md), "--check"]) == 0
     md.write_text(md.read_text().replace("| open |", "| reproduced |"))
     assert main(["report", str(records), "--md", str(md), "--check"]) == 1
-    assert rp.COMMAND in capsys.readouterr().err
+    assert REPORT_DEFAULTS.command in capsys.readouterr().err
     write_notes(tmp_path / "notes.toml", DIFF_NOTE)  # the open cell loses its note
     assert main(["report", str(records), "--md", str(md), "--check"]) == 1
     assert "1 open cell(s) have no note" in capsys.readouterr().err
@@ -291,9 +301,9 @@ def test_committed_report_is_up_to_date():
     records = REPO / "docs" / "reproduction" / "records"
     if not records.is_dir():
         pytest.skip("no committed records (not a source checkout)")
-    _, problems = rp.generate(records, md=REPO / "docs" / "reproduction.md", html_path=None, check=True)
+    _, problems = generate(records, md=REPO / "docs" / "reproduction.md", html_path=None, check=True)
     assert not problems, (f"docs/reproduction.md is out of date with docs/reproduction/records and notes.toml: "
-                          f"run `{rp.COMMAND}` from the repository root and commit the result")
+                          f"run `{REPORT_DEFAULTS.command}` from the repository root and commit the result")
     assert math.isfinite(sum(s.wall_time_s for s in rp.build_report(records).suites))
 
 
@@ -312,7 +322,7 @@ def test_the_shipped_paper_numbers_are_used(tmp_path):
     report = rp.build_report(tmp_path / "rec", tmp_path / "none.toml")
     s = report.suites[0]
     assert s.reported_changed and all(r.status == rp.NO_PAPER for rows in s.rows.values() for r in rows)
-    assert "edited since these records were made" in rp.to_markdown(report)
+    assert "edited since these records were made" in render_rp.to_markdown(report, REPORT_DEFAULTS)
     assert sum(s.not_run.values()) == 120  # the shipped file's Table 2 numbers, none of them run here
     assert s.coverage() == "Table 2 — 0 of 120 cells run"
 
@@ -320,14 +330,14 @@ def test_the_shipped_paper_numbers_are_used(tmp_path):
 @pytest.mark.slow
 def test_real_quick_record_folders_render(tmp_path, mirror, monkeypatch):
     """Energy-mode, prune-mode and table_by suites, run for real (--quick), make a report."""
-    from zoo.bench.runner import run_suite
-    from zoo.bench.suite import load_suite
+    from zoo.bench.run.driver import run_suite
+    from zoo.bench.spec.suite import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
     for name in ("nonlocal_energy", "nonlocal_pruning", "oxford_table4"):
         run_suite(load_suite(name, quick=True), tmp_path / "rec" / name, device="cpu", quiet=True,
                   data_root=tmp_path / "data")
-    report, problems = rp.generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html", draft=True)
+    report, problems = generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html", draft=True)
     assert [s.board.suite for s in report.suites] == ["nonlocal_energy", "nonlocal_pruning", "oxford_table4"]
     text = (tmp_path / "r.md").read_text()
     assert text.count("**quick form**") == 3 and "Δlog10" in text and "### oxford_table4: model = gat" in text
@@ -338,6 +348,6 @@ def test_a_folder_without_finished_runs_renders(tmp_path):
     make_folder(tmp_path / "rec" / "s", keep=lambda c: False)
     report = rp.build_report(tmp_path / "rec", tmp_path / "none.toml")
     assert report.suites[0].scale.startswith("**no runs yet** — none of the suite's 12 runs")
-    text = rp.to_markdown(report)
+    text = render_rp.to_markdown(report, REPORT_DEFAULTS)
     assert "no finished run yet" in text and "Table 1 — 0 of 4 cells run" in text
     assert report.counts()["not run"] >= 4

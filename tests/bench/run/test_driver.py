@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from zoo.bench.leaderboard import write_leaderboard
-from zoo.bench.records import CorruptRecordsError, append_record, read_records
-from zoo.bench.runner import run_suite
-from zoo.bench.suite import list_suites, load_suite, parse_suite
+from zoo.bench.publish import write_leaderboard
+from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
+from zoo.bench.run.driver import run_suite
+from zoo.bench.spec.suite import list_suites, load_suite, parse_suite
 
 TWIN = {
     "suite": {"name": "twin_test", "title": "twin test"},
@@ -95,8 +95,8 @@ def test_diverged_runs_are_recorded_and_the_suite_goes_on(tmp_path, data_root):
 
 RESUME_SCRIPT = textwrap.dedent("""
     import json, sys
-    from zoo.bench.runner import run_suite
-    from zoo.bench.suite import parse_suite
+    from zoo.bench.run.driver import run_suite
+    from zoo.bench.spec.suite import parse_suite
     raw = json.loads(sys.argv[1])
     run_suite(parse_suite(raw), sys.argv[2], device="cpu", quiet=True, stacked=False)
 """)
@@ -140,7 +140,8 @@ def test_lock_prevents_two_runners(tmp_path, data_root):
 def _missing_models(name: str) -> list:
     import zoo
 
-    from zoo.bench.suite import find_suite, tomllib
+    from zoo._toml import tomllib
+    from zoo.bench.spec.suite import find_suite
 
     raw = tomllib.loads(find_suite(name).read_text())
     names = set()

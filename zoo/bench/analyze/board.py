@@ -1,0 +1,212 @@
+"""Leaderboard boards: run records aggregated into tables of summaries (rendered by :mod:`zoo.bench.render`).
+
+Per suite and per dataset (``[leaderboard] table_by``): one table whose rows are the
+``rows`` keys (default model / init / norm) and whose columns are the values of ``columns``
+(default ``num_layers``).  Each cell is ``mean +- 95% CI (n)`` of the chosen metric over runs
+(Student t, :mod:`zoo.bench.analyze.stats`), the paper's number beside it and the difference.
+Energies (``laplacian_energy``) are log-normal over seeds: their cells are the geometric mean
+with the ``[min … max]`` range in scientific notation, and the difference is taken in log10.
+A table without any reported number has no ``paper``/``Δ`` columns.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from zoo._names import normalize_name
+from zoo.bench.analyze.stats import Summary, summarize, summarize_log
+from zoo.bench.spec.cells import cell_value
+from zoo.bench.spec.measures import METRIC_SPECS, metric_spec
+from zoo.bench.spec.suite import describe_settings
+from zoo.bench.store import records
+from zoo.bench.store.folders import read_folder, read_skipped
+
+PathLike = Union[str, Path]
+KEY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
+#: Metrics summarised geometrically (log-normal over seeds) and compared in log10 (declared in spec.measures).
+LOG_METRICS = tuple(name for name, m in METRIC_SPECS.items() if m.geometric)
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, str):
+        return normalize_name(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _metric_values(rec: Dict[str, Any], metric: str) -> List[Tuple[Any, Optional[float]]]:
+    """``[(column override or None, value)]`` for one record."""
+    m = rec["metrics"]
+    if metric_spec(metric).per_layer:  # {layer: value}: the layer is the column
+        return [(int(k), v) for k, v in (m.get(metric) or {}).items()]
+    return [(None, m.get(metric))]
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+@dataclass
+class Entry:
+    table: Any
+    row: Tuple[Any, ...]
+    column: Any
+    summary: Summary
+    epochs: Summary
+    diverged: int
+    reported: Optional[Dict[str, Any]] = None
+    #: the resolved config of the cell's first run, to read keys other than rows/columns (zoo.bench.analyze.status)
+    config: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
+    #: the runs' metric values (scaled as the summary; None: a run without the metric), for per-run checks
+    values: List[Optional[float]] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def diff(self) -> Optional[float]:
+        """ours − paper; for geometric summaries log10(ours) − log10(paper) (decades)."""
+        if self.reported is None or self.summary.mean is None:
+            return None
+        paper = float(self.reported["value"])
+        if self.summary.kind == "geometric":
+            return math.log10(self.summary.mean) - math.log10(paper) if paper > 0 else None
+        return self.summary.mean - paper
+
+
+@dataclass
+class Board:
+    suite: str
+    meta: Dict[str, Any]
+    layout: Dict[str, Any]
+    entries: List[Entry]
+    provenance: Dict[str, Any]
+    skipped: Dict[str, str] = field(default_factory=dict)
+    runs: int = 0
+    #: records left out of the board: ``{"duplicate": n, "not_in_suite": m}`` (see :func:`load_board`)
+    dropped: Dict[str, int] = field(default_factory=dict)
+    #: ``zoo bench --set`` values of the run, in words (``""``: the suite's own protocol)
+    reduced: str = ""
+
+
+def find_reported(reported: Optional[Dict[str, Any]], config: Dict[str, Any], layout: Dict[str, Any],
+                   column: Any) -> Optional[Dict[str, Any]]:
+    if not reported:
+        return None
+    for e in reported["entries"]:
+        if e.get("metric", layout["metric"]) != layout["metric"]:
+            continue
+        ok = True
+        for k, v in e.items():
+            if k in KEY_META:
+                continue
+            have = column if (metric_spec(layout["metric"]).per_layer and k == "layer") else cell_value(config, k)
+            if _norm(have) != _norm(v):
+                ok = False
+                break
+        if ok:
+            return e
+    return None
+
+
+def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Board:
+    layout = suite_info["leaderboard"]
+    metric = metric_spec(layout["metric"])
+    scale = float(layout.get("scale", 100.0)) if metric.percent else 1.0
+    buckets: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, Any]] = {}
+    recs = [r for r in recs if not records.is_failed(r)]  # failed runs have no metrics (re-run retries them)
+    for rec in recs:
+        cfg = rec["config"]
+        table = cell_value(cfg, layout["table_by"]) if layout.get("table_by") else ""
+        row = tuple(cell_value(cfg, k) for k in layout["rows"])
+        for col_override, value in _metric_values(rec, layout["metric"]):
+            col = col_override if col_override is not None else cell_value(cfg, layout["columns"])
+            b = buckets.setdefault((table, row, col), {"values": [], "epochs": [], "diverged": 0, "config": cfg})
+            b["values"].append(None if value is None else float(value) * scale)
+            b["epochs"].append(rec.get("epochs_to_best"))
+            b["diverged"] += int(bool(rec.get("diverged")))
+    entries = []
+    stat = summarize_log if metric.geometric else summarize
+    for (table, row, col), b in buckets.items():
+        entries.append(Entry(table, row, col, stat(b["values"]), summarize(b["epochs"]), b["diverged"],
+                             find_reported(suite_info.get("reported"), b["config"], layout, col), b["config"],
+                             b["values"]))
+    entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), sort_key(e.column)))
+    first = recs[0] if recs else {}
+    prov = {"commits": sorted({r.get("commit", "?") for r in recs}), "devices": sorted({r.get("device", "?") for r in recs}),
+            "versions": first.get("versions", {})}
+    return Board(suite_info["name"], suite_info.get("meta", {}), layout, entries, prov, runs=len(recs),
+                 reduced=describe_settings(suite_info))
+
+
+def sort_key(v: Any) -> Tuple[int, Any]:
+    return (0, v) if isinstance(v, (int, float)) else (1, str(v))
+
+
+def load_board(results: PathLike) -> Board:
+    """Aggregate one results folder (``results.jsonl`` + ``suite.resolved.json``).
+
+    Only records whose ``id`` is a cell of the folder's resolved suite count; a second record
+    with an id already seen (a duplicated line, a re-imported log) is dropped.  How many were
+    left out is in ``Board.dropped`` and printed under the tables.
+    """
+    folder, info, kept, dropped = read_folder(results)
+    board = aggregate(info, kept)
+    board.dropped = dropped
+    board.skipped = read_skipped(folder)
+    return board
+
+
+def dropped_note(board: Board) -> str:
+    """One line saying which records were left out of ``board`` (empty if none)."""
+    parts = []
+    if board.dropped.get("duplicate"):
+        parts.append(f"{board.dropped['duplicate']} duplicate record(s) (same run id) ignored")
+    if board.dropped.get("not_in_suite"):
+        parts.append(f"{board.dropped['not_in_suite']} record(s) of cells not in suite {board.suite!r} ignored")
+    if board.dropped.get("failed"):
+        parts.append(f"{board.dropped['failed']} failed-run record(s) ignored (a re-run retries them)")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(s: Summary, digits: int = 2) -> str:
+    if s.mean is None:
+        return "–"
+    if s.kind == "geometric":  # scientific notation: energies span many decades
+        if s.n == 1:
+            return f"{s.mean:.2e} (n=1)"
+        return f"{s.mean:.2e} [{s.low:.1e} … {s.high:.1e}] ({s.n})"
+    if s.ci95 is None:
+        return f"{s.mean:.{digits}f} (n={s.n})"
+    return f"{s.mean:.{digits}f} ± {s.ci95:.{digits}f} ({s.n})"
+
+
+def is_log_metric(board: Board) -> bool:
+    return metric_spec(board.layout["metric"]).geometric
+
+
+def fmt_paper(board: Board, value: Any) -> str:
+    return f"{float(value):.2e}" if is_log_metric(board) else f"{float(value):.2f}"
+
+
+def fmt_diff(board: Board, diff: Optional[float]) -> str:
+    return "" if diff is None else f"{diff:+.2f}"
+
+
+def diff_label(board: Board) -> str:
+    return "Δlog10" if is_log_metric(board) else "Δ"
+
+
+def tables(board: Board) -> Dict[Any, Dict[str, Any]]:
+    """``{table: {"columns": [...], "rows": {row: {col: Entry}}}}``."""
+    out: Dict[Any, Dict[str, Any]] = {}
+    for e in board.entries:
+        t = out.setdefault(e.table, {"columns": [], "rows": {}})
+        if e.column not in t["columns"]:
+            t["columns"].append(e.column)
+        t["rows"].setdefault(e.row, {})[e.column] = e
+    for t in out.values():
+        t["columns"].sort(key=sort_key)
+    return out

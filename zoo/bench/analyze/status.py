@@ -1,0 +1,589 @@
+"""The reproduction report: committed run records beside the papers' numbers, a status per cell.
+
+``zoo report [RECORDS_DIR]`` reads every record folder under ``RECORDS_DIR`` (default
+``docs/reproduction/records``; each a ``zoo bench`` output folder: ``results.jsonl`` +
+``suite.resolved.json``), builds its suite's leaderboard (:mod:`zoo.bench.analyze.board`) and
+writes ``docs/reproduction.md`` (deterministic: stable order, no timestamps, so it can be diffed
+and checked by a test) and ``docs/reproduction/index.html`` (the same tables as a page with plots).
+
+Status of a cell that has a paper number (:func:`cell_status`):
+
+* *reproduced* — accuracies (%): the paper's value lies inside our mean ± 95 % CI; where a CI is
+  missing on either side (ours: n = 1; the paper's: not stored) ``|Δ| ≤ 1`` point also counts.
+  Energies (log-normal over seeds, compared in log10): the paper's value lies inside the 95 % CI
+  of our geometric mean (Student t on log10, in decades); with n = 1, ``|Δlog10| ≤ 0.5`` (a
+  factor of √10).
+* *differs — explained* — not reproduced, and the notes file gives the measured cause
+  (``status = "differs"``).
+* *open* — not reproduced and not explained; the notes file must say what was tried
+  (``status = "open"``), else the report is refused (:class:`MissingNotesError`).
+
+Notes file (``docs/reproduction/notes.toml``)::
+
+    [[note]]
+    suite = "balance_table2"                        # a suite name (required)
+    table = "Table 2"                                # optional: the paper's table reference
+    when = { dataset = "cornell_npz", num_layers = 10, init = "bal_x" }   # optional cell selector
+    status = "open"                                  # "open" or "differs"
+    note = "what was tried / the measured cause"
+
+A cell takes the most specific matching note (most ``when`` keys, then ``table``; the later one
+on a tie).  ``when`` keys are cell keys (as in ``--where``); values may be lists (alternatives)
+and plugin names may be aliases (``bal_x``).
+
+Findings.  Many results are figures or sentences, not table numbers; a suite's reported file
+(``benchmarks/suites/reported/<suite>.json``, wired by ``reported = ...`` in the suite) may carry
+a ``findings`` list beside ``entries``: each an ``id``, our one-line ``claim``, the paper's
+``source`` (section / figure) and ``quote``, and a ``check`` on the suite's leaderboard cells::
+
+    {"id": "gat_beats_gatv2", "claim": "One GAT layer fits twin better than one GATv2 layer, at every k",
+     "source": "§4.5.2, Fig. 1", "quote": "The more surprising result is that GAT outperforms GATv2 on this task.",
+     "check": {"kind": "greater", "a": {"model": "gat"}, "b": {"model": "gatv2"}, "over": "k"}}
+
+Kinds: ``greater`` / ``less`` (``a``, ``b``), ``at_least`` / ``at_most`` (``cells``, ``value``),
+``increasing`` / ``decreasing`` (``cells``), ``bounded`` (``cells``, ``spread``); optional
+``where``, ``over``, ``metric`` (``"epochs_to_best"``).  Verdicts (per comparison, from means and
+95 % CIs; :mod:`zoo.bench.analyze.findings` has the exact rules): *holds (significant)*, *holds*,
+*inconclusive*, *contradicted*, *not run*.  The report shows each finding per suite (quote,
+source, the check in words, our numbers per comparison, the verdict, the same check on the
+paper's own stored numbers where it has them) and counts them in the summary.  The shipped
+findings are validated against the full shipped suite (unknown kinds, keys or values are errors
+naming close matches).  A *contradicted* finding needs a note naming it::
+
+    [[note]]
+    suite = "oxford_fig1"
+    finding = "gat_beats_gatv2"                      # instead of table / when
+    status = "differs"                               # or "open"
+    note = "the measured cause / what was tried"
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from zoo._names import close_matches, normalize_name, unknown_name_error
+from zoo._toml import tomllib
+from zoo.bench.analyze import board as lb
+from zoo.bench.analyze import findings as fd
+from zoo.bench.spec.cells import cell_value
+from zoo.bench.spec.measures import metric_spec
+from zoo.bench.spec.suite import (PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, describe_settings, list_suites, load_reported,
+                                  load_suite, suites_dir)
+from zoo.bench.store.folders import read_folder
+from zoo.bench.store.records import RESOLVED_FILE, read_resolved
+
+PathLike = Union[str, Path]
+NOTES_FILE = "notes.toml"  # next to the records folder: docs/reproduction/notes.toml
+
+REPRODUCED, DIFFERS, OPEN, NO_PAPER = "reproduced", "differs — explained", "open", "—"
+STATUSES = (REPRODUCED, DIFFERS, OPEN)
+NOTE_STATUS = {"differs": DIFFERS, "open": OPEN}
+NOTE_KEYS = ("suite", "table", "when", "finding", "status", "note")
+#: |Δ| (points) that counts as reproduced where a CI is missing; |Δlog10| (decades) for one energy run.
+POINTS_TOLERANCE = 1.0
+DECADES_TOLERANCE = 0.5
+MISSING_NOTE = "NO NOTE YET (zoo report --draft): add one to notes.toml"
+_EPS = 1e-9  # paper values are rounded decimals: a boundary value counts as inside
+
+
+class ReportError(ValueError):
+    """A record folder or the notes file cannot make a report; the message names the fix."""
+
+
+class MissingNotesError(ReportError):
+    """Some *open* cells have no note saying what was tried."""
+
+
+# --------------------------------------------------------------------------- status rules
+
+
+def cell_status(entry: lb.Entry, log_metric: bool) -> Optional[bool]:
+    """Whether ``entry`` reproduces its paper number (``None``: no paper number to compare)."""
+    if entry.reported is None:
+        return None
+    s = entry.summary
+    if s.mean is None:
+        return False
+    paper = float(entry.reported["value"])
+    if log_metric:
+        if paper <= 0:
+            return False
+        delta = abs(math.log10(s.mean) - math.log10(paper))
+        # The analogue of the accuracy rule in log10: the paper's value inside the 95 % CI of our
+        # geometric mean.  Not the min-max range: energies at init spread over 3-6 decades across
+        # seeds, and a range that wide would call a 2-decade gap "reproduced".
+        if s.n >= 2 and s.ci95 is not None:
+            return delta <= s.ci95 + _EPS
+        return delta <= DECADES_TOLERANCE + _EPS
+    diff = s.mean - paper
+    if s.ci95 is not None and abs(diff) <= s.ci95 + _EPS:
+        return True
+    paper_ci = entry.reported.get("ci95")
+    return (s.ci95 is None or paper_ci is None) and abs(diff) <= POINTS_TOLERANCE + _EPS
+
+
+# --------------------------------------------------------------------------- notes
+
+
+@dataclass
+class Note:
+    suite: str
+    status: str  # DIFFERS or OPEN
+    text: str
+    table: Optional[str] = None
+    when: Dict[str, List[Any]] = field(default_factory=dict)
+    index: int = 0  # position in the file (1-based), for messages and tie-breaking
+    used: bool = False  # matched a cell with a paper number (set while building the report)
+    finding: Optional[str] = None  # the id of a finding (zoo.bench.analyze.findings) this note explains, not cells
+
+    @property
+    def specificity(self) -> Tuple[int, int, int]:
+        return (len(self.when), int(self.table is not None), self.index)
+
+
+@dataclass
+class SuiteContext:
+    """What a note of one suite may name: its paper tables and its cell keys."""
+
+    tables: List[str]
+    keys: List[str]
+    findings: List[str] = field(default_factory=list)  # the ids of the suite's findings
+
+
+def load_notes(path: PathLike, contexts: Mapping[str, SuiteContext]) -> List[Note]:
+    """Read and validate a notes file (absent file: no notes).  Unknown suites, keys, tables,
+    statuses or names are errors naming the entry and the close matches."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: not valid TOML: {e}") from None
+    extra = [k for k in raw if k != "note"]
+    if extra:
+        raise ReportError(f"{path}: unknown table(s) {extra}; write each note as a [[note]] table "
+                          f"with keys {', '.join(NOTE_KEYS)}")
+    items = raw.get("note", [])
+    if not isinstance(items, list):
+        raise ReportError(f"{path}: 'note' must be an array of tables: write [[note]], not [note]")
+    notes = []
+    for i, item in enumerate(items, 1):
+        where = f"{path} [[note]] #{i}"
+        unknown = [k for k in item if k not in NOTE_KEYS]
+        if unknown:
+            parts = [repr(k) + (f" (did you mean {' or '.join(map(repr, close_matches(k, NOTE_KEYS)))}?)"
+                                if close_matches(k, NOTE_KEYS) else "") for k in unknown]
+            raise ReportError(f"{where}: unknown key(s) {', '.join(parts)}. Valid keys: {', '.join(NOTE_KEYS)}.")
+        for k in ("suite", "status", "note"):
+            if not isinstance(item.get(k), str) or not item[k].strip():
+                raise ReportError(f"{where}: needs a non-empty string {k!r}")
+        suite = normalize_name(item["suite"])
+        if suite not in contexts:
+            raise ReportError(f"{where}: {unknown_name_error('suite', item['suite'], contexts)}")
+        status = normalize_name(item["status"])
+        if status not in NOTE_STATUS:
+            raise ReportError(f"{where}: {unknown_name_error('status', item['status'], NOTE_STATUS)} "
+                              "('reproduced' is decided by the numbers, not by a note)")
+        ctx = contexts[suite]
+        table = item.get("table")
+        if table is not None:
+            if not isinstance(table, str) or table not in ctx.tables:
+                near = close_matches(str(table), ctx.tables)
+                raise ReportError(f"{where}: suite {suite!r} has no paper table {table!r}"
+                                  + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
+                                  + f". Its tables: {', '.join(ctx.tables) or '(none)'}.")
+        when_raw = item.get("when", {})
+        if not isinstance(when_raw, dict):
+            raise ReportError(f"{where}: 'when' must be a table of key = value(s), e.g. when = {{ num_layers = 10 }}")
+        when: Dict[str, List[Any]] = {}
+        for key, value in when_raw.items():
+            if key not in ctx.keys:
+                near = close_matches(key, ctx.keys)
+                raise ReportError(f"{where}: 'when' key {key!r} is not a cell key of suite {suite!r}"
+                                  + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
+                                  + f". Cell keys: {', '.join(ctx.keys)}.")
+            try:
+                when[key] = [fd.canonical_value(key, v) for v in (value if isinstance(value, list) else [value])]
+            except ValueError as e:
+                raise ReportError(f"{where}: when.{key}: {e}") from None
+        finding = item.get("finding")
+        if finding is not None:
+            if table is not None or when:
+                raise ReportError(f"{where}: a note names either a finding or cells (table / when), not both; "
+                                  "write two notes")
+            if not isinstance(finding, str) or finding not in ctx.findings:
+                near = close_matches(str(finding), ctx.findings)
+                raise ReportError(f"{where}: suite {suite!r} has no finding {finding!r}"
+                                  + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
+                                  + f". Its findings: {', '.join(ctx.findings) or '(none)'}.")
+        notes.append(Note(suite, NOTE_STATUS[status], item["note"].strip(), table, when, i, finding=finding))
+    return notes
+
+
+# --------------------------------------------------------------------------- the report
+
+
+@dataclass
+class Row:
+    """One cell of a report table."""
+
+    entry: lb.Entry
+    ref: str  # the paper's table reference ("" without a paper number)
+    status: str
+    note: Optional[Note] = None
+
+
+@dataclass
+class SuiteReport:
+    folder: Path
+    board: lb.Board
+    info: Dict[str, Any]
+    records: List[Dict[str, Any]]
+    rows: Dict[Any, List[Row]]  # board table -> rows
+    scale: str
+    not_run: Dict[str, int]  # paper table -> paper cells without records
+    other_metric: int  # paper numbers of a metric this suite's leaderboard does not show
+    reported_changed: bool = False  # the shipped paper numbers differ from the copy stored with the records
+    findings: List[fd.Result] = field(default_factory=list)  # the paper's qualitative claims, decided on the cells
+
+    @property
+    def wall_time_s(self) -> float:
+        return sum(float(r.get("wall_time_s") or 0.0) for r in self.records)
+
+    def coverage(self) -> str:
+        """Per paper table: how many of its cells were run, with how many runs each."""
+        run: Dict[str, List[int]] = {}
+        for rows in self.rows.values():
+            for r in rows:
+                if r.ref:
+                    run.setdefault(r.ref, []).append(r.entry.summary.n)
+        parts = []
+        for ref in sorted(set(run) | set(self.not_run)):
+            ns = sorted(run.get(ref, []))
+            total = len(ns) + self.not_run.get(ref, 0)
+            each = "" if not ns else f" (n = {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + ")"
+            parts.append(f"{ref} — {len(ns)} of {total} cells run{each}")
+        return "; ".join(parts)
+
+
+@dataclass
+class Report:
+    suites: List[SuiteReport]
+    unrun: List[Dict[str, Any]]  # suites with paper numbers but no record folder
+    notes: List[Note]
+
+    def findings(self) -> List[Tuple[str, fd.Result]]:
+        """``(suite, result)`` of every finding: suites with records first, then those not run."""
+        return [(s.board.suite, r) for s in self.suites for r in s.findings] + \
+            [(u["suite"], r) for u in self.unrun for r in u.get("findings", [])]
+
+    def finding_counts(self) -> Dict[str, int]:
+        return finding_counts(r for _, r in self.findings())
+
+    def missing_finding_notes(self) -> List[Tuple[str, fd.Result]]:
+        """Contradicted findings without a note (``finding = "<id>"``) giving the cause or what was tried."""
+        return [(s, r) for s, r in self.findings() if r.verdict == fd.CONTRADICTED and r.note is None]
+
+    def counts(self) -> Dict[str, int]:
+        out = {s: 0 for s in STATUSES}
+        out["not run"] = sum(sum(s.not_run.values()) for s in self.suites) + sum(u["cells"] for u in self.unrun)
+        out["no paper number"] = 0
+        for s in self.suites:
+            for rows in s.rows.values():
+                for r in rows:
+                    out[r.status if r.status != NO_PAPER else "no paper number"] += 1
+        return out
+
+    def unused_notes(self) -> List[Note]:
+        """Notes of suites with records that match none of their compared cells (a typo in ``when``?)."""
+        have = {s.board.suite for s in self.suites}
+        return [n for n in self.notes if n.suite in have and not n.used and n.finding is None]
+
+    def missing_notes(self) -> List[Tuple[SuiteReport, Any, Row]]:
+        return [(s, t, r) for s in self.suites for t, rows in s.rows.items() for r in rows
+                if r.status == OPEN and r.note is None]
+
+
+FINDING_COUNTS = ("held", "significant", "contradicted", "inconclusive", "not run")
+
+
+def finding_counts(results: Any) -> Dict[str, int]:
+    """``held`` (holds, significant or not; ``significant``: of those, with non-overlapping CIs),
+    ``contradicted``, ``inconclusive``, ``not run``."""
+    out = {k: 0 for k in FINDING_COUNTS}
+    for r in results:
+        if r.verdict in (fd.HOLDS, fd.HOLDS_SIG):
+            out["held"] += 1
+            out["significant"] += r.verdict == fd.HOLDS_SIG
+        else:
+            out[r.verdict] += 1
+    return out
+
+
+def record_folders(records_dir: PathLike) -> List[Path]:
+    """The record folders under ``records_dir`` (sorted), or ``records_dir`` itself if it is one."""
+    root = Path(records_dir)
+    if not root.is_dir():
+        raise ReportError(f"records folder {root} does not exist; pass the folder holding the run records "
+                          f"(e.g. docs/reproduction/records, from the repository root)")
+    if (root / RESOLVED_FILE).is_file():
+        return [root]
+    return sorted(p for p in root.iterdir() if p.is_dir() and (p / RESOLVED_FILE).is_file())
+
+
+def _note_for(board: lb.Board, entry: lb.Entry, ref: str, notes: Sequence[Note]) -> Optional[Note]:
+    best = None
+    for n in notes:
+        if n.suite != board.suite or n.finding is not None or (n.table is not None and n.table != ref):
+            continue
+        if fd.matches(board, entry, n.when):
+            n.used = True
+            if best is None or n.specificity > best.specificity:
+                best = n
+    return best
+
+
+def _fixed_keys() -> set:
+    return set(TRAIN_KEYS) | set(TASK_KEYS) | set(PLUGIN_KEYS) | set(RUN_KEYS)
+
+
+def cell_keys(layout: Mapping[str, Any], cells: Sequence[Mapping[str, Any]]) -> List[str]:
+    """Keys a note's ``when`` may test: the fixed cell keys, the leaderboard's, and every model /
+    dataset option the suite's cells set."""
+    keys = _fixed_keys() | set(layout.get("rows", [])) | {layout.get("columns", "num_layers")}
+    for c in cells:
+        keys.update(c["config"]["model"]["kwargs"])
+        keys.update(c["config"]["task"]["options"])
+    return sorted(keys)
+
+
+def _raw_keys(raw: Mapping[str, Any]) -> List[str]:
+    """Cell keys a suite file sets (without expanding it): what a note may test before any record exists."""
+    tables = [raw.get("defaults") or {}, raw.get("grid") or {}, *(raw.get("variants") or {}).values(),
+              *(raw.get("override") or []), *((raw.get("quick") or {}).get(t) or {} for t in ("defaults", "grid"))]
+    keys = _fixed_keys() | set((raw.get("leaderboard") or {}).get("rows", []))
+    keys.add((raw.get("leaderboard") or {}).get("columns", "num_layers"))
+    for t in tables:
+        for k, v in t.items():
+            if k in ("arch", "data") and isinstance(v, dict):
+                keys.update(v)
+            elif k != "when":
+                keys.add(k)
+    return sorted(keys)
+
+
+def _paper_tables(meta: Mapping[str, Any], reported: Optional[Mapping[str, Any]]) -> List[str]:
+    tables = [str(t) for t in meta.get("tables") or []]
+    for e in (reported or {}).get("entries", []):
+        if str(e["table"]) not in tables:
+            tables.append(str(e["table"]))
+    return tables
+
+
+def _fmt_values(values: List[Any]) -> str:
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    if ints and len(values) > 2 and values == list(range(values[0], values[0] + len(values))):
+        return f"{values[0]}–{values[-1]}"
+    return ", ".join(map(str, values))
+
+
+def describe_scale(info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> str:
+    """Which part of the suite the records cover, exactly: per shape key the values run out of
+    the suite's, the number of runs, and the protocol (the suite's full one, its quick form, or
+    reduced with ``zoo bench --set``: each set value beside the suite's)."""
+    if not recs:
+        return f"**no runs yet** — none of the {'--quick form' if info.get('quick') else 'suite'}'s " \
+               f"{len(info['cells'])} runs is recorded."
+    lay = info["leaderboard"]
+    keys = [k for k in (lay.get("table_by"), *lay["rows"], lay["columns"] if not metric_spec(lay["metric"]).per_layer else None,
+                        *((info.get("selection") or {}).get("where") or {}), "seed") if k]
+    keys = list(dict.fromkeys(keys))
+    parts = []
+    full_scale = len(recs) == len(info["cells"])
+    for key in keys:
+        suite_vals: Dict[str, Any] = {}
+        for c in info["cells"]:
+            v = cell_value(c["config"], key)
+            suite_vals.setdefault(fd.value_key(v), v)
+        ran = {fd.value_key(cell_value(r["config"], key)) for r in recs}
+        if len(suite_vals) < 2 and key != "seed":
+            continue
+        order = sorted(suite_vals, key=lambda k: lb.sort_key(suite_vals[k]))
+        covered = [suite_vals[k] for k in order if k in ran]
+        if len(covered) == len(order):
+            parts.append(f"{key} all {len(order)} ({_fmt_values(covered)})" if key == "seed" or len(order) <= 8
+                         else f"{key} all {len(order)}")
+        else:
+            parts.append(f"{key} {_fmt_values(covered)} ({len(covered)} of {len(order)}: "
+                         f"{_fmt_values([suite_vals[k] for k in order])})")
+    epochs = sorted({r["config"]["train"]["epochs"] for r in recs})
+    reduced = describe_settings(info)
+    epochs_text = "" if "epochs" in (info.get("set") or {}) else f"epochs {_fmt_values(epochs)}, "
+    if info.get("quick"):
+        protocol = f"the suite's --quick form (epochs {_fmt_values(epochs)}): not the paper's protocol"
+        if reduced:
+            protocol = f"the suite's --quick form, reduced with --set {reduced} (epochs {_fmt_values(epochs)}): " \
+                       "not the paper's protocol"
+    elif reduced:
+        protocol = f"reduced with --set {reduced}; {epochs_text}everything else as in the suite file"
+    else:
+        protocol = f"the suite's full protocol (epochs {_fmt_values(epochs)}, stop and selection as in the suite file)"
+    if info.get("quick"):
+        head = f"**quick form** — {len(recs)} of the --quick form's {len(info['cells'])} runs (not the paper's scale)"
+    elif reduced:
+        runs = f"all {len(info['cells'])}" if full_scale else f"{len(recs)} of the suite's {len(info['cells'])}"
+        head = f"**stated-reduced** — {runs} runs, at a reduced protocol (zoo bench --set)"
+    elif full_scale:
+        head = f"**full** — all {len(info['cells'])} runs"
+    else:
+        head = f"**stated-reduced** — {len(recs)} of the suite's {len(info['cells'])} runs"
+    return f"{head}; {'; '.join(parts)}. Protocol: {protocol}."
+
+
+def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[str, Any]] = None) -> SuiteReport:
+    """One suite's part of the report.  ``reported``: the paper's numbers to compare with (the
+    shipped file, so that a corrected transcription reaches the report without a re-run);
+    default: the copy stored with the records."""
+    folder, info, recs, dropped = read_folder(folder)
+    stale = reported is not None and reported.get("entries") != (info.get("reported") or {}).get("entries")
+    if reported is not None:
+        info = {**info, "reported": reported}
+    board = lb.aggregate(info, recs)
+    board.dropped = dropped
+    log_metric = lb.is_log_metric(board)
+    rows: Dict[Any, List[Row]] = {}
+    for e in board.entries:
+        ok = cell_status(e, log_metric)
+        ref = str(e.reported["table"]) if e.reported is not None else ""
+        note = _note_for(board, e, ref, notes) if ok is not None else None
+        status = NO_PAPER if ok is None else REPRODUCED if ok else (note.status if note else OPEN)
+        rows.setdefault(e.table, []).append(Row(e, ref, status, note))
+    matched = {id(e.reported) for e in board.entries if e.reported is not None}
+    not_run: Dict[str, int] = {}
+    other = 0
+    for r in (info.get("reported") or {}).get("entries", []):
+        if r.get("metric", board.layout["metric"]) != board.layout["metric"]:
+            other += 1
+        elif id(r) not in matched:
+            not_run[str(r["table"])] = not_run.get(str(r["table"]), 0) + 1
+    ns = sorted({e.summary.n for e in board.entries})
+    scale = describe_scale(info, recs)
+    if ns:
+        scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
+    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale)
+
+
+def _shipped_suites() -> Dict[str, Dict[str, Any]]:
+    """``{name: {"meta", "reported", "metric"}}`` of the shipped suite files (TOML read, not expanded)."""
+    out = {}
+    for name in list_suites():
+        path = suites_dir() / f"{name}.toml"
+        raw = tomllib.loads(path.read_text())
+        meta = raw.get("suite") or {}
+        reported = load_reported(path.parent / meta["reported"]) if meta.get("reported") else None
+        metric = (raw.get("leaderboard") or {}).get("metric", "test")
+        try:
+            findings = fd.parse_findings((reported or {}).get("findings"), f"benchmarks/suites/{meta.get('reported')}")
+        except fd.FindingsError as e:
+            raise ReportError(str(e)) from None
+        out[normalize_name(meta.get("name", name))] = {"meta": meta, "reported": reported, "metric": metric,
+                                                       "keys": _raw_keys(raw), "findings": findings, "path": path,
+                                                       "layout": {"metric": metric, "columns": (raw.get("leaderboard")
+                                                                  or {}).get("columns", "num_layers")}}
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ...]]:
+    """The full shipped suite's cells (:func:`zoo.bench.analyze.findings.skeleton`) and cell keys; cached
+    per file version (expanding a suite costs ~0.1-0.5 s, and tests build many reports)."""
+    info = load_suite(path, validate_models=False).resolved()
+    return fd.skeleton(info), tuple(cell_keys(info["leaderboard"], info["cells"]))
+
+
+def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
+                    board: Optional[lb.Board], notes: Sequence[Note]) -> List[fd.Result]:
+    """The findings of suite ``name`` decided on the records' ``board`` (``None``: not run).
+
+    A shipped suite's findings come from its shipped file and are validated against the full
+    shipped suite (a typo is an error even where the records cover a slice); a suite that is not
+    shipped uses the copy stored with its records, validated against the records' suite."""
+    origin = f"benchmarks/suites/{(shipped or {}).get('meta', {}).get('reported')}" if shipped \
+        else f"{name}/suite.resolved.json"
+    try:
+        if shipped:
+            findings, reported = shipped["findings"], shipped["reported"]
+        else:
+            reported = (info or {}).get("reported") or {}
+            findings = fd.parse_findings(reported.get("findings"), origin)
+        if not findings:
+            return []
+        if shipped:
+            full, keys = _shipped_skeleton(str(shipped["path"]), Path(shipped["path"]).stat().st_mtime_ns)
+        else:
+            full, keys = fd.skeleton(info), tuple(cell_keys(info["leaderboard"], info["cells"]))
+        fd.validate(findings, full, keys, origin)
+    except fd.FindingsError as e:
+        raise ReportError(str(e)) from None
+    if board is None:
+        results = fd.evaluate(findings, full, {}, reported)
+    else:
+        numbers = {(e.table, e.row, e.column): e for e in board.entries}
+        results = fd.evaluate(findings, fd.skeleton(info), numbers, reported, paper_board=full)
+    for r in results:
+        for n in notes:
+            if n.suite == name and n.finding == r.finding.id:
+                n.used = True
+                r.note = n if r.note is None or n.index > r.note.index else r.note
+    return results
+
+
+def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -> Report:
+    """Read every record folder under ``records_dir`` and the notes (default: ``records_dir/../notes.toml``)."""
+    folders = record_folders(records_dir)
+    infos = {f: read_resolved(f) for f in folders}
+    by_suite: Dict[str, Path] = {}
+    for f, info in infos.items():
+        name = normalize_name(str(info.get("name")))
+        if name in by_suite:
+            raise ReportError(f"{by_suite[name]} and {f} both hold suite {name!r}; combine them into one "
+                              "folder with `zoo merge A B --out DIR` (one folder per suite)")
+        by_suite[name] = f
+    shipped = _shipped_suites()
+    contexts = {name: SuiteContext(_paper_tables(s["meta"], s["reported"]), s["keys"], [f.id for f in s["findings"]])
+                for name, s in shipped.items()}
+    for name, f in by_suite.items():  # the records' own suite (what was run) wins over the shipped file
+        info = infos[f]
+        reported = shipped[name]["reported"] if name in shipped and shipped[name]["reported"] else info.get("reported")
+        ids = [f.id for f in shipped[name]["findings"]] if name in shipped else \
+            [str(f.get("id")) for f in ((info.get("reported") or {}).get("findings") or []) if isinstance(f, dict)]
+        contexts[name] = SuiteContext(_paper_tables(info.get("meta", {}), reported),
+                                      cell_keys(info["leaderboard"], info["cells"]), ids)
+    root = Path(records_dir)
+    notes = load_notes(Path(notes_path) if notes_path is not None else default_notes(root), contexts)
+    suites = [suite_report(f, notes, shipped[name]["reported"] if name in shipped else None)
+              for name, f in sorted(by_suite.items())]
+    for s in suites:
+        name = normalize_name(str(s.info.get("name")))
+        s.findings = _suite_findings(name, shipped.get(name), s.info, s.board, notes)
+    unrun = []
+    for name, s in sorted(shipped.items()):
+        if name in by_suite:
+            continue
+        entries = [e for e in (s["reported"] or {}).get("entries", []) if e.get("metric", s["metric"]) == s["metric"]]
+        per_table: Dict[str, int] = {}
+        for e in entries:
+            per_table[str(e["table"])] = per_table.get(str(e["table"]), 0) + 1
+        unrun.append({"suite": name, "title": s["meta"].get("title", name), "cells": len(entries),
+                      "tables": per_table, "findings": _suite_findings(name, s, None, None, notes),
+                      "layout": s["layout"]})
+    return Report(suites, unrun, notes)
+
+
+def default_notes(records_dir: Path) -> Path:
+    base = records_dir.parent if (records_dir / RESOLVED_FILE).is_file() else records_dir
+    return base.parent / NOTES_FILE

@@ -1,0 +1,1 @@
+"""zoo.bench.render: see zoo/bench/__init__.py for the layers."""

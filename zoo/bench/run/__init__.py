@@ -1,0 +1,1 @@
+"""zoo.bench.run: see zoo/bench/__init__.py for the layers."""

@@ -1,0 +1,406 @@
+"""Run a suite: expand, skip finished runs, train each group as stacked replicas, log records.
+
+The driver (:func:`run_suite`) selects cells (``where`` / ``shard``), drops those already
+logged, makes one job per group and hands the jobs to an executor (:mod:`zoo.bench.run.executors`:
+in-process, a process pool, or Ray).  Wherever a job runs, :func:`execute_group` does the work
+and returns ``(cell, result, extra)`` per cell; only the driver appends records.
+
+The runner owns its output folder::
+
+    OUT/results.jsonl        one line per finished run (zoo.bench.store.records)
+    OUT/suite.resolved.json  the expanded suite, with its ``--set`` values if any (atomic; another/edited suite or
+                             another --set is refused: records.check_same_suite)
+    OUT/suite.lock           held (flock) while a runner works in OUT
+    OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
+    OUT/leaderboard/         written by zoo.bench.publish
+
+Killing the process at any moment loses only the runs in flight: a record is appended only
+when its run has finished, in one atomic write, and a re-run skips every id already logged.
+A group that raised (or whose worker died) is logged as ``status: "failed"`` with its error;
+the leaderboard ignores such records and a re-run retries them.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import functools
+import json
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from tqdm.auto import tqdm
+
+import zoo
+from zoo._io import write_atomic
+from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers,
+                                     format_error, make_executor)
+from zoo.bench.run.modes import get_mode
+from zoo.bench.run.provenance import provenance
+from zoo.bench.run.train import RunResult, build_replicas
+from zoo.bench.spec.config import TrainConfig
+from zoo.bench.spec.selection import group_cost, select, selection_info
+from zoo.bench.spec.suite import Cell, Suite
+from zoo.bench.store import records
+from zoo.datasets import MissingDataError, load
+from zoo.nn.readout import GraphPool
+
+PathLike = Union[str, Path]
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    total: int
+    already_done: int
+    ran: int
+    skipped: Dict[str, str] = field(default_factory=dict)   # cell id -> reason
+    diverged: int = 0
+    wall_time_s: float = 0.0
+    failed: Dict[str, str] = field(default_factory=dict)    # cell id -> error
+    executor: str = "local"
+
+
+def resolve_device(device: Optional[str]) -> torch.device:
+    """``None``/"auto" -> cuda if available else cpu; "cuda"/"cuda:1"/"cpu" as given (checked)."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+    return dev
+
+
+@contextlib.contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    fh = open(out / "suite.lock", "w")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"another runner is working in {out} (suite.lock is held); "
+                               "wait for it or choose another --out") from None
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+    finally:
+        fh.close()
+
+
+# --------------------------------------------------------------------------- tasks and models
+
+
+class TaskCache:
+    """Load each distinct (dataset, split, transforms, options, data_seed) once per run
+    (``max_items`` keeps only the most recent ones: long-lived workers)."""
+
+    def __init__(self, root: Optional[PathLike] = None, max_items: Optional[int] = None) -> None:
+        self.root = root
+        self.max_items = max_items
+        self._tasks: Dict[str, Any] = {}
+
+    def get(self, task_cfg: Dict[str, Any]) -> Any:
+        key = json.dumps(task_cfg, sort_keys=True, default=str)
+        if key not in self._tasks:
+            transforms = [t if isinstance(t, str) else (t[0], t[1]) for t in task_cfg["transforms"]]
+            if self.max_items is not None and len(self._tasks) >= self.max_items:
+                self._tasks.pop(next(iter(self._tasks)))
+            self._tasks[key] = load(task_cfg["dataset"], root=self.root, split=task_cfg["split"],
+                                    transforms=transforms, seed=task_cfg["data_seed"], **task_cfg["options"])
+        return self._tasks[key]
+
+
+def output_size(task: Any) -> int:
+    """Logits per row: classes, or the width of the target matrix for multi-label / ROC-AUC tasks."""
+    y = task.data.y if task.data is not None else task.graphs["train"][0].y
+    if (task.multilabel or task.metric == "rocauc") and y.dim() == 2:
+        return int(y.size(1))
+    return int(task.num_classes)
+
+
+def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
+    """A zero-argument builder of ``cell``'s model for ``task`` (seeded by the caller).
+
+    Graph tasks: the GNN maps to ``hidden_dim`` features per node, then :class:`GraphPool`
+    (readout ``m["readout"]``, default ``mean``, and a 2-layer MLP) gives one output per graph.
+    """
+    m = cell.config["model"]
+    if m.get("readout") is not None and task.kind != "graph":
+        raise ValueError(f"readout={m['readout']!r} pools node outputs into graph outputs, but {task.name} is a "
+                         f"{task.kind} (node-level) task; remove readout from the suite cell")
+
+    def build() -> nn.Module:
+        kwargs = dict(m["kwargs"])
+        if task.kind == "graph":
+            pooled = int(kwargs.get("hidden_dim", 64))
+            gnn = zoo.build(m["name"], in_dim=task.num_features, out_dim=pooled, init=m["init"],
+                            init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
+                            norm_kwargs=m["norm_kwargs"] or None, **kwargs)
+            if getattr(gnn, "graph_tied", False):
+                raise ValueError(f"{m['name']} learns parameters tied to one graph (per-edge / per-node biases); "
+                                 f"{task.name} is a graph task with many graphs: use gatv2, gat or gcn")
+            return GraphPool(gnn, pooled, output_size(task), readout=m.get("readout") or "mean")
+        return zoo.build(m["name"], in_dim=task.num_features, out_dim=output_size(task), init=m["init"],
+                         init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
+                         norm_kwargs=m["norm_kwargs"] or None, **kwargs)
+
+    return build
+
+
+def train_config(cell: Cell) -> TrainConfig:
+    t = dict(cell.config["train"])
+    t["betas"] = tuple(t["betas"])
+    t["data_seed"] = cell.config["task"]["data_seed"]
+    if cell.config["run"].get("prune_layers"):
+        t["keep_best_state"] = True
+    return TrainConfig(**t)
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def _peak_memory(device: torch.device) -> Tuple[int, str]:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "cuda_max_allocated"
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_max_rss"
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
+              progress: Optional[Callable[[int], None]] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
+    """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
+
+    ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``).
+    """
+    dtype = getattr(torch, cells[0].config["run"]["dtype"])
+    cfg = train_config(cells[0])
+    factories = [model_factory(c, task) for c in cells]
+    seeds = [c.seed for c in cells]  # replica r is seeded by seeds[r] alone
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    replicas, view = build_replicas(task, factories, seeds, device, dtype, cfg, stacked)
+    results = get_mode(mode).produce(task, replicas, view, cells, cfg, progress, start)
+    mem, mem_kind = _peak_memory(device)
+    group_time = time.perf_counter() - start
+    out = []
+    for cell, res in zip(cells, results):
+        out.append((res, {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
+                          "group_size": len(cells)}))
+    return out
+
+
+# --------------------------------------------------------------------------- one group, anywhere
+
+
+_WORKER_TASKS: Dict[str, TaskCache] = {}
+
+
+def _worker_tasks(data_root: Optional[str]) -> TaskCache:
+    """A worker process's task cache (kept across the groups it runs; two tasks at most)."""
+    key = json.dumps([data_root, os.environ.get("ZOO_DATA"), os.environ.get("ZOO_DATA_MIRROR")])
+    if key not in _WORKER_TASKS:
+        _WORKER_TASKS.clear()
+        _WORKER_TASKS[key] = TaskCache(data_root, max_items=2)
+    return _WORKER_TASKS[key]
+
+
+def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = None,
+                  tasks: Optional[TaskCache] = None) -> Outcome:
+    """The work every executor runs for one job, here or on a worker: load the task (from the
+    data root / mirror *of this machine*), train the group, and return ``(cell, result, extra)``
+    per cell — ``extra`` holds everything of the record that only the worker knows (task
+    facts, build config, device, peak memory).  Missing data -> ``skipped``; any error ->
+    ``failed`` with its traceback; nothing is written here.
+    """
+    try:
+        if tasks is None:  # a worker: the driver's ZOO_DATA / ZOO_DATA_MIRROR (absolute paths)
+            os.environ.update(job.env)
+            tasks = _worker_tasks(job.data_root)
+        cells = job.cells
+        try:
+            task = tasks.get(cells[0].config["task"])
+        except MissingDataError as e:
+            return Outcome(job, "skipped", error=f"dataset {cells[0].config['task']['dataset']!r} unavailable: {e}")
+        dev = resolve_device(job.device)
+        results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress)
+        prov = provenance(dev)
+        common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
+                  "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
+                  "commit": prov["commit"], "host": prov["host"]}
+        build_config = _build_config(cells[0], task)
+        out = []
+        for cell, (res, extra) in zip(cells, results):
+            res.best_state = None  # tensors the driver does not need (and would have to receive)
+            out.append((cell, res, {**common, "build_config": {**build_config, "init": cell.config["model"]["init"]},
+                                    **extra}))
+        return Outcome(job, "ok", out)
+    except Exception as e:  # recorded as failed; the suite goes on and a re-run retries it
+        return Outcome(job, "failed", error=format_error(e))
+
+
+# --------------------------------------------------------------------------- records
+
+
+def make_record(suite: Suite, cell: Cell, res: RunResult, extra: Dict[str, Any]) -> Dict[str, Any]:
+    """A finished run's record (``extra`` comes from :func:`execute_group`)."""
+    return {
+        "id": cell.id, "group": cell.group, "suite": suite.name, "quick": suite.quick, "status": records.OK,
+        "config": cell.config, "seed": cell.seed,
+        "metrics": res.metrics, "train_loss": res.train_loss, "val_loss": res.val_loss,
+        "epochs_to_best": res.best_epoch, "epochs_run": res.epochs_run, "stop_reason": res.stop_reason,
+        "diverged": res.diverged, "diverged_epoch": res.diverged_epoch,
+        "wall_time_s": res.wall_time_s / max(extra["group_size"], 1), "time_per_epoch_s": res.time_per_epoch_s,
+        "num_parameters": res.num_parameters,
+        "finished_at": _now(), **res.extra, **extra,
+    }
+
+
+def failed_record(suite: Suite, cell: Cell, error: str, attempts: int, executor: str) -> Dict[str, Any]:
+    """A run whose group raised or whose worker died: kept for the record, ignored by the
+    leaderboard, and retried by the next run (``records.completed_ids`` skips it)."""
+    return {"id": cell.id, "group": cell.group, "suite": suite.name, "quick": suite.quick, "status": records.FAILED,
+            "config": cell.config, "seed": cell.seed, "error": error, "attempts": attempts, "executor": executor,
+            "finished_at": _now()}
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def _chunks(cells: List[Cell], size: Optional[int]) -> List[List[Cell]]:
+    if not size or size >= len(cells):
+        return [cells]
+    return [cells[i:i + size] for i in range(0, len(cells), size)]
+
+
+def _abs_paths(value: str) -> str:
+    return os.pathsep.join(str(Path(p).expanduser().resolve()) if p else p for p in value.split(os.pathsep))
+
+
+def data_env() -> Dict[str, str]:
+    """The driver's data locations, as absolute paths, for workers (``ZOO_DATA``, ``ZOO_DATA_MIRROR``)."""
+    return {k: _abs_paths(os.environ[k]) for k in ("ZOO_DATA", "ZOO_DATA_MIRROR") if os.environ.get(k)}
+
+
+def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
+              max_replicas: Optional[int], data_root: Optional[PathLike]) -> List[GroupJob]:
+    """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked."""
+    groups: Dict[str, List[Cell]] = {}
+    for c in cells:
+        groups.setdefault(c.group, []).append(c)
+    root = None if data_root is None else str(Path(data_root).expanduser().resolve())
+    env = data_env()
+    chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
+    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk))
+            for i, chunk in enumerate(chunks)]
+
+
+def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
+              stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
+              stop_after: Optional[int] = None, force_new: bool = False,
+              executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
+              where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
+              threads: Optional[int] = None) -> RunSummary:
+    """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
+
+    ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
+    replicas stacked at once (memory); ``stop_after`` stops after that many groups (tests).
+    An ``out`` holding another or an edited suite's results is refused (``records.check_same_suite``);
+    ``force_new`` moves those results into ``out/superseded-<time>/`` first.
+    ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
+    per core, see :func:`~zoo.bench.run.executors.auto_workers`), ``"ray"`` or an
+    :class:`~zoo.bench.run.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
+    (``(i, n)``) select part of the suite (:mod:`zoo.bench.spec.selection`); ids stay the full suite's.
+    ``threads``: torch threads for groups run in this process; default 1 on the CPU, because the
+    zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
+    anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,
+    41 s with 2 threads beside one other busy process; docs/benchmarks.md). Use ``--workers`` for
+    the other cores.
+    """
+    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
+                                     or max_replicas < 1):
+        raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
+    out = Path(out)
+    if not (executor == "ray" or isinstance(executor, RayExecutor)):
+        resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
+    if isinstance(workers, str) and workers != "auto":
+        raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
+    cells = select(suite, where, shard)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / records.RESULTS_FILE
+    t0 = time.perf_counter()
+    with _lock(out):
+        resolved = suite.resolved()  # the full suite: a slice / shard keeps the full suite's ids
+        records.check_same_suite(out, resolved, force_new=force_new)
+        info = selection_info(where, shard)
+        if info is not None:
+            resolved["selection"] = info
+        write_atomic(out / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
+        done = records.completed_ids(results_path)
+        pending = [c for c in cells if c.id not in done]
+        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root)
+        if stop_after is not None:
+            jobs = jobs[:stop_after]
+        if isinstance(executor, Executor):
+            ex = executor
+        else:
+            n = 1 if executor == "ray" else auto_workers(len(jobs), device) if workers == "auto" else int(workers)
+            if threads is None and executor in (None, "local") and resolve_device(device).type == "cpu":
+                threads = 1
+            ex = make_executor(executor or "local", workers=n, quiet=quiet, env=data_env(), threads=threads)
+        summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
+                             executor=ex.describe())
+        if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
+            jobs.sort(key=lambda j: (-j.cost, j.index))
+        work = functools.partial(execute_group, tasks=TaskCache(data_root)) if isinstance(ex, LocalExecutor) \
+            else execute_group
+        bar = tqdm(total=len(pending), desc=f"{suite.name}", unit="run", disable=quiet, dynamic_ncols=True)
+        try:
+            outcomes = ex.run(jobs, work)
+            try:
+                for outcome in outcomes:
+                    _log_outcome(suite, outcome, results_path, summary, ex.name)
+                    bar.update(len(outcome.job.cells))
+            finally:  # on any exit (Ctrl-C, a write error) the executor stops its workers now
+                getattr(outcomes, "close", lambda: None)()
+        finally:
+            bar.close()
+            write_atomic(out / "skipped.json", json.dumps(summary.skipped, indent=1, sort_keys=True))
+    summary.wall_time_s = time.perf_counter() - t0
+    return summary
+
+
+def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: RunSummary, executor: str) -> None:
+    """The only place records are written: one atomic line per run, in the driver."""
+    cells = outcome.job.cells
+    if outcome.status == "skipped":
+        for c in cells:
+            summary.skipped[c.id] = outcome.error
+    elif outcome.status == "failed":
+        for c in cells:
+            records.append_record(results_path, failed_record(suite, c, outcome.error, outcome.attempts, executor))
+            summary.failed[c.id] = outcome.error
+    else:
+        for cell, res, extra in outcome.results:
+            records.append_record(results_path, make_record(suite, cell, res, extra))
+            summary.ran += 1
+            summary.diverged += int(res.diverged)
+
+
+def _build_config(cell: Cell, task: Any) -> Dict[str, Any]:
+    m = cell.config["model"]
+    return {"name": m["name"], "in_dim": task.num_features, "out_dim": output_size(task), "norm": m["norm"],
+            "norm_kwargs": m["norm_kwargs"], "init_kwargs": m["init_kwargs"], **m["kwargs"]}

@@ -1,0 +1,341 @@
+"""Executors: *where* a suite's groups run — in this process, in a process pool, on a Ray cluster.
+
+The runner (:mod:`zoo.bench.run.driver`) resolves a suite into :class:`GroupJob` s and hands them
+to an executor together with a *work* function (``runner.execute_group``: load the task, train
+the group, return one :class:`Outcome`).  An executor only schedules: it yields each group's
+outcome as soon as it is known and never writes anything, so the driver alone appends records
+(the JSONL stays atomic, resumable and free of duplicates whatever runs the groups).
+
+=========  ===========================================================================
+local      the groups one after another in this process (default; per-epoch progress)
+process    ``--workers N``: N spawned worker processes, one torch thread each
+ray        one Ray task per group (``num_cpus`` / fractional ``num_gpus``), on a local
+           Ray instance or the cluster at ``--ray-address``; dead workers are retried
+=========  ===========================================================================
+
+Failures never stop a suite: a group whose work raised comes back as ``status="failed"``
+with the error (the work function catches it), and a worker that died — after Ray's
+``max_retries`` — is turned into a failed outcome here.  This module knows nothing of
+training; ``ray`` is imported only when the Ray executor is used.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import traceback
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from tqdm.auto import tqdm
+
+from zoo._names import unknown_name_error
+from zoo.bench.run.modes import get_mode
+
+EXECUTORS = ("local", "process", "ray")
+DIED = "worker process died while running this group (killed, or out of memory)"
+RAY_INSTALL_HINT = "pip install gat-zoo[ray]"
+
+
+@dataclass
+class GroupJob:
+    """One unit of work: cells trained together, and what a worker needs to run them anywhere."""
+
+    index: int
+    cells: List[Any]                       # zoo.bench.spec.suite.Cell (same group)
+    mode: str                              # the suite's mode (train / energy_at_init / prune_layers)
+    device: Optional[str]                  # as given by the user; resolved on the worker
+    stacked: bool
+    data_root: Optional[str] = None
+    env: Dict[str, str] = field(default_factory=dict)   # ZOO_DATA / ZOO_DATA_MIRROR of the driver
+    cost: float = 0.0
+
+
+@dataclass
+class Outcome:
+    """What came back for one job: ``ok`` with ``(cell, RunResult, extra)`` per cell, or
+    ``skipped`` (data unavailable) / ``failed`` with a reason."""
+
+    job: GroupJob
+    status: str
+    results: List[Tuple[Any, Any, Dict[str, Any]]] = field(default_factory=list)
+    error: str = ""
+    attempts: int = 1
+
+
+def failed(job: GroupJob, error: str) -> Outcome:
+    return Outcome(job, "failed", error=error)
+
+
+Work = Callable[..., Outcome]
+
+
+def format_error(exc: BaseException, limit: int = 4000) -> str:
+    """The exception and the end of its traceback (records keep it; long ones are cut)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).strip()
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+class Executor:
+    """Runs jobs and yields their outcomes in completion order (never writes anything)."""
+
+    name = "base"
+
+    def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:  # pragma: no cover
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.name
+
+
+# --------------------------------------------------------------------------- local
+
+
+class LocalExecutor(Executor):
+    """Today's loop: one group after another in this process, with a per-epoch progress bar."""
+
+    name = "local"
+
+    def __init__(self, quiet: bool = True, threads: Optional[int] = None) -> None:
+        if threads is not None and threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {threads}")
+        self.quiet = quiet
+        self.threads = threads
+
+    def describe(self) -> str:
+        return self.name if self.threads is None else f"{self.name} ({self.threads} torch thread(s))"
+
+    def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:
+        before = torch.get_num_threads()
+        try:
+            for job in jobs:
+                steps = get_mode(job.mode).progress_steps(job.cells[0])
+                inner = tqdm(total=steps, desc=group_label(job), leave=False, unit="ep", disable=self.quiet,
+                             dynamic_ncols=True)
+                if self.threads is not None:  # set per job: the caller's code may change it in between
+                    torch.set_num_threads(self.threads)
+                try:
+                    yield work(job, progress=inner.update)
+                finally:
+                    inner.close()
+        finally:
+            torch.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------- process pool
+
+
+def _init_process_worker() -> None:
+    """One torch thread per worker: N workers on N cores beat N x (all cores) oversubscribed.
+
+    Ctrl-C reaches the whole process group: workers ignore it, so that only the driver reports
+    it (one line) and stops them, instead of every worker printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # pragma: no cover - already set
+        pass
+
+
+class ProcessExecutor(Executor):
+    """``--workers N``: independent groups in N spawned processes (one torch thread each).
+
+    At most N jobs are in flight, so when a worker dies the pool is rebuilt and only the jobs
+    that were running are recorded as failed (a re-run retries them).
+    """
+
+    name = "process"
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {workers}")
+        self.workers = workers
+
+    def describe(self) -> str:
+        return f"process ({self.workers} workers)"
+
+    def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:
+        ctx = multiprocessing.get_context("spawn")  # fork would copy the driver's torch threads / locks
+        queue = list(jobs)
+        inflight: Dict[Future, GroupJob] = {}
+        pool: Optional[ProcessPoolExecutor] = None
+        try:
+            while queue or inflight:
+                if pool is None:
+                    pool = ProcessPoolExecutor(max_workers=min(self.workers, max(len(queue), 1)), mp_context=ctx,
+                                               initializer=_init_process_worker)
+                while queue and len(inflight) < self.workers:
+                    job = queue.pop(0)
+                    inflight[pool.submit(work, job)] = job
+                done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                broken = False
+                for fut in done:
+                    job = inflight.pop(fut)
+                    try:
+                        outcome = fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        outcome = failed(job, DIED)
+                    except Exception as e:  # pickling errors and the like: the work itself catches its own
+                        outcome = failed(job, format_error(e))
+                    yield outcome
+                if broken:
+                    for fut, job in list(inflight.items()):
+                        inflight.pop(fut)
+                        yield failed(job, DIED)
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = None
+        finally:
+            if pool is not None:
+                if inflight:  # interrupted (Ctrl-C, a write error): stop the running groups now, unrecorded
+                    for process in list(getattr(pool, "_processes", {}).values()):
+                        process.terminate()
+                pool.shutdown(wait=not inflight, cancel_futures=True)
+
+
+# --------------------------------------------------------------------------- ray
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError(f"--executor ray needs the optional dependency ray: {RAY_INSTALL_HINT}") from None
+    return ray
+
+
+def _ray_task(work: Work, job: GroupJob, threads: int) -> Outcome:
+    """Runs on a Ray worker: torch threads = the CPUs Ray granted, then the runner's work."""
+    torch.set_num_threads(max(1, threads))
+    return work(job)
+
+
+class RayExecutor(Executor):
+    """One Ray task per group; results are streamed back (``ray.wait``) as tasks finish.
+
+    Without ``address`` a local Ray instance is started (``num_cpus`` of this machine unless
+    given) and shut down at the end; with ``address`` the driver joins that cluster.  When Ray
+    is already initialised in this process (tests, notebooks) that session is used as is.
+    ``max_retries`` is Ray's retry count for tasks whose worker died (node lost, killed, OOM);
+    exceptions raised by the work are not retried (the work records them as failed).
+    """
+
+    name = "ray"
+
+    def __init__(self, address: Optional[str] = None, num_cpus: Optional[int] = None, cpus_per_group: float = 1.0,
+                 gpus_per_group: float = 0.0, max_retries: int = 3, env: Optional[Dict[str, str]] = None) -> None:
+        if cpus_per_group <= 0:
+            raise ValueError(f"--cpus-per-group must be > 0, got {cpus_per_group}")
+        if gpus_per_group < 0:
+            raise ValueError(f"--gpus-per-group must be >= 0, got {gpus_per_group}")
+        if max_retries < 0:
+            raise ValueError(f"--max-retries must be >= 0, got {max_retries}")
+        self.address = address
+        self.num_cpus = num_cpus
+        self.cpus_per_group = cpus_per_group
+        self.gpus_per_group = gpus_per_group
+        self.max_retries = max_retries
+        self.env = dict(env or {})
+
+    def describe(self) -> str:
+        return f"ray ({self.address or 'local'}, {self.cpus_per_group:g} cpu / {self.gpus_per_group:g} gpu per group)"
+
+    def _connect(self, ray: Any) -> bool:
+        """Initialise Ray unless it already is; True when this executor must shut it down."""
+        if ray.is_initialized():
+            return False
+        kwargs: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "runtime_env": {"env_vars": self.env} if self.env else None}
+        if self.address:
+            ray.init(address=self.address, **kwargs)
+        else:
+            ray.init(num_cpus=self.num_cpus or os.cpu_count(), **kwargs)
+        return True
+
+    def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:
+        ray = import_ray()
+        if not jobs:
+            return
+        started = self._connect(ray)
+        remote = ray.remote(_ray_task).options(num_cpus=self.cpus_per_group, num_gpus=self.gpus_per_group,
+                                                max_retries=self.max_retries, retry_exceptions=False)
+        threads = max(1, int(self.cpus_per_group))
+        refs: Dict[Any, GroupJob] = {}
+        try:
+            for job in jobs:
+                refs[remote.remote(work, job, threads)] = job
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                for ref in ready:
+                    job = refs.pop(ref)
+                    try:
+                        outcome = ray.get(ref)
+                    except ray.exceptions.RayError as e:  # worker died max_retries + 1 times, or similar
+                        outcome = failed(job, f"{type(e).__name__}: {_short(e)}")
+                        outcome.attempts = self.max_retries + 1
+                    yield outcome
+        finally:
+            for ref in refs:  # driver interrupted: cancel what is still queued / running
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # pragma: no cover - best effort on the way out
+                    pass
+            if started:
+                ray.shutdown()
+
+
+def _short(e: BaseException, limit: int = 2000) -> str:
+    text = str(e).strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def group_label(job: GroupJob) -> str:
+    c = job.cells[0].config
+    depth = c["model"]["kwargs"].get("num_layers", "")
+    return f"{c['task']['dataset']} {c['model']['name']} L={depth} x{len(job.cells)}"
+
+
+def auto_workers(jobs: int, device: Optional[str]) -> int:
+    """``--workers auto``: one process per core (capped by the jobs) on CPU; 1 on a GPU, where one
+    process stacks the replicas and several would only contend for the device.
+
+    The CLI's default (``zoo bench`` without ``--workers``): on the 2-core machine the quick suite
+    measured faster with 2 workers than in-process, the spawn + torch/zoo import per worker
+    included (docs/distributed.md).  ``run_suite``'s own default stays 1 (library use, tests).
+    """
+    if device not in (None, "auto", "cpu"):
+        return 1
+    if device in (None, "auto") and torch.cuda.is_available():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, jobs))
+
+
+def make_executor(name: str = "local", *, workers: int = 1, quiet: bool = True, ray_address: Optional[str] = None,
+                  ray_num_cpus: Optional[int] = None, cpus_per_group: float = 1.0, gpus_per_group: float = 0.0,
+                  max_retries: int = 3, env: Optional[Dict[str, str]] = None,
+                  threads: Optional[int] = None) -> Executor:
+    """The executor by name; ``local`` with ``workers > 1`` means ``process``.
+
+    ``threads``: torch intra-op threads of the ``local`` executor (``None``: torch's default).
+    """
+    if name not in EXECUTORS:
+        raise unknown_name_error("executor", name, EXECUTORS)
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    if name == "ray":
+        if workers != 1:
+            raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs "
+                             "set the parallelism (--cpus-per-group / --gpus-per-group per task)")
+        return RayExecutor(ray_address, ray_num_cpus, cpus_per_group, gpus_per_group, max_retries, env)
+    if name == "process" or workers > 1:
+        return ProcessExecutor(workers)
+    return LocalExecutor(quiet=quiet, threads=threads)
+

@@ -1,0 +1,133 @@
+"""The run modes as objects: what one group of cells produces once its replicas are built.
+
+Each mode implements a declaration of :mod:`zoo.bench.spec.measures` (its name and the metrics
+its records hold) and produces one :class:`~zoo.bench.run.train.RunResult` per replica; the
+runner calls :meth:`Mode.produce` and never names a metric.
+
+- ``train``: the training protocol (:func:`~zoo.bench.run.train.train_replicas`); cells with a
+  ``prune_layers`` list are also pruned (as in ``prune_layers``).
+- ``energy_at_init``: no training; the Laplacian energy of the last layer's output at
+  initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
+- ``prune_layers``: train, then the test accuracy of the best state with one layer skipped
+  (nonlocal paper Table 8).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from zoo.bench.run.train import Replicas, RunResult, score, train_replicas
+from zoo.bench.spec.config import TrainConfig
+from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
+from zoo.bench.spec.suite import Cell
+from zoo.diagnostics import energy_trace, loglog_slope
+
+Progress = Optional[Callable[[int], None]]
+
+
+class Mode:
+    """A suite mode: ``spec`` declares it; :meth:`produce` makes the group's results."""
+
+    spec: ModeSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def progress_steps(self, cell: Cell) -> int:
+        """How many progress ticks a group of ``cell`` makes (states evaluated: epochs + 1)."""
+        return (cell.config["train"]["epochs"] if self.spec.trains else 0) + 1
+
+    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
+                progress: Progress, started: float) -> List[RunResult]:
+        raise NotImplementedError
+
+
+class Train(Mode):
+    spec = MODE_SPECS["train"]
+
+    def prunes(self, cells: Sequence[Cell]) -> bool:
+        return bool(cells[0].config["run"].get("prune_layers"))
+
+    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
+                progress: Progress, started: float) -> List[RunResult]:
+        results = train_replicas(task, replicas, view, cfg, [c.seed for c in cells], progress=progress)
+        if self.prunes(cells):
+            prune(task, replicas, view, cells, results)
+        return results
+
+
+class PruneLayers(Train):
+    spec = MODE_SPECS["prune_layers"]
+
+    def prunes(self, cells: Sequence[Cell]) -> bool:
+        return True
+
+
+class EnergyAtInit(Mode):
+    spec = MODE_SPECS["energy_at_init"]
+
+    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
+                progress: Progress, started: float) -> List[RunResult]:
+        if task.kind != "transductive":
+            raise ValueError("energy_at_init needs a transductive dataset (one graph)")
+        # Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the final layer's output X^L, read from
+        # the model's taps (before the decoder); the whole per-layer trace is kept in the record's extra.
+        traces = []
+        for r in range(replicas.size):
+            replicas.base.load_state_dict(replicas.state_of(r), strict=False)
+            replicas.base.eval()
+            traces.append(energy_trace(replicas.base, view.edge_index, view.x).tolist())
+        elapsed = time.perf_counter() - started
+        return [RunResult(metrics={"laplacian_energy": trace[-1]}, val_loss=None, train_loss=None, best_epoch=None,
+                          epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,
+                          wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters(),
+                          extra={"laplacian_energy_per_layer": trace,
+                                 "laplacian_energy_loglog_slope": _slope(trace)})
+                for trace in traces]
+
+
+MODES: Dict[str, Mode] = {m.name: m for m in (Train(), EnergyAtInit(), PruneLayers())}
+assert set(MODES) == set(MODE_SPECS), "every declared mode has an implementation"
+
+
+def get_mode(name: str) -> Mode:
+    """The mode object of a suite's ``mode`` (names are validated when the suite is read)."""
+    return MODES[name]
+
+
+def _slope(trace: List[float]) -> Optional[float]:
+    """Fig. 1 of the nonlocal paper: the log-log slope of the per-layer energy (None if undefined)."""
+    try:
+        return loglog_slope(trace)
+    except ValueError:
+        return None
+
+
+def prune(task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], results: List[RunResult]) -> None:
+    """Nonlocal paper Table 8: test accuracy of the best state with one layer skipped (1-based index)."""
+    if task.kind != "transductive":
+        raise ValueError("layer pruning is implemented for transductive datasets")
+    layers = [int(v) for v in cells[0].config["run"]["prune_layers"]]
+    best = [torch.stack([r.best_state[n] for r in results]) for n in replicas.names]  # type: ignore[index]
+    base = replicas.base
+    num_layers = getattr(base, "num_layers", None)
+    pruned: List[Dict[str, Optional[float]]] = [dict() for _ in results]
+    mask = view.masks["test"]
+    try:
+        for layer in layers:
+            if num_layers is None or not 1 <= layer <= num_layers:
+                raise ValueError(f"prune_layers: layer {layer} is outside 1..{num_layers}")
+            base.skipped_layers = {layer - 1}
+            with torch.no_grad():
+                out = replicas.forward(*view.inputs(), train=False, params=best)
+                acc = score(task, out[:, mask], view.y[mask]).tolist()
+            for r, a in enumerate(acc):
+                pruned[r][str(layer)] = a
+    finally:
+        base.skipped_layers = set()
+    for r, res in enumerate(results):
+        res.metrics["pruned"] = pruned[r]  # type: ignore[assignment]
+        res.best_state = None

@@ -1,0 +1,1 @@
+"""zoo.bench.spec: see zoo/bench/__init__.py for the layers."""

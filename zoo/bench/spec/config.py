@@ -1,0 +1,123 @@
+"""The training-config schema (torch-free): what a suite's trainer keys mean and which values are valid.
+
+:class:`TrainConfig` is a plain dataclass checked on construction; the trainer
+(:mod:`zoo.bench.run.train`) consumes it.  The optimiser and scheduler *names* and the plateau
+scheduler's options live here too, so a suite can be validated without importing torch.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from zoo._names import normalize_name, unknown_name_error
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+LR_SCHEDULERS = ("none", "plateau")
+#: ``torch.optim.lr_scheduler.ReduceLROnPlateau``'s defaults (mode "min": the monitored value is a loss).
+PLATEAU_DEFAULTS: Dict[str, Any] = {"factor": 0.1, "patience": 10, "threshold": 1e-4, "threshold_mode": "rel",
+                                    "cooldown": 0, "min_lr": 0.0, "eps": 1e-8}
+
+
+def plateau_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """``ReduceLROnPlateau``'s options (torch defaults filled in), checked; bad ones raise ``ValueError``."""
+    unknown = sorted(set(options) - set(PLATEAU_DEFAULTS))
+    if unknown:
+        raise ValueError(f"lr_scheduler 'plateau' has no option(s) {', '.join(map(repr, unknown))}; "
+                         f"its options (torch ReduceLROnPlateau, mode 'min'): {', '.join(PLATEAU_DEFAULTS)}")
+    opts = {**PLATEAU_DEFAULTS, **options}
+    for name in ("factor", "threshold", "min_lr", "eps"):
+        v = opts[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == math.inf:
+            raise ValueError(f"lr_scheduler 'plateau': {name} must be a finite number >= 0, got {v!r}")
+    if not opts["factor"] < 1.0:
+        raise ValueError(f"lr_scheduler 'plateau': factor must be < 1 (the lr is multiplied by it), got {opts['factor']!r}")
+    for name in ("patience", "cooldown"):
+        v = opts[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"lr_scheduler 'plateau': {name} must be an integer >= 0, got {v!r}")
+    if opts["threshold_mode"] not in ("rel", "abs"):
+        raise ValueError(f"lr_scheduler 'plateau': threshold_mode must be 'rel' or 'abs', got {opts['threshold_mode']!r}")
+    return opts
+
+
+SPLITS = ("train", "val", "test")
+SELECT = ("val_metric", "val_loss", "train_metric", "last")
+
+
+@dataclass
+class TrainConfig:
+    """How to train (every field is a suite key; see ``docs/benchmarks.md``)."""
+
+    optimizer: str = "adam"
+    lr: float = 0.005
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    betas: Tuple[float, float] = (0.9, 0.999)
+    warmup_epochs: int = 0
+    epochs: int = 200
+    patience: Optional[int] = None
+    loss_threshold: float = 1e-4
+    select: str = "val_metric"        # "val_metric" | "val_loss" | "train_metric" (fit studies) | "last"
+    patience_on: str = "select"       # "select" | "either": reset patience when val loss OR metric improves
+    batch_size: int = 0               # graphs per mini-batch (inductive/graph tasks); 0 = all
+    data_seed: int = 0
+    keep_best_state: bool = False     # keep each replica's best parameters (layer pruning needs them)
+    lr_scheduler: str = "none"        # "none" | "plateau" (ReduceLROnPlateau on the validation loss)
+    lr_scheduler_kwargs: Dict[str, Any] = field(default_factory=dict)  # e.g. {"factor": 0.1, "patience": 10}
+
+    def __post_init__(self) -> None:
+        _check_values(self)
+        if self.select not in SELECT:
+            raise ValueError(f"select must be one of {SELECT}, got {self.select!r}")
+        if self.patience_on not in ("select", "either"):
+            raise ValueError(f"patience_on must be 'select' or 'either', got {self.patience_on!r}")
+        if self.epochs < 0:
+            raise ValueError(f"epochs must be >= 0, got {self.epochs}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be >= 1 (or unset), got {self.patience}")
+        if not isinstance(self.lr_scheduler, str) or not isinstance(self.lr_scheduler_kwargs, dict):
+            raise ValueError(f"lr_scheduler must be a name and lr_scheduler_kwargs a table, got "
+                             f"{self.lr_scheduler!r} and {self.lr_scheduler_kwargs!r}")
+        check_lr_scheduler(self.lr_scheduler, self.lr_scheduler_kwargs)  # bad settings fail here
+
+
+def _check_values(cfg: "TrainConfig") -> None:
+    """Types and ranges of the numeric fields (bools are not numbers; NaN is never valid)."""
+    def number(name: str, low: float, integer: bool = False, strict: bool = False) -> None:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or v != v:
+            raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {v!r}")
+        if v < low or (strict and v == low) or v == math.inf:
+            raise ValueError(f"{name} must be {'>' if strict else '>='} {low}"
+                             f"{'' if integer else ' (and finite)'}, got {v!r}")
+
+    number("lr", 0, strict=True)
+    number("weight_decay", 0)
+    number("momentum", 0)
+    for name in ("warmup_epochs", "epochs", "batch_size"):
+        number(name, 0, integer=True)
+    number("data_seed", -math.inf, integer=True)
+    if cfg.patience is not None:  # None = no patience
+        number("patience", 1, integer=True)
+    if isinstance(cfg.loss_threshold, bool) or not isinstance(cfg.loss_threshold, (int, float)) \
+            or cfg.loss_threshold != cfg.loss_threshold:
+        raise ValueError(f"loss_threshold must be a number, got {cfg.loss_threshold!r}")
+    betas = cfg.betas
+    if (not isinstance(betas, (tuple, list)) or len(betas) != 2
+            or any(isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b < 1.0 for b in betas)):
+        raise ValueError(f"betas must be two numbers in [0, 1) (beta1, beta2), e.g. [0.9, 0.999]; got {betas!r}")
+
+
+def check_lr_scheduler(name: str, options: Optional[Mapping[str, Any]] = None) -> None:
+    """Raise ``ValueError`` if ``name`` / ``options`` do not describe a valid stacked scheduler."""
+    key = normalize_name(name)
+    if key == "none":
+        if options:
+            raise ValueError(f"lr_scheduler_kwargs {dict(options)!r} given without an lr_scheduler; "
+                             "set lr_scheduler = \"plateau\" or drop them")
+        return
+    if key == "plateau":
+        plateau_options(dict(options or {}))
+        return
+    raise unknown_name_error("lr_scheduler", name, LR_SCHEDULERS)

@@ -1,0 +1,77 @@
+"""The plugin registries as the spec sees them: names, canonical spellings and default options.
+
+The spec layer is importable without torch, but the registries it validates against (models,
+inits, norms, datasets, readouts, transforms) live in packages that import torch.  They are named
+here as data (:data:`REGISTRIES`) and loaded with ``importlib`` on the first lookup — the spec's one
+runtime link to the torch side, in one place, like ``zoo/__init__``'s lazy names (PEP 562).
+Reading a suite therefore loads torch only when it checks a model or dataset name.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, Tuple
+
+from zoo._names import normalize_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from zoo.datasets import DatasetSpec
+
+#: plugin kind -> (module holding its registry, registry name); models need their families registered
+REGISTRIES: Dict[str, Tuple[str, str]] = {
+    "model": ("zoo.registry", "MODELS"), "init": ("zoo.inits", "INITS"), "norm": ("zoo.norms", "NORMS"),
+    "dataset": ("zoo.datasets", "DATASETS"), "readout": ("zoo.nn.readout", "READOUTS"),
+    "transform": ("zoo.datasets.transforms", "TRANSFORMS"),
+}
+PLUGIN_KINDS = ("model", "init", "norm", "dataset", "readout")
+#: importing these registers every model family (and one paper's encoders and heads) in zoo.registry
+_PLUGIN_MODULES = ("zoo.models", "zoo.papers")
+
+
+def _module(name: str) -> Any:
+    if name == "zoo.registry":
+        for module in _PLUGIN_MODULES:
+            importlib.import_module(module)
+    return importlib.import_module(name)
+
+
+def registry(kind: str) -> Any:
+    """The registry of plugin ``kind`` (a key of :data:`REGISTRIES`), loaded on first use."""
+    if kind not in REGISTRIES:
+        raise ValueError(f"unknown plugin kind {kind!r}; one of {', '.join(REGISTRIES)}")
+    module, attr = REGISTRIES[kind]
+    return getattr(_module(module), attr)
+
+
+def model_options(model: str) -> Dict[str, Any]:
+    """Constructor options (with defaults) of ``model`` (``gat`` or a preset ``gat.tag``)."""
+    return _module("zoo.registry").constructor_options(registry("model").get(model.split(".")[0]))
+
+
+def dataset_spec(dataset: str) -> "DatasetSpec":
+    """The dataset registry's card for ``dataset`` (sizes, options, kind)."""
+    return _module("zoo.datasets").get_spec(dataset)
+
+
+def dataset_options(dataset: str) -> Dict[str, Any]:
+    """Loader options (with defaults) of ``dataset``."""
+    return dict(dataset_spec(dataset).options)
+
+
+def canonical_name(kind: str, name: str) -> str:
+    """The registered spelling of plugin ``name`` of ``kind`` (one of :data:`PLUGIN_KINDS`);
+    an unknown name raises ``ValueError`` listing the close matches."""
+    if kind == "model":
+        base, _, tag = name.partition(".")
+        return registry("model").canonical(base) + (f".{normalize_name(tag)}" if tag else "")
+    return registry(kind).canonical(name)
+
+
+def canonical_transform(name: str) -> str:
+    """The registered spelling of dataset transform ``name``."""
+    return registry("transform").canonical(name)
+
+
+def try_build(name: str, norm: str, norm_kwargs: Any, kwargs: Dict[str, Any]) -> None:
+    """Build model ``name`` once on a toy size (8 -> 4); bad options raise ``TypeError``/``ValueError``."""
+    build = _module("zoo").build  # the package's build: registers the model families first
+    build(name, in_dim=8, out_dim=4, init="xavier", norm=norm, norm_kwargs=norm_kwargs or None, **kwargs)

@@ -1,0 +1,196 @@
+"""Choosing part of a suite: ``--where KEY=V1[,V2]`` slices and ``--shard I/N`` job-array shards.
+
+Both select *cells of the full suite*: run ids stay the full suite's, so a slice or a shard
+and a later full run into the same folder share their records (the full run skips what is
+done).  Shards split the suite's groups (never a group) into N deterministic, cost-balanced
+parts: the same suite and ``--where`` give the same partition on every machine.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from zoo._names import close_matches, normalize_name
+from zoo._toml import tomllib
+from zoo.bench.spec.cells import cell_value
+from zoo.bench.spec.plugins import dataset_spec
+from zoo.bench.spec.suite import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
+
+
+class SelectionError(ValueError):
+    """A ``--where`` or ``--shard`` argument that selects nothing or cannot be read."""
+
+
+# --------------------------------------------------------------------------- --where
+
+
+def parse_where(items: Sequence[str]) -> Dict[str, List[Any]]:
+    """``["dataset=cora", "num_layers=2,5"]`` -> ``{"dataset": ["cora"], "num_layers": [2, 5]}``.
+
+    Values are read as TOML scalars (``2``, ``0.5``, ``true``), bare words as strings; a key
+    given twice is an error (give all its values in one ``KEY=V1,V2``).
+    """
+    out: Dict[str, List[Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not raw.strip():
+            raise SelectionError(f"--where takes KEY=V1[,V2,...], got {item!r} (e.g. --where dataset=cora)")
+        if key in out:
+            raise SelectionError(f"--where {key} is given twice; write --where {key}=V1,V2")
+        values = []
+        for part in raw.split(","):
+            part = part.strip()
+            try:
+                values.append(tomllib.loads(f"v = {part}")["v"])
+            except Exception:
+                values.append(part)
+        out[key] = values
+    return out
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return normalize_name(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, (list, dict)):
+        return repr(v)
+    return v
+
+
+def _suite_keys(suite: Suite) -> List[str]:
+    """Keys a suite file sets (defaults, grid, variants, overrides, quick) plus the fixed cell keys."""
+    raw = suite.raw or {}
+    keys = set(TRAIN_KEYS) | set(TASK_KEYS) | set(PLUGIN_KEYS) | set(RUN_KEYS)
+    tables = [raw.get("defaults") or {}, raw.get("grid") or {}, *(raw.get("variants") or {}).values(),
+              *(o for o in raw.get("override") or []), *((raw.get("quick") or {}).get(t) or {} for t in
+                                                          ("defaults", "grid"))]
+    for t in tables:
+        for k, v in t.items():
+            if k in ("arch", "data") and isinstance(v, dict):
+                keys.update(f"{k}.{kk}" for kk in v)
+            elif k != "when":
+                keys.add(k)
+    for c in suite.cells:
+        keys.update(c.config["model"]["kwargs"])
+        keys.update(c.config["task"]["options"])
+    return sorted(keys)
+
+
+def varying_keys(suite: Suite) -> List[str]:
+    """Suite keys whose value differs between cells (what a slice usually picks by)."""
+    out = []
+    for k in _suite_keys(suite):
+        if len({repr(_norm(cell_value(c.config, k))) for c in suite.cells}) > 1:
+            out.append(k)
+    return out
+
+
+def select_where(suite: Suite, where: Mapping[str, Sequence[Any]]) -> List[Cell]:
+    """The cells matching every ``--where`` clause (values of one key are alternatives)."""
+    if not where:
+        return list(suite.cells)
+    valid = _suite_keys(suite)
+    cells = list(suite.cells)
+    for key, values in where.items():
+        if key not in valid:
+            near = close_matches(key, valid)
+            raise SelectionError(
+                f"--where: unknown key {key!r}" + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
+                + f". Keys that vary in suite {suite.name!r}: {', '.join(varying_keys(suite)) or '(none)'}; "
+                f"every cell key is accepted: {', '.join(valid)}.")
+        have = {}
+        for c in suite.cells:
+            v = cell_value(c.config, key)
+            have.setdefault(repr(_norm(v)), v)
+        shown = ", ".join(sorted(str(v) for v in have.values()))
+        for v in values:
+            if repr(_norm(v)) not in have:
+                raise SelectionError(f"--where {key}={v}: no cell of suite {suite.name!r} has {key}={v}. "
+                                     f"Its values of {key}: {shown}.")
+        wanted = {repr(_norm(v)) for v in values}
+        cells = [c for c in cells if repr(_norm(cell_value(c.config, key))) in wanted]
+    if not cells:
+        clauses = " ".join(f"--where {k}={','.join(map(str, v))}" for k, v in where.items())
+        raise SelectionError(f"{clauses}: every value exists in suite {suite.name!r}, but no cell matches all "
+                             "clauses together; loosen one of them")
+    return cells
+
+
+# --------------------------------------------------------------------------- --shard
+
+
+def parse_shard(text: str) -> Tuple[int, int]:
+    """``"2/3"`` -> ``(2, 3)`` (1-based, like Slurm's ``$SLURM_ARRAY_TASK_ID`` with ``--array=1-N``)."""
+    try:
+        i, n = (int(p) for p in text.split("/"))
+    except ValueError:
+        raise SelectionError(f"--shard takes I/N (e.g. 2/3, shards numbered 1..N), got {text!r}") from None
+    if n < 1 or not 1 <= i <= n:
+        raise SelectionError(f"--shard {text}: need 1 <= I <= N (shards are numbered 1..N)")
+    return i, n
+
+
+_DEFAULT_NODES = 1000  # datasets whose size is not a number in the registry (generated ones)
+
+
+def _size(dataset: str) -> float:
+    """nodes + edges from the dataset registry's statistics (no data is loaded)."""
+    stats = dict(dataset_spec(dataset).stats)
+    nodes = stats.get("nodes")
+    edges = stats.get("edges")
+    nodes = nodes if isinstance(nodes, (int, float)) else _DEFAULT_NODES
+    edges = edges if isinstance(edges, (int, float)) else 4 * nodes
+    return float(nodes + edges)
+
+
+def group_cost(cells: Sequence[Cell]) -> float:
+    """Estimated cost of a group: graph size x layers x epochs x replicas.
+
+    Graph size is nodes + edges: a layer's work is linear in both (the N x F feature matmuls and
+    the E x H attention terms), so a product would overweight large graphs by the other factor.
+    """
+    c = cells[0].config
+    layers = c["model"]["kwargs"].get("num_layers", 2)
+    layers = layers if isinstance(layers, int) and layers > 0 else 2
+    epochs = max(int(c["train"].get("epochs") or 1), 1)
+    return _size(c["task"]["dataset"]) * layers * epochs * len(cells)
+
+
+def shard_groups(groups: Mapping[str, Sequence[Cell]], index: int, count: int) -> List[str]:
+    """Group ids of shard ``index`` (1-based) of ``count``: greedy longest-processing-time first.
+
+    Groups are taken by decreasing cost (ties by id) and each goes to the least-loaded shard
+    (ties to the lowest number) — deterministic, and within 4/3 of the best balance.
+    """
+    loads = [0.0] * count
+    owner: Dict[str, int] = {}
+    for gid in sorted(groups, key=lambda g: (-group_cost(groups[g]), g)):
+        k = min(range(count), key=lambda s: (loads[s], s))
+        owner[gid] = k
+        loads[k] += group_cost(groups[gid])
+    return [g for g in groups if owner[g] == index - 1]
+
+
+def select(suite: Suite, where: Optional[Mapping[str, Sequence[Any]]] = None,
+           shard: Optional[Tuple[int, int]] = None) -> List[Cell]:
+    """Cells of ``suite`` chosen by ``--where`` and then ``--shard`` (suite order kept)."""
+    cells = select_where(suite, where or {})
+    if shard is None:
+        return cells
+    groups: Dict[str, List[Cell]] = {}
+    for c in cells:
+        groups.setdefault(c.group, []).append(c)
+    keep = set(shard_groups(groups, *shard))
+    return [c for c in cells if c.group in keep]
+
+
+def selection_info(where: Optional[Mapping[str, Sequence[Any]]], shard: Optional[Tuple[int, int]]
+                   ) -> Optional[Dict[str, Any]]:
+    """What ``suite.resolved.json`` stores under ``selection`` (None for a full run)."""
+    if not where and shard is None:
+        return None
+    return {"where": {k: list(v) for k, v in (where or {}).items()},
+            "shard": None if shard is None else [shard[0], shard[1]]}
