@@ -52,3 +52,23 @@ def test_root_that_is_a_file(tmp_path, monkeypatch):
     monkeypatch.setenv("ZOO_DATA", str(file))
     with pytest.raises(ValueError, match=r"\$ZOO_DATA=.* is a file, not a folder"):
         zd.load("twin")
+
+
+@pytest.mark.parametrize("value", ["False", "no", 0, 1.5])
+def test_suite_and_set_refuse_non_boolean_switches_at_load(value, tmp_path, monkeypatch, capsys):
+    """`--set data.undirected=False` (a bare word: the string 'False') fails before any training."""
+    from zoo.bench.spec.suite import SuiteError, parse_suite
+    from zoo.cli import main
+
+    raw = {"suite": {"name": "opts"}, "defaults": {"dataset": "cornell", "model": "gat", "epochs": 1,
+                                                   "num_layers": 1, "data.undirected": value},
+           "grid": {"seed": [0]}, "leaderboard": {"rows": ["model"], "columns": "num_layers", "metric": "test"}}
+    with pytest.raises(SuiteError, match="option undirected must be true or false"):
+        parse_suite(raw)
+    monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
+    out = tmp_path / "o"
+    argv = ["train", "--model", "gat", "--dataset", "cornell", "--layers", "1", "--epochs", "1", "--quiet",
+            "--out", str(out), "--set", f"data.undirected={value}"]
+    assert main(argv) == 2
+    assert "option undirected must be true or false" in capsys.readouterr().err
+    assert not (out / "results.jsonl").exists()

@@ -284,6 +284,10 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
         else:
             _check_keys(where, {key: value}, valid_all)
     _check_split(where, dataset, task["split"])
+    try:  # a switch takes true/false only: "False" or "no" would switch a transform on (issue 26)
+        registries.check_dataset_options(dataset, task["options"])
+    except (TypeError, ValueError) as e:
+        raise SuiteError(f"{where}: {e}") from None
     if run["dtype"] not in DTYPES:
         raise SuiteError(f"{where}: dtype must be one of {DTYPES}, got {run['dtype']!r}")
     if train["select"] not in SELECT:
