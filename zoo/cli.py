@@ -428,7 +428,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "bench":
             from zoo.bench.spec.suite import load_suite
 
-            suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set))
+            from zoo.bench.spec.selection import parse_where
+
+            suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set),
+                               where=parse_where(args.where or []))
             out = Path(args.out) if args.out else default_bench_out(suite, args.quick)
             return _bench(suite, out, args, leaderboard=not args.no_leaderboard)
         if args.command == "train":
