@@ -23,6 +23,19 @@ def _deterministic():
     yield
 
 
+def papers_dir() -> Path:
+    """The papers' text (``shared/papers/*.md`` beside the checkout, or ``$ZOO_PAPERS``); skips
+    the calling test where it is not on this machine."""
+    candidates = [os.environ.get("ZOO_PAPERS"), REPO.parent / "shared" / "papers"]
+    mirror = os.environ.get("ZOO_DATA_MIRROR")
+    if mirror:  # the datasets' mirror sits beside the papers (../shared/datasets)
+        candidates.append(Path(mirror).parent / "papers")
+    for c in candidates:
+        if c and Path(c).is_dir() and any(Path(c).glob("*.md")):
+            return Path(c)
+    pytest.skip("the papers' text is not here: set ZOO_PAPERS to the folder of the papers' .md files")
+
+
 def awkward_graph() -> tuple:
     """7 nodes: node 6 isolated, a self-loop on node 2, a duplicated edge 0->1, a directed edge 5->4."""
     edges = [(0, 1), (1, 0), (0, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 2), (3, 4), (4, 3), (5, 4), (0, 3)]

@@ -177,7 +177,12 @@ def fmt(s: Summary, digits: int = 2) -> str:
     if s.kind == "geometric":  # scientific notation: energies span many decades
         if s.n == 1:
             return f"{s.mean:.2e} (n=1)"
-        return f"{s.mean:.2e} [{s.low:.1e} … {s.high:.1e}] ({s.n})"
+        text = f"{s.mean:.2e} [{s.low:.1e} … {s.high:.1e}] ({s.n})"
+        if s.ci95 is not None and math.isfinite(s.ci95):
+            # the interval that decides a status (zoo.bench.analyze.status.cell_status): the 95 % CI of
+            # the geometric mean, mean ×/÷ 10^ci95 — printed so that every status can be checked here
+            text += f", 95 % CI {s.mean / 10 ** s.ci95:.1e} … {s.mean * 10 ** s.ci95:.1e}"
+        return text
     if s.ci95 is None:
         return f"{s.mean:.{digits}f} (n={s.n})"
     return f"{s.mean:.{digits}f} ± {s.ci95:.{digits}f} ({s.n})"

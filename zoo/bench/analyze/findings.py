@@ -28,7 +28,13 @@ A *selector* (``a``, ``b``, ``cells``) is ``{key: value or [values]}`` over cell
 leaderboard's rows / columns / table_by and any other key the suite sets, as in ``zoo bench
 --where``; plugin aliases allowed), or a list of such (their union).  ``where`` (a selector)
 restricts every cell the check reads; ``over`` names the leaderboard's column key (optional,
-checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``.
+checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``, or on a
+test-accuracy suite ``"train"`` / ``"val"`` (the same selected state's other splits).
+
+Sources (issue 23): a ``quote`` is the paper's own text, verbatim modulo whitespace; a sentence
+the text extraction splits is two excerpts joined by ``[...]`` (:func:`quote_in_text`).  A check
+must hold on the paper's own stored numbers wherever it has them (the report shows that verdict
+beside ours); both rules are tested on every shipped finding.
 
 Verdict of one comparison, from each cell's mean and 95 % CI (:mod:`zoo.bench.analyze.stats`; energies
 in log10, with the CI of the log-mean):
@@ -47,6 +53,7 @@ else ``inconclusive``.  How many of its comparisons ran is stated beside it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -72,6 +79,9 @@ KINDS: Dict[str, Tuple[str, ...]] = {
     "bounded": ("cells", "spread"),
 }
 EPOCHS = "epochs_to_best"
+#: a test-accuracy suite records the training and validation accuracies of the same selected state:
+#: a finding about them ("no degradation in training or validation accuracy") reads that split
+OTHER_SPLITS = ("train", "val")
 _EPS = 1e-9  # thresholds are rounded decimals: a value on the bound satisfies at_least / at_most
 
 
@@ -210,6 +220,25 @@ def parse_findings(raw: Any, origin: str) -> List[Finding]:
     return out
 
 
+# --------------------------------------------------------------------------- quotes
+
+#: joins the excerpts of a quote that the text extraction splits (around a table, a page break)
+QUOTE_GAP = "[...]"
+
+
+def quote_excerpts(quote: str) -> List[str]:
+    """A quote's excerpts, whitespace removed: each must occur in the paper's text as it is."""
+    return ["".join(part.split()) for part in quote.split(QUOTE_GAP) if part.strip()]
+
+
+def quote_in_text(quote: str, text: str) -> bool:
+    """Whether every excerpt of ``quote`` occurs verbatim in ``text`` (whitespace ignored: the
+    papers' text extraction breaks lines and spaces punctuation, as in "Bal_O , consistently")."""
+    flat = "".join(text.split())
+    excerpts = quote_excerpts(quote)
+    return bool(excerpts) and all(e in flat for e in excerpts)
+
+
 # --------------------------------------------------------------------------- cells
 
 
@@ -264,9 +293,11 @@ def validate(findings: Sequence[Finding], board: lb.Board, keys: Sequence[str], 
             raise FindingsError(f"{where}: check.over is {f.check['over']!r} but the suite's leaderboard columns are "
                                 f"{lay['columns']!r}; comparisons are made per {lay['columns']} value (drop 'over' "
                                 "or name that key)")
-        if f.metric not in (None, lay["metric"], EPOCHS):
+        if f.metric not in (None, lay["metric"], EPOCHS) and not other_split(f, lay):
             raise FindingsError(f"{where}: check.metric {f.metric!r} is not this suite's metric; use "
-                                f"{lay['metric']!r} (default) or {EPOCHS!r}")
+                                f"{lay['metric']!r} (default) or {EPOCHS!r}"
+                                + (f" or another split ({', '.join(OTHER_SPLITS)})" if lay["metric"] == "test"
+                                   else ""))
         for name, sels in [("where", [f.where]), *f.selectors.items()]:
             for sel in sels:
                 for k, vs in sel.items():
@@ -528,6 +559,16 @@ class Result:
         return sum(c.verdict != NOT_RUN for c in self.paper_comparisons)
 
 
+def other_split(f: Finding, layout: Mapping[str, Any]) -> bool:
+    """Whether ``f`` reads another split's accuracy than the board's (``metric = "val"`` on a test board)."""
+    return f.metric in OTHER_SPLITS and layout.get("metric") == "test"
+
+
+def with_metric(board: lb.Board, metric: str) -> lb.Board:
+    """``board``'s cells read as another recorded metric (for the paper's numbers of that metric)."""
+    return dataclasses.replace(board, layout={**board.layout, "metric": metric})
+
+
 def paper_numbers(board: lb.Board, reported: Optional[Mapping[str, Any]]) -> Dict[Tuple[Any, Any, Any], lb.Entry]:
     """The paper's stored numbers as leaderboard entries on ``board``'s cells (mean = the value,
     its 95 % CI where stored; energies as one geometric value): to run a finding on the paper's own data."""
@@ -547,18 +588,25 @@ def paper_numbers(board: lb.Board, reported: Optional[Mapping[str, Any]]) -> Dic
 
 
 def evaluate(findings: Sequence[Finding], board: lb.Board, numbers: Numbers,
-             reported: Optional[Mapping[str, Any]] = None, paper_board: Optional[lb.Board] = None) -> List[Result]:
+             reported: Optional[Mapping[str, Any]] = None, paper_board: Optional[lb.Board] = None,
+             split_numbers: Optional[Mapping[str, Numbers]] = None) -> List[Result]:
     """Each finding's verdict on ``numbers`` over the cells of ``board`` (a :func:`skeleton`), and
     on the paper's own numbers where ``reported`` stores them for the cells it compares (over the
-    cells of ``paper_board``, default ``board``: the full suite where the records cover a slice)."""
+    cells of ``paper_board``, default ``board``: the full suite where the records cover a slice).
+    A finding about another split (:func:`other_split`) reads ``split_numbers[its metric]``
+    (missing: not run) and the paper's numbers of that metric."""
     paper_board = paper_board or board
     paper = paper_numbers(paper_board, reported) if reported else {}
     out = []
     for f in findings:
-        comps = comparisons(f, board, numbers)
+        split = other_split(f, board.layout)
+        cells = with_metric(board, f.metric) if split else board
+        comps = comparisons(f, cells, (split_numbers or {}).get(f.metric, {}) if split else numbers)
         res = Result(f, combine([c.verdict for c in comps]), comps)
-        if paper and f.metric != EPOCHS:
-            res.paper_comparisons = [c for c in comparisons(f, paper_board, paper, paper=True)
+        own = paper_numbers(with_metric(paper_board, f.metric), reported) if split and reported else paper
+        if own and f.metric != EPOCHS:
+            res.paper_comparisons = [c for c in comparisons(f, with_metric(paper_board, f.metric) if split
+                                                            else paper_board, own, paper=True)
                                      if c.verdict != NOT_RUN]
             res.paper = combine([c.verdict for c in res.paper_comparisons]) if res.paper_comparisons else None
         out.append(res)

@@ -18,6 +18,13 @@ Status of a cell that has a paper number (:func:`cell_status`):
 * *open* — not reproduced and not explained; the notes file must say what was tried
   (``status = "open"``), else the report is refused (:class:`MissingNotesError`).
 
+Only the reading the suite declares as the text's gets a status: where several cells carry one
+paper number, the reported file's ``readings`` (:mod:`zoo.bench.analyze.readings`) names the
+text's; the others are *alternative readings* (paper number and Δ shown, no status, not
+counted).  The paper's numbers, their ``readings`` and the leaderboard ``metric`` come from the
+shipped suite (a corrected transcription or metric reaches the report without a re-run: every
+record holds all of its splits' metrics); the cells are the records' own suite.
+
 Notes file (``docs/reproduction/notes.toml``)::
 
     [[note]]
@@ -68,6 +75,7 @@ from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
+from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
 from zoo.bench.spec.cells import cell_value
 from zoo.bench.spec.measures import metric_spec
 from zoo.bench.spec.suite import (PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, describe_settings, list_suites, load_reported,
@@ -79,6 +87,8 @@ PathLike = Union[str, Path]
 NOTES_FILE = "notes.toml"  # next to the records folder: docs/reproduction/notes.toml
 
 REPRODUCED, DIFFERS, OPEN, NO_PAPER = "reproduced", "differs — explained", "open", "—"
+#: a cell beside a paper number that is not the text's reading (zoo.bench.analyze.readings): shown, no status
+ALTERNATIVE = "alternative reading"
 STATUSES = (REPRODUCED, DIFFERS, OPEN)
 NOTE_STATUS = {"differs": DIFFERS, "open": OPEN}
 NOTE_KEYS = ("suite", "table", "when", "finding", "status", "note")
@@ -235,6 +245,7 @@ class Row:
     ref: str  # the paper's table reference ("" without a paper number)
     status: str
     note: Optional[Note] = None
+    explanation: str = ""  # shown where there is no note (an alternative reading: why it has no status)
 
 
 @dataclass
@@ -292,6 +303,7 @@ class Report:
         out = {s: 0 for s in STATUSES}
         out["not run"] = sum(sum(s.not_run.values()) for s in self.suites) + sum(u["cells"] for u in self.unrun)
         out["no paper number"] = 0
+        out[ALTERNATIVE] = 0
         for s in self.suites:
             for rows in s.rows.values():
                 for r in rows:
@@ -444,21 +456,31 @@ def describe_scale(info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> str:
     return f"{head}; {'; '.join(parts)}. Protocol: {protocol}."
 
 
-def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[str, Any]] = None) -> SuiteReport:
+def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[str, Any]] = None,
+                 metric: Optional[str] = None) -> SuiteReport:
     """One suite's part of the report.  ``reported``: the paper's numbers to compare with (the
     shipped file, so that a corrected transcription reaches the report without a re-run);
-    default: the copy stored with the records."""
+    default: the copy stored with the records.  ``metric``: the shipped suite's leaderboard
+    metric (which recorded metric the paper's numbers are, e.g. LipschitzNorm §10.2's validation
+    accuracy), likewise without a re-run: every record holds all of its splits' metrics."""
     folder, info, recs, dropped = read_folder(folder)
     stale = reported is not None and reported.get("entries") != (info.get("reported") or {}).get("entries")
     if reported is not None:
         info = {**info, "reported": reported}
+    if metric is not None and metric != info["leaderboard"]["metric"]:
+        info = {**info, "leaderboard": {**info["leaderboard"], "metric": metric}}
     board = lb.aggregate(info, recs)
     board.dropped = dropped
     log_metric = lb.is_log_metric(board)
+    readings = _readings(info)
     rows: Dict[Any, List[Row]] = {}
     for e in board.entries:
         ok = cell_status(e, log_metric)
         ref = str(e.reported["table"]) if e.reported is not None else ""
+        reading = None if readings is None else fd.entry_value(board, e, readings.key)
+        if ok is not None and readings is not None and not readings.is_text(reading):
+            rows.setdefault(e.table, []).append(Row(e, ref, ALTERNATIVE, None, readings.explanation(reading)))
+            continue
         note = _note_for(board, e, ref, notes) if ok is not None else None
         status = NO_PAPER if ok is None else REPRODUCED if ok else (note.status if note else OPEN)
         rows.setdefault(e.table, []).append(Row(e, ref, status, note))
@@ -475,6 +497,28 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
     if ns:
         scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
     return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale)
+
+
+def _readings(info: Mapping[str, Any]) -> Optional[Readings]:
+    """The text's reading declared by the suite's reported file (``None``: every cell is the text's)."""
+    reported = info.get("reported") or {}
+    origin = f"benchmarks/suites/{info.get('meta', {}).get('reported')}"
+    try:
+        readings = parse_readings(reported.get("readings"), origin)
+    except ReadingsError as e:
+        raise ReportError(str(e)) from None
+    if readings is not None:
+        keys = cell_keys(info["leaderboard"], info["cells"])
+        if readings.key not in keys:
+            raise ReportError(f"{origin}: readings.key {readings.key!r} is not a cell key of suite {info.get('name')!r}"
+                              + (f" (did you mean {' or '.join(map(repr, close_matches(readings.key, keys)))}?)"
+                                 if close_matches(readings.key, keys) else "") + f". Cell keys: {', '.join(keys)}.")
+        have = {fd.value_key(cell_value(c["config"], readings.key)) for c in info["cells"]}
+        unknown = [v for v in readings.text if fd.value_key(v) not in have]
+        if unknown:
+            raise ReportError(f"{origin}: readings.text value(s) {', '.join(map(repr, unknown))} are not "
+                              f"{readings.key} values of any cell; fix the spelling")
+    return readings
 
 
 def _shipped_suites() -> Dict[str, Dict[str, Any]]:
@@ -506,8 +550,10 @@ def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ..
 
 
 def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
-                    board: Optional[lb.Board], notes: Sequence[Note]) -> List[fd.Result]:
-    """The findings of suite ``name`` decided on the records' ``board`` (``None``: not run).
+                    board: Optional[lb.Board], notes: Sequence[Note],
+                    records: Sequence[Mapping[str, Any]] = ()) -> List[fd.Result]:
+    """The findings of suite ``name`` decided on the records' ``board`` (``None``: not run);
+    ``records`` give the other splits' accuracies to findings about them (``fd.other_split``).
 
     A shipped suite's findings come from its shipped file and are validated against the full
     shipped suite (a typo is an error even where the records cover a slice); a suite that is not
@@ -533,7 +579,12 @@ def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optio
         results = fd.evaluate(findings, full, {}, reported)
     else:
         numbers = {(e.table, e.row, e.column): e for e in board.entries}
-        results = fd.evaluate(findings, fd.skeleton(info), numbers, reported, paper_board=full)
+        split_numbers = {}
+        for metric in sorted({f.metric for f in findings if fd.other_split(f, board.layout)}):
+            other = lb.aggregate({**info, "leaderboard": {**info["leaderboard"], "metric": metric}}, list(records))
+            split_numbers[metric] = {(e.table, e.row, e.column): e for e in other.entries}
+        results = fd.evaluate(findings, fd.skeleton(info), numbers, reported, paper_board=full,
+                              split_numbers=split_numbers)
     for r in results:
         for n in notes:
             if n.suite == name and n.finding == r.finding.id:
@@ -565,11 +616,12 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
                                       cell_keys(info["leaderboard"], info["cells"]), ids)
     root = Path(records_dir)
     notes = load_notes(Path(notes_path) if notes_path is not None else default_notes(root), contexts)
-    suites = [suite_report(f, notes, shipped[name]["reported"] if name in shipped else None)
+    suites = [suite_report(f, notes, shipped[name]["reported"] if name in shipped else None,
+                           shipped[name]["metric"] if name in shipped else None)
               for name, f in sorted(by_suite.items())]
     for s in suites:
         name = normalize_name(str(s.info.get("name")))
-        s.findings = _suite_findings(name, shipped.get(name), s.info, s.board, notes)
+        s.findings = _suite_findings(name, shipped.get(name), s.info, s.board, notes, s.records)
     unrun = []
     for name, s in sorted(shipped.items()):
         if name in by_suite:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze.status import (DECADES_TOLERANCE, DIFFERS, FINDING_COUNTS, MISSING_NOTE, NO_PAPER, OPEN,
+from zoo.bench.analyze.status import (ALTERNATIVE, DECADES_TOLERANCE, DIFFERS, FINDING_COUNTS, MISSING_NOTE, NO_PAPER, OPEN,
                                       POINTS_TOLERANCE, REPRODUCED, STATUSES, Report, Row, SuiteReport,
                                       finding_counts)
 from zoo.bench.render.html import page, plots, slug
@@ -80,6 +80,9 @@ def rules_text() -> List[str]:
         f"- **{DIFFERS}**: not reproduced; the note gives the measured cause.",
         f"- **{OPEN}**: not reproduced and not explained yet; the note says what was tried.",
         f"- **not run**: a paper number whose cell has no record yet. `{NO_PAPER}`: our cell has no paper number.",
+        f"- **{ALTERNATIVE}**: a cell beside a paper number that its suite does not declare as the text's reading "
+        "(`readings` in the reported file, e.g. the nonlocal energy factors other than §4.1's 1/n): shown with its Δ, "
+        "no status, not counted.",
     ]
 
 
@@ -105,6 +108,9 @@ def to_markdown(report: Report, sources: ReportSources) -> str:
                   "| " + " | ".join(str(fc[k]) for k in FINDING_COUNTS) + " |", ""]
     if counts["no paper number"]:
         lines += [f"Our cells without a paper number: {counts['no paper number']}.", ""]
+    if counts[ALTERNATIVE]:
+        lines += [f"Alternative readings (cells beside a paper number that the suite does not declare as the "
+                  f"text's reading; shown with Δ, no status, not counted above): {counts[ALTERNATIVE]}.", ""]
     lines += [f"Compute: {_hours(wall)} of run wall time (sum over the records' `wall_time_s`), {runs} runs in "
               f"{len(report.suites)} record folder(s). Machine(s): {', '.join(_machines(report)) or '(none)'}.", "",
               "Status rules:", "", *rules_text(), "", '<a id="findings-rules"></a>Findings rules '
@@ -204,7 +210,7 @@ def _anchor(suite: str) -> str:  # GitHub's heading anchor of "## <suite>"
 
 
 def _suite_counts(s: SuiteReport) -> Dict[str, int]:
-    c = {k: 0 for k in (*STATUSES, NO_PAPER)}
+    c = {k: 0 for k in (*STATUSES, NO_PAPER, ALTERNATIVE)}
     for rows in s.rows.values():
         for r in rows:
             c[r.status] += 1
@@ -214,7 +220,7 @@ def _suite_counts(s: SuiteReport) -> Dict[str, int]:
 def _note_text(r: Row) -> str:
     if r.note is not None:
         return r.note.text
-    return MISSING_NOTE if r.status == OPEN else ""
+    return MISSING_NOTE if r.status == OPEN else r.explanation
 
 
 def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:

@@ -172,6 +172,25 @@ class Replicas:
 # --------------------------------------------------------------------------- task views
 
 
+def draws_dropout(model: nn.Module) -> bool:
+    """Whether a training-mode forward of ``model`` draws dropout masks: an ``nn.Dropout`` with
+    ``p > 0``, or any sub-module's dropout rate above 0 — every numeric attribute whose name ends
+    in ``dropout`` (``dropout``, ``attn_dropout``, SAN's ``input_dropout``, ...), since the
+    models call :func:`zoo.nn.functional.dropout` with their own rate attributes.
+
+    Reading only the top-level ``dropout`` / ``attn_dropout`` missed SAN's ``input_dropout``:
+    its validation and test accuracies were then measured with the input dropout on (issue 23).
+    """
+    for module in model.modules():
+        if isinstance(module, nn.Dropout) and module.p > 0:
+            return True
+        for name, value in vars(module).items():
+            if name.endswith("dropout") and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and value > 0:
+                return True
+    return False
+
+
 def _labels_and_loss(task: Any) -> Tuple[Callable[[Tensor, Tensor], Tensor], bool]:
     """Per-replica loss ``(R, n, C), (n, ...) -> (R,)`` and whether targets are multi-label."""
     multilabel = bool(task.multilabel) or task.metric == "rocauc"
@@ -400,9 +419,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
                 opt = optimizer()  # its state (all zero so far) in the parameters' new layout
         opt.step(replicas.params, grads, active)
 
-    deterministic = not any(isinstance(m, nn.Dropout) for m in replicas.base.modules()) and \
-        float(getattr(replicas.base, "dropout", 0.0) or 0.0) == 0.0 and \
-        float(getattr(replicas.base, "attn_dropout", 0.0) or 0.0) == 0.0
+    # Without dropout the training-mode logits are the evaluation logits (one forward saved).
+    deterministic = not draws_dropout(replicas.base)
     transductive = isinstance(view, _Transductive)
 
     active = torch.ones(R, dtype=torch.bool, device=device)

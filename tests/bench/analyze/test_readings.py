@@ -1,0 +1,55 @@
+"""Alternative readings (issue 23 item 3): where several cells carry one paper number, only the
+reading the suite declares as the text's gets a status; the others are shown, not counted."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zoo.bench.analyze import status as rp
+from zoo.bench.analyze.readings import ReadingsError, parse_readings
+from zoo.bench.render.report import _note_text
+
+RECORDS = Path(__file__).resolve().parents[3] / "docs" / "reproduction" / "records"
+
+
+def test_parse_readings_validates_its_shape():
+    r = parse_readings({"key": "variant", "text": ["san_nonlocal"], "source": "§4.1"}, "x.json")
+    assert r.is_text("san_nonlocal") and r.is_text("SAN-nonlocal") and not r.is_text("san_nonlocal_mu")
+    assert "alternative reading" in r.explanation("san_nonlocal_mu")
+    assert parse_readings(None, "x.json") is None
+    for bad in ({"key": "variant", "text": []}, {"key": "variant", "text": ["a"], "source": ""},
+                {"key": 3, "text": ["a"], "source": "s"}, {"key": "v", "text": ["a"], "source": "s", "extra": 1}, [1]):
+        with pytest.raises(ReadingsError):
+            parse_readings(bad, "x.json")
+
+
+def test_shipped_energy_readings_declare_the_text_factor():
+    rep = rp._shipped_suites()["nonlocal_energy"]["reported"]
+    readings = parse_readings(rep.get("readings"), "nonlocal_energy.json")
+    assert readings is not None and readings.key == "variant"
+    assert readings.is_text("san_nonlocal") and not any(
+        readings.is_text(v) for v in ("san_nonlocal_nd", "san_nonlocal_none", "san_nonlocal_mu"))
+
+
+@pytest.mark.skipif(not (RECORDS / "nonlocal_energy").is_dir(), reason="no nonlocal_energy records")
+def test_alternative_readings_of_the_energy_get_no_status():
+    report = rp.build_report(RECORDS / "nonlocal_energy")
+    (suite,) = report.suites
+    rows = [r for rows in suite.rows.values() for r in rows]
+    alternatives = [r for r in rows if r.entry.config["run"]["variant"] in
+                    ("san_nonlocal_nd", "san_nonlocal_none", "san_nonlocal_mu") and r.entry.reported is not None]
+    assert alternatives and all(r.status == rp.ALTERNATIVE for r in alternatives)
+    assert all("alternative reading" in _note_text(r) for r in alternatives)
+    counted = sum(report.counts()[s] for s in rp.STATUSES)
+    assert counted == sum(r.status in rp.STATUSES for r in rows)
+    assert report.counts()[rp.ALTERNATIVE] == len(alternatives)
+
+
+@pytest.mark.skipif(not (RECORDS / "lipschitz_table1").is_dir(), reason="no lipschitz_table1 records")
+def test_the_shipped_metric_reaches_the_report_without_a_rerun():
+    (suite,) = rp.build_report(RECORDS / "lipschitz_table1").suites
+    assert suite.board.layout["metric"] == "val"  # §10.2; the records were made with metric "test"
+    e = next(e for e in suite.board.entries if e.summary.n)
+    vals = [100 * r["metrics"]["val"] for r in suite.records if r["config"] == e.config]
+    assert vals and e.summary.mean == pytest.approx(sum(vals) / len(vals)) if len(vals) == e.summary.n else True

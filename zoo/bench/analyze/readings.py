@@ -1,0 +1,78 @@
+"""Which of a suite's cells are the paper text's reading, where several cells carry one paper number.
+
+A paper number may attach to several cells of a suite: the nonlocal paper's Table 6 is one model,
+but ``nonlocal_energy`` runs four readings of its energy factor (``san_nonlocal`` = §4.1's 1/n,
+``_nd``, ``_none``, ``_mu``), and each matches the table's ``model = san_nonlocal`` entries.  A
+status for each would count one paper number four times, and a reading the text does not give
+could "reproduce" it.  The suite's reported-numbers file therefore declares the text's reading::
+
+    "readings": {"key": "variant",
+                 "text": ["san_pre_ln", "san_post_ln", "san_nonlocal"],
+                 "source": "§4.1: the energy of each head with the factor 1/n; the others are our alternatives"}
+
+A cell with a paper number whose ``key`` value is not in ``text`` is an *alternative reading*: the
+report shows the paper's number and the difference beside it, but gives it no status and counts
+it in no status column (``zoo.bench.analyze.status``).  Without ``readings`` every cell is the text's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Tuple
+
+from zoo._names import normalize_name
+
+READINGS_KEYS = ("key", "text", "source")
+
+
+class ReadingsError(ValueError):
+    """A ``readings`` declaration that does not validate; the message names the file and the fix."""
+
+
+def _value_key(v: Any) -> str:
+    if isinstance(v, str):
+        return normalize_name(v)
+    if isinstance(v, float) and v.is_integer():
+        return repr(int(v))
+    return repr(v)
+
+
+@dataclass(frozen=True)
+class Readings:
+    """The cell key that tells readings apart, the values that are the text's, and why."""
+
+    key: str
+    text: Tuple[Any, ...]
+    source: str
+
+    def is_text(self, value: Any) -> bool:
+        """Whether a cell whose ``key`` has ``value`` is the text's reading."""
+        return _value_key(value) in {_value_key(v) for v in self.text}
+
+    def explanation(self, value: Any) -> str:
+        """The line shown beside an alternative reading's cell."""
+        return (f"alternative reading ({self.key} = {value}), not counted: the text's reading is "
+                f"{self.key} = {' / '.join(map(str, self.text))} ({self.source})")
+
+
+def parse_readings(raw: Any, origin: str) -> Optional[Readings]:
+    """Validate a reported file's ``readings`` object (``None``: no declaration)."""
+    if raw is None:
+        return None
+    example = '{"key": "variant", "text": ["san_nonlocal"], "source": "§4.1 ..."}'
+    if not isinstance(raw, Mapping):
+        raise ReadingsError(f"{origin}: 'readings' must be an object like {example}")
+    unknown = [k for k in raw if k not in READINGS_KEYS]
+    missing = [k for k in READINGS_KEYS if k not in raw]
+    if unknown or missing:
+        raise ReadingsError(f"{origin}: 'readings' needs exactly the keys {', '.join(READINGS_KEYS)}"
+                            + (f"; unknown: {', '.join(map(repr, unknown))}" if unknown else "")
+                            + (f"; missing: {', '.join(map(repr, missing))}" if missing else "")
+                            + f", e.g. {example}")
+    if not isinstance(raw["key"], str) or not raw["key"]:
+        raise ReadingsError(f"{origin}: readings.key must be a cell key (a string), got {raw['key']!r}")
+    text = raw["text"]
+    if not isinstance(text, list) or not text:
+        raise ReadingsError(f"{origin}: readings.text must be a non-empty list of {raw['key']} values, got {text!r}")
+    if not isinstance(raw["source"], str) or not raw["source"].strip():
+        raise ReadingsError(f"{origin}: readings.source must say where the text gives its reading (a non-empty string)")
+    return Readings(raw["key"], tuple(text), raw["source"].strip())
