@@ -15,7 +15,7 @@ DGL    := dgl==2.1.0
 # The DGL environment (docs/dgl.md): dgl 2.1.0 ships kernels for torch 2.0.0 .. 2.2.1; torchdata 0.7.1
 # still has datapipes; graphbolt imports pandas, pydantic and yaml without declaring them.
 DGL_VENV := .venv-dgl
-DGL_PINS := torch==2.2.1 torchdata==0.7.1 dgl==2.1.0 "numpy<2" "pandas<2.3" pydantic pyyaml
+DGL_PINS := torch==2.2.1 torchdata==0.7.1 dgl==2.1.0 "numpy<2" "pandas<2.3" pydantic pyyaml wheel
 SUITE  ?= quick
 OUT    ?= results/$(SUITE)
 
