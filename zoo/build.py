@@ -59,6 +59,9 @@ def build(
 
         model = zoo.build("gatv2", in_dim=1433, out_dim=7, num_layers=64, init="bal_o")
     """
+    if not isinstance(name, str):
+        raise TypeError(f"zoo.build needs a model name, e.g. zoo.build('gat', in_dim=..., out_dim=...); got {name!r} "
+                        f"({type(name).__name__}); zoo.list_models() lists the names")
     model_name, _, tag = name.partition(".")
     key = MODELS.canonical(model_name)
     cls = MODELS.get(key)

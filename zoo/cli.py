@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -45,10 +46,23 @@ LISTABLE = ("models", "inits", "norms", "datasets", "suites")
 EXIT_FAILED = 1     # some runs failed (recorded as failed; a re-run retries them)
 EXIT_ERROR = 2      # bad input, unusable folder, corrupt file
 EXIT_NOTHING = 3    # nothing ran / nothing to show
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
 class CliError(Exception):
     """A user error the CLI reports as one line."""
+
+
+def parse_device(text: str) -> str:
+    """``cpu``, ``cuda``, ``cuda:N`` (or another device torch knows, e.g. ``mps``), checked here: torch's
+    own error for ``gpu`` lists twenty device types."""
+    import torch
+
+    try:
+        torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; use cpu, cuda or cuda:N (e.g. cuda:1)") from None
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -170,7 +184,10 @@ def default_bench_out(suite: Any, quick: bool) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from zoo import __version__
+
     p = argparse.ArgumentParser(prog="zoo", description="gat-zoo: deep graph attention networks, benchmarks.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     ls = sub.add_parser("list", help="list models, inits, norms, datasets or suites")
@@ -198,7 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--dtype", choices=("float32", "float64"))
     tr.add_argument("--set", action="append", type=parse_setting, default=[], metavar="KEY=VALUE",
                     help="any other suite key: model option, dataset option (data.KEY), trainer key")
-    tr.add_argument("--device", default=None)
+    tr.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     tr.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     tr.add_argument("--data-root", default=None)
     tr.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
@@ -215,7 +232,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="a stated-reduced protocol: set KEY in every cell after everything else in the suite "
                          "(repeatable; TOML/JSON values, e.g. epochs=200, warmup_epochs=20, prune_layers=[2,32,64]); "
                          "ids change, records and `zoo report` say so; cells are chosen with --where, not --set")
-    be.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
+    be.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     be.add_argument("--out", default=None, help="results folder (default results/<suite>[-quick][-set-<hash>])")
     be.add_argument("--data-root", default=None)
     be.add_argument("--max-replicas", type=positive_int, default=None,
@@ -393,6 +410,9 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
     writable_dir(out, "--out")
     if args.data_root is not None:
         writable_dir(Path(args.data_root), "--data-root", probe=False)
+    elif os.environ.get("ZOO_DATA"):  # the same check for the environment's data root, before any run
+        writable_dir(Path(os.environ["ZOO_DATA"]).expanduser(), "$ZOO_DATA", probe=False)
+    args.bench_out = out  # for the Ctrl-C message
     summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
                         max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
                         force_new=getattr(args, "force_new", False),
@@ -563,6 +583,16 @@ def _calibrate(argv: Sequence[str]) -> int:
     return 0
 
 
+def _recorded(out: Path) -> int:
+    """Run records in ``out`` (the ones a resume skips); 0 when the file cannot be read."""
+    from zoo.bench.store.records import completed_ids
+
+    try:
+        return len(completed_ids(out / "results.jsonl"))
+    except Exception:  # noqa: BLE001 - the message must not fail over a corrupt file
+        return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["bench", "calibrate"]:  # a sub-command of bench, not a suite named "calibrate"
@@ -576,7 +606,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "bench":
             from zoo.bench.spec.suite import load_suite
 
-            suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set))
+            from zoo.bench.spec.selection import parse_where
+
+            suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set),
+                               where=parse_where(args.where or []))
             out = Path(args.out) if args.out else default_bench_out(suite, args.quick)
             if args.estimate:
                 return _estimate(suite, out, args)
@@ -618,6 +651,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
+    except KeyboardInterrupt:
+        out = getattr(args, "bench_out", None)
+        if out is None:
+            print(f"zoo {args.command}: interrupted", file=sys.stderr)
+        else:
+            print(f"zoo {args.command}: interrupted: {_recorded(out)} run(s) recorded in {out}; "
+                  "run the same command to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (SuiteError, CliError, ValueError, TypeError, RuntimeError, OSError) as e:
         # OSError: disk full, read-only or vanished folders...: one line, no traceback
         print(f"zoo {args.command}: error: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)

@@ -3,8 +3,16 @@
 Every model is called as ``model(graph, x)``.  :func:`as_graph` turns whatever was passed
 into a :class:`Graph` — edges ``src -> dst`` sorted by destination, with the model's
 self-loop policy applied — and caches it on the input object, so a training loop that
-passes the same graph 5000 times validates and re-indexes it once.  The cache is
-invalidated when the edge tensor is modified in place (tensor version counter).
+passes the same graph 5000 times validates and re-indexes it once.
+
+The cache contract (``docs/reliability.md``): a graph whose structure may have changed is
+never served from the cache.  A cheap fingerprint (identity, storage pointer, version
+counter, shape, node count; for DGL the graph index object and the counts) is checked on
+every call, and for graphs of up to :data:`CONTENT_CHECK_MAX_EDGES` edges the edges
+themselves are compared with a copy taken when the entry was made, which also catches edits
+that bypass the version counter (``edge_index.data[...] = ...``, writes through
+``edge_index.numpy()``) and DGL's in-place ``add_edges``/``remove_edges``.  For larger graphs
+such hidden edits are not seen: call :func:`forget_graph` after them, or pass a new tensor.
 """
 from __future__ import annotations
 
@@ -14,8 +22,24 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from zoo._names import normalize_name, unknown_name_error
+
 SELF_LOOP_POLICIES = ("add", "keep", "remove")
 GraphLike = Union[Tensor, Any]  # (2, E) LongTensor | torch_geometric.data.Data | dgl.DGLGraph
+
+
+def self_loop_policy(value: Any) -> str:
+    """``value`` as one of :data:`SELF_LOOP_POLICIES`, names normalised like every other option
+    (``"Add"``, ``" keep "``); anything else fails with one line listing the choices."""
+    if isinstance(value, str) and value in SELF_LOOP_POLICIES:
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"self_loops must be one of {', '.join(SELF_LOOP_POLICIES)}, got {value!r} "
+                        f"({type(value).__name__})")
+    key = normalize_name(value)
+    if key not in SELF_LOOP_POLICIES:
+        raise unknown_name_error("self_loops policy", value, SELF_LOOP_POLICIES)
+    return key
 
 
 class Graph:
@@ -81,18 +105,33 @@ class Graph:
         return f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, self_loops={self.self_loops!r})"
 
 
+#: Graphs with at most this many edges have their edges compared with the cached copy on every
+#: call (one ``torch.equal``: linear in E, far below a forward pass); larger graphs rely on the
+#: fingerprint alone (a copy would double their memory).
+CONTENT_CHECK_MAX_EDGES = 1 << 21
+
+
+class _Entry:
+    """One cached normalisation: the fingerprint and (small graphs) the raw edges it was built from."""
+
+    __slots__ = ("stamp", "edges", "graph")
+
+    def __init__(self, stamp: Any, edges: Optional[Tensor], graph: "Graph") -> None:
+        self.stamp, self.edges, self.graph = stamp, edges, graph
+
+
 class _GraphCache:
     """Normalised graphs per input object, keyed by ``id`` (tensors cannot be dict keys: their
     ``==`` is elementwise); an entry is dropped when its object is garbage-collected."""
 
     def __init__(self) -> None:
-        self._entries: Dict[int, Tuple[Any, Dict[Tuple[str, str], Tuple[Any, Graph]]]] = {}
+        self._entries: Dict[int, Tuple[Any, Dict[Tuple[str, str], _Entry]]] = {}
 
-    def lookup(self, obj: Any) -> Optional[Dict[Tuple[str, str], Tuple[Any, Graph]]]:
+    def lookup(self, obj: Any) -> Optional[Dict[Tuple[str, str], _Entry]]:
         hit = self._entries.get(id(obj))
         return hit[1] if hit is not None and hit[0]() is obj else None
 
-    def store(self, obj: Any, key: Tuple[str, str], value: Tuple[Any, Graph]) -> None:
+    def store(self, obj: Any, key: Tuple[str, str], value: _Entry) -> None:
         entries = self.lookup(obj)
         if entries is None:
             try:
@@ -104,8 +143,20 @@ class _GraphCache:
             weakref.finalize(obj, self._entries.pop, id(obj), None)
         entries[key] = value
 
+    def forget(self, obj: Any) -> None:
+        entries = self.lookup(obj)
+        if entries is not None:
+            entries.clear()
+
 
 _CACHE = _GraphCache()
+
+
+def forget_graph(graph: Any) -> None:
+    """Drop the cached normalisations of ``graph``: needed only after editing the edges of a graph
+    with more than :data:`CONTENT_CHECK_MAX_EDGES` edges in a way that bypasses torch's version
+    counter (``.data`` / numpy views); smaller graphs are compared edge by edge anyway."""
+    _CACHE.forget(graph)
 
 
 def _is_dgl_graph(obj: Any) -> bool:
@@ -113,19 +164,35 @@ def _is_dgl_graph(obj: Any) -> bool:
     return type(obj).__module__.split(".")[0] == "dgl" and hasattr(obj, "edges") and hasattr(obj, "num_nodes")
 
 
+def _tensor_stamp(t: Tensor) -> Tuple[Any, ...]:
+    return t.data_ptr(), t._version, tuple(t.shape), t.dtype, str(t.device)
+
+
 def _stamp(graph: GraphLike, x: Optional[Tensor]) -> Any:
     """A cheap fingerprint that changes whenever the normalised graph may change (``None``: don't cache).
 
-    Computed before any edges are read, so a cache hit costs no tensor work on the hot path.
+    Computed before any edges are read, so a cache hit costs no tensor work beyond the
+    content comparison of small graphs.
     """
     if isinstance(graph, Tensor):  # the node count comes from x: part of the fingerprint
-        return graph._version, None if x is None else x.size(0)
-    if _is_dgl_graph(graph):  # DGL graphs' structure is immutable
-        return int(graph.num_nodes()), int(graph.num_edges())
+        return _tensor_stamp(graph), None if x is None else x.size(0)
+    if _is_dgl_graph(graph):
+        # DGL's mutating methods (add_edges, remove_edges, ...) install a new graph index object:
+        # the entry keeps the old one alive, so an identity test cannot be fooled by a reused id.
+        return getattr(graph, "_graph", None), int(graph.num_nodes()), int(graph.num_edges())
     edge_index = getattr(graph, "edge_index", None)
     if isinstance(edge_index, Tensor):
-        return id(edge_index), edge_index._version, getattr(graph, "num_nodes", None)
+        return id(edge_index), _tensor_stamp(edge_index), getattr(graph, "num_nodes", None)
     return None
+
+
+def _same_stamp(a: Any, b: Any) -> bool:
+    """Fingerprints compared with ``is`` for objects (DGL's graph index) and ``==`` for values."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same_stamp(u, v) for u, v in zip(a, b))
+    if isinstance(a, (int, float, str, bool, type(None), torch.dtype)):
+        return type(a) is type(b) and a == b
+    return a is b
 
 
 def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int]:
@@ -137,6 +204,7 @@ def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int]:
             raise ValueError("an edge_index graph needs the node features x to know the number of nodes")
         return graph, x.size(0)
     if _is_dgl_graph(graph):
+        _check_dgl_supported(graph)
         src, dst = graph.edges(order="eid")
         return torch.stack([src, dst]).long(), int(graph.num_nodes())
     edge_index = getattr(graph, "edge_index", None)
@@ -149,6 +217,75 @@ def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int]:
         f"cannot read a graph from {type(graph).__name__}: pass a (2, E) edge_index LongTensor, "
         "a torch_geometric.data.Data with edge_index, or a dgl.DGLGraph"
     )
+
+
+def _check_dgl_supported(graph: Any) -> None:
+    """The zoo's layers are homogeneous: one node set, one edge set, the same nodes as sources and
+    destinations.  DGL blocks (message-flow graphs) and heterographs break that, and reading
+    them as if they did not would pair features with the wrong nodes."""
+    if getattr(graph, "is_block", False):
+        raise TypeError(
+            "DGL blocks (message-flow graphs from dgl.to_block or a neighbour sampler) are not supported: "
+            "the zoo's layers use the same nodes as sources and destinations; pass the sampled subgraph as a "
+            "homogeneous DGLGraph (e.g. dgl.node_subgraph(g, nodes)) with one feature row per node"
+        )
+    ntypes, etypes = list(getattr(graph, "ntypes", ["_N"])), list(getattr(graph, "canonical_etypes", [None]))
+    if len(ntypes) != 1 or len(etypes) != 1:
+        raise TypeError(
+            f"DGL heterographs are not supported (this one has node types {ntypes} and {len(etypes)} edge "
+            "type(s)): pass a homogeneous graph, e.g. dgl.to_homogeneous(g) with the features of all node types "
+            "stacked in the same order, or the subgraph of one edge type (g[etype])"
+        )
+
+
+def _raw_edges(graph: GraphLike) -> Optional[Tensor]:
+    """The input's own edges in its own order, for the content check (``None``: nothing to compare)."""
+    if isinstance(graph, Tensor):
+        return graph
+    if _is_dgl_graph(graph):
+        src, dst = graph.edges(order="eid")
+        return torch.stack([src, dst]).long()  # as _read_edges returns them
+    edge_index = getattr(graph, "edge_index", None)
+    return edge_index if isinstance(edge_index, Tensor) else None
+
+
+def _unchanged(entry: "_Entry", graph: GraphLike) -> bool:
+    if entry.edges is None:  # a large graph: the fingerprint is all we check
+        return True
+    now = _raw_edges(graph)
+    return now is not None and now.shape == entry.edges.shape and bool(torch.equal(now, entry.edges))
+
+
+def read_edge_features(graph: GraphLike, key: Optional[str] = None) -> Optional[Tensor]:
+    """The edge features stored on ``graph``, one row per edge in the graph's own edge order.
+
+    PyG ``Data``: ``graph.edge_attr`` (or the attribute ``key``).  DGL: ``graph.edata[key]``, or
+    without ``key`` the single edge-feature tensor in ``graph.edata`` (with several, ``key`` must
+    name one).  ``None`` when the graph carries none (or is a bare ``edge_index``).
+    """
+    if _is_dgl_graph(graph):
+        _check_dgl_supported(graph)
+        edata = graph.edata
+        names = sorted(str(k) for k in edata.keys())
+        if key is not None:
+            if key not in edata:
+                raise ValueError(f"the DGL graph has no edge feature {key!r} in g.edata "
+                               f"(it has {', '.join(map(repr, names)) or 'none'})")
+            return edata[key]
+        if len(names) > 1:
+            raise ValueError(f"the DGL graph has several edge features in g.edata ({', '.join(map(repr, names))}): "
+                             "name the one to use, e.g. model(g, x, edge_attr=" + repr(names[0]) + ")")
+        return edata[names[0]] if names else None
+    if isinstance(graph, Tensor):
+        if key is not None:
+            raise ValueError(f"edge_attr={key!r} names a stored edge feature, but the graph is a bare edge_index "
+                             "tensor; pass the (E, edge_dim) tensor itself")
+        return None
+    if key is not None:
+        if not hasattr(graph, key):
+            raise ValueError(f"the graph has no edge feature {key!r}; pass the (E, edge_dim) tensor itself")
+        return getattr(graph, key)
+    return getattr(graph, "edge_attr", None)
 
 
 def _validate(edge_index: Tensor, num_nodes: int) -> None:
@@ -170,16 +307,38 @@ def _validate(edge_index: Tensor, num_nodes: int) -> None:
 
 
 def _apply_policy(edge_index: Tensor, num_nodes: int, policy: str) -> Tensor:
+    return _apply_policy_with_ids(edge_index, num_nodes, policy)[0]
+
+
+def _apply_policy_with_ids(edge_index: Tensor, num_nodes: int, policy: str) -> Tuple[Tensor, Tensor]:
+    """The normalised edges and, per edge, the column of ``edge_index`` it came from (-1: an added loop)."""
+    ids = torch.arange(edge_index.size(1), device=edge_index.device)
     if policy == "keep":
         ei = edge_index
     else:
-        ei = edge_index[:, edge_index[0] != edge_index[1]]
+        keep = edge_index[0] != edge_index[1]
+        ei, ids = edge_index[:, keep], ids[keep]
         if policy == "add":
             loops = torch.arange(num_nodes, device=ei.device).expand(2, num_nodes)
             ei = torch.cat([ei, loops], dim=1)
+            ids = torch.cat([ids, ids.new_full((num_nodes,), -1)])
     # Sorting by destination keeps every node's incoming edges contiguous (better scatter locality).
     order = torch.argsort(ei[1] * num_nodes + ei[0], stable=True)
-    return ei[:, order].contiguous()
+    return ei[:, order].contiguous(), ids[order]
+
+
+def input_edge_ids(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "add") -> Tensor:
+    """For each edge of the normalised graph (``as_graph(graph, x, self_loops).edge_index``, the
+    order of ``AttentionRecord.alpha``), the id of the input edge it came from — its column in an
+    ``edge_index``, its DGL edge id — or ``-1`` for a self-loop the ``"add"`` policy inserted.
+
+    Shapes: ``(E,)`` long.  Scatter per-edge results back to the input's edges with
+    ``out[ids[ids >= 0]] = alpha[ids >= 0]`` (``docs/dgl.md``).
+    """
+    self_loops = self_loop_policy(self_loops)
+    edge_index, num_nodes = _read_edges(graph, x)
+    _validate(edge_index, num_nodes)
+    return _apply_policy_with_ids(edge_index.long(), num_nodes, self_loops)[1]
 
 
 def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "add") -> Graph:
@@ -189,8 +348,7 @@ def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "ad
         ValueError: malformed ``edge_index``, indices out of range, or ``x`` with a number of
             rows different from the number of nodes.
     """
-    if self_loops not in SELF_LOOP_POLICIES:
-        raise ValueError(f"unknown self_loops policy {self_loops!r}; choose one of {SELF_LOOP_POLICIES}")
+    self_loops = self_loop_policy(self_loops)
     if isinstance(graph, Graph) and graph.self_loops == self_loops:
         result = graph
     else:
@@ -199,8 +357,8 @@ def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "ad
         stamp = _stamp(graph, x)
         entries = _CACHE.lookup(graph) if stamp is not None else None
         hit = entries.get(key) if entries is not None else None
-        if hit is not None and hit[0] == stamp:
-            result = hit[1]
+        if hit is not None and _same_stamp(hit.stamp, stamp) and _unchanged(hit, graph):
+            result = hit.graph
         else:
             edge_index, num_nodes = _read_edges(graph, x)
             _validate(edge_index, num_nodes)
@@ -209,7 +367,8 @@ def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "ad
                 ei = ei.to(device)
             result = Graph(_apply_policy(ei, num_nodes, self_loops), num_nodes, self_loops)
             if stamp is not None:
-                _CACHE.store(graph, key, (stamp, result))
+                small = edge_index.size(1) <= CONTENT_CHECK_MAX_EDGES  # _validate: (2, E)
+                _CACHE.store(graph, key, _Entry(stamp, edge_index.clone() if small else None, result))
     if x is not None and x.size(0) != result.num_nodes:
         raise ValueError(
             f"node features have {x.size(0)} rows but the graph has {result.num_nodes} nodes; "

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-import types
 
 import pytest
 import torch
@@ -11,24 +10,13 @@ from torch_geometric.data import Data
 import zoo
 from zoo.graph import as_graph
 from tests.conftest import awkward_graph
+from tests.dgl_support import real_dgl
 
 
-def import_dgl():
-    """DGL 2.1's graphbolt subsystem has no build for current torch: import DGL without it."""
-    if "dgl" not in sys.modules:
-        stub = types.ModuleType("dgl.graphbolt")
-        stub.__path__ = []
-        sys.modules.setdefault("dgl.graphbolt", stub)
-    try:
-        import dgl
-    except Exception as exc:  # pragma: no cover - depends on the environment
-        pytest.skip(f"dgl is not importable here ({type(exc).__name__}: {exc}); `make test` installs dgl==2.1.0")
-    return dgl
-
-
+@pytest.mark.dgl
 @pytest.mark.parametrize("name", zoo.list_models())
 def test_edge_index_data_and_dgl_give_the_same_output(name):
-    dgl = import_dgl()
+    dgl = real_dgl()
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6)
     model = zoo.build(name, in_dim=6, out_dim=3, hidden_dim=8, num_layers=2).eval()

@@ -11,6 +11,7 @@ import zoo.ops
 from tests.conftest import awkward_graph
 from zoo.graph import as_graph
 from zoo.ops import dispatch
+from zoo.ops._custom import HAS_CUSTOM_OPS
 
 # the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
 pytestmark = pytest.mark.usefixtures("torch_op_kernels")
@@ -79,6 +80,7 @@ def test_the_switch_picks_the_kernels(kernels, expected, taken):
     assert set(taken) == expected
 
 
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
 def test_size_rule_counts_edges_heads_and_channels_and_vmap_always_fuses():
     edge_index, n = awkward_graph()
     g = as_graph(edge_index, torch.randn(n, 6), "add")

@@ -6,6 +6,7 @@ import torch
 from torch.func import vmap
 
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
+from zoo.ops._custom import HAS_CUSTOM_OPS
 
 
 def reference(x, index, n):
@@ -75,6 +76,7 @@ def test_csr_linear_equals_dense(monkeypatch):
     torch.testing.assert_close(zf.linear(x, w[1]), torch.nn.functional.linear(x, w[1]), atol=1e-10, rtol=0)
 
 
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
 def test_dense_inputs_keep_dense_path(monkeypatch):
     from zoo.ops import sparse_linear as zf
 

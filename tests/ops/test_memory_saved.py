@@ -10,6 +10,7 @@ from zoo.graph import as_graph
 from zoo.ops import fused as fused_kernels
 from zoo.ops.message import leaky_relu_dot
 from zoo.ops.segment import segment_sum
+from zoo.ops._custom import HAS_CUSTOM_OPS
 
 # the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
 pytestmark = pytest.mark.usefixtures("torch_op_kernels")
@@ -29,6 +30,7 @@ def _saved_ehc(fn, E, H, C):
     return out, found
 
 
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
 def test_segment_sum_does_not_keep_its_values():
     E, H, C = 70_000, 2, 4  # above the size where the index-only backward is used
     values = torch.randn(E, H, C, requires_grad=True)
@@ -70,6 +72,7 @@ def test_leaky_relu_dot_under_vmap():
         torch.testing.assert_close(x, y)
 
 
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
 @pytest.mark.parametrize("fused", [False, True])
 def test_attention_layers_keep_only_needed_edge_tensors(fused):
     """Per hidden layer: GAT keeps the gathered W h_u; GATv2 keeps W h_u and W h_u + W h_v.

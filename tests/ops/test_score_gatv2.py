@@ -14,6 +14,7 @@ from zoo.ops import score as fused_score
 from zoo.ops.message import leaky_relu_dot
 from zoo.ops.score import gatv2_score
 from zoo.ops.segment import gather_rows
+from zoo.ops._custom import HAS_CUSTOM_OPS
 
 # the torch-op kernels (the dispatch would otherwise prefer the compiled attention)
 pytestmark = pytest.mark.usefixtures("torch_op_kernels")
@@ -138,6 +139,7 @@ def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monk
             assert calls
 
 
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
 def test_fused_score_size_rule(monkeypatch):
     """One replica on a tiny graph keeps the plain ops (measured slower there); vmap always fuses."""
     x = torch.randn(7, 2, 3)

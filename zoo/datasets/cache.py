@@ -60,12 +60,20 @@ def allowed_globals() -> List[Any]:
     return [Data, HeteroData, DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage]
 
 
+# torch.serialization's allow-list API (torch >= 2.5); older torch (the DGL environment's 2.2) lacks it.
+_HAS_SAFE_GLOBALS = all(hasattr(torch.serialization, n)
+                        for n in ("get_safe_globals", "add_safe_globals", "clear_safe_globals"))
+
+
 @contextmanager
 def allow_globals(extra: Sequence[Any]) -> Iterator[None]:
     """Like ``torch.serialization.safe_globals`` but on exit it removes only what it added:
     torch's context manager restores its snapshot, dropping globals that libraries (PyG on a
     lazy import) registered meanwhile, which would send PyG's own loads to its unsafe retry."""
     ser = torch.serialization
+    if not _HAS_SAFE_GLOBALS:  # torch < 2.5: no allow-list to extend (safe_torch_load restricts by itself)
+        yield
+        return
     before = ser.get_safe_globals()
     added = [g for g in extra if not any(g is b for b in before)]
     ser.add_safe_globals(added)
@@ -77,11 +85,37 @@ def allow_globals(extra: Sequence[Any]) -> Iterator[None]:
         ser.add_safe_globals([g for g in now if not any(g is a for a in added)])
 
 
+def _restricted_pickle_module() -> Any:
+    """For torch < 2.4 (no ``add_safe_globals``; the DGL environment's 2.2): a pickle module whose
+    unpickler resolves only torch's weights-only globals and :func:`allowed_globals` — the same
+    allow-list, enforced in ``find_class`` instead of torch's weights-only unpickler."""
+    import pickle
+    import types
+
+    from torch import _weights_only_unpickler
+
+    allowed = set(_weights_only_unpickler._get_allowed_globals())
+    allowed |= {f"{c.__module__}.{c.__qualname__}" for c in allowed_globals()}
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if f"{module}.{name}" not in allowed:
+                raise pickle.UnpicklingError(f"Unsupported global: GLOBAL {module}.{name}")
+            return super().find_class(module, name)
+
+    restricted = types.ModuleType("zoo_restricted_pickle")
+    restricted.__dict__.update({k: getattr(pickle, k) for k in ("load", "loads", "UnpicklingError")})
+    restricted.Unpickler = Unpickler
+    return restricted
+
+
 def safe_torch_load(path: "str | os.PathLike[str]") -> Any:
     """``torch.load(path, weights_only=True)`` with :func:`allowed_globals`; never falls back."""
     import pickle
 
     try:
+        if not _HAS_SAFE_GLOBALS:
+            return torch.load(path, map_location="cpu", weights_only=False, pickle_module=_restricted_pickle_module())
         with allow_globals(allowed_globals()):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

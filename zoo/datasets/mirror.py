@@ -48,6 +48,17 @@ def resolve_root(root: "str | os.PathLike[str] | None" = None) -> Path:
     return Path(env).expanduser() if env else default_root()
 
 
+def checked_root(root: "str | os.PathLike[str] | None" = None) -> Path:
+    """:func:`resolve_root`, refused up front (``ValueError``) when it names an existing file:
+    datasets would fail deep inside PyG with a raw ``NotADirectoryError``."""
+    path = resolve_root(root)
+    if path.exists() and not path.is_dir():
+        where = "root=" if root is not None else f"${ROOT_ENV}="
+        raise ValueError(f"the data root {where}{str(path)!r} is a file, not a folder; pass a folder "
+                                 "(it is created if missing) or leave it unset for the per-user cache")
+    return path
+
+
 def mirror_dirs() -> List[Path]:
     """Mirror folders from ``$ZOO_DATA_MIRROR`` (missing folders are ignored)."""
     raw = os.environ.get(MIRROR_ENV, "")

@@ -7,6 +7,7 @@ transforms. ``load`` validates names and options, then applies the user's transf
 """
 from __future__ import annotations
 
+import operator
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,49 @@ def get_spec(name: str) -> DatasetSpec:
     return DATASETS.get(name)
 
 
+# --------------------------------------------------------------------------- options
+
+#: Options whose default is None but which are switches all the same (None = "decide for me").
+_NULLABLE_SWITCHES = ("download",)
+
+
+def check_options(spec: DatasetSpec, options: Mapping[str, Any]) -> None:
+    """Unknown names and wrong types fail with one line naming the option.
+
+    An option takes the type of its default: a switch (default ``False``) takes only ``True`` /
+    ``False`` (TOML/CLI ``true``/``false``) — ``"false"``, ``"no"``, ``0`` or ``1.5`` would
+    otherwise be truthy and switch a transform *on* while the record shows the string; an int
+    option takes an int, a float option a number (bools are neither).
+    """
+    unknown = set(options) - set(spec.options)
+    if unknown:
+        raise unknown_kwargs_error(f"dataset {spec.name!r}", unknown, spec.options)
+    for key, value in options.items():
+        default = spec.options[key]
+        if isinstance(default, bool) or (key in _NULLABLE_SWITCHES and value is not None):
+            ok, kind = isinstance(value, bool), "true or false"
+        elif isinstance(default, int) and value is not None:
+            ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif isinstance(default, float) and value is not None:
+            ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+        else:
+            continue
+        if not ok:
+            raise TypeError(f"dataset {spec.name!r}: option {key} must be {kind}, got {value!r} "
+                            f"({type(value).__name__})" + ("; write true or false (unquoted in TOML and --set)"
+                                                          if kind == "true or false" else ""))
+
+
+def _seed_of(seed: Any) -> int:
+    """An integer seed (numpy integers too); ``"a"``, ``1.5`` or ``True`` fail with one line."""
+    if not isinstance(seed, bool):
+        try:
+            return operator.index(seed)
+        except TypeError:
+            pass
+    raise TypeError(f"seed must be an integer, got {seed!r} ({type(seed).__name__})")
+
+
 # --------------------------------------------------------------------------- load
 
 def load(name: str, root: "str | Path | None" = None, split: Union[int, str, None] = None,
@@ -76,14 +120,13 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
     dataset's keyword options (``zoo.datasets.list_datasets()`` / the docs list them).
     """
     spec = get_spec(name)
-    unknown = set(options) - set(spec.options)
-    if unknown:
-        raise unknown_kwargs_error(f"dataset {spec.name!r}", unknown, spec.options)
+    check_options(spec, options)
+    seed = _seed_of(seed)
     if isinstance(transforms, str) or (isinstance(transforms, tuple) and len(transforms) == 2
                                        and isinstance(transforms[0], str) and isinstance(transforms[1], Mapping)):
         transforms = [transforms]  # a single transform given bare
     opts = {**spec.options, **options}
-    task = spec.loader(root=mirror.resolve_root(root), split=split, seed=int(seed), **opts)
+    task = spec.loader(root=mirror.checked_root(root), split=split, seed=int(seed), **opts)
     resolved = [make_transform(t, int(seed)) for t in transforms]
     if resolved:
         fns = [t for t, _ in resolved]

@@ -46,6 +46,18 @@ class Task:
         if (self.data is None) == (self.graphs is None):
             raise ValueError("a Task holds either `data` (transductive) or `graphs` (inductive/graph), not both")
 
+    def __repr__(self) -> str:
+        """A summary, not the data: the dataclass repr of ogbg-molhiv's 41k graphs is 2.7 MB."""
+        if self.data is not None:
+            n, e = getattr(self.data, "num_nodes", None), getattr(self.data, "num_edges", None)
+            held = f"data=<graph: {n} nodes, {e} edges>"
+        else:
+            sizes = ", ".join(f"{k}: {len(v)}" for k, v in (self.graphs or {}).items())
+            held = f"graphs=<{sizes or 'none'}>"
+        return (f"Task(name={self.name!r}, kind={self.kind!r}, metric={self.metric!r}, "
+                f"num_features={self.num_features}, num_classes={self.num_classes}, multilabel={self.multilabel}, "
+                f"{held}, split={self.split!r}, preprocessing={self.preprocessing!r}, source={self.source!r})")
+
     # ------------------------------------------------------------------ scoring
     def evaluate(self, logits_or_scores: Tensor, y: Tensor) -> float:
         """The task metric in [0, 1] for predictions on the rows of ``y``.
@@ -59,6 +71,11 @@ class Task:
         y = y.detach().cpu()
         if pred.size(0) != y.size(0):
             raise ValueError(f"{self.name}: got {pred.size(0)} predictions for {y.size(0)} labels")
+        if pred.is_floating_point() and not bool(torch.isfinite(pred).all()):
+            # argmax of NaN rows picks index 0 and ROC-AUC ranks NaN arbitrarily: a number that means nothing.
+            count = int((~torch.isfinite(pred)).sum())
+            raise ValueError(f"{self.name}: the predictions contain {count} NaN/inf value(s); the model diverged "
+                             "or got non-finite inputs (lower the learning rate, check the data)")
         if self.metric == "accuracy":
             classes = pred.argmax(-1) if pred.dim() > 1 and pred.size(-1) > 1 else pred.view(-1).long()
             if self.ogb_evaluator:

@@ -55,6 +55,11 @@ def balance(model: nn.Module) -> List[Tensor]:
     return out
 
 
+def _require_gradients(model: nn.Module, what: str) -> None:
+    if not any(p.grad is not None for p in model.parameters() if not isinstance(p, UninitializedParameter)):
+        raise RuntimeError(f"{what} needs gradients: call loss.backward() first")
+
+
 def gradient_identity(model: nn.Module) -> List[Tensor]:
     """``delta`` of Eq. (7) per hidden neuron, from the ``.grad`` of the last backward pass.
 
@@ -62,8 +67,7 @@ def gradient_identity(model: nn.Module) -> List[Tensor]:
     homogeneous activations (Theorem 2.2/6.3/6.4); parameters without a gradient count as zero.
     """
     groups = rescale_groups(model)
-    if not any(p.grad is not None for p in model.parameters() if not isinstance(p, UninitializedParameter)):
-        raise RuntimeError("gradient_identity needs gradients: call loss.backward() first")
+    _require_gradients(model, "gradient_identity")
     out = []
     for index in range(len(groups) - 1):
         n = layer_width(model, index)
@@ -90,8 +94,10 @@ def relative_grad_norms(model: nn.Module) -> List[Dict[str, float]]:
 
     ``W`` are the layer's feature matrices together (``W_s``, ``W_t``, update), ``a`` its attention
     parameters.  A ratio with a zero denominator (``a = 0`` right after a balanced init, or GCN's
-    absent attention) is ``nan``.
+    absent attention) is ``nan``.  Before any ``backward()`` there is nothing to measure: a
+    ``RuntimeError`` (not a row of zeros that reads like a vanished gradient).
     """
+    _require_gradients(model, "relative_grad_norms")
     out = []
     for layer in model.layers:
         feats = list(layer.outgoing_params())

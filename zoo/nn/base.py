@@ -17,13 +17,13 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.graph import Graph, GraphLike, _read_edges, as_graph
+from zoo.graph import Graph, GraphLike, _read_edges, as_graph, read_edge_features, self_loop_policy
 from zoo.nn.encoders import align_edge_features, make_encoder
 from zoo.nn.heads import CLASSIFIERS, make_classifier
 from zoo.nn.replay import replayable
-from zoo.nn.validation import check_node_features, positive_int, real_number
+from zoo.nn.validation import check_edge_inputs, check_node_features, positive_int, real_number
 from zoo.norms import resolve_norm
-from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops._custom import under_vmap
 from zoo.ops.dropout import dropout
 
 # name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
@@ -214,7 +214,7 @@ class DeepGNN(nn.Module):
         self.out_heads = heads if out_heads is None else out_heads
         self.dropout, self.attn_dropout, self.bias, self.negative_slope = dropout, attn_dropout, bias, negative_slope
         self.residual = residual
-        self.self_loops = self_loops or self.default_self_loops
+        self.self_loops = self.default_self_loops if self_loops is None else self_loop_policy(self_loops)
         self.classifier_kind = classifier
         if classifier != "none":
             self.out_heads = heads
@@ -301,14 +301,14 @@ class DeepGNN(nn.Module):
             return (out, empty) if return_attention else out
         # Under torch.func.vmap (stacked replicas) the recomputation would run outside the vmap
         # and fail, so layers are not checkpointed there (same numbers, more memory).
-        under_vmap = self.checkpoint and _is_batched(next(self.parameters()))
+        in_vmap = self.checkpoint and under_vmap(next(self.parameters()))
         for index, layer in enumerate(self.layers):
             if index in self.skipped_layers:
                 if layer.in_dim != (layer.channels * layer.heads if layer.concat else layer.channels):
                     raise ValueError(f"layer {index} changes the width and cannot be skipped")
                 x = self.taps[index](x)
                 continue
-            if self.checkpoint and torch.is_grad_enabled() and not under_vmap:
+            if self.checkpoint and torch.is_grad_enabled() and not in_vmap:
                 # Keep only this layer's input; recompute its intermediates in the backward pass.
                 out, alpha = checkpoint(self._recomputable_block(index), g, x, edges, use_reentrant=False)
             else:
@@ -347,8 +347,8 @@ class DeepGNN(nn.Module):
 
     def _encode_edges(self, graph: GraphLike, g: Graph, x: Tensor, edge_attr: Optional[Tensor]) -> Optional[Tensor]:
         """Encoded edge features aligned with ``g.edge_index`` (``None`` without an edge encoder)."""
-        if edge_attr is None and self.edge_encoder is not None:
-            edge_attr = getattr(graph, "edge_attr", None)
+        if self.edge_encoder is not None and (edge_attr is None or isinstance(edge_attr, str)):
+            edge_attr = read_edge_features(graph, edge_attr)  # Data.edge_attr, g.edata (single or named)
         if self.edge_encoder is None:
             if edge_attr is not None:
                 raise ValueError(
@@ -359,6 +359,8 @@ class DeepGNN(nn.Module):
         if edge_attr is None:
             raise ValueError("this model was built with an edge_encoder and needs edge features: pass "
                              "edge_attr=(E, edge_dim) or a PyG Data with edge_attr")
+        num_raw_edges = g.num_edges if graph is g else _read_edges(graph, x)[0].size(1)
+        check_edge_inputs(self, edge_attr, self.edge_encoder, num_raw_edges)
         encoded = self.edge_encoder(edge_attr if not edge_attr.is_floating_point() else edge_attr.to(x.dtype))
         if graph is g:  # already normalised: edge_attr is aligned with its edges
             aligned = encoded

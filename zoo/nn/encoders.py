@@ -16,7 +16,7 @@ the node's incoming edges, as PyG's ``GATConv``/``GATv2Conv`` (``fill_value="mea
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
 from torch import Tensor, nn
@@ -49,7 +49,8 @@ class CategoricalEncoder(nn.Module):
         from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 
         # in_dim is not checked here (suites dry-build models on toy sizes); forward checks the data.
-        self.kind, self.in_dim, self.out_dim = kind, len(_ogb_dims(kind)), out_dim
+        self.dims = _ogb_dims(kind)
+        self.kind, self.in_dim, self.out_dim = kind, len(self.dims), out_dim
         self.encoder = (AtomEncoder if kind == "atom" else BondEncoder)(out_dim)
 
     def forward(self, codes: Tensor) -> Tensor:
@@ -60,8 +61,29 @@ class CategoricalEncoder(nn.Module):
                 "encoder (e.g. 'linear')"
             )
         if codes.is_floating_point():
+            if codes.numel() and not bool((codes == codes.round()).all()):
+                raise ValueError(f"the {self.kind!r} encoder reads integer category codes, but got non-integer "
+                                 f"values (dtype {codes.dtype}); pass the dataset's raw codes (e.g. x.long()) or "
+                                 "pick the 'linear' encoder for continuous features")
             codes = codes.round().long()
+        elif codes.dtype == torch.bool or codes.is_complex():
+            raise TypeError(f"the {self.kind!r} encoder reads integer category codes, got dtype {codes.dtype}")
+        self._check_range(codes)
         return self.encoder(codes)
+
+    def _check_range(self, codes: Tensor) -> None:
+        # An out-of-range code would be an IndexError deep inside nn.Embedding (a device assert on CUDA).
+        if not codes.numel():
+            return
+        sizes = torch.tensor(self.dims, device=codes.device)
+        bad = (codes < 0) | (codes >= sizes)
+        if bool(bad.any()):
+            row, col = (int(v) for v in bad.nonzero()[0])
+            raise ValueError(
+                f"the {self.kind!r} encoder got code {int(codes[row, col])} in column {col} (row {row}), but OGB's "
+                f"{self.kind} column {col} has codes 0..{self.dims[col] - 1}; pass OGB's raw {self.kind} features "
+                "(ogb.utils.smiles2graph) unchanged"
+            )
 
 
 class LinearEncoder(nn.Linear):
@@ -94,6 +116,42 @@ def list_encoders() -> Dict[str, List[str]]:
     return {"input": INPUT_ENCODERS.names(), "edge": EDGE_ENCODERS.names()}
 
 
+def check_edge_features(owner: str, edge_attr: Any, encoder: nn.Module, num_edges: int,
+                        scan_values: bool = True) -> None:
+    """One line for every way raw edge features can be wrong, before the encoder meets them.
+
+    ``edge_attr`` must be a tensor with one row per column of the graph's own edge index
+    (``num_edges``), as wide as the encoder reads, and (floating, unless ``scan_values`` is off)
+    free of NaN/inf — a NaN would otherwise spread silently through the attention scores.
+    """
+    if not isinstance(edge_attr, Tensor):
+        raise TypeError(f"{owner}: edge_attr must be a torch.Tensor of shape (E, edge_dim), got "
+                        f"{type(edge_attr).__name__}")
+    width = getattr(encoder, "in_features", None)
+    if width is None:
+        width = getattr(encoder, "in_dim", None)
+    # A plugin module of the user's own reads whatever it reads: only the row count is checked then.
+    if edge_attr.dim() == 0 or (isinstance(width, int) and (edge_attr.dim() != 2 or edge_attr.size(1) != width)):
+        hint = " (a 1-D tensor: pass edge_attr.unsqueeze(-1))" if edge_attr.dim() == 1 and width == 1 else ""
+        raise ValueError(f"{owner}: edge_attr must have shape (E, {width if width is not None else 'edge_dim'}), "
+                         f"got {tuple(edge_attr.shape)}{hint}; build the model with edge_dim=edge_attr.size(1) "
+                         "or pass the matching edge features")
+    if edge_attr.size(0) != num_edges:
+        raise ValueError(f"{owner}: edge_attr has {edge_attr.size(0)} rows but the graph has {num_edges} edges; "
+                         "pass one row per edge, in the order of the graph's own edge list")
+    if isinstance(encoder, nn.Linear) and not edge_attr.is_floating_point():
+        raise TypeError(f"{owner}: the linear edge encoder reads continuous features, got dtype "
+                        f"{edge_attr.dtype}; pass edge_attr.float() (category codes need edge_encoder='bond')")
+    if scan_values and edge_attr.is_floating_point() and edge_attr.numel() and not bool(torch.isfinite(edge_attr).all()):
+        bad = (~torch.isfinite(edge_attr)).nonzero()
+        row, col = (int(v) for v in bad[0])
+        raise ValueError(
+            f"{owner}: edge features contain {bad.size(0)} NaN/inf value(s) (first at row {row}, column {col}: "
+            f"{edge_attr[row, col].item()}); clean them (e.g. torch.nan_to_num) or skip this check with "
+            "zoo.build(..., check_inputs=False) / ZOO_CHECK_INPUTS=0"
+        )
+
+
 def align_edge_features(edge_index: Tensor, num_nodes: int, policy: str, edge_attr: Tensor) -> Tensor:
     """Rows of ``edge_attr`` (one per column of the *raw* ``edge_index``) in the order of the
     normalised graph that :func:`zoo.graph.as_graph` builds with ``policy``.
@@ -122,4 +180,4 @@ def align_edge_features(edge_index: Tensor, num_nodes: int, policy: str, edge_at
 
 
 __all__ = ["INPUT_ENCODERS", "EDGE_ENCODERS", "CategoricalEncoder", "LinearEncoder", "make_encoder",
-           "list_encoders", "align_edge_features"]
+           "list_encoders", "check_edge_features", "align_edge_features"]

@@ -13,6 +13,8 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from zoo.nn.encoders import check_edge_features
+
 #: Set ``ZOO_CHECK_INPUTS=0`` to skip the NaN/inf scan of node features in every model.
 CHECK_INPUTS_ENV = "ZOO_CHECK_INPUTS"
 
@@ -66,11 +68,23 @@ def _version(x: Tensor) -> Optional[int]:
         return None
 
 
+# torch.compiler.is_compiling is torch >= 2.3; torch 2.2 (the DGL environment) has dynamo's own.
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+
+def _autocast_enabled(device_type: str) -> bool:
+    """``torch.is_autocast_enabled(device_type)``; torch < 2.4 takes no argument (CUDA) and has a CPU twin."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:
+        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
+
+
 def _scan_skipped(x: Tensor) -> bool:
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None and functorch.is_batchedtensor(x):  # values are per-replica: not readable here
         return True
-    return x.device.type == "meta" or torch.compiler.is_compiling()
+    return x.device.type == "meta" or _is_compiling()
 
 
 def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
@@ -97,7 +111,7 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
                             "convert them with x.float() (integer category ids need an input encoder)")
         param = next(iter(model.parameters()), None)
         if (param is not None and param.is_floating_point() and x.dtype != param.dtype
-                and not torch.is_autocast_enabled(x.device.type)):
+                and not _autocast_enabled(x.device.type)):
             raise TypeError(f"{owner}: node features have dtype {x.dtype} but the model's parameters are "
                             f"{param.dtype}; convert one of them (x.to({param.dtype}) or model.to({x.dtype}))")
     if (not x.is_floating_point() or not getattr(model, "check_inputs", True)
@@ -119,4 +133,16 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
     _SEEN.add(x, version)
 
 
-__all__ = ["CHECK_INPUTS_ENV", "check_node_features", "positive_int", "real_number"]
+__all__ = ["CHECK_INPUTS_ENV", "check_node_features", "check_edge_inputs", "positive_int", "real_number"]
+
+
+def check_edge_inputs(model: nn.Module, edge_attr: Any, encoder: nn.Module, num_edges: int) -> None:
+    """Check a model's raw edge features (:func:`zoo.nn.encoders.check_edge_features`): shape,
+    rows, dtype and — like the node features: once per tensor, with the same opt-outs — NaN/inf."""
+    scan = (isinstance(edge_attr, Tensor) and getattr(model, "check_inputs", True)
+            and os.environ.get(CHECK_INPUTS_ENV, "1") != "0" and not _scan_skipped(edge_attr)
+            and not _SEEN.hit(edge_attr, _version(edge_attr)))
+    owner = getattr(model, "family", None) or type(model).__name__
+    check_edge_features(owner, edge_attr, encoder, num_edges, scan_values=scan)
+    if scan:
+        _SEEN.add(edge_attr, _version(edge_attr))

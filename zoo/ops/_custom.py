@@ -14,12 +14,51 @@ from typing import Any, Iterator, Optional, Sequence
 import torch
 from torch import Tensor
 
-# torch.library.custom_op / register_vmap exist from torch 2.5; older versions use plain ops.
+# torch.library.custom_op / register_vmap exist from torch 2.4 (the DGL environment's torch 2.2
+# lacks them): without them every op takes its plain path, and under vmap the dispatch keeps the
+# fused kernels off (their autograd.Functions have no vmap rule there) — the same numbers
+# (tests/ops/test_fallback.py).
 HAS_CUSTOM_OPS = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_vmap")
 
-# Outside vmap the plain aten ops are used: a custom op costs a Python dispatch per call.
-is_batched = (getattr(torch._C._functorch, "is_batchedtensor", lambda t: True) if HAS_CUSTOM_OPS
-              else (lambda t: False))
+_is_batchedtensor = getattr(getattr(torch._C, "_functorch", None), "is_batchedtensor", None)
+
+
+class _Switch:
+    """Whether the registered custom ops are used (tests turn them off to run the fallback on any torch)."""
+
+    active: bool = HAS_CUSTOM_OPS
+
+
+def custom_ops_active() -> bool:
+    """The custom ops exist and are in use (see :func:`custom_ops_disabled`)."""
+    return _Switch.active
+
+
+@contextmanager
+def custom_ops_disabled() -> Iterator[None]:
+    """Run the torch < 2.4 path — plain ops, no custom-op vmap rules — on this torch (tests)."""
+    before = _Switch.active
+    _Switch.active = False
+    try:
+        yield
+    finally:
+        _Switch.active = before
+
+
+def under_vmap(t: Optional[Tensor]) -> bool:
+    """``t`` is a tensor batched by ``torch.func.vmap`` (whatever the custom ops)."""
+    return t is not None and _is_batchedtensor is not None and _is_batchedtensor(t)
+
+
+def is_batched(t: Tensor) -> bool:
+    """``t`` is batched by vmap *and* the custom ops' vmap rules are there to take it; outside vmap
+    the plain aten ops are used (a custom op costs a Python dispatch per call)."""
+    return _Switch.active and under_vmap(t)
+
+
+def vmap_without_rules(*tensors: Optional[Tensor]) -> bool:
+    """Under vmap with no custom-op vmap rules (torch < 2.4): the fused kernels must stay off."""
+    return not _Switch.active and any(under_vmap(t) for t in tensors)
 
 
 @contextmanager
@@ -56,4 +95,5 @@ def shared_graph(dst_dim: Optional[int], order_dims: Sequence[Optional[int]]) ->
                          "(vmap over parameters and features, not over edge indices)")
 
 
-__all__ = ["HAS_CUSTOM_OPS", "is_batched", "quiet_sparse", "no_vmap_randomness", "fold", "unfold", "shared_graph"]
+__all__ = ["HAS_CUSTOM_OPS", "custom_ops_active", "custom_ops_disabled", "under_vmap", "is_batched",
+           "vmap_without_rules", "quiet_sparse", "no_vmap_randomness", "fold", "unfold", "shared_graph"]

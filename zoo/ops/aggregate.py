@@ -31,7 +31,9 @@ from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._custom import quiet_sparse as _quiet
 from zoo.ops._custom import shared_graph as _shared_graph
 from zoo.ops._custom import unfold as _unfold
-from zoo.ops.segment import segment_softmax
+from zoo.ops._custom import vmap_without_rules as _vmap_without_rules
+from zoo.ops.message import weight_messages
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 
 
 
@@ -227,9 +229,12 @@ def edge_attention(scores: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_node
     Shapes:
         scores: ``(E, H)``; x: ``(N, H, C)``; src, dst: ``(E,)`` -> out ``(N, H, C)``, alpha ``(E, H)``.
     """
+    if _vmap_without_rules(scores, x):  # torch < 2.4 under vmap: the equation in vmappable plain ops
+        alpha = segment_softmax(scores, dst, num_nodes)
+        return segment_sum(weight_messages(alpha, gather_rows(x, src)), dst, num_nodes), alpha
     if orders is None:
         orders = edge_orders(src, dst, num_nodes)
-    if _HAS_CUSTOM_OPS and (_is_batched(scores) or _is_batched(x)):
+    if _is_batched(scores) or _is_batched(x):
         return _edge_attention(scores, x, dst, list(orders), num_nodes)
     return _EdgeAttention.apply(scores, x, dst, num_nodes, *orders)
 

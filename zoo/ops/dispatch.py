@@ -22,6 +22,8 @@ exactly (numbers do not change; unifying them is a separate, measured change):
   backend serves the device — at every size: it beats the plain ops at one replica even on
   Cornell (attention fwd+bwd 0.27-0.31 vs 0.67-0.77 ms), so no size threshold applies to it.
   Otherwise the two steps above.
+* Without custom ops (torch < 2.4, :func:`zoo.ops._custom.vmap_without_rules`) no fused kernel
+  runs under vmap: their autograd.Functions have no vmap rule there; the plain ops are vmapped.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.ops._compiled import ops as compiled
-from zoo.ops._custom import is_batched
+from zoo.ops._custom import custom_ops_active, is_batched, vmap_without_rules
 from zoo.ops.aggregate import edge_attention, graph_orders
 from zoo.ops.config import FusedConfig, use_fused
 from zoo.ops.dropout import dropout
@@ -83,7 +85,8 @@ def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negat
         score_src, score_dst = node_scores(x, att_src, att_dst)
     else:
         score_src, score_dst = (x * att_src).sum(-1), (x * att_dst).sum(-1)
-    if config.score and bias is None and normalize is None and negative_slope >= 0:
+    if (config.score and bias is None and normalize is None and negative_slope >= 0
+            and not vmap_without_rules(score_src, score_dst)):
         return gat_edge_scores(score_src, score_dst, src, dst, negative_slope)  # one (E, H) buffer
     scores = gather_rows(score_src, src) + gather_rows(score_dst, dst)
     if normalize is not None:
@@ -107,7 +110,7 @@ def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: obj
     config = use_fused()
     src, dst = graph.src, graph.dst
     fusable = (not dropout_active(attn_dropout, training) and not terms and score is None
-               and negative_slope >= 0)
+               and negative_slope >= 0 and not vmap_without_rules(x_src, x_dst, att))
     if fusable and fuses_gatv2_score(graph.num_edges, x_src, config):
         return gatv2_score(x_src, x_dst, att, src, dst, negative_slope), None  # fewer (E, H, C) passes
     src_rows = gather_rows(x_src, src)  # gathered once: used by the score and the message
@@ -131,7 +134,7 @@ def attention(scores: Tensor, values: Tensor, graph: object, *, attn_dropout: fl
     config = use_fused()
     n, src, dst = graph.num_nodes, graph.src, graph.dst
     if (config.aggregate and not dropout_active(attn_dropout, training)
-            and large_enough(graph.num_edges, values, config)):
+            and not vmap_without_rules(scores, values) and large_enough(graph.num_edges, values, config)):
         return edge_attention(scores, values, src, dst, n, graph_orders(graph))  # no (E, H, C) tensors
     alpha = segment_softmax(scores, dst, n)
     weights = dropout(alpha, attn_dropout, training)
@@ -143,7 +146,8 @@ def compiled_serves(values: Tensor, attn_dropout: float = 0.0, training: bool = 
                     config: Optional[FusedConfig] = None) -> bool:
     """Whether the compiled attention computes a layer's attention over ``values`` (``(N, H, C)``)."""
     config = use_fused() if config is None else config
-    return (config.use_compiled and not dropout_active(attn_dropout, training)
+    # The compiled ops' autograd / fake / vmap rules are torch.library registrations (torch >= 2.4).
+    return (config.use_compiled and custom_ops_active() and not dropout_active(attn_dropout, training)
             and values.dtype in (torch.float32, torch.float64) and compiled.available(values.device))
 
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import no_vmap_randomness as _no_vmap_randomness
 
 
@@ -103,7 +104,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """``F.dropout``, but inside :func:`replica_randomness` each replica draws from its own stream."""
     if not training or p == 0.0:
         return x
-    if not _ACTIVE or not _HAS_CUSTOM_OPS:
+    if not _ACTIVE or not custom_ops_active():
         return F.dropout(x, p, True)
     return x * _replica_mask(x.detach(), _ACTIVE[-1][1], float(p))
 

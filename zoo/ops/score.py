@@ -37,6 +37,9 @@ from zoo.ops._custom import fold as _fold
 from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._custom import shared_graph as _shared_graph
 from zoo.ops._custom import unfold as _unfold
+from zoo.ops._custom import vmap_without_rules as _vmap_without_rules
+from zoo.ops.message import leaky_relu_dot
+from zoo.ops.segment import gather_rows
 
 #: On the CPU, an ``(E, H, C)`` tensor of more than CHUNK_MIN_BYTES is processed in blocks of
 #: edges (forward: FORWARD_CHUNK_BYTES, about the L2 cache; backward: BACKWARD_CHUNK_BYTES), so
@@ -295,7 +298,9 @@ def gat_edge_scores(score_src: Tensor, score_dst: Tensor, src: Tensor, dst: Tens
     """
     if negative_slope < 0:
         raise ValueError(f"gat_edge_scores needs negative_slope >= 0 (got {negative_slope}); use the plain ops")
-    if _HAS_CUSTOM_OPS and (_is_batched(score_src) or _is_batched(score_dst)):
+    if _vmap_without_rules(score_src, score_dst):  # torch < 2.4 under vmap: vmappable plain ops
+        return F.leaky_relu(gather_rows(score_src, src) + gather_rows(score_dst, dst), negative_slope)
+    if _is_batched(score_src) or _is_batched(score_dst):
         return _gat_edge_scores(score_src, score_dst, src, dst, float(negative_slope))
     return _GATEdgeScores.apply(score_src, score_dst, src, dst, float(negative_slope))
 
@@ -312,7 +317,10 @@ def gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor
     """
     if negative_slope < 0:
         raise ValueError(f"gatv2_score needs negative_slope >= 0 (got {negative_slope}); use the plain ops")
-    if _HAS_CUSTOM_OPS and any(t is not None and _is_batched(t) for t in (x_src, x_dst, att)):
+    if _vmap_without_rules(x_src, x_dst, att):  # torch < 2.4 under vmap: vmappable plain ops
+        hidden = gather_rows(x_src, src) + gather_rows(x_src if x_dst is None else x_dst, dst)
+        return leaky_relu_dot(hidden, att, negative_slope)
+    if any(t is not None and _is_batched(t) for t in (x_src, x_dst, att)):
         return _gatv2_score(x_src, x_dst, att, src, dst, float(negative_slope))[0]
     return _GATv2Score.apply(x_src, x_dst, att, src, dst, float(negative_slope))
 

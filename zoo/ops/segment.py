@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
 
 if _HAS_CUSTOM_OPS:
@@ -112,7 +113,7 @@ _SAVE_FREE_MIN_NUMEL = 1 << 16
 
 def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
     """Sum the rows of ``values`` (``(E, ...)``) into ``num_segments`` buckets given by ``index`` (``(E,)``)."""
-    if _is_batched(values) or (_HAS_CUSTOM_OPS and values.requires_grad and torch.is_grad_enabled()
+    if _is_batched(values) or (custom_ops_active() and values.requires_grad and torch.is_grad_enabled()
                                and values.numel() >= _SAVE_FREE_MIN_NUMEL):
         return _scatter_rows(values, index, 0, num_segments)
     return values.new_zeros((num_segments,) + tuple(values.shape[1:])).index_add_(0, index, values)

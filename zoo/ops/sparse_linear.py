@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
 
 #: A constant input with at most this fraction of non-zeros is multiplied as CSR when it has at
@@ -114,7 +115,7 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
 
 def _sparse_parts(x: Tensor, weight: Tensor) -> Optional[Tuple[Tensor, ...]]:
     """The CSR form of ``x`` when :func:`linear` should use it (see SPARSE_MAX_DENSITY), else ``None``."""
-    if not (_HAS_CUSTOM_OPS and x.dim() == 2 and x.layout == torch.strided and not x.requires_grad
+    if not (custom_ops_active() and x.dim() == 2 and x.layout == torch.strided and not x.requires_grad
             and not _is_batched(x) and x.is_floating_point()):
         return None
     if x.numel() < SPARSE_MIN_ELEMENTS and not _is_batched(weight):

@@ -11,6 +11,7 @@ import re
 from typing import Any, Dict, List, Sequence
 
 from zoo.bench.spec.measures import metric_spec
+from zoo.bench.spec.papers import cite
 from zoo.bench.analyze.board import Board, diff_label, fmt, fmt_diff, fmt_paper, tables
 from zoo.bench.render.leaderboard import has_reported, metric_description, notes
 
@@ -34,6 +35,11 @@ document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventL
   var fa=parseFloat(a),fc=parseFloat(c);var r=(!isNaN(fa)&&!isNaN(fc))?fa-fc:a.localeCompare(c);return asc?r:-r;});
  rows.forEach(function(r){b.appendChild(r);});});});
 """
+
+
+def _code(text: str) -> str:
+    """Escaped text with Markdown's `code` spans as <code> (the shared descriptions are Markdown)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
 def slug(*parts: Any) -> str:
@@ -73,7 +79,8 @@ def _plot(board: Board, table: Any, t: Dict[str, Any], what: str) -> str:
                     lo.append(s.mean - (s.low if s.low is not None else s.mean))
                     hi.append((s.high if s.high is not None else s.mean) - s.mean)
                 else:
-                    lo.append(s.ci95 or 0.0)
+                    # epochs to best cannot be negative: the lower whisker stops at 0
+                    lo.append(min(s.ci95 or 0.0, s.mean) if what == "epochs" else s.ci95 or 0.0)
                     hi.append(s.ci95 or 0.0)
             color = None
             if xs:
@@ -137,15 +144,15 @@ def _board_html(board: Board) -> List[str]:
     sid = slug(board.suite)
     out = [f'<h2 id="{sid}"><a href="#{sid}">{html.escape(board.meta.get("title") or board.suite)}</a></h2>']
     if board.meta.get("paper"):
-        out.append(f"<p>Paper: {html.escape(str(board.meta['paper']))} "
+        out.append(f"<p>Paper: {html.escape(cite(str(board.meta['paper'])))} "
                    f"{html.escape(', '.join(board.meta.get('tables') or []))}</p>")
     desc = metric_description(board).replace("**", "")
-    out.append(f"<p class=muted>{board.runs} runs. {html.escape(desc)} Commit "
+    out.append(f"<p class=muted>{board.runs} runs. {_code(desc)} Commit "
                f"{html.escape(', '.join(board.provenance['commits']))}; device "
                f"{html.escape(', '.join(board.provenance['devices']))}; "
                + html.escape(", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items())) + "</p>")
     for note in notes(board):
-        out.append(f"<p><b>Note.</b> {html.escape(note)}</p>")
+        out.append(f"<p><b>Note.</b> {_code(note)}</p>")
     for table, t in tables(board).items():
         tid = slug(board.suite, table)
         paper_cols = has_reported(t)
@@ -155,7 +162,8 @@ def _board_html(board: Board) -> List[str]:
         for c in t["columns"]:
             head += f"<th>{html.escape(str(lay['columns']))}={html.escape(str(c))}</th>"
             head += f"<th>paper</th><th>{diff_label(board)}</th>" if paper_cols else ""
-            head += "<th>epochs</th>"
+            head += (f"<th title='mean epoch at which the selected (best) model was reached'>epochs to best"
+                     f"<br>({html.escape(str(lay['columns']))}={html.escape(str(c))})</th>")
         out.append(f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>')
         for row, cols in t["rows"].items():
             tds = "".join(f'<td class="k">{html.escape(str(v))}</td>' for v in row)

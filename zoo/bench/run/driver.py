@@ -404,12 +404,23 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
             jobs.sort(key=lambda j: (-j.cost, j.index))
         work = functools.partial(execute_group, tasks=TaskCache(data_root)) if isinstance(ex, LocalExecutor) \
             else execute_group
-        bar = tqdm(total=len(pending), desc=f"{suite.name}", unit="run", disable=quiet, dynamic_ncols=True)
+        # Nothing pending (all done, or skipped): no bar at all, not an empty "0it" line.
+        bar = tqdm(total=len(pending), desc=f"{suite.name}", unit="run", disable=quiet or not jobs,
+                   dynamic_ncols=True)
+        in_flight = [0]
+
+        def started(job: GroupJob) -> None:  # worker pools report nothing until a group ends: show what runs
+            in_flight[0] += len(job.cells)
+            bar.set_postfix_str(f"{in_flight[0]} run(s) in flight")
+
+        ex.on_start = started
         try:
             outcomes = ex.run(jobs, work)
             try:
                 for outcome in outcomes:
                     _log_outcome(suite, outcome, results_path, summary, ex.name)
+                    in_flight[0] -= len(outcome.job.cells)
+                    bar.set_postfix_str(f"{in_flight[0]} run(s) in flight", refresh=False)
                     bar.update(len(outcome.job.cells))
             finally:  # on any exit (Ctrl-C, a write error) the executor stops its workers now
                 getattr(outcomes, "close", lambda: None)()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -85,15 +86,40 @@ class Executor:
     """Runs jobs and yields their outcomes in completion order (never writes anything)."""
 
     name = "base"
+    #: Called with each job as it starts (the driver's progress bar shows the work in flight).
+    on_start: Optional[Callable[[GroupJob], None]] = None
 
     def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:  # pragma: no cover
         raise NotImplementedError
+
+    def _started(self, job: GroupJob) -> None:
+        if self.on_start is not None:
+            self.on_start(job)
 
     def describe(self) -> str:
         return self.name
 
 
 # --------------------------------------------------------------------------- local
+
+
+class _LazyBar:
+    """A group's per-epoch bar, drawn at its first epoch: a group that is skipped (data missing) or
+    fails before training leaves no stray bar line."""
+
+    def __init__(self, job: GroupJob, steps: int, quiet: bool) -> None:
+        self.job, self.steps, self.quiet, self.bar = job, steps, quiet, None
+
+    def update(self, n: int = 1) -> None:
+        if self.quiet:
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=self.steps, desc=group_label(self.job), leave=False, unit="ep", dynamic_ncols=True)
+        self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 class LocalExecutor(Executor):
@@ -114,15 +140,14 @@ class LocalExecutor(Executor):
         before = torch.get_num_threads()
         try:
             for job in jobs:
-                steps = get_mode(job.mode).progress_steps(job.cells[0])
-                inner = tqdm(total=steps, desc=group_label(job), leave=False, unit="ep", disable=self.quiet,
-                             dynamic_ncols=True)
+                self._started(job)
+                bar = _LazyBar(job, get_mode(job.mode).progress_steps(job.cells[0]), self.quiet)
                 if self.threads is not None:  # set per job: the caller's code may change it in between
                     torch.set_num_threads(self.threads)
                 try:
-                    yield work(job, progress=inner.update)
+                    yield work(job, progress=bar.update)
                 finally:
-                    inner.close()
+                    bar.close()
         finally:
             torch.set_num_threads(before)
 
@@ -131,7 +156,11 @@ class LocalExecutor(Executor):
 
 
 def _init_process_worker() -> None:
-    """One torch thread per worker: N workers on N cores beat N x (all cores) oversubscribed."""
+    """One torch thread per worker: N workers on N cores beat N x (all cores) oversubscribed.
+
+    Ctrl-C reaches the whole process group: workers ignore it, so that only the driver reports
+    it (one line) and stops them, instead of every worker printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
         torch.set_num_interop_threads(1)
@@ -169,6 +198,7 @@ class ProcessExecutor(Executor):
                 while queue and len(inflight) < self.workers:
                     job = queue.pop(0)
                     inflight[pool.submit(work, job)] = job
+                    self._started(job)
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
@@ -189,6 +219,9 @@ class ProcessExecutor(Executor):
                     pool = None
         finally:
             if pool is not None:
+                if inflight:  # interrupted (Ctrl-C, a write error): stop the running groups now, unrecorded
+                    for process in list(getattr(pool, "_processes", {}).values()):
+                        process.terminate()
                 pool.shutdown(wait=not inflight, cancel_futures=True)
 
 
@@ -263,6 +296,7 @@ class RayExecutor(Executor):
         try:
             for job in jobs:
                 refs[remote.remote(work, job, threads)] = job
+                self._started(job)  # queued on the cluster: in flight from the driver's point of view
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 for ref in ready:

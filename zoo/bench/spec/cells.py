@@ -1,8 +1,9 @@
 """Reading a resolved cell config: the value of any suite key, defaults filled in (torch-free)."""
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Mapping, Sequence
 
+from zoo._names import normalize_name
 from zoo.bench.spec.plugins import dataset_options, model_options
 
 
@@ -31,3 +32,28 @@ def cell_value(config: Dict[str, Any], key: str) -> Any:
         return dataset_options(task["dataset"]).get(bare)
     except (ValueError, KeyError):
         return None
+
+
+def comparable(v: Any) -> Any:
+    """A value as ``--where`` compares it: names normalised, 2.0 == 2, lists and dicts by their repr."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return normalize_name(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, (list, dict)):
+        return repr(v)
+    return v
+
+
+def matches(config: Dict[str, Any], where: Mapping[str, Sequence[Any]]) -> bool:
+    """Whether a resolved cell matches every ``--where`` clause (values of one key are alternatives)."""
+    for key, values in where.items():
+        try:
+            have = repr(comparable(cell_value(config, key)))
+        except (KeyError, ValueError):
+            return False
+        if have not in {repr(comparable(v)) for v in values}:
+            return False
+    return True

@@ -57,6 +57,11 @@ def dataset_options(dataset: str) -> Dict[str, Any]:
     return dict(dataset_spec(dataset).options)
 
 
+def check_dataset_options(dataset: str, options: Dict[str, Any]) -> None:
+    """The dataset loader's own option check (names and types: a switch takes true/false only)."""
+    _module("zoo.datasets.registry").check_options(dataset_spec(dataset), options)
+
+
 def canonical_name(kind: str, name: str) -> str:
     """The registered spelling of plugin ``name`` of ``kind`` (one of :data:`PLUGIN_KINDS`);
     an unknown name raises ``ValueError`` listing the close matches."""

@@ -11,8 +11,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo._names import close_matches, normalize_name
 from zoo._toml import tomllib
-from zoo.bench.spec.cells import cell_value
+from zoo.bench.spec.cells import cell_value, comparable
 from zoo.bench.spec.cost import estimated_group_seconds
+from zoo.bench.spec.plugins import dataset_spec
 from zoo.bench.spec.suite import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
 
 
@@ -48,16 +49,7 @@ def parse_where(items: Sequence[str]) -> Dict[str, List[Any]]:
     return out
 
 
-def _norm(v: Any) -> Any:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str):
-        return normalize_name(v)
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, (list, dict)):
-        return repr(v)
-    return v
+_norm = comparable  # one definition: parse_suite applies --set to the cells this selects
 
 
 def _suite_keys(suite: Suite) -> List[str]:

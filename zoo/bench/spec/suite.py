@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
 from zoo.bench.spec import plugins as registries
-from zoo.bench.spec.cells import cell_value
+from zoo.bench.spec.cells import matches, cell_value
 from zoo.bench.spec.config import OPTIMIZERS, SELECT, TrainConfig
 from zoo.bench.spec.measures import METRICS, MODES, metric_spec
 
@@ -154,9 +154,11 @@ def find_suite(name_or_path: Union[str, Path]) -> Path:
 
 
 def load_suite(name_or_path: Union[str, Path], quick: bool = False, validate_models: bool = True,
-               settings: Optional[Mapping[str, Any]] = None) -> Suite:
+               settings: Optional[Mapping[str, Any]] = None,
+               where: Optional[Mapping[str, Sequence[Any]]] = None) -> Suite:
     """Read, validate and expand a suite (``quick=True`` applies its ``[quick]`` table; ``settings``
-    are ``--set`` values applied to every cell after everything else)."""
+    are ``--set`` values applied to every cell after everything else — with ``where`` (``--where``),
+    to the cells it selects, and checked against those only)."""
     path = find_suite(name_or_path)
     try:
         with open(path, "rb") as fh:
@@ -167,7 +169,8 @@ def load_suite(name_or_path: Union[str, Path], quick: bool = False, validate_mod
         raise SuiteError(f"{path}: not a text (UTF-8 TOML) file; pass a suite .toml file") from None
     except OSError as e:
         raise SuiteError(f"cannot read suite file {path}: {e.strerror or e}") from None
-    return parse_suite(raw, quick=quick, source=str(path), validate_models=validate_models, settings=settings)
+    return parse_suite(raw, quick=quick, source=str(path), validate_models=validate_models, settings=settings,
+                       where=where)
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -284,6 +287,10 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
         else:
             _check_keys(where, {key: value}, valid_all)
     _check_split(where, dataset, task["split"])
+    try:  # a switch takes true/false only: "False" or "no" would switch a transform on (issue 26)
+        registries.check_dataset_options(dataset, task["options"])
+    except (TypeError, ValueError) as e:
+        raise SuiteError(f"{where}: {e}") from None
     if run["dtype"] not in DTYPES:
         raise SuiteError(f"{where}: dtype must be one of {DTYPES}, got {run['dtype']!r}")
     if train["select"] not in SELECT:
@@ -393,7 +400,8 @@ def group_id(config: Mapping[str, Any]) -> str:
 
 
 def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>",
-                validate_models: bool = True, settings: Optional[Mapping[str, Any]] = None) -> Suite:
+                validate_models: bool = True, settings: Optional[Mapping[str, Any]] = None,
+                where: Optional[Mapping[str, Sequence[Any]]] = None) -> Suite:
     """Validate a suite's tables and expand them into cells (see the module docstring).
 
     ``settings`` (``zoo bench --set``) are set in every cell after the overrides; they change the
@@ -472,28 +480,35 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
                 flat.update(_flatten(f"{source} [[override]]", {k: v for k, v in o.items() if k != "when"}))
         points.append((dict(zip(axes, point)), flat))
     settings = dict(settings or {})
+    # --set applies to the cells --where selects (all without --where), and is checked against those:
+    # an option of one dataset need not exist for the datasets that are not run.
+    resolved = [resolve_cell(f"{source} cell {point}", flat) for point, flat in points]
+    chosen = [not where or matches(config, where) for config in resolved]
+    if not any(chosen):  # a --where that selects nothing is reported by the selection, with its own message
+        chosen = [True] * len(resolved)
     if settings:
-        check_settings(settings, grid, board, [flat for _, flat in points])
+        check_settings(settings, grid, board, [flat for (_, flat), c in zip(points, chosen) if c])
     cells: List[Cell] = []
     seen: Dict[str, int] = {}
     plain: List[Dict[str, Any]] = []  # the cells without the settings: what they replace
-    for point, flat in points:
-        where = f"{source} cell {point}"
-        config = resolve_cell(where, flat)
-        if settings:
+    reduced: List[Dict[str, Any]] = []
+    for (point, flat), config, selected in zip(points, resolved, chosen):
+        label = f"{source} cell {point}"
+        if settings and selected:
             plain.append(config)
-            where += f" with --set {format_settings(settings)}"
-            config = resolve_cell(where, {**flat, **settings})
+            label += f" with --set {format_settings(settings)}"
+            config = resolve_cell(label, {**flat, **settings})
+            reduced.append(config)
         cid = cell_id(config)
         if cid in seen:
             why = "the --set values make two grid points one config" if settings else \
                 "two grid points resolve to one config"
-            raise SuiteError(f"{where}: duplicates cell #{seen[cid] + 1} ({why})")
+            raise SuiteError(f"{label}: duplicates cell #{seen[cid] + 1} ({why})")
         seen[cid] = len(cells)
         cells.append(Cell(cid, group_id(config), config))
     if not cells:
         raise SuiteError(f"{source}: the grid expands to no cells (everything excluded?)")
-    replaced = replaced_values(settings, plain, [c.config for c in cells])
+    replaced = replaced_values(settings, plain, reduced)
     _check_board_keys(source, board, cells)
     if validate_models:
         _dry_build(source, cells)

@@ -39,9 +39,9 @@ def append_record(path: PathLike, record: Dict[str, Any]) -> None:
     before the write and :class:`RecordNotWrittenError` says the run was not recorded.
     """
     line = (json.dumps(record, sort_keys=True, allow_nan=False, default=_jsonable) + "\n").encode()
-    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(str(path), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        size = os.fstat(fd).st_size
+        size = _drop_blank_tail(fd)
         try:
             written = os.write(fd, line)
             if written != len(line):
@@ -58,6 +58,21 @@ def append_record(path: PathLike, record: Dict[str, Any]) -> None:
             ) from e
     finally:
         os.close(fd)
+
+
+def _drop_blank_tail(fd: int) -> int:
+    """Trailing blank lines (an editor's extra newline) are cut before appending, so that they do not
+    become an empty line inside the file; returns the size to append at."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return 0
+    tail = os.pread(fd, min(size, 4096), size - min(size, 4096))
+    stripped = tail.rstrip()
+    if len(tail) - len(stripped) <= 1 or not stripped and len(tail) < size:  # just the final newline
+        return size
+    keep = size - len(tail) + len(stripped) + (1 if stripped else 0)  # up to the last record's newline
+    os.ftruncate(fd, keep)
+    return keep
 
 
 def _truncate(fd: int, size: int) -> bool:
@@ -90,7 +105,10 @@ def iter_numbered(path: PathLike) -> Iterator[Tuple[int, Dict[str, Any]]]:
             f"{path} ends with a partial line; records are appended whole (and rolled back when a write "
             "fails), so something else wrote to it. Inspect the last line and remove it by hand if it is garbage."
         )
-    for number, raw in enumerate(data.splitlines(), 1):
+    lines = data.splitlines()
+    while lines and not lines[-1].strip():  # trailing blank lines (an editor's final newline) hold nothing
+        lines.pop()
+    for number, raw in enumerate(lines, 1):
         if not raw.strip():
             raise CorruptRecordsError(f"{path}:{number}: empty line in a results file")
         try:
