@@ -101,3 +101,17 @@ def test_gatnb_attention_is_static_and_gatdb_is_not():
         alpha[ei[1], ei[0]] = records[0].alpha[:, 0]
         top_keys = alpha.argmax(dim=1)
         assert (top_keys.unique().numel() == 1) == static, f"{name}: top keys {top_keys.tolist()}"
+
+
+def test_registry_is_complete_when_read_before_the_families_are_imported():
+    """``import zoo.registry`` alone (``zoo/__init__`` loads lazily) must still list every family:
+    the registry imports its family modules at the first lookup.  A fresh process, since this one
+    has imported them already."""
+    import subprocess
+    import sys
+
+    code = ("import zoo.registry as r\n"
+            "assert {'gat', 'gatv2', 'gcn', 'san_pre_ln'} <= set(r.MODELS.names()), r.MODELS.names()\n"
+            "assert 'gatdb' in r.MODELS and len(r.MODELS) >= 13\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]

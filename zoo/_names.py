@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Dict, Generic, Iterable, Iterator, List, Optional, TypeVar
+from typing import Callable, Dict, Generic, Iterable, Iterator, List, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -60,13 +60,21 @@ class Registry(Generic[T]):
     """A name -> object map with normalised names, aliases and helpful errors.
 
     Registering a name (or alias) twice raises, so two plugins can never silently
-    shadow each other.
+    shadow each other.  ``populate``, if given, is called once before the first lookup: it imports
+    the modules that register the entries, so a registry read before its plugins were imported
+    (``import zoo.registry`` alone) is still complete.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, populate: Optional[Callable[[], None]] = None) -> None:
         self.kind = kind
         self._items: Dict[str, T] = {}
         self._aliases: Dict[str, str] = {}
+        self._populate = populate
+
+    def _populated(self) -> None:
+        populate, self._populate = self._populate, None  # once; registering inside it must not recurse
+        if populate is not None:
+            populate()
 
     def add(self, name: str, item: T, aliases: Iterable[str] = ()) -> T:
         key = normalize_name(name)
@@ -79,6 +87,7 @@ class Registry(Generic[T]):
         return item
 
     def canonical(self, name: str) -> str:
+        self._populated()
         key = normalize_name(name)
         key = self._aliases.get(key, key)
         if key not in self._items:
@@ -89,15 +98,18 @@ class Registry(Generic[T]):
         return self._items[self.canonical(name)]
 
     def __contains__(self, name: object) -> bool:
+        self._populated()
         if not isinstance(name, str):
             return False
         key = normalize_name(name)
         return key in self._items or key in self._aliases
 
     def names(self) -> List[str]:
+        self._populated()
         return sorted(self._items)
 
     def aliases(self, name: Optional[str] = None) -> Dict[str, str]:
+        self._populated()
         if name is None:
             return dict(self._aliases)
         key = self.canonical(name)
@@ -107,4 +119,5 @@ class Registry(Generic[T]):
         return iter(self.names())
 
     def __len__(self) -> int:
+        self._populated()
         return len(self._items)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import importlib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,18 @@ from zoo._names import Registry, normalize_name, unknown_name_error
 
 from zoo._toml import tomllib
 
-MODELS: Registry[type] = Registry("model")
+#: Modules whose import registers every model family (and one paper's encoders and heads).
+FAMILY_MODULES = ("zoo.models", "zoo.papers")
+
+
+def _register_families() -> None:
+    # By name, at the first lookup: the family modules import this module (register_model), so
+    # importing them here at module level would be a cycle; a lookup needs them all registered.
+    for module in FAMILY_MODULES:
+        importlib.import_module(module)
+
+
+MODELS: Registry[type] = Registry("model", populate=_register_families)
 
 
 def register_model(name: str, *, aliases: tuple = ()) -> Callable[[Type], Type]:
