@@ -131,7 +131,8 @@ def test_equals_plain_when_heads_are_processed_in_blocks(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_replicas_one_by_one_equal_folded_bitwise(family, monkeypatch):
-    """Above FOLD_MAX_BYTES the vmap rules call the op once per replica: the same numbers exactly."""
+    """When one replica fits FOLD_MAX_BYTES and all do not, the vmap rules call the op once per
+    replica: the same numbers exactly."""
     from zoo.ops._compiled import rules
 
     case = make_inputs(family, heads=2, channels=3)
@@ -144,8 +145,26 @@ def test_replicas_one_by_one_equal_folded_bitwise(family, monkeypatch):
         return [out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), leaves)]
 
     folded = run()
-    monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0)
+    # one replica's rows fit the cache budget, all three do not: the rules go one by one
+    largest = max(v.numel() * v.element_size() for v in leaves) // 3
+    monkeypatch.setattr(rules, "FOLD_MAX_BYTES", largest)
     one_by_one = run()
     for a, b in zip(folded, one_by_one):
         assert torch.equal(a, b)
     assert_same(vmap(_fused(family, case), in_dims=dims), vmap(reference(family, case), in_dims=dims), stacked)
+
+
+def test_fold_rule_splits_replicas_only_when_one_replica_fits_the_cache_budget(monkeypatch):
+    """Fold when all replicas fit (Cornell), one by one when only one does (Cora, 15 x 64 channels),
+    fold again when not even one does (PubMed, 8 x 8 channels: nothing to gain from splitting);
+    always fold off the CPU."""
+    from zoo.ops._compiled import rules
+
+    monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 1000)
+    r = 10
+    values = lambda per_replica_floats: torch.zeros(r, per_replica_floats)  # noqa: E731  (float32)
+    assert rules._fold_fits(values(20), 0, r)          # 800 B folded: fits
+    assert not rules._fold_fits(values(200), 0, r)     # 800 B per replica fits, 8000 B folded does not
+    assert rules._fold_fits(values(2000), 0, r)        # 8000 B per replica: no cache to win
+    assert rules._fold_fits(torch.zeros(r, 200, device="meta"), 0, r)
+    assert not rules._fold_fits(torch.zeros(200), None, r)  # unbatched values shared by r replicas
