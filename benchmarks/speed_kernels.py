@@ -40,8 +40,8 @@ CONFIGS: Dict[str, Tuple[str, str, int, int]] = {
 VARIANTS = {"compiled": (True, True), "fused": (True, False), "agg": ("aggregate", False), "plain": (False, False)}
 
 
-def make_step(config: str, replicas: int) -> Callable[[], None]:
-    """One forward+backward of the configured layer (``replicas`` stacked under vmap when > 1)."""
+def make_step(config: str, replicas: int, device: str = "cpu") -> Callable[[], None]:
+    """One forward+backward of the configured layer (``replicas`` stacked under vmap when > 1) on ``device``."""
     from zoo.datasets import load
     from zoo.graph import as_graph
     from zoo.models.gat import GATLayer
@@ -51,10 +51,10 @@ def make_step(config: str, replicas: int) -> Callable[[], None]:
     data = load(dataset).data
     n = data.num_nodes
     torch.manual_seed(0)
-    layers = [(GATLayer if kind == "gat" else GATv2Layer)(64, channels, heads) for _ in range(replicas)]
-    graph = as_graph(data.edge_index, torch.empty(n, 64))
+    layers = [(GATLayer if kind == "gat" else GATv2Layer)(64, channels, heads).to(device) for _ in range(replicas)]
+    graph = as_graph(data.edge_index.to(device), torch.empty(n, 64, device=device))
     if replicas == 1:
-        layer, x = layers[0], torch.randn(n, 64)
+        layer, x = layers[0], torch.randn(n, 64, device=device)
 
         def step() -> None:
             layer(graph, x)[0].sum().backward()
@@ -62,7 +62,7 @@ def make_step(config: str, replicas: int) -> Callable[[], None]:
         return step
     params, buffers = stack_module_state(layers)
     params = {k: v.detach().requires_grad_() for k, v in params.items()}
-    xs = torch.randn(replicas, n, 64)
+    xs = torch.randn(replicas, n, 64, device=device)
     batched = vmap(lambda p, b, x: functional_call(layers[0], (p, b), (graph, x))[0])
 
     def step() -> None:

@@ -1,6 +1,8 @@
 """The Triton attention kernels, without a GPU: in Triton's interpreter (``TRITON_INTERPRET=1``,
 CPU tensors) against the plain torch ops at float64 to 1e-10 — values and gradients, an isolated
-node, a row of degree 41 (> BLOCK_E), C = 5, several heads, vmap R = 3 — and opcheck on every op."""
+node, a row of degree 7 (> BLOCK_E: the heavy bucket, over several blocks), graphs with both
+buckets and with light rows only, C = 5 and Cv = 7 (not powers of two), several heads, vmap
+R = 3 — the degree buckets computed once per graph, and opcheck on every op."""
 from __future__ import annotations
 
 import os
@@ -19,17 +21,26 @@ if TRITON_IMPORTED_EARLY:
 
 from tests.ops.compiled.cases import assert_same, fused, make_inputs, reference  # noqa: E402
 from tests.ops.compiled.test_cpu_attention import _stack  # noqa: E402
-from zoo.ops._compiled import ops, triton_attention  # noqa: E402
+from zoo.ops._compiled import degree_buckets, ops, triton_attention  # noqa: E402
+from zoo.ops._compiled.degree_buckets import split_by_degree  # noqa: E402
 
 FAMILIES = ["gatv2", "gat"]
-#: The interpreter runs each (destination, head) program in numpy: small graphs, and blocks of 4 edges
-#: so that the hub's row (degree 7) still spans two blocks.
+#: The interpreter runs each (row, head) program in numpy: small graphs, and blocks of 4 edges so
+#: that the hub's row (in-degree 7, out-degree 5) is heavy and spans two blocks.
 EXTRA = 6
+#: (light block = light/heavy threshold, heavy loop block): both buckets, heavy rows over several
+#: blocks; both buckets, heavy rows in one block; light rows only.
+BLOCKS = {"both-buckets": (4, 4), "heavy-one-block": (4, 8), "light-only": (8, 4)}
+
+
+def _set_blocks(monkeypatch, light, heavy):
+    monkeypatch.setattr(triton_attention, "BLOCK_E", light)
+    monkeypatch.setattr(triton_attention, "HEAVY_BLOCK_E", heavy)
 
 
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch):
-    monkeypatch.setattr(triton_attention, "BLOCK_E", 4)
+    _set_blocks(monkeypatch, *BLOCKS["both-buckets"])
     monkeypatch.setattr(triton_attention, "BLOCK_N", 4)
 
 
@@ -47,12 +58,53 @@ def gat(score_src, score_dst, bias, values, slope, orders):
     return out, alpha
 
 
+def _bucket_sizes(case):
+    """(light, heavy) row counts by destination and by source at the current BLOCK_E."""
+    perm, crow, col, perm_s, crow_s, col_s = case["orders"]
+    return [tuple(int(t.numel()) for t in (b.light, b.heavy))
+            for b in (split_by_degree(crow, triton_attention.BLOCK_E), split_by_degree(crow_s, triton_attention.BLOCK_E))]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("heads,channels,value_channels", [(2, 5, 7)])
 def test_interpreted_equals_plain(family, heads, channels, value_channels):
     case = make_inputs(family, heads, channels, value_channels, extra=EXTRA)
     assert triton_attention.BLOCK_E < int(torch.bincount(case["dst"]).max())  # a row spans several blocks
     assert_same(fused(family, case, gatv2, gat), reference(family, case), case["tensors"])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("blocks", BLOCKS.values(), ids=BLOCKS.keys())
+def test_interpreted_equals_plain_in_every_bucket_layout(family, blocks, monkeypatch):
+    """Three heads, C = 5 (GATv2) and Cv = 3; the isolated node 6 is a light row with no edge."""
+    _set_blocks(monkeypatch, *blocks)
+    case = make_inputs(family, heads=3, channels=5, value_channels=3, extra=EXTRA)
+    (light, heavy), (light_s, heavy_s) = _bucket_sizes(case)
+    assert light + heavy == light_s + heavy_s == case["n"]
+    if blocks == BLOCKS["light-only"]:
+        assert heavy == heavy_s == 0
+    else:  # the hub: in-degree 7 and out-degree 5 > 4
+        assert (heavy, heavy_s) == (1, 1) and light and light_s
+    assert_same(fused(family, case, gatv2, gat), reference(family, case), case["tensors"])
+    out, alpha = fused(family, case, gatv2, gat)(*case["tensors"].values())
+    assert out[6].abs().max() == 0
+
+
+def test_interpreted_buckets_are_computed_once_per_graph(monkeypatch):
+    """Forward and backward twice on one graph: one split by destination, one by source."""
+    calls = []
+
+    def counting(crow, block):
+        calls.append(block)
+        return split_by_degree(crow, block)
+
+    monkeypatch.setattr(degree_buckets, "split_by_degree", counting)
+    case = make_inputs("gat", heads=1, channels=3, extra=EXTRA)
+    f = fused("gat", case, gatv2, gat)
+    for _ in range(2):
+        out, alpha = f(*case["tensors"].values())
+        torch.autograd.grad(out.sum() + alpha.square().sum(), case["tensors"]["values"])
+    assert calls == [4, 4]
 
 
 def test_interpreted_gat_without_bias():
@@ -62,7 +114,7 @@ def test_interpreted_gat_without_bias():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_interpreted_under_vmap(family):
-    case = make_inputs(family, heads=1, channels=3, extra=EXTRA)
+    case = make_inputs(family, heads=2, channels=3, extra=EXTRA)
     stacked = _stack(case["tensors"], 3)
     dims = tuple(None if v is None else 0 for v in stacked.values())
     assert_same(vmap(fused(family, case, gatv2, gat), in_dims=dims), vmap(reference(family, case), in_dims=dims),
