@@ -73,8 +73,13 @@ def test_interpreted_equals_plain(family, heads, channels, value_channels):
     assert_same(fused(family, case, gatv2, gat), reference(family, case), case["tensors"])
 
 
+#: The default run covers both buckets (test_interpreted_equals_plain) and light rows only; the
+#: interpreter is slow, so the other layouts run with -m slow.
+LAYOUTS = [pytest.param(v, id=k, marks=() if k == "light-only" else pytest.mark.slow) for k, v in BLOCKS.items()]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("blocks", BLOCKS.values(), ids=BLOCKS.keys())
+@pytest.mark.parametrize("blocks", LAYOUTS)
 def test_interpreted_equals_plain_in_every_bucket_layout(family, blocks, monkeypatch):
     """Three heads, C = 5 (GATv2) and Cv = 3; the isolated node 6 is a light row with no edge."""
     _set_blocks(monkeypatch, *blocks)
@@ -114,7 +119,7 @@ def test_interpreted_gat_without_bias():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_interpreted_under_vmap(family):
-    case = make_inputs(family, heads=2, channels=3, extra=EXTRA)
+    case = make_inputs(family, heads=1, channels=3, extra=EXTRA)  # R = 3 replicas: 3 heads folded
     stacked = _stack(case["tensors"], 3)
     dims = tuple(None if v is None else 0 for v in stacked.values())
     assert_same(vmap(fused(family, case, gatv2, gat), in_dims=dims), vmap(reference(family, case), in_dims=dims),
