@@ -18,6 +18,7 @@ output row is written by one task: no atomics, deterministic, and a replica's nu
 depend on the number of replicas or threads.
 
 Backends: C++ on the CPU (:mod:`.build`, ``cpu/attention.cpp``), Triton on CUDA
-(:mod:`.triton_attention`).  :mod:`.ops` registers their autograd and vmap rules and holds the
+(:mod:`.triton_attention`: launchers over light/heavy degree buckets, :mod:`.degree_buckets`;
+kernels in :mod:`.triton_kernels`).  :mod:`.ops` registers their autograd and vmap rules and holds the
 entry points :func:`~.ops.gatv2_attention` and :func:`~.ops.gat_attention`.
 """
