@@ -60,9 +60,9 @@ def gat(score_src, score_dst, bias, values, slope, orders):
 
 def _bucket_sizes(case):
     """(light, heavy) row counts by destination and by source at the current BLOCK_E."""
-    perm, crow, col, perm_s, crow_s, col_s = case["orders"]
-    return [tuple(int(t.numel()) for t in (b.light, b.heavy))
-            for b in (split_by_degree(crow, triton_attention.BLOCK_E), split_by_degree(crow_s, triton_attention.BLOCK_E))]
+    _perm, crow, _col, _perm_s, crow_s, _col_s = case["orders"]
+    splits = (split_by_degree(row_pointer, triton_attention.BLOCK_E) for row_pointer in (crow, crow_s))
+    return [(int(b.light.numel()), int(b.heavy.numel())) for b in splits]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

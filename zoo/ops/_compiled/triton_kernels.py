@@ -40,6 +40,18 @@ import triton.language as tl
 
 # ---------------------------------------------------------------------------------- helpers
 @triton.jit
+def _program_row(rows, crow, slope_ptr, C, CV, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr):
+    """What every program starts from: its row ``rows[i]`` (int64) and head ``h``, the LeakyReLU
+    slope (a tensor: a Python float would enter as float32), the row's CSR range ``[start, end)``
+    and the channel offsets and masks."""
+    node = tl.load(rows + tl.program_id(0).to(tl.int64))
+    offs_c = tl.arange(0, BLOCK_C)
+    offs_cv = tl.arange(0, BLOCK_CV)
+    return (node, tl.program_id(1).to(tl.int64), tl.load(slope_ptr), tl.load(crow + node), tl.load(crow + (node + 1)),
+            offs_c, offs_c < C, offs_cv, offs_cv < CV)
+
+
+@triton.jit
 def _edge_block(col, perm, j0, end, BLOCK_E: tl.constexpr):
     """Edges ``j0 .. j0 + BLOCK_E`` of a CSR row ending at ``end``: mask, neighbours, edge ids."""
     offs = j0 + tl.arange(0, BLOCK_E)
@@ -139,15 +151,7 @@ def forward_kernel(rows, xs, xd, att, bias, val, crow, col, perm, out, alpha, ls
                    V2: tl.constexpr, HAS_BIAS: tl.constexpr, LIGHT: tl.constexpr, BLOCK_E: tl.constexpr,
                    BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr):
     """Program ``(i, h)``: destination ``rows[i]``, head ``h``: ``out``, ``lse`` and ``alpha``."""
-    v = tl.load(rows + tl.program_id(0).to(tl.int64))
-    h = tl.program_id(1).to(tl.int64)
-    slope = tl.load(slope_ptr)  # a tensor: a Python float would enter as float32
-    start = tl.load(crow + v)
-    end = tl.load(crow + (v + 1))
-    offs_c = tl.arange(0, BLOCK_C)
-    mc = offs_c < C
-    offs_cv = tl.arange(0, BLOCK_CV)
-    mcv = offs_cv < CV
+    v, h, slope, start, end, offs_c, mc, offs_cv, mcv = _program_row(rows, crow, slope_ptr, C, CV, BLOCK_C, BLOCK_CV)
     own, w = _node_terms(xd, att, v, h, H, C, offs_c, mc, V2)
     if LIGHT:  # the whole row in one block (or none): a plain softmax
         has = end > start
@@ -191,15 +195,7 @@ def backward_dst_kernel(rows, go, ga, xs, xd, att, bias, val, out, lse, crow, co
                         LIGHT: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr):
     """Pass A, program ``(i, h)``: destination ``rows[i]``: ``de`` per edge, ``d x_dst`` and the
     destination's partial of ``d a`` (GATv2)."""
-    v = tl.load(rows + tl.program_id(0).to(tl.int64))
-    h = tl.program_id(1).to(tl.int64)
-    slope = tl.load(slope_ptr)  # a tensor: a Python float would enter as float32
-    start = tl.load(crow + v)
-    end = tl.load(crow + (v + 1))
-    offs_c = tl.arange(0, BLOCK_C)
-    mc = offs_c < C
-    offs_cv = tl.arange(0, BLOCK_CV)
-    mcv = offs_cv < CV
+    v, h, slope, start, end, offs_c, mc, offs_cv, mcv = _program_row(rows, crow, slope_ptr, C, CV, BLOCK_C, BLOCK_CV)
     lse_v = tl.load(lse + (v * H + h))
     g = _row(go, v, h, H, CV, offs_cv, mcv)
     delta = tl.sum(g * _row(out, v, h, H, CV, offs_cv, mcv), 0)
@@ -245,15 +241,7 @@ def backward_src_kernel(rows, go, xs, xd, att, bias, lse, crow_s, col_s, perm_s,
                         BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_CV: tl.constexpr):
     """Pass B, program ``(i, h)``: source ``rows[i]`` over the reverse CSR: ``d values`` and the
     source-side gradient."""
-    u = tl.load(rows + tl.program_id(0).to(tl.int64))
-    h = tl.program_id(1).to(tl.int64)
-    slope = tl.load(slope_ptr)  # a tensor: a Python float would enter as float32
-    start = tl.load(crow_s + u)
-    end = tl.load(crow_s + (u + 1))
-    offs_c = tl.arange(0, BLOCK_C)
-    mc = offs_c < C
-    offs_cv = tl.arange(0, BLOCK_CV)
-    mcv = offs_cv < CV
+    u, h, slope, start, end, offs_c, mc, offs_cv, mcv = _program_row(rows, crow_s, slope_ptr, C, CV, BLOCK_C, BLOCK_CV)
     own, w = _node_terms(xs, att, u, h, H, C, offs_c, mc, V2)
     if LIGHT:
         me, v, ids = _edge_block(col_s, perm_s, start, end, BLOCK_E)
