@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
-from zoo.ops.segment import gather_rows, segment_sum
+from zoo.ops.propagate import propagate
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
@@ -69,7 +69,8 @@ class GCNLayer(nn.Module):
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         coef = propagation_coefficients(graph, self.normalization, x.dtype)
         xw = linear(x, self.lin.weight)
-        out = segment_sum(coef * gather_rows(xw, graph.src), graph.dst, graph.num_nodes)
+        # one CSR product with the constant coefficients (no (E, C) tensor; replicas: one product)
+        out = propagate(graph, coef, xw, key=f"gcn_{self.normalization}")
         if self.bias is not None:
             out = out + self.bias
         return out, coef

@@ -5,6 +5,7 @@
 * :mod:`zoo.ops.score` — the fused attention scores (GATv2, GAT);
 * :mod:`zoo.ops.aggregate` — the fused softmax + aggregation as sparse products;
 * :mod:`zoo.ops.sparse_linear` — the first layer's linear map on sparse constant inputs;
+* :mod:`zoo.ops.propagate` — constant-coefficient propagation (GCN) as one CSR product;
 * :mod:`zoo.ops.dropout` — dropout with one random stream per replica;
 * :mod:`zoo.ops.dispatch` — :func:`gat_attention`, :func:`gatv2_attention` (what the layers
   call), :func:`attention`, :func:`gat_scores`, :func:`gatv2_scores`; thresholds and the
@@ -20,6 +21,7 @@ from zoo.ops.config import FUSED_ENV, FUSED_MIN_ELEMENTS, FusedConfig, fused, se
 from zoo.ops.dispatch import attention, gat_attention, gat_scores, gatv2_attention, gatv2_scores
 from zoo.ops.dropout import ReplicaRandomness, active_replica_randomness, dropout, replica_randomness
 from zoo.ops.message import leaky_relu_dot, node_scores, weight_messages
+from zoo.ops.propagate import propagate
 from zoo.ops.score import gat_edge_scores, gatv2_score
 from zoo.ops.segment import gather_rows, segment_max, segment_softmax, segment_sum
 from zoo.ops.sparse_linear import linear
@@ -29,6 +31,6 @@ __all__ = [
     "fused", "set_fused", "use_fused", "FusedConfig", "FUSED_ENV", "FUSED_MIN_ELEMENTS",
     "gather_rows", "segment_sum", "segment_max", "segment_softmax",
     "weight_messages", "leaky_relu_dot", "node_scores", "gat_edge_scores", "gatv2_score",
-    "edge_attention", "edge_orders", "graph_orders", "linear",
+    "edge_attention", "edge_orders", "graph_orders", "linear", "propagate",
     "dropout", "ReplicaRandomness", "replica_randomness", "active_replica_randomness",
 ]

@@ -168,3 +168,57 @@ def test_fold_rule_splits_replicas_only_when_one_replica_fits_the_cache_budget(m
     assert rules._fold_fits(values(2000), 0, r)        # 8000 B per replica: no cache to win
     assert rules._fold_fits(torch.zeros(r, 200, device="meta"), 0, r)
     assert not rules._fold_fits(torch.zeros(200), None, r)  # unbatched values shared by r replicas
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("budget", ["all_fit", "one_fits"])
+def test_all_replicas_run_in_one_call_with_replicas_first(family, budget, monkeypatch):
+    """Under vmap the C++ op runs once for all replicas on the stacked tensors as they are,
+    replicas first, forward and backward — also when one replica's values fit the cache budget and
+    all do not (before: one call per replica, with unbind / stack copies of every input and output;
+    or replicas folded into the heads, a copy of every input)."""
+    from zoo.ops._compiled import rules
+
+    case = make_inputs(family, heads=2, channels=3)
+    stacked = _stack(case["tensors"], 3)
+    dims = tuple(None if v is None else 0 for v in stacked.values())
+    leaves = [v for v in stacked.values() if v is not None]
+    if budget == "one_fits":
+        monkeypatch.setattr(rules, "FOLD_MAX_BYTES", stacked["values"][0].numel() * 8)
+    kernels = torch.ops.zoo_kernels
+    seen = []
+    for name in (f"{family}_forward", f"{family}_backward"):
+        def spy(*args, _op=getattr(kernels, name), _name=name):
+            values = args[3] if _name == "gat_forward" else args[5] if _name == "gat_backward" else \
+                args[2] if _name == "gatv2_forward" else args[4]
+            seen.append((_name, tuple(values.shape)))
+            return _op(*args)
+        monkeypatch.setattr(kernels, name, spy)
+
+    out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())
+    torch.autograd.grad(out.square().sum() + alpha.sum(), leaves)
+    physical = tuple(stacked["values"].shape)  # (3, N, H, C)
+    # the forward: once on the logical (batched) tensors, once for all replicas on the physical
+    # ones; the backward (recorded below vmap): once on the physical ones
+    assert seen == [(f"{family}_forward", physical[1:]), (f"{family}_forward", physical),
+                    (f"{family}_backward", physical)]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_equals_plain_under_nested_vmap(family):
+    """vmap inside vmap: the outer replicas are merged into the inner replica dimension."""
+    case = make_inputs(family, heads=2, channels=3)
+    inner = _stack(case["tensors"], 2)
+    nested = _stack(inner, 3, seed=6)
+    dims = tuple(None if v is None else 0 for v in nested.values())
+    assert_same(vmap(vmap(_fused(family, case), in_dims=dims), in_dims=dims),
+                vmap(vmap(reference(family, case), in_dims=dims), in_dims=dims), nested)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("channels", [8, 64, 5])
+def test_float32_equals_plain_to_float_rounding(family, channels):
+    """The kernels' own exp (a polynomial GCC vectorizes) and the compile-time channel counts at
+    float32: within float rounding of the plain ops (outputs, alpha and gradients)."""
+    case = make_inputs(family, heads=2, channels=channels, dtype=torch.float32)
+    assert_same(_fused(family, case), reference(family, case), case["tensors"], tol=dict(rtol=1e-4, atol=1e-4))

@@ -1,6 +1,7 @@
 r"""Compiled fused graph attention: score, softmax and aggregation in one pass per destination.
 
-For every edge ``u -> v`` and head ``h`` (replicas folded into the heads under vmap):
+For every edge ``u -> v`` and head ``h`` (under vmap, of every replica: the C++ ops take the
+stacked tensors replicas first, the Triton ops fold the replicas into the heads):
 
 .. math::
     e^{\text{GATv2}}_{uv,h} = \sum_c a_{hc}\,\mathrm{LeakyReLU}(x^s_{u,hc} + x^t_{v,hc}),\qquad

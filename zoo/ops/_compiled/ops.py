@@ -24,7 +24,7 @@ class KernelsUnavailable(RuntimeError):
 def _cpu_ops() -> Optional[Any]:
     if not build._load_cpu_kernels():
         return None
-    rules.register("zoo_kernels")
+    rules.register("zoo_kernels", replica_major=True)
     return torch.ops.zoo_kernels
 
 

@@ -1,13 +1,18 @@
 """Fake (meta), autograd and vmap rules shared by the C++ and the Triton attention ops.
 
 Each backend provides four ops with the same schemas (``gatv2_forward``, ``gatv2_backward``,
-``gat_forward``, ``gat_backward``; see ``cpu/attention.cpp``).  Under ``torch.func.vmap`` the
-replica dimension is folded into the heads — one call for all replicas, as in
-:mod:`zoo.nn.fused` — which is exact because every head is computed on its own.
+``gat_forward``, ``gat_backward``; see ``cpu/attention.cpp``; the C++ ones take one more,
+defaulted argument, ``replicas_outer``).  Under ``torch.func.vmap`` there is one call for all
+replicas, exact because every head of every replica is computed on its own:
+
+* the C++ ops (``register(ns, replica_major=True)``) take the stacked tensors as they are,
+  replicas first — no copy when the replica dimension is already the leading one, which is how
+  the stacked models produce it — and return them replicas first;
+* the Triton ops fold the replica dimension into the heads (``(N, R*H, ...)``, a copy).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -29,35 +34,42 @@ def _fold_att(att: Tensor, dim: Optional[int], batch: int) -> Tensor:
     return att.reshape(-1, att.shape[-1])
 
 
-#: Under vmap, replicas are folded into the heads (one call) unless splitting them buys cache: the
-#: op runs once per replica when one replica's values fit this many bytes and all replicas' do not.
-#: The row gathers jump around the graph, and one replica's rows stay in cache where all replicas' do
-#: not (Cora, 15 replicas x 64 channels: attention fwd+bwd 57 ms folded, 15 x 2.9 ms one by one);
-#: when even one replica's rows do not fit (PubMed, 8 heads x 8 channels: 5 MB per replica), one
-#: folded pass over the graph wins (training 261-267 vs 291-298 ms per replica-epoch at R = 15).
-#: The same numbers either way: every head is computed on its own.
+def _first(t: Optional[Tensor], dim: Optional[int], batch: int, merge: bool) -> Optional[Tensor]:
+    """The replica dim first: a view (the op makes it contiguous, a no-op for stacked activations);
+    ``merge``: into the replica dim the tensor already has (nested vmap; a copy)."""
+    if t is None:
+        return None
+    t = t.movedim(dim, 0) if dim is not None else t.expand(batch, *t.shape)
+    return t.flatten(0, 1) if merge else t
+
+
+#: How the C++ ops run R replicas (the same numbers every way: each head is computed on its own):
+#: * all replicas' values fit this many bytes: one call, replicas first, all replicas per group
+#:   of rows (Cornell);
+#: * one replica's fit and all do not: one call, replicas first, replica by replica over the
+#:   graph — the row gathers jump around the graph and one replica's rows stay in cache where all
+#:   replicas' do not (Cora, 15 replicas x 64 channels: attention fwd+bwd 48 ms before with one
+#:   call per replica, 39 ms in one call);
+#: * not even one replica's fit (PubMed, 8 heads x 8 channels: 5 MB per replica): replicas
+#:   folded into the heads (a copy to ``(N, R*H, C)``), so that each edge reads all replicas'
+#:   rows as one contiguous block; replicas first, all per group of rows, measured 2.6x slower
+#:   (15 scattered 256-byte rows per edge), replica by replica 1.2x slower (attention fwd+bwd).
 FOLD_MAX_BYTES = 2 << 20
 
 
 def _fold_fits(values: Tensor, dim: Optional[int], batch: int) -> bool:
-    """Whether to fold the replicas of ``values`` (the physical tensor; ``dim``: its replica dim)
-    into one call: always on a GPU (one launch over all replicas' heads is the parallelism); on the
-    CPU unless one replica's values fit :data:`FOLD_MAX_BYTES` and the folded ones do not."""
+    """Whether to run the replicas of ``values`` (the physical tensor; ``dim``: its replica dim)
+    together, all per group of rows: always on a GPU (one launch over all replicas' heads is the
+    parallelism); on the CPU unless one replica's values fit :data:`FOLD_MAX_BYTES` and all do not."""
     if values.device.type != "cpu":
         return True
     folded = values.numel() * values.element_size() * (1 if dim is not None else batch)
     return folded <= FOLD_MAX_BYTES or folded // batch > FOLD_MAX_BYTES
 
 
-def _per_replica(call: Callable[..., Sequence[Tensor]], batch: int, args: Sequence[Any], dims: Sequence[Any],
-                 out_dims: Sequence[int]) -> Tuple[Tensor, ...]:
-    """``call`` once per replica on its slices; the results stacked along ``out_dims``.
-
-    ``unbind`` (not ``select`` per replica): autograd may record these ops, and one unbind has one
-    backward (a stack) where R selects would each scatter into a zero tensor of the full size."""
-    slices = [t.unbind(d) if isinstance(t, Tensor) and d is not None else None for t, d in zip(args, dims)]
-    results = [call(*[a if s is None else s[r] for a, s in zip(args, slices)]) for r in range(batch)]
-    return tuple(torch.stack([res[i] for res in results], d) for i, d in enumerate(out_dims))
+def _replica_bytes(values: Tensor, dim: Optional[int], batch: int) -> int:
+    """Bytes of one replica's values (``values``: the physical tensor; ``dim``: its replica dim)."""
+    return values.numel() * values.element_size() // (batch if dim is not None else 1)
 
 
 def _unfold(t: Tensor, batch: int) -> Tensor:
@@ -70,24 +82,28 @@ def _shared_graph(dims: Sequence[Optional[int]]) -> None:
                          "(vmap over parameters and features, not over edge indices)")
 
 
-def register(ns: str) -> None:
-    """Register the fake, autograd and vmap rules of ``ns::{gatv2,gat}_{forward,backward}``."""
+def register(ns: str, replica_major: bool = False) -> None:
+    """Register the fake, autograd and vmap rules of ``ns::{gatv2,gat}_{forward,backward}``.
+
+    ``replica_major``: the ops take tensors with a leading replica dimension and a trailing
+    ``replicas_outer`` flag (the C++ ops); otherwise replicas are folded into the heads."""
     ops = getattr(torch.ops, ns)
     lib = f"{ns}::"
 
     # ------------------------------------------------------------------ fake (shapes only)
     def fwd_fake(values: Tensor, col: Tensor, heads: int) -> Tuple[Tensor, Tensor, Tensor]:
-        n = values.shape[0]
-        return (values.new_empty(values.shape), values.new_empty((col.shape[0], heads)),
-                values.new_empty((n, heads)))
+        lead = values.shape[:-3]  # (R,) with a replica dimension, else ()
+        n = values.shape[-3]
+        return (values.new_empty(values.shape), values.new_empty((*lead, col.shape[0], heads)),
+                values.new_empty((*lead, n, heads)))
 
     @torch.library.register_fake(lib + "gatv2_forward")
-    def _(x_src, x_dst, values, att, crow, col, perm, crow_s, col_s, perm_s, slope):
-        return fwd_fake(values, col, x_src.shape[1])
+    def _(x_src, x_dst, values, att, crow, col, perm, crow_s, col_s, perm_s, slope, *flags):
+        return fwd_fake(values, col, x_src.shape[-2])
 
     @torch.library.register_fake(lib + "gat_forward")
-    def _(score_src, score_dst, bias, values, crow, col, perm, crow_s, col_s, perm_s, slope):
-        return fwd_fake(values, col, score_src.shape[1])
+    def _(score_src, score_dst, bias, values, crow, col, perm, crow_s, col_s, perm_s, slope, *flags):
+        return fwd_fake(values, col, score_src.shape[-1])
 
     @torch.library.register_fake(lib + "gatv2_backward")
     def _(grad_out, grad_alpha, x_src, x_dst, values, att, out, lse, *graph_and_slope):
@@ -97,13 +113,16 @@ def register(ns: str) -> None:
     @torch.library.register_fake(lib + "gat_backward")
     def _(grad_out, grad_alpha, score_src, score_dst, bias, values, out, lse, crow, col, *rest):
         return (score_src.new_empty(score_src.shape), score_dst.new_empty(score_dst.shape),
-                values.new_empty(values.shape), values.new_empty((col.shape[0], score_src.shape[1])))
+                values.new_empty(values.shape), values.new_empty((*score_src.shape[:-2], col.shape[0],
+                                                                  score_src.shape[-1])))
 
     # ------------------------------------------------------------------ autograd
+    # inputs: 4 tensors, the 6 graph tensors, slope [, replicas_outer]: the backward gets the same
+    # trailing arguments, and no gradient for any of them.
     def gatv2_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
-        x_src, x_dst, values, att, *graph, slope = inputs
-        ctx.save_for_backward(x_src, x_dst, values, att, output[0], output[2], *graph)
-        ctx.slope = slope
+        x_src, x_dst, values, att = inputs[:4]
+        ctx.save_for_backward(x_src, x_dst, values, att, output[0], output[2], *inputs[4:4 + GRAPH_ARGS])
+        ctx.trailing = tuple(inputs[4 + GRAPH_ARGS:])
 
     def gatv2_grad(ctx: Any, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
                    _grad_lse: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
@@ -111,16 +130,16 @@ def register(ns: str) -> None:
         if grad_out is None:
             grad_out = torch.zeros_like(out)
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(grad_out.contiguous(), grad_alpha, x_src, x_dst, values,
-                                                        att, out, lse, *graph, ctx.slope)
-        return (d_src, d_dst, d_val, d_att) + (None,) * (GRAPH_ARGS + 1)
+                                                        att, out, lse, *graph, *ctx.trailing)
+        return (d_src, d_dst, d_val, d_att) + (None,) * (GRAPH_ARGS + len(ctx.trailing))
 
     torch.library.register_autograd(lib + "gatv2_forward", gatv2_grad, setup_context=gatv2_setup)
 
     def gat_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
-        score_src, score_dst, bias, values, *graph, slope = inputs
+        score_src, score_dst, bias, values = inputs[:4]
         ctx.has_bias = bias is not None
-        ctx.save_for_backward(score_src, score_dst, bias, values, output[0], output[2], *graph)
-        ctx.slope = slope
+        ctx.save_for_backward(score_src, score_dst, bias, values, output[0], output[2], *inputs[4:4 + GRAPH_ARGS])
+        ctx.trailing = tuple(inputs[4 + GRAPH_ARGS:])
 
     def gat_grad(ctx: Any, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
                  _grad_lse: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
@@ -128,60 +147,85 @@ def register(ns: str) -> None:
         if grad_out is None:
             grad_out = torch.zeros_like(out)
         d_s, d_t, d_val, d_bias = ops.gat_backward(grad_out.contiguous(), grad_alpha, score_src, score_dst, bias,
-                                                   values, out, lse, *graph, ctx.slope)
-        return (d_s, d_t, d_bias if ctx.has_bias else None, d_val) + (None,) * (GRAPH_ARGS + 1)
+                                                   values, out, lse, *graph, *ctx.trailing)
+        return (d_s, d_t, d_bias if ctx.has_bias else None, d_val) + (None,) * (GRAPH_ARGS + len(ctx.trailing))
 
     torch.library.register_autograd(lib + "gat_forward", gat_grad, setup_context=gat_setup)
 
-    # ------------------------------------------------------------------ vmap: replicas -> heads
-    def gatv2_fwd_vmap(info: Any, in_dims: Sequence[Any], x_src, x_dst, values, att, *graph_and_slope):
-        xs, xd, xv, xa, *graph, _ = in_dims
-        _shared_graph(graph)
+    # ------------------------------------------------------------------ vmap
+    def replicas_first(op: Any, info: Any, dims: Sequence[Any], args: Sequence[Any], tensors: int,
+                       values_at: int) -> Optional[Tuple[Tuple[Tensor, ...], Tuple[int, ...]]]:
+        """The C++ ops: all replicas in one call, replicas first (``tensors``: how many leading
+        arguments carry replicas; ``values_at``: the values' position).  None: fold instead."""
+        if not replica_major:
+            return None
+        _shared_graph(dims[tensors:tensors + GRAPH_ARGS])
         b = info.batch_size
-        if not _fold_fits(values, xv, b):
-            return _per_replica(ops.gatv2_forward, b, (x_src, x_dst, values, att) + graph_and_slope, in_dims,
-                                (1, 1, 1)), (1, 1, 1)
+        values, value_dim = args[values_at], dims[values_at]
+        nested = values.dim() - (value_dim is not None) == 4  # already replicas first (a nested vmap)
+        if not nested and _replica_bytes(values, value_dim, b) > FOLD_MAX_BYTES:
+            return None  # rows of all replicas side by side: one contiguous read per edge
+        outer = not _fold_fits(values, value_dim, b)
+        results = op(*[_first(t, d, b, nested) for t, d in zip(args[:tensors], dims[:tensors])],
+                     *args[tensors:tensors + GRAPH_ARGS + 1], outer)
+        if nested:
+            results = tuple(r.unflatten(0, (b, -1)) for r in results)
+        return tuple(results), (0,) * len(results)
+
+    def gatv2_fwd_vmap(info: Any, in_dims: Sequence[Any], *args):
+        done = replicas_first(ops.gatv2_forward, info, in_dims, args, 4, 2)
+        if done is not None:
+            return done
+        x_src, x_dst, values, att, *rest = args
+        xs, xd, xv, xa = in_dims[:4]
+        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
+        _shared_graph(in_dims[4:4 + GRAPH_ARGS])
+        b = info.batch_size
         out, alpha, lse = ops.gatv2_forward(_fold(x_src, xs, b), _fold(x_dst, xd, b), _fold(values, xv, b),
-                                            _fold_att(att, xa, b), *graph_and_slope)
+                                            _fold_att(att, xa, b), *graph, slope)
         return (_unfold(out, b), _unfold(alpha, b), _unfold(lse, b)), (1, 1, 1)
 
-    def gatv2_bwd_vmap(info: Any, in_dims: Sequence[Any], grad_out, grad_alpha, x_src, x_dst, values, att, out, lse,
-                       *graph_and_slope):
-        dg, dga, xs, xd, xv, xa, do, dl, *graph_dims = in_dims
-        _shared_graph(graph_dims[:-1])
+    def gatv2_bwd_vmap(info: Any, in_dims: Sequence[Any], *args):
+        done = replicas_first(ops.gatv2_backward, info, in_dims, args, 8, 4)
+        if done is not None:
+            return done
+        grad_out, grad_alpha, x_src, x_dst, values, att, out, lse, *rest = args
+        dg, dga, xs, xd, xv, xa, do, dl = in_dims[:8]
+        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
+        _shared_graph(in_dims[8:8 + GRAPH_ARGS])
         b = info.batch_size
-        if not _fold_fits(values, xv, b):
-            args = (grad_out, grad_alpha, x_src, x_dst, values, att, out, lse) + graph_and_slope
-            return _per_replica(ops.gatv2_backward, b, args, in_dims, (1, 1, 1, 0)), (1, 1, 1, 0)
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(x_src, xs, b), _fold(x_dst, xd, b),
-            _fold(values, xv, b), _fold_att(att, xa, b), _fold(out, do, b), _fold(lse, dl, b), *graph_and_slope)
+            _fold(values, xv, b), _fold_att(att, xa, b), _fold(out, do, b), _fold(lse, dl, b), *graph, slope)
         return ((_unfold(d_src, b), _unfold(d_dst, b), _unfold(d_val, b), d_att.view(b, *att.shape[-2:])),
                 (1, 1, 1, 0))
 
-    def gat_fwd_vmap(info: Any, in_dims: Sequence[Any], score_src, score_dst, bias, values, *graph_and_slope):
-        ds, dt, dbias, dv, *graph, _ = in_dims
-        _shared_graph(graph)
+    def gat_fwd_vmap(info: Any, in_dims: Sequence[Any], *args):
+        done = replicas_first(ops.gat_forward, info, in_dims, args, 4, 3)
+        if done is not None:
+            return done
+        score_src, score_dst, bias, values, *rest = args
+        ds, dt, dbias, dv = in_dims[:4]
+        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
+        _shared_graph(in_dims[4:4 + GRAPH_ARGS])
         b = info.batch_size
-        if not _fold_fits(values, dv, b):
-            return _per_replica(ops.gat_forward, b, (score_src, score_dst, bias, values) + graph_and_slope, in_dims,
-                                (1, 1, 1)), (1, 1, 1)
         out, alpha, lse = ops.gat_forward(_fold(score_src, ds, b), _fold(score_dst, dt, b), _fold(bias, dbias, b),
-                                          _fold(values, dv, b), *graph_and_slope)
+                                          _fold(values, dv, b), *graph, slope)
         return (_unfold(out, b), _unfold(alpha, b), _unfold(lse, b)), (1, 1, 1)
 
-    def gat_bwd_vmap(info: Any, in_dims: Sequence[Any], grad_out, grad_alpha, score_src, score_dst, bias, values, out,
-                     lse, *graph_and_slope):
-        dg, dga, ds, dt, dbias, dv, do, dl, *graph_dims = in_dims
-        _shared_graph(graph_dims[:-1])
+    def gat_bwd_vmap(info: Any, in_dims: Sequence[Any], *args):
+        done = replicas_first(ops.gat_backward, info, in_dims, args, 8, 5)
+        if done is not None:
+            return done
+        grad_out, grad_alpha, score_src, score_dst, bias, values, out, lse, *rest = args
+        dg, dga, ds, dt, dbias, dv, do, dl = in_dims[:8]
+        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
+        _shared_graph(in_dims[8:8 + GRAPH_ARGS])
         b = info.batch_size
-        if not _fold_fits(values, dv, b):
-            args = (grad_out, grad_alpha, score_src, score_dst, bias, values, out, lse) + graph_and_slope
-            return _per_replica(ops.gat_backward, b, args, in_dims, (1, 1, 1, 1)), (1, 1, 1, 1)
         d_s, d_t, d_val, d_bias = ops.gat_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(score_src, ds, b),
             _fold(score_dst, dt, b), _fold(bias, dbias, b), _fold(values, dv, b), _fold(out, do, b),
-            _fold(lse, dl, b), *graph_and_slope)
+            _fold(lse, dl, b), *graph, slope)
         return (_unfold(d_s, b), _unfold(d_t, b), _unfold(d_val, b), _unfold(d_bias, b)), (1, 1, 1, 1)
 
     torch.library.register_vmap(lib + "gatv2_forward", gatv2_fwd_vmap)

@@ -1,21 +1,28 @@
 // Fused graph attention on the CPU: score + softmax + aggregation in one pass per destination,
 // and a two-pass backward (by destination, then by source).  See zoo/ops/_compiled/__init__.py
-// docstrings for the equations; shapes (H = heads, replicas folded in; C, Cv = channels):
+// docstrings for the equations; shapes (H = heads, C, Cv = channels, R = replicas):
 //   CSR by destination: crow (N+1), col (E) = sources, perm (E) = original edge id of each slot;
 //   CSR by source:      crow_s, col_s = destinations, perm_s.
-//   gatv2: e_uv,h = sum_c a_hc LeakyReLU(xs_u,hc + xd_v,hc)          xs, xd (N,H,C), a (H,C)
-//   gat:   e_uv,h = LeakyReLU(s_u,h + t_v,h [+ b_uv,h])                s, t (N,H), b (E,H)
-//   both:  alpha = softmax over v's in-edges, out_v,h = sum_u alpha_uv,h x_u,h   x (N,H,Cv)
+//   gatv2: e_uv,h = sum_c a_hc LeakyReLU(xs_u,hc + xd_v,hc)          xs, xd ([R,] N,H,C), a ([R,] H,C)
+//   gat:   e_uv,h = LeakyReLU(s_u,h + t_v,h [+ b_uv,h])                s, t ([R,] N,H), b ([R,] E,H)
+//   both:  alpha = softmax over v's in-edges, out_v,h = sum_u alpha_uv,h x_u,h   x ([R,] N,H,Cv)
+// Replicas: every node, edge and parameter tensor may carry a leading replica dimension (the
+// stacked models of torch.func.vmap, passed as they are by the vmap rules: no folding copies);
+// without one, R = 1.  Replica r is computed by exactly the code that runs for it alone.
 // Determinism: every output row is written by exactly one task, each head's arithmetic reads
-// only that head's data in a fixed order (SIMD over channels within one head), so a head's
-// numbers do not depend on the number of heads (replicas) or of threads.  No atomics.
+// only that head's data in a fixed order (SIMD over channels within one head), so a replica's
+// numbers do not depend on the number of replicas, on the loop order or on the thread count.
+// No atomics.
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -25,12 +32,35 @@ using at::Tensor;
 // destinations per task of the backward's pass A: the d(att) partial sums are kept per block,
 // a constant, so their summation order does not depend on the thread count.
 constexpr int64_t kBlock = 32;
+// destinations (forward) or sources (pass B) per task unit; with the replicas inner, every
+// replica runs over one unit before the next unit (one pass over the graph for all replicas).
+constexpr int64_t kRows = 16;
 
 template <typename T>
 inline T leaky(T z, T slope) { return z > T(0) ? z : z * slope; }
 
 template <typename T>
 inline T leaky_grad(T z, T slope) { return z > T(0) ? T(1) : slope; }
+
+// Channel counts: the common ones (8 .. 64) are compile-time constants, so the loops over
+// channels are fully unrolled SIMD without trip-count checks; others are read at run time.
+// Either way the arithmetic order depends on the count alone.
+template <int K>
+struct Width {
+  int64_t runtime;
+  inline int64_t operator()() const { return K > 0 ? K : runtime; }
+};
+
+template <typename F>
+void with_width(int64_t c, const F& f) {
+  switch (c) {
+    case 8: f(std::integral_constant<int, 8>()); break;
+    case 16: f(std::integral_constant<int, 16>()); break;
+    case 32: f(std::integral_constant<int, 32>()); break;
+    case 64: f(std::integral_constant<int, 64>()); break;
+    default: f(std::integral_constant<int, 0>());
+  }
+}
 
 // Dot products in kLanes independent partial sums combined in a fixed tree: GCC vectorizes
 // these (a plain float sum it may not reorder), and the order depends on C alone, never on the
@@ -49,8 +79,80 @@ inline T lane_sum(int64_t C, const F& term) {
 }
 
 template <typename T>
-inline T dot(const T* a, const T* b, int64_t C) {
+inline T dot(const T* __restrict a, const T* __restrict b, int64_t C) {
   return lane_sum<T>(C, [&](int64_t c) { return a[c] * b[c]; });
+}
+
+// acc[c] += w * x[c]: element-wise, so its rounding does not depend on how it is vectorized.
+template <typename T>
+inline void axpy(T* __restrict acc, T w, const T* __restrict x, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) acc[c] += w * x[c];
+}
+
+// exp(x) for x <= 0 (softmax terms: x = score - row max, or score - log-sum-exp), written so
+// that GCC vectorizes a loop over a row's (edge, head) buffer — std::exp is a scalar libm call
+// per element.  Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2, then a Taylor polynomial of
+// exp(r) in Horner form: degree 7 for float (truncation < 5e-9 relative, below float's 6e-8
+// epsilon), 13 for double (< 1e-17).  Below the smallest normal result (x < -87 / -708) it
+// returns 0 (std::exp: a subnormal); NaN stays NaN.  A fixed sequence of operations: the same
+// result for the same x, whatever the row length or loop order.
+template <typename T>
+struct ExpConst;
+template <>
+struct ExpConst<float> {
+  using Int = int32_t;
+  static constexpr float lo = -87.0f, log2e = 1.44269504088896341f;
+  static constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  static constexpr int degree = 7, mantissa = 23, bias = 127;
+};
+template <>
+struct ExpConst<double> {
+  using Int = int64_t;
+  static constexpr double lo = -708.0, log2e = 1.4426950408889634074;
+  static constexpr double ln2_hi = 6.93145751953125e-1, ln2_lo = 1.42860682030941723212e-6;
+  static constexpr int degree = 13, mantissa = 52, bias = 1023;
+};
+
+struct InverseFactorials {  // 1 / i!, i = 0 .. 13, at compile time
+  double v[14];
+  constexpr InverseFactorials() : v() {
+    v[0] = 1.0;
+    for (int i = 1; i < 14; ++i) v[i] = v[i - 1] / i;
+  }
+};
+constexpr InverseFactorials kInverseFactorial{};
+
+template <typename T>
+inline T exp_nonpositive(T x) {
+  using K = ExpConst<T>;
+  using Int = typename K::Int;
+  const T xc = (x < K::lo || x != x) ? K::lo : x;  // (NaN: any finite value here, returned below)
+  const T k = std::nearbyint(xc * K::log2e);
+  const T r = (xc - k * K::ln2_hi) - k * K::ln2_lo;
+  T p = static_cast<T>(kInverseFactorial.v[K::degree]);  // Horner: sum_i r^i / i!
+  for (int i = K::degree - 1; i >= 0; --i) p = p * r + static_cast<T>(kInverseFactorial.v[i]);
+  const Int bits = (static_cast<Int>(k) + K::bias) << K::mantissa;
+  T scale;
+  std::memcpy(&scale, &bits, sizeof(T));
+  return x != x ? x : x < K::lo ? T(0) : p * scale;
+}
+
+// e[k] = exp(e[k] - shift[k % H]) over a row buffer (deg x H): one vectorizable loop.
+template <typename T>
+inline void exp_shifted(T* __restrict e, const T* __restrict shift, int64_t deg, int64_t H) {
+  if (H == 1) {  // one head: one flat loop over the edges (the same arithmetic per element)
+    const T s0 = shift[0];
+    for (int64_t j = 0; j < deg; ++j) e[j] = exp_nonpositive(e[j] - s0);
+    return;
+  }
+  for (int64_t j = 0; j < deg; ++j)
+    for (int64_t h = 0; h < H; ++h) e[j * H + h] = exp_nonpositive(e[j * H + h] - shift[h]);
+}
+
+template <typename T>
+std::vector<T>& scratch(int slot) {  // per-thread row buffers, reused across calls
+  static thread_local std::vector<T> buffers[3];
+  return buffers[slot];
 }
 
 struct Csr {
@@ -70,33 +172,92 @@ void check_graph(const Tensor& crow, const Tensor& col, const Tensor& perm, int6
   TORCH_CHECK(col.numel() == perm.numel(), "zoo kernels: col and perm must both be (E,)");
 }
 
+// ------------------------------------------------------------------------------- replicas
+
+struct Replicas {
+  int64_t count;  // R (1 without a replica dimension)
+  bool outer;     // replica by replica over the graph (one replica's rows stay in cache), or
+                  // all replicas per unit of kRows rows (one pass over the graph)
+};
+
+// task(begin, end, r) over units [begin, end) of replica r; every (unit, replica) exactly once.
+template <typename Task>
+void for_replicas(const Replicas& reps, int64_t units, int64_t group, const Task& task) {
+  if (reps.outer || reps.count == 1) {
+    for (int64_t r = 0; r < reps.count; ++r)
+      at::parallel_for(0, units, group, [&](int64_t b, int64_t e) { task(b, e, r); });
+    return;
+  }
+  const int64_t groups = (units + group - 1) / group;
+  at::parallel_for(0, groups, 1, [&](int64_t gb, int64_t ge) {
+    for (int64_t gi = gb; gi < ge; ++gi)
+      for (int64_t r = 0; r < reps.count; ++r) task(gi * group, std::min(units, (gi + 1) * group), r);
+  });
+}
+
+// The shapes of one call: node tensors ([R,] N, H, C), the replica dimension present or not.
+struct Dims {
+  bool batched;
+  int64_t R, n, H;
+};
+
+Dims node_dims(const Tensor& t, int64_t per_replica_dims, const char* what) {
+  TORCH_CHECK(t.dim() == per_replica_dims || t.dim() == per_replica_dims + 1, "zoo kernels: ", what, " must have ",
+              per_replica_dims, " dims (one replica) or ", per_replica_dims + 1, " (replicas first), got ", t.sizes());
+  const bool batched = t.dim() == per_replica_dims + 1;
+  const int64_t o = batched ? 1 : 0;
+  return {batched, batched ? t.size(0) : 1, t.size(o), t.size(o + 1)};
+}
+
+void check_like(const Tensor& t, const Dims& d, std::vector<int64_t> per_replica, const char* what) {
+  if (d.batched) per_replica.insert(per_replica.begin(), d.R);
+  TORCH_CHECK(t.sizes().vec() == per_replica, "zoo kernels: ", what, " must be ", at::IntArrayRef(per_replica),
+              " (the values' replicas, nodes and heads), got ", t.sizes());
+}
+
+std::vector<int64_t> with_replicas(const Dims& d, std::vector<int64_t> per_replica) {
+  if (d.batched) per_replica.insert(per_replica.begin(), d.R);
+  return per_replica;
+}
+
+// ------------------------------------------------------------------------------- scorers
+
 // Score of every in-edge of v (row slots [a, b)), all heads, into e (deg x H).
-template <typename T, bool V2>
+template <typename T, bool V2, int K>
 struct Scorer;
 
-template <typename T>
-struct Scorer<T, true> {  // GATv2
+template <typename T, int K>
+struct Scorer<T, true, K> {  // GATv2
   const T *xs, *xd, *att;
-  int64_t H, C;
+  int64_t n, H;
+  Width<K> C;
   T slope;
+  Scorer replica(int64_t r) const {
+    const int64_t node = n * H * C(), par = H * C();
+    return {xs + r * node, xd + r * node, att + r * par, n, H, C, slope};
+  }
   inline void row(const Csr& g, int64_t v, int64_t a, int64_t b, T* e) const {
-    const T* xv = xd + v * H * C;
+    const int64_t c_ = C();
+    const T* xv = xd + v * H * c_;
     for (int64_t j = a; j < b; ++j) {
-      const T* xu = xs + g.col[j] * H * C;
+      const T* xu = xs + g.col[j] * H * c_;
       for (int64_t h = 0; h < H; ++h) {
-        const T* p = xu + h * C; const T* q = xv + h * C; const T* w = att + h * C;
+        const T* p = xu + h * c_; const T* q = xv + h * c_; const T* w = att + h * c_;
         const T sl = slope;
-        e[(j - a) * H + h] = lane_sum<T>(C, [&](int64_t c) { return w[c] * leaky(p[c] + q[c], sl); });
+        e[(j - a) * H + h] = lane_sum<T>(c_, [&](int64_t c) { return w[c] * leaky(p[c] + q[c], sl); });
       }
     }
   }
 };
 
-template <typename T>
-struct Scorer<T, false> {  // GAT (+ optional edge term, original edge order)
+template <typename T, int K>
+struct Scorer<T, false, K> {  // GAT (+ optional edge term, original edge order)
   const T *s, *t, *bias;
-  int64_t H;
+  int64_t n, E, H;
   T slope;
+  Scorer replica(int64_t r) const {
+    return {s + r * n * H, t + r * n * H, bias ? bias + r * E * H : nullptr, n, E, H, slope};
+  }
   inline void row(const Csr& g, int64_t v, int64_t a, int64_t b, T* e) const {
     const T* tv = t + v * H;
     for (int64_t j = a; j < b; ++j) {
@@ -111,132 +272,126 @@ struct Scorer<T, false> {  // GAT (+ optional edge term, original edge order)
   }
 };
 
+// ------------------------------------------------------------------------------- passes
+
 // Forward: per destination, scores (row buffer), softmax per head, accumulate alpha * x_u.
-template <typename T, typename S>
-void forward_impl(const S& scorer, const Tensor& x, const Csr& g, int64_t n, int64_t H, int64_t Cv,
-                  Tensor& out, Tensor& alpha, Tensor& lse) {
-  const T* xp = x.data_ptr<T>();
-  T* op = out.data_ptr<T>();
-  T* ap = alpha.data_ptr<T>();
-  T* lp = lse.data_ptr<T>();
-  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-    std::vector<T> e, m(H), l(H);
+template <typename T, typename S, int K>
+void forward_impl(const S& scorer, const T* xp, const Csr& g, int64_t n, int64_t E, int64_t H, Width<K> width,
+                  const Replicas& reps, T* op, T* ap, T* lp) {
+  const int64_t Cv = width();
+  for_replicas(reps, n, kRows, [&](int64_t begin, int64_t end, int64_t r) {
+    const S sc = scorer.replica(r);
+    const T* x = xp + r * n * H * Cv;
+    T* o = op + r * n * H * Cv; T* al = ap + r * E * H; T* ls = lp + r * n * H;
+    std::vector<T>& e = scratch<T>(0);
+    std::vector<T>& m = scratch<T>(1);
+    std::vector<T>& l = scratch<T>(2);
+    m.resize(H); l.resize(H);
     for (int64_t v = begin; v < end; ++v) {
       const int64_t a = g.crow[v], b = g.crow[v + 1];
-      T* ov = op + v * H * Cv;
+      T* ov = o + v * H * Cv;
       for (int64_t k = 0; k < H * Cv; ++k) ov[k] = T(0);
       if (a == b) {
-        for (int64_t h = 0; h < H; ++h) lp[v * H + h] = -std::numeric_limits<T>::infinity();
+        for (int64_t h = 0; h < H; ++h) ls[v * H + h] = -std::numeric_limits<T>::infinity();
         continue;
       }
       e.resize((b - a) * H);
-      scorer.row(g, v, a, b, e.data());
+      sc.row(g, v, a, b, e.data());
       // The row's scores are in a task-local buffer, so the softmax needs no online rescaling:
       // the max first, then one exp per edge and head (p, kept in the buffer for alpha).
+      const int64_t deg = b - a;
       for (int64_t h = 0; h < H; ++h) { m[h] = -std::numeric_limits<T>::infinity(); l[h] = T(0); }
-      for (int64_t k = 0; k < (b - a) * H; ++k) m[k % H] = std::max(m[k % H], e[k]);
+      for (int64_t j = 0; j < deg; ++j)
+        for (int64_t h = 0; h < H; ++h) m[h] = std::max(m[h], e[j * H + h]);
+      exp_shifted(e.data(), m.data(), deg, H);  // p = exp(e - max), kept in the buffer for alpha
       for (int64_t j = a; j < b; ++j) {
-        const T* xu = xp + g.col[j] * H * Cv;
+        const T* xu = x + g.col[j] * H * Cv;
         for (int64_t h = 0; h < H; ++h) {
-          const T p = std::exp(e[(j - a) * H + h] - m[h]);
-          e[(j - a) * H + h] = p;
+          const T p = e[(j - a) * H + h];
           l[h] += p;
-          T* acc = ov + h * Cv; const T* xh = xu + h * Cv;
-          for (int64_t c = 0; c < Cv; ++c) acc[c] += p * xh[c];
+          axpy(ov + h * Cv, p, xu + h * Cv, Cv);
         }
       }
       for (int64_t h = 0; h < H; ++h) {
         const T inv = T(1) / l[h];
         T* acc = ov + h * Cv;
         for (int64_t c = 0; c < Cv; ++c) acc[c] *= inv;
-        lp[v * H + h] = m[h] + std::log(l[h]);
+        ls[v * H + h] = m[h] + std::log(l[h]);
         l[h] = inv;
       }
       for (int64_t j = a; j < b; ++j)
         for (int64_t h = 0; h < H; ++h)
-          ap[g.perm[j] * H + h] = e[(j - a) * H + h] * l[h];
+          al[g.perm[j] * H + h] = e[(j - a) * H + h] * l[h];
     }
   });
 }
 
 // Backward pass A, by destination: alpha from lse, d alpha = <g_v, x_u> (+ grad_alpha),
 // de = alpha (d alpha - delta_v) with delta_v = <g_v, out_v> (+ sum alpha grad_alpha);
-// writes de and alpha per edge (original order) for pass B and calls `dst_part` for the
-// destination-side gradients (dx_dst / dt and d att partials).
-template <typename T, typename S, typename DstPart>
-void pass_a(const S& scorer, const Tensor& x, const Tensor& grad_out, const T* ga, const Tensor& out,
-            const Tensor& lse, const Csr& g, int64_t n, int64_t H, int64_t Cv, T* de_p, T* al_p,
+// writes de and alpha per edge (original order, replica r at r * E * H) for pass B and calls
+// `dst_part(blk, v, j, r)` for the destination-side gradients (dx_dst / dt and d att partials).
+template <typename T, typename S, int K, typename DstPart>
+void pass_a(const S& scorer, const T* xp, const T* gp, const T* ga, const T* op, const T* lp, const Csr& g,
+            int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps, T* de_p, T* al_p,
             const DstPart& dst_part) {
-  const T* xp = x.data_ptr<T>();
-  const T* gp = grad_out.data_ptr<T>();
-  const T* op = out.data_ptr<T>();
-  const T* lp = lse.data_ptr<T>();
+  const int64_t Cv = width();
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
-    std::vector<T> e, delta(H);
+  for_replicas(reps, blocks, 1, [&](int64_t bb, int64_t be, int64_t r) {
+    const S sc = scorer.replica(r);
+    const T* x = xp + r * n * H * Cv; const T* gr = gp + r * n * H * Cv; const T* o = op + r * n * H * Cv;
+    const T* ls = lp + r * n * H; const T* gar = ga ? ga + r * E * H : nullptr;
+    T* de = de_p + r * E * H; T* alr = al_p + r * E * H;
+    std::vector<T>& e = scratch<T>(0);
+    std::vector<T>& delta = scratch<T>(1);
+    delta.resize(H);
     for (int64_t blk = bb; blk < be; ++blk) {
       for (int64_t v = blk * kBlock; v < std::min(n, (blk + 1) * kBlock); ++v) {
         const int64_t a = g.crow[v], b = g.crow[v + 1];
         if (a == b) continue;
         e.resize((b - a) * H);
-        scorer.row(g, v, a, b, e.data());
-        const T* gv = gp + v * H * Cv;
-        for (int64_t h = 0; h < H; ++h) {
-          const T* gh = gv + h * Cv; const T* oh = op + v * H * Cv + h * Cv;
-          delta[h] = dot(gh, oh, Cv);
-        }
-        for (int64_t j = a; j < b; ++j)  // e -> alpha in place
-          for (int64_t h = 0; h < H; ++h) e[(j - a) * H + h] = std::exp(e[(j - a) * H + h] - lp[v * H + h]);
-        if (ga) {
+        sc.row(g, v, a, b, e.data());
+        const T* gv = gr + v * H * Cv;
+        for (int64_t h = 0; h < H; ++h) delta[h] = dot(gv + h * Cv, o + v * H * Cv + h * Cv, Cv);
+        exp_shifted(e.data(), ls + v * H, b - a, H);  // e -> alpha in place
+        if (gar) {
           for (int64_t j = a; j < b; ++j)
-            for (int64_t h = 0; h < H; ++h) delta[h] += e[(j - a) * H + h] * ga[g.perm[j] * H + h];
+            for (int64_t h = 0; h < H; ++h) delta[h] += e[(j - a) * H + h] * gar[g.perm[j] * H + h];
         }
         for (int64_t j = a; j < b; ++j) {
-          const T* xu = xp + g.col[j] * H * Cv;
+          const T* xu = x + g.col[j] * H * Cv;
           const int64_t id = g.perm[j];
           for (int64_t h = 0; h < H; ++h) {
-            const T* gh = gv + h * Cv; const T* xh = xu + h * Cv;
-            T da = dot(gh, xh, Cv);
-            if (ga) da += ga[id * H + h];
+            T da = dot(gv + h * Cv, xu + h * Cv, Cv);
+            if (gar) da += gar[id * H + h];
             const T al = e[(j - a) * H + h];
-            const T dej = al * (da - delta[h]);
-            de_p[id * H + h] = dej;
-            al_p[id * H + h] = al;
+            de[id * H + h] = al * (da - delta[h]);
+            alr[id * H + h] = al;
           }
-          dst_part(blk, v, j);
+          dst_part(blk, v, j, r);
         }
       }
     }
   });
 }
 
-// Backward pass B, by source: d values_u = sum_v alpha_uv g_v, plus `src_part` (dx_src / ds).
-template <typename T, typename SrcPart>
-void pass_b(const Tensor& grad_out, const Csr& gs, int64_t n, int64_t H, int64_t Cv, const T* al_p,
-            Tensor& grad_x, const SrcPart& src_part) {
-  const T* gp = grad_out.data_ptr<T>();
-  T* dx = grad_x.data_ptr<T>();
-  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+// Backward pass B, by source: d values_u = sum_v alpha_uv g_v, plus `src_part(u, r)` (dx_src / ds).
+template <typename T, int K, typename SrcPart>
+void pass_b(const T* gp, const Csr& gs, int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps,
+            const T* al_p, T* dx_p, const SrcPart& src_part) {
+  const int64_t Cv = width();
+  for_replicas(reps, n, kRows, [&](int64_t begin, int64_t end, int64_t r) {
+    const T* gr = gp + r * n * H * Cv; const T* al = al_p + r * E * H; T* dx = dx_p + r * n * H * Cv;
     for (int64_t u = begin; u < end; ++u) {
       T* du = dx + u * H * Cv;
       for (int64_t k = 0; k < H * Cv; ++k) du[k] = T(0);
       for (int64_t k = gs.crow[u]; k < gs.crow[u + 1]; ++k) {
-        const T* gv = gp + gs.col[k] * H * Cv;
+        const T* gv = gr + gs.col[k] * H * Cv;
         const int64_t id = gs.perm[k];
-        for (int64_t h = 0; h < H; ++h) {
-          const T al = al_p[id * H + h];
-          T* dh = du + h * Cv; const T* gh = gv + h * Cv;
-          for (int64_t c = 0; c < Cv; ++c) dh[c] += al * gh[c];
-        }
+        for (int64_t h = 0; h < H; ++h) axpy(du + h * Cv, al[id * H + h], gv + h * Cv, Cv);
       }
-      src_part(u);
+      src_part(u, r);
     }
   });
-}
-
-void check_values(const Tensor& x, int64_t n, int64_t H) {
-  TORCH_CHECK(x.dim() == 3 && x.size(0) == n && x.size(1) == H,
-              "zoo kernels: values must be (N, H, Cv) with the scores' N and H, got ", x.sizes());
 }
 
 // ------------------------------------------------------------------------------------ GATv2
@@ -244,23 +399,31 @@ void check_values(const Tensor& x, int64_t n, int64_t H) {
 std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Tensor& x_dst_, const Tensor& values_,
                                                  const Tensor& att_, const Tensor& crow, const Tensor& col,
                                                  const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
-                                                 const Tensor& perm_s, double slope) {
-  TORCH_CHECK(x_src_.dim() == 3 && x_dst_.sizes() == x_src_.sizes(), "zoo gatv2: x_src, x_dst must be (N, H, C)");
-  const int64_t n = x_src_.size(0), H = x_src_.size(1), C = x_src_.size(2);
-  TORCH_CHECK(att_.dim() == 2 && att_.size(0) == H && att_.size(1) == C, "zoo gatv2: att must be (H, C)");
-  check_values(values_, n, H);
+                                                 const Tensor& perm_s, double slope, bool replicas_outer) {
+  const Dims d = node_dims(x_src_, 3, "x_src");
+  const int64_t n = d.n, H = d.H, C = x_src_.size(-1);
+  check_like(x_dst_, d, {n, H, C}, "x_dst");
+  check_like(att_, d, {H, C}, "att");
+  const int64_t Cv = values_.size(-1);
+  check_like(values_, d, {n, H, Cv}, "values");
   check_graph(crow, col, perm, n);
   check_graph(crow_s, col_s, perm_s, n);  // (used by the backward only: checked where they enter)
   auto x_src = x_src_.contiguous(), x_dst = x_dst_.contiguous(), values = values_.contiguous(),
        att = att_.contiguous();
-  const int64_t Cv = values.size(2), E = col.numel();
-  auto out = at::empty({n, H, Cv}, values.options());
-  auto alpha = at::empty({E, H}, values.options());
-  auto lse = at::empty({n, H}, values.options());
+  const int64_t E = col.numel();
+  auto out = at::empty(values.sizes(), values.options());
+  auto alpha = at::empty(with_replicas(d, {E, H}), values.options());
+  auto lse = at::empty(with_replicas(d, {n, H}), values.options());
+  const Replicas reps{d.R, replicas_outer};
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "zoo_gatv2_forward", [&] {
-    Scorer<scalar_t, true> sc{x_src.data_ptr<scalar_t>(), x_dst.data_ptr<scalar_t>(), att.data_ptr<scalar_t>(), H, C,
-                              static_cast<scalar_t>(slope)};
-    forward_impl<scalar_t>(sc, values, csr_of(crow, col, perm), n, H, Cv, out, alpha, lse);
+    using T = scalar_t;
+    with_width(C == Cv ? C : 0, [&](auto tag) {
+      constexpr int K = decltype(tag)::value;
+      Scorer<T, true, K> sc{x_src.data_ptr<T>(), x_dst.data_ptr<T>(), att.data_ptr<T>(), n, H, Width<K>{C},
+                            static_cast<T>(slope)};
+      forward_impl<T>(sc, values.data_ptr<T>(), csr_of(crow, col, perm), n, E, H, Width<K>{Cv}, reps,
+                      out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>());
+    });
   });
   return {out, alpha, lse};
 }
@@ -269,63 +432,84 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
     const Tensor& grad_out_, const std::optional<Tensor>& grad_alpha_, const Tensor& x_src_, const Tensor& x_dst_,
     const Tensor& values_, const Tensor& att_, const Tensor& out_, const Tensor& lse_, const Tensor& crow,
     const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s, const Tensor& perm_s,
-    double slope) {
-  const int64_t n = x_src_.size(0), H = x_src_.size(1), C = x_src_.size(2);
+    double slope, bool replicas_outer) {
+  const Dims d = node_dims(x_src_, 3, "x_src");
+  const int64_t n = d.n, H = d.H, C = x_src_.size(-1), Cv = values_.size(-1), E = col.numel();
+  check_like(x_dst_, d, {n, H, C}, "x_dst");
+  check_like(att_, d, {H, C}, "att");
+  check_like(values_, d, {n, H, Cv}, "values");
+  check_like(grad_out_, d, {n, H, Cv}, "grad_out");
+  check_like(out_, d, {n, H, Cv}, "out");
+  check_like(lse_, d, {n, H}, "lse");
   check_graph(crow, col, perm, n);
   check_graph(crow_s, col_s, perm_s, n);
   auto x_src = x_src_.contiguous(), x_dst = x_dst_.contiguous(), values = values_.contiguous(),
        att = att_.contiguous(), grad_out = grad_out_.contiguous(), out = out_.contiguous(), lse = lse_.contiguous();
   Tensor grad_alpha;
-  if (grad_alpha_.has_value() && grad_alpha_->defined()) grad_alpha = grad_alpha_->contiguous();
-  const int64_t Cv = values.size(2), E = col.numel();
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (grad_alpha_.has_value() && grad_alpha_->defined()) {
+    grad_alpha = grad_alpha_->contiguous();
+    check_like(grad_alpha, d, {E, H}, "grad_alpha");
+  }
+  const int64_t blocks = (n + kBlock - 1) / kBlock, R = d.R;
   auto d_src = at::empty_like(x_src), d_dst = at::zeros_like(x_dst), d_val = at::empty_like(values);
   auto d_att = at::zeros_like(att);
+  const Replicas reps{R, replicas_outer};
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "zoo_gatv2_backward", [&] {
     using T = scalar_t;
-    const T s = static_cast<T>(slope);
-    const T *xs = x_src.data_ptr<T>(), *xd = x_dst.data_ptr<T>(), *w = att.data_ptr<T>();
-    std::vector<T> de(E * H), al(E * H), part(blocks * H * C, T(0));
-    Scorer<T, true> sc{xs, xd, w, H, C, s};
-    Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
-    T* dd = d_dst.data_ptr<T>();
-    auto dst_part = [&](int64_t blk, int64_t v, int64_t j) {
-      const T* xu = xs + g.col[j] * H * C; const T* xv = xd + v * H * C;
-      const int64_t id = g.perm[j];
-      T* pb = part.data() + blk * H * C;
-      for (int64_t h = 0; h < H; ++h) {
-        const T dej = de[id * H + h];
-        const T *p = xu + h * C, *q = xv + h * C, *wh = w + h * C;
-        T* dv = dd + v * H * C + h * C; T* ph = pb + h * C;
-        for (int64_t c = 0; c < C; ++c) {
-          const T z = p[c] + q[c];
-          dv[c] += dej * wh[c] * leaky_grad(z, s);
-          ph[c] += dej * leaky(z, s);
-        }
-      }
-    };
-    pass_a<T>(sc, values, grad_out, grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out, lse, g, n, H, Cv,
-              de.data(), al.data(), dst_part);
-    T* ds = d_src.data_ptr<T>();
-    auto src_part = [&](int64_t u) {
-      T* du = ds + u * H * C;
-      for (int64_t k = 0; k < H * C; ++k) du[k] = T(0);
-      const T* xu = xs + u * H * C;
-      for (int64_t k = gs.crow[u]; k < gs.crow[u + 1]; ++k) {
-        const T* xv = xd + gs.col[k] * H * C;
-        const int64_t id = gs.perm[k];
+    with_width(C == Cv ? C : 0, [&](auto tag) {
+      constexpr int K = decltype(tag)::value;
+      const Width<K> cw{C};
+      const int64_t Cc = cw();
+      const T s = static_cast<T>(slope);
+      const T *xs0 = x_src.data_ptr<T>(), *xd0 = x_dst.data_ptr<T>(), *w0 = att.data_ptr<T>();
+      std::unique_ptr<T[]> de(new T[R * E * H]), al(new T[R * E * H]);  // every slot written by pass A
+      std::vector<T> part(R * blocks * H * Cc, T(0));
+      Scorer<T, true, K> sc{xs0, xd0, w0, n, H, cw, s};
+      Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
+      T* dd0 = d_dst.data_ptr<T>();
+      const int64_t node = n * H * Cc, par = H * Cc;
+      auto dst_part = [&](int64_t blk, int64_t v, int64_t j, int64_t r) {
+        const T* xs = xs0 + r * node; const T* xd = xd0 + r * node; const T* w = w0 + r * par;
+        const T* xu = xs + g.col[j] * H * Cc; const T* xv = xd + v * H * Cc;
+        const T* der = de.get() + r * E * H + g.perm[j] * H;
+        T* pb = part.data() + (r * blocks + blk) * H * Cc;
         for (int64_t h = 0; h < H; ++h) {
-          const T dej = de[id * H + h];
-          const T *p = xu + h * C, *q = xv + h * C, *wh = w + h * C;
-          T* dh = du + h * C;
-          for (int64_t c = 0; c < C; ++c) dh[c] += dej * wh[c] * leaky_grad(p[c] + q[c], s);
+          const T dej = der[h];
+          const T *p = xu + h * Cc, *q = xv + h * Cc, *wh = w + h * Cc;
+          T* __restrict dv = dd0 + r * node + v * H * Cc + h * Cc; T* __restrict ph = pb + h * Cc;
+          for (int64_t c = 0; c < Cc; ++c) {
+            const T z = p[c] + q[c];
+            dv[c] += dej * wh[c] * leaky_grad(z, s);
+            ph[c] += dej * leaky(z, s);
+          }
         }
-      }
-    };
-    pass_b<T>(grad_out, gs, n, H, Cv, al.data(), d_val, src_part);
-    T* dw = d_att.data_ptr<T>();  // fixed-order sum of the per-block partials
-    for (int64_t blk = 0; blk < blocks; ++blk)
-      for (int64_t k = 0; k < H * C; ++k) dw[k] += part[blk * H * C + k];
+      };
+      pass_a<T>(sc, values.data_ptr<T>(), grad_out.data_ptr<T>(),
+                grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(), g,
+                n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part);
+      T* ds0 = d_src.data_ptr<T>();
+      auto src_part = [&](int64_t u, int64_t r) {
+        const T* xd = xd0 + r * node; const T* w = w0 + r * par; const T* der = de.get() + r * E * H;
+        T* du = ds0 + r * node + u * H * Cc;
+        for (int64_t k = 0; k < H * Cc; ++k) du[k] = T(0);
+        const T* xu = xs0 + r * node + u * H * Cc;
+        for (int64_t k = gs.crow[u]; k < gs.crow[u + 1]; ++k) {
+          const T* xv = xd + gs.col[k] * H * Cc;
+          const int64_t id = gs.perm[k];
+          for (int64_t h = 0; h < H; ++h) {
+            const T dej = der[id * H + h];
+            const T *p = xu + h * Cc, *q = xv + h * Cc, *wh = w + h * Cc;
+            T* __restrict dh = du + h * Cc;
+            for (int64_t c = 0; c < Cc; ++c) dh[c] += dej * wh[c] * leaky_grad(p[c] + q[c], s);
+          }
+        }
+      };
+      pass_b<T>(grad_out.data_ptr<T>(), gs, n, E, H, Width<K>{Cv}, reps, al.get(), d_val.data_ptr<T>(), src_part);
+      T* dw0 = d_att.data_ptr<T>();  // fixed-order sum of the per-block partials
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t blk = 0; blk < blocks; ++blk)
+          for (int64_t k = 0; k < par; ++k) dw0[r * par + k] += part[(r * blocks + blk) * par + k];
+    });
   });
   return {d_src, d_dst, d_val, d_att};
 }
@@ -335,27 +519,33 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
 std::tuple<Tensor, Tensor, Tensor> gat_forward(const Tensor& s_, const Tensor& t_, const std::optional<Tensor>& bias_,
                                                const Tensor& values_, const Tensor& crow, const Tensor& col,
                                                const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
-                                               const Tensor& perm_s, double slope) {
-  TORCH_CHECK(s_.dim() == 2 && t_.sizes() == s_.sizes(), "zoo gat: score_src, score_dst must be (N, H)");
-  const int64_t n = s_.size(0), H = s_.size(1);
-  check_values(values_, n, H);
+                                               const Tensor& perm_s, double slope, bool replicas_outer) {
+  const Dims d = node_dims(s_, 2, "score_src");
+  const int64_t n = d.n, H = d.H, E = col.numel();
+  check_like(t_, d, {n, H}, "score_dst");
+  const int64_t Cv = values_.size(-1);
+  check_like(values_, d, {n, H, Cv}, "values");
   check_graph(crow, col, perm, n);
   check_graph(crow_s, col_s, perm_s, n);  // (used by the backward only: checked where they enter)
   auto s = s_.contiguous(), t = t_.contiguous(), values = values_.contiguous();
   Tensor bias;
   if (bias_.has_value() && bias_->defined()) {
     bias = bias_->contiguous();
-    TORCH_CHECK(bias.dim() == 2 && bias.size(0) == col.numel() && bias.size(1) == H, "zoo gat: bias must be (E, H)");
+    check_like(bias, d, {E, H}, "bias");
   }
-  const int64_t Cv = values.size(2), E = col.numel();
-  auto out = at::empty({n, H, Cv}, values.options());
-  auto alpha = at::empty({E, H}, values.options());
-  auto lse = at::empty({n, H}, values.options());
+  auto out = at::empty(values.sizes(), values.options());
+  auto alpha = at::empty(with_replicas(d, {E, H}), values.options());
+  auto lse = at::empty(with_replicas(d, {n, H}), values.options());
+  const Replicas reps{d.R, replicas_outer};
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "zoo_gat_forward", [&] {
-    Scorer<scalar_t, false> sc{s.data_ptr<scalar_t>(), t.data_ptr<scalar_t>(),
-                               bias.defined() ? bias.data_ptr<scalar_t>() : nullptr, H,
-                               static_cast<scalar_t>(slope)};
-    forward_impl<scalar_t>(sc, values, csr_of(crow, col, perm), n, H, Cv, out, alpha, lse);
+    using T = scalar_t;
+    with_width(Cv, [&](auto tag) {
+      constexpr int K = decltype(tag)::value;
+      Scorer<T, false, K> sc{s.data_ptr<T>(), t.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
+                             n, E, H, static_cast<T>(slope)};
+      forward_impl<T>(sc, values.data_ptr<T>(), csr_of(crow, col, perm), n, E, H, Width<K>{Cv}, reps,
+                      out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>());
+    });
   });
   return {out, alpha, lse};
 }
@@ -364,47 +554,68 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
     const Tensor& grad_out_, const std::optional<Tensor>& grad_alpha_, const Tensor& s_, const Tensor& t_,
     const std::optional<Tensor>& bias_, const Tensor& values_, const Tensor& out_, const Tensor& lse_,
     const Tensor& crow, const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
-    const Tensor& perm_s, double slope) {
-  const int64_t n = s_.size(0), H = s_.size(1);
+    const Tensor& perm_s, double slope, bool replicas_outer) {
+  const Dims d = node_dims(s_, 2, "score_src");
+  const int64_t n = d.n, H = d.H, E = col.numel(), Cv = values_.size(-1), R = d.R;
+  check_like(t_, d, {n, H}, "score_dst");
+  check_like(values_, d, {n, H, Cv}, "values");
+  check_like(grad_out_, d, {n, H, Cv}, "grad_out");
+  check_like(out_, d, {n, H, Cv}, "out");
+  check_like(lse_, d, {n, H}, "lse");
   check_graph(crow, col, perm, n);
   check_graph(crow_s, col_s, perm_s, n);
   auto s = s_.contiguous(), t = t_.contiguous(), values = values_.contiguous(), grad_out = grad_out_.contiguous(),
        out = out_.contiguous(), lse = lse_.contiguous();
   Tensor bias, grad_alpha;
-  if (bias_.has_value() && bias_->defined()) bias = bias_->contiguous();
-  if (grad_alpha_.has_value() && grad_alpha_->defined()) grad_alpha = grad_alpha_->contiguous();
-  const int64_t Cv = values.size(2), E = col.numel();
+  if (bias_.has_value() && bias_->defined()) {
+    bias = bias_->contiguous();
+    check_like(bias, d, {E, H}, "bias");
+  }
+  if (grad_alpha_.has_value() && grad_alpha_->defined()) {
+    grad_alpha = grad_alpha_->contiguous();
+    check_like(grad_alpha, d, {E, H}, "grad_alpha");
+  }
   auto d_s = at::empty_like(s), d_t = at::zeros_like(t), d_val = at::empty_like(values);
-  auto d_bias = at::empty({E, H}, values.options());  // = d z per edge, original order
+  auto d_bias = at::empty(with_replicas(d, {E, H}), values.options());  // = d z per edge, original order
+  const Replicas reps{R, replicas_outer};
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "zoo_gat_backward", [&] {
     using T = scalar_t;
-    const T sl = static_cast<T>(slope);
-    const T *sp = s.data_ptr<T>(), *tp = t.data_ptr<T>(), *bp = bias.defined() ? bias.data_ptr<T>() : nullptr;
-    std::vector<T> de(E * H), al(E * H);
-    Scorer<T, false> sc{sp, tp, bp, H, sl};
-    Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
-    T *dt = d_t.data_ptr<T>(), *dz = d_bias.data_ptr<T>();
-    auto dst_part = [&](int64_t, int64_t v, int64_t j) {
-      const int64_t u = g.col[j], id = g.perm[j];
-      for (int64_t h = 0; h < H; ++h) {
-        T z = sp[u * H + h] + tp[v * H + h];
-        if (bp) z += bp[id * H + h];
-        const T d = de[id * H + h] * leaky_grad(z, sl);
-        dz[id * H + h] = d;
-        dt[v * H + h] += d;
-      }
-    };
-    pass_a<T>(sc, values, grad_out, grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out, lse, g, n, H, Cv,
-              de.data(), al.data(), dst_part);
-    T* dsp = d_s.data_ptr<T>();
-    auto src_part = [&](int64_t u) {
-      for (int64_t h = 0; h < H; ++h) dsp[u * H + h] = T(0);
-      for (int64_t k = gs.crow[u]; k < gs.crow[u + 1]; ++k) {
-        const int64_t id = gs.perm[k];
-        for (int64_t h = 0; h < H; ++h) dsp[u * H + h] += dz[id * H + h];
-      }
-    };
-    pass_b<T>(grad_out, gs, n, H, Cv, al.data(), d_val, src_part);
+    with_width(Cv, [&](auto tag) {
+      constexpr int K = decltype(tag)::value;
+      const T sl = static_cast<T>(slope);
+      const T *sp0 = s.data_ptr<T>(), *tp0 = t.data_ptr<T>(), *bp0 = bias.defined() ? bias.data_ptr<T>() : nullptr;
+      std::unique_ptr<T[]> de(new T[R * E * H]), al(new T[R * E * H]);  // every slot written by pass A
+      Scorer<T, false, K> sc{sp0, tp0, bp0, n, E, H, sl};
+      Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
+      T *dt0 = d_t.data_ptr<T>(), *dz0 = d_bias.data_ptr<T>();
+      auto dst_part = [&](int64_t, int64_t v, int64_t j, int64_t r) {
+        const int64_t u = g.col[j], id = g.perm[j];
+        const T* sp = sp0 + r * n * H; const T* tp = tp0 + r * n * H; const T* bp = bp0 ? bp0 + r * E * H : nullptr;
+        const T* der = de.get() + r * E * H;
+        T* dz = dz0 + r * E * H; T* dt = dt0 + r * n * H;
+        for (int64_t h = 0; h < H; ++h) {
+          T z = sp[u * H + h] + tp[v * H + h];
+          if (bp) z += bp[id * H + h];
+          const T dd = der[id * H + h] * leaky_grad(z, sl);
+          dz[id * H + h] = dd;
+          dt[v * H + h] += dd;
+        }
+      };
+      pass_a<T>(sc, values.data_ptr<T>(), grad_out.data_ptr<T>(),
+                grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(), g,
+                n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part);
+      T* dsp0 = d_s.data_ptr<T>();
+      auto src_part = [&](int64_t u, int64_t r) {
+        const T* dz = dz0 + r * E * H;
+        T* dsp = dsp0 + r * n * H;
+        for (int64_t h = 0; h < H; ++h) dsp[u * H + h] = T(0);
+        for (int64_t k = gs.crow[u]; k < gs.crow[u + 1]; ++k) {
+          const int64_t id = gs.perm[k];
+          for (int64_t h = 0; h < H; ++h) dsp[u * H + h] += dz[id * H + h];
+        }
+      };
+      pass_b<T>(grad_out.data_ptr<T>(), gs, n, E, H, Width<K>{Cv}, reps, al.get(), d_val.data_ptr<T>(), src_part);
+    });
   });
   return {d_s, d_t, d_val, d_bias};
 }
@@ -413,15 +624,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
 
 TORCH_LIBRARY(zoo_kernels, m) {
   m.def("gatv2_forward(Tensor x_src, Tensor x_dst, Tensor values, Tensor att, Tensor crow, Tensor col, "
-        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope) -> (Tensor, Tensor, Tensor)");
+        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False) "
+        "-> (Tensor, Tensor, Tensor)");
   m.def("gatv2_backward(Tensor grad_out, Tensor? grad_alpha, Tensor x_src, Tensor x_dst, Tensor values, "
         "Tensor att, Tensor out, Tensor lse, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
-        "Tensor perm_s, float slope) -> (Tensor, Tensor, Tensor, Tensor)");
+        "Tensor perm_s, float slope, bool replicas_outer=False) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("gat_forward(Tensor score_src, Tensor score_dst, Tensor? bias, Tensor values, Tensor crow, Tensor col, "
-        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope) -> (Tensor, Tensor, Tensor)");
+        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False) "
+        "-> (Tensor, Tensor, Tensor)");
   m.def("gat_backward(Tensor grad_out, Tensor? grad_alpha, Tensor score_src, Tensor score_dst, Tensor? bias, "
         "Tensor values, Tensor out, Tensor lse, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
-        "Tensor perm_s, float slope) -> (Tensor, Tensor, Tensor, Tensor)");
+        "Tensor perm_s, float slope, bool replicas_outer=False) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
