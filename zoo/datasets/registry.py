@@ -17,7 +17,7 @@ from torch_geometric.data import Data
 
 from .._names import Registry, normalize_name, unknown_kwargs_error, unknown_name_error
 from . import cache, mirror
-from .splits import column, per_class_split, ratio_split
+from .splits import RATIO_ROUNDINGS, column, per_class_split, ratio_split
 from .task import Task
 from .transforms import GraphTransform, TransformSpec, apply_transforms, apply_transforms_to_graphs, make_transform
 
@@ -26,7 +26,7 @@ Loader = Callable[..., Task]
 #: Options of every transductive dataset that choose a random split.
 SPLIT_OPTIONS: Dict[str, Any] = {
     "train_per_class": 20, "val_per_class": 30, "num_val": None, "num_test": None,
-    "train_ratio": 0.6, "val_ratio": 0.2,
+    "train_ratio": 0.6, "val_ratio": 0.2, "ratio_rounding": "round",
 }
 
 
@@ -68,6 +68,8 @@ def get_spec(name: str) -> DatasetSpec:
 
 #: Options whose default is None but which are switches all the same (None = "decide for me").
 _NULLABLE_SWITCHES = ("download",)
+#: Options that take one of a few names (checked at suite load, not only when the split is drawn).
+_CHOICE_OPTIONS: Dict[str, Tuple[str, ...]] = {"ratio_rounding": RATIO_ROUNDINGS}
 
 
 def check_options(spec: DatasetSpec, options: Mapping[str, Any]) -> None:
@@ -83,6 +85,11 @@ def check_options(spec: DatasetSpec, options: Mapping[str, Any]) -> None:
         raise unknown_kwargs_error(f"dataset {spec.name!r}", unknown, spec.options)
     for key, value in options.items():
         default = spec.options[key]
+        if key in _CHOICE_OPTIONS:
+            if value not in _CHOICE_OPTIONS[key]:
+                raise ValueError(f"dataset {spec.name!r}: option {key} must be one of "
+                                 f"{', '.join(map(repr, _CHOICE_OPTIONS[key]))}, got {value!r}")
+            continue
         if isinstance(default, bool) or (key in _NULLABLE_SWITCHES and value is not None):
             ok, kind = isinstance(value, bool), "true or false"
         elif isinstance(default, int) and value is not None:
@@ -191,7 +198,8 @@ def instantiate(dataset: str, root: Path, rel_files: Sequence[str], source: str,
 
 def select_split(data: Data, split: Union[int, str, None], seed: int, default: Union[int, str],
                  train_per_class: int = 20, val_per_class: Optional[int] = 30, num_val: Optional[int] = None,
-                 num_test: Optional[int] = None, train_ratio: float = 0.6, val_ratio: float = 0.2
+                 num_test: Optional[int] = None, train_ratio: float = 0.6, val_ratio: float = 0.2,
+                 ratio_rounding: str = "round"
                  ) -> Tuple[Data, Union[int, str]]:
     """Set 1-D ``train/val/test_mask`` on ``data`` for ``split``; returns ``(data, label)``.
 
@@ -218,8 +226,10 @@ def select_split(data: Data, split: Union[int, str, None], seed: int, default: U
             masks = per_class_split(data.y, seed, train_per_class, val_per_class, num_val, num_test)
             label = f"random_per_class:seed={seed}"
         elif key in ("ratio", "random_ratio"):
-            masks = ratio_split(data.num_nodes, seed, train_ratio, val_ratio)
-            label = f"random_ratio={train_ratio}/{val_ratio}:seed={seed}"
+            masks = ratio_split(data.num_nodes, seed, train_ratio, val_ratio, rounding=ratio_rounding)
+            # the default keeps its old label (records name it); "floor" is named
+            rounded = "" if ratio_rounding == "round" else f":{ratio_rounding}"
+            label = f"random_ratio={train_ratio}/{val_ratio}{rounded}:seed={seed}"
         else:
             raise unknown_name_error("split", str(split), ["public", "geom_gcn", "per_class", "ratio"],
                                      hint="An int i picks Geom-GCN split i.")

@@ -3,13 +3,16 @@
 * ``per_class_split``: Shchur et al. (2018): ``train_per_class`` labelled nodes per class for
   training, ``val_per_class`` per class (or ``num_val`` in total) for validation, and the
   rest (or ``num_test`` nodes) for testing.
-* ``ratio_split``: a random ``train_ratio``/``val_ratio``/rest partition (e.g. 60/20/20).
+* ``ratio_split``: a random ``train_ratio``/``val_ratio``/rest partition (e.g. 60/20/20); the
+  train and val sizes are ``ratio * n`` rounded to the nearest integer (``rounding="round"``) or
+  rounded down (``"floor"``, the remainder to test).
 
 Both are pure functions of ``(y, seed)``: the same seed gives the same split on any machine
 (a private ``torch.Generator``; the global RNG is untouched).
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -60,16 +63,38 @@ def per_class_split(y: Tensor, seed: int, train_per_class: int = 20, val_per_cla
             mask_from_index(test, n))
 
 
+#: How ``ratio_split`` turns ``ratio * n`` into a size: ``"round"`` (nearest, the zoo's default) or
+#: ``"floor"`` (rounded down; the remainder goes to test).  On Cora (n = 2708) 60/20/20 gives
+#: 1625 / 542 / 541 nodes with ``"round"`` and 1624 / 541 / 543 with ``"floor"`` — the nonlocal
+#: paper's sizes: all its stored accuracies on five datasets are counts of the floored parts (issue 23).
+RATIO_ROUNDINGS = ("round", "floor")
+
+
+def ratio_sizes(n: int, train_ratio: float, val_ratio: float, rounding: str = "round") -> Tuple[int, int, int]:
+    """``(train, val, test)`` sizes of a ``train_ratio``/``val_ratio``/rest partition of ``n`` nodes."""
+    if rounding not in RATIO_ROUNDINGS:
+        raise ValueError(f"ratio_rounding must be one of {RATIO_ROUNDINGS}, got {rounding!r}")
+    if rounding == "round":
+        n_train, n_val = int(round(train_ratio * n)), int(round(val_ratio * n))
+    else:
+        # 1e-9: a product that is an integer up to float rounding (0.29 * 100 = 28.999...) counts as it
+        n_train, n_val = math.floor(train_ratio * n + 1e-9), math.floor(val_ratio * n + 1e-9)
+    return n_train, n_val, n - n_train - n_val
+
+
 def ratio_split(num_nodes: int, seed: int, train_ratio: float = 0.6, val_ratio: float = 0.2,
-                labelled: Optional[Tensor] = None) -> Masks:
-    """A random ``train_ratio``/``val_ratio``/rest partition of the (labelled) nodes."""
+                labelled: Optional[Tensor] = None, rounding: str = "round") -> Masks:
+    """A random ``train_ratio``/``val_ratio``/rest partition of the (labelled) nodes.
+
+    The nodes are permuted once by ``seed``; train, val and test are consecutive slices of that
+    order, sized by :func:`ratio_sizes` (``rounding`` moves only the nodes at the slice borders).
+    """
     if not (0 < train_ratio and 0 < val_ratio and train_ratio + val_ratio < 1):
         raise ValueError(f"need 0 < train_ratio, 0 < val_ratio and train_ratio + val_ratio < 1; "
                          f"got {train_ratio} and {val_ratio}")
     idx = torch.arange(num_nodes) if labelled is None else labelled.nonzero().view(-1)
+    n_train, n_val, _ = ratio_sizes(idx.numel(), train_ratio, val_ratio, rounding)
     idx = idx[torch.randperm(idx.numel(), generator=_generator(seed))]
-    n_train = int(round(train_ratio * idx.numel()))
-    n_val = int(round(val_ratio * idx.numel()))
     return (mask_from_index(idx[:n_train], num_nodes), mask_from_index(idx[n_train:n_train + n_val], num_nodes),
             mask_from_index(idx[n_train + n_val:], num_nodes))
 
