@@ -110,9 +110,11 @@ def test_records_of_the_suites_own_point_count_in_a_searched_folder(tmp_path):
     old = _records(before, {("lip", 0.005, 0.0): [(0.70, 0.71)] * 3, ("plain", 0.005, 0.0): [(0.5, 0.5)] * 3})
     folder = tmp_path / "t"
     folder.mkdir()
-    (folder / records.RESOLVED_FILE).write_text(json.dumps(_suite().resolved(), default=str))
+    (folder / records.RESOLVED_FILE).write_text(json.dumps(_suite().resolved(), default=str, sort_keys=True))
     (folder / records.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in old))
     board = lb.load_board(folder)
     assert board.dropped == {} and board.runs == 6
     lip = next(e for e in board.entries if e.row == ("lip",))
     assert lip.search.recorded == 1 and lip.search.partial and lip.search.point == {"lr": 0.005, "dropout": 0.0}
+    # the file's axis order survives the sorted keys of suite.resolved.json
+    assert lip.search.describe().endswith(": lr=0.005, dropout=0.0")

@@ -37,7 +37,7 @@ def test_every_search_point_is_its_own_cells_grouped_by_seed():
     assert all(len(g) == 2 for g in s.groups().values())
     points = {(c.config["train"]["lr"], c.config["model"]["kwargs"].get("dropout", 0.0)) for c in s.cells}
     assert points == {(0.01, 0.0), (0.01, 0.5), (0.005, 0.0), (0.005, 0.5)}
-    assert s.resolved()["search"] == {"axes": SEARCH, "when": {}, "metric": "val"}
+    assert s.resolved()["search"] == {"axes": SEARCH, "order": ["lr", "dropout"], "when": {}, "metric": "val"}
     assert "search" not in plain.resolved()  # suites without [search] resolve exactly as before
 
 

@@ -55,7 +55,9 @@ class Search:
 
     def to_json(self) -> Dict[str, Any]:
         """What ``suite.resolved.json`` stores under ``search`` (the analysis reads it from there)."""
-        return {"axes": {k: list(v) for k, v in self.axes.items()}, "when": dict(self.when), "metric": self.metric}
+        # "order": the file's axis order (the resolved file is written with sorted keys)
+        return {"axes": {k: list(v) for k, v in self.axes.items()}, "order": list(self.axes), "when": dict(self.when),
+                "metric": self.metric}
 
 
 def parse_search(raw: Any, source: str, grid: Mapping[str, Any], board: Mapping[str, Any],
@@ -122,5 +124,6 @@ def describe_point(point: Mapping[str, Any]) -> str:
 
 
 def searched_keys(search: Optional[Mapping[str, Any]]) -> Sequence[str]:
-    """The axes of a resolved suite's ``search`` (``suite.resolved.json``); empty without one."""
-    return list(((search or {}).get("axes") or {}))
+    """The axes of a resolved suite's ``search`` (``suite.resolved.json``) in file order; empty without one."""
+    search = search or {}
+    return list(search.get("order") or search.get("axes") or {})
