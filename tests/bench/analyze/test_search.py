@@ -21,15 +21,15 @@ RAW = {
 }
 
 
-def _rec(key, seed, val, test=None):
-    config = {"run": {"seed": seed}, "metrics": None}
-    return {"config": {**config, "point": key}, "metrics": {"val": val, **({"test": test} if test is not None else {})}}
+def _rec(seed, val):
+    """A record of one seed: all ``choose`` reads (the search axes are none here)."""
+    return {"config": {"run": {"seed": seed}}, "metrics": {"val": val}}
 
 
 def test_the_best_mean_over_the_seeds_every_point_has_wins():
     # A: 5 seeds, mean over all .80 but over seeds 0-2 only .76; B: seeds 0-2 at .78 -> B wins on common seeds
-    runs = {"A": [_rec("A", s, v) for s, v in enumerate([0.75, 0.76, 0.77, 0.86, 0.86])],
-            "B": [_rec("B", s, v) for s, v in enumerate([0.78, 0.78, 0.78])]}
+    runs = {"A": [_rec(s, v) for s, v in enumerate([0.75, 0.76, 0.77, 0.86, 0.86])],
+            "B": [_rec(s, v) for s, v in enumerate([0.78, 0.78, 0.78])]}
     key, choice = choose(runs, ["A", "B", "C"], "val", [])
     assert key == "B" and choice.seeds == (0, 1, 2) and abs(choice.score - 0.78) < 1e-12
     assert choice.points == 3 and choice.recorded == 2 and choice.partial
@@ -37,9 +37,9 @@ def test_the_best_mean_over_the_seeds_every_point_has_wins():
 
 
 def test_ties_go_to_the_point_listed_first_and_no_common_seed_uses_each_points_runs():
-    runs = {"A": [_rec("A", 0, 0.7)], "B": [_rec("B", 0, 0.7)]}
+    runs = {"A": [_rec(0, 0.7)], "B": [_rec(0, 0.7)]}
     assert choose(runs, ["B", "A"], "val", [])[0] == "B"
-    runs = {"A": [_rec("A", 0, 0.7)], "B": [_rec("B", 1, 0.9)]}
+    runs = {"A": [_rec(0, 0.7)], "B": [_rec(1, 0.9)]}
     key, choice = choose(runs, ["A", "B"], "val", [])
     assert key == "B" and choice.seeds == () and not choice.partial and choice.describe().startswith("best of 2: ")
 
