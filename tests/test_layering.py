@@ -257,3 +257,15 @@ def _summary() -> str:
 
 if __name__ == "__main__":
     print(_summary())
+
+
+def test_the_runner_runs_search_points_as_cells_and_selects_nothing() -> None:
+    """A suite's [search] is expanded by the spec (every point its own cells) and decided by the
+    analysis (zoo.bench.analyze.search); the run layer names neither the search nor its selection
+    metric, so a partial search can never be selected while it runs."""
+    edges, _ = import_graph()
+    run = {m: t for m, t in edges.items() if m == "zoo.bench.run" or m.startswith("zoo.bench.run.")}
+    assert run, "the run layer exists"
+    assert [m for m, t in run.items() if t & {"zoo.bench.spec.search", "zoo.bench.analyze.search"}] == []
+    named = [p.name for p in (PACKAGE / "bench" / "run").glob("*.py") if "search" in p.read_text()]
+    assert named == []

@@ -7,6 +7,10 @@ Per suite and per dataset (``[leaderboard] table_by``): one table whose rows are
 Energies (``laplacian_energy``) are log-normal over seeds: their cells are the geometric mean
 with the ``[min … max]`` range in scientific notation, and the difference is taken in log10.
 A table without any reported number has no ``paper``/``Δ`` columns.
+
+A suite with a ``[search]`` (hyper-parameters tuned per cell) shows in each cell the runs of the
+search point chosen by :mod:`zoo.bench.analyze.search` (best mean of the selection metric over
+seeds); the cell's :class:`Entry` says which point won and how many of its points have records.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from zoo._names import normalize_name
+from zoo.bench.analyze.search import Choice, choose, point_key, search_axes, selection_metric
 from zoo.bench.analyze.stats import Summary, summarize, summarize_log
 from zoo.bench.spec.cells import cell_value
 from zoo.bench.spec.measures import METRIC_SPECS, metric_spec
@@ -61,6 +66,8 @@ class Entry:
     config: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
     #: the runs' metric values (scaled as the summary; None: a run without the metric), for per-run checks
     values: List[Optional[float]] = field(default_factory=list, repr=False, compare=False)
+    #: a searched cell ([search]): the point shown and how it was chosen; None for a cell without a search
+    search: Optional[Choice] = field(default=None, compare=False)
 
     @property
     def diff(self) -> Optional[float]:
@@ -108,34 +115,75 @@ def find_reported(reported: Optional[Dict[str, Any]], config: Dict[str, Any], la
     return None
 
 
+def _place(cfg: Dict[str, Any], layout: Dict[str, Any]) -> Tuple[Any, Tuple[Any, ...]]:
+    """A config's (table, row) on the board."""
+    table = cell_value(cfg, layout["table_by"]) if layout.get("table_by") else ""
+    return table, tuple(cell_value(cfg, k) for k in layout["rows"])
+
+
 def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Board:
     layout = suite_info["leaderboard"]
     metric = metric_spec(layout["metric"])
     scale = float(layout.get("scale", 100.0)) if metric.percent else 1.0
-    buckets: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, Any]] = {}
+    axes = search_axes(suite_info)
+    buckets: Dict[Tuple[Any, Tuple[Any, ...], Any, str], Dict[str, Any]] = {}
     recs = [r for r in recs if not records.is_failed(r)]  # failed runs have no metrics (re-run retries them)
     for rec in recs:
         cfg = rec["config"]
-        table = cell_value(cfg, layout["table_by"]) if layout.get("table_by") else ""
-        row = tuple(cell_value(cfg, k) for k in layout["rows"])
+        table, row = _place(cfg, layout)
+        point = point_key(cfg, axes) if axes else ""
         for col_override, value in _metric_values(rec, layout["metric"]):
             col = col_override if col_override is not None else cell_value(cfg, layout["columns"])
-            b = buckets.setdefault((table, row, col), {"values": [], "epochs": [], "diverged": 0, "config": cfg})
+            b = buckets.setdefault((table, row, col, point), {"values": [], "epochs": [], "diverged": 0, "config": cfg,
+                                                              "records": []})
             b["values"].append(None if value is None else float(value) * scale)
             b["epochs"].append(rec.get("epochs_to_best"))
             b["diverged"] += int(bool(rec.get("diverged")))
+            b["records"].append(rec)
+    chosen: Dict[Tuple[Any, Tuple[Any, ...], Any], Tuple[str, Optional[Choice]]] = {}
+    if axes:
+        chosen = _choose_points(suite_info, buckets, axes)
     entries = []
     stat = summarize_log if metric.geometric else summarize
-    for (table, row, col), b in buckets.items():
+    for (table, row, col, point), b in buckets.items():
+        winner, choice = chosen.get((table, row, col), (point, None))
+        if point != winner:
+            continue
         entries.append(Entry(table, row, col, stat(b["values"]), summarize(b["epochs"]), b["diverged"],
                              find_reported(suite_info.get("reported"), b["config"], layout, col), b["config"],
-                             b["values"]))
+                             b["values"], choice))
     entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), sort_key(e.column)))
     first = recs[0] if recs else {}
     prov = {"commits": sorted({r.get("commit", "?") for r in recs}), "devices": sorted({r.get("device", "?") for r in recs}),
             "versions": first.get("versions", {})}
     return Board(suite_info["name"], suite_info.get("meta", {}), layout, entries, prov, runs=len(recs),
                  reduced=describe_settings(suite_info))
+
+
+def _choose_points(suite_info: Dict[str, Any], buckets: Dict[Tuple[Any, Tuple[Any, ...], Any, str], Dict[str, Any]],
+                   axes: Sequence[str]) -> Dict[Tuple[Any, Tuple[Any, ...], Any], Tuple[str, Optional[Choice]]]:
+    """Per leaderboard cell with more than one search point in the suite: the winning point and its
+    :class:`Choice` (:mod:`zoo.bench.analyze.search`); cells outside the search keep their one point."""
+    layout = suite_info["leaderboard"]
+    order: Dict[Tuple[Any, Tuple[Any, ...], Any], List[str]] = {}
+    for c in suite_info.get("cells", ()):  # every point of the suite, recorded or not, in suite order
+        table, row = _place(c["config"], layout)
+        keys = order.setdefault((table, row, cell_value(c["config"], layout["columns"])), [])
+        key = point_key(c["config"], axes)
+        if key not in keys:
+            keys.append(key)
+    runs: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, List[Dict[str, Any]]]] = {}
+    for (table, row, col, point), b in buckets.items():
+        runs.setdefault((table, row, col), {})[point] = b["records"]
+    metric = selection_metric(suite_info) or layout["metric"]
+    out: Dict[Tuple[Any, Tuple[Any, ...], Any], Tuple[str, Optional[Choice]]] = {}
+    for cell, by_point in runs.items():
+        points = order.get(cell) or list(by_point)
+        points += [p for p in by_point if p not in points]  # records of points the suite no longer has: still shown
+        if len(points) < 2:
+            continue
+        out[cell] = choose(by_point, points, metric, axes)
+    return out
 
 
 def sort_key(v: Any) -> Tuple[int, Any]:

@@ -77,6 +77,7 @@ from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
 from zoo.bench.analyze.missing_cost import FillCommand, MissingCell, fill_commands, missing_cells
 from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
+from zoo.bench.analyze.search import search_axes
 from zoo.bench.spec.cells import cell_value
 from zoo.bench.spec.cost import shipped_model, shipped_table
 from zoo.bench.spec.measures import metric_spec
@@ -421,7 +422,7 @@ def describe_scale(info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> str:
                f"{len(info['cells'])} runs is recorded."
     lay = info["leaderboard"]
     keys = [k for k in (lay.get("table_by"), *lay["rows"], lay["columns"] if not metric_spec(lay["metric"]).per_layer else None,
-                        *((info.get("selection") or {}).get("where") or {}), "seed") if k]
+                        *((info.get("selection") or {}).get("where") or {}), *search_axes(info), "seed") if k]
     keys = list(dict.fromkeys(keys))
     parts = []
     full_scale = len(recs) == len(info["cells"])

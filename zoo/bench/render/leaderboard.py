@@ -7,7 +7,8 @@ import json
 from typing import Any, Dict, List, Sequence
 
 from zoo.bench.spec.measures import metric_spec
-from zoo.bench.analyze.board import Board, diff_label, dropped_note, fmt, fmt_diff, fmt_paper, is_log_metric, tables
+from zoo.bench.spec.search import describe_point
+from zoo.bench.analyze.board import Board, Entry, diff_label, dropped_note, fmt, fmt_diff, fmt_paper, is_log_metric, tables
 
 
 def metric_description(board: Board) -> str:
@@ -23,6 +24,26 @@ def metric_description(board: Board) -> str:
     text = (f"Metric: **{lay['metric']}**" + (" (%)" if metric_spec(lay["metric"]).percent else "")
             + ", mean ± 95% CI (Student t) over runs, (n) runs")
     return text + ("; `paper` is the reported number, `Δ` = ours − paper." if with_paper else ".")
+
+
+def search_description(board: Board) -> str:
+    """One line on a searched board (``[search]``): how each cell's point was chosen; ``""`` without a search."""
+    choices = [e.search for e in board.entries if e.search is not None]
+    if not choices:
+        return ""
+    partial = sum(c.partial for c in choices)
+    return (f"Hyper-parameter search: each searched cell shows the runs of its best search point, chosen by the best "
+            f"mean **{choices[0].metric}** accuracy over seeds (over the seeds every recorded point has), as "
+            f"'best of N: point'; {len(choices) - partial} of {len(choices)} searched cells have every point recorded"
+            + (f", {partial} are a **partial search** (points not run: not the paper's protocol)." if partial else "."))
+
+
+def ours_text(entry: Entry, diverged: bool = True) -> str:
+    """A cell's own number as the tables print it: summary, divergences (``diverged``), the chosen search point."""
+    text = fmt(entry.summary) + (f" ⚠{entry.diverged} diverged" if diverged and entry.diverged else "")
+    if entry.search is not None:
+        text += f" — {entry.search.describe()}"
+    return text
 
 
 def has_reported(t: Dict[str, Any]) -> bool:
@@ -43,7 +64,7 @@ def to_markdown(board: Board) -> str:
     lines = [f"# {board.meta.get('title') or board.suite}", ""]
     if board.meta.get("paper"):
         lines.append(f"Paper: {board.meta['paper']}" + (f" — {', '.join(board.meta['tables'])}" if board.meta.get("tables") else ""))
-    lines += [metric_description(board),
+    lines += [metric_description(board), *([search_description(board)] if search_description(board) else []),
               f"Provenance: commit {', '.join(board.provenance['commits'])}; device {', '.join(board.provenance['devices'])}; "
               + ", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items()), ""]
     for note in notes(board):
@@ -63,8 +84,7 @@ def to_markdown(board: Board) -> str:
                 if e is None:
                     cells += [""] * (3 if paper_cols else 1)
                     continue
-                mark = f" ⚠{e.diverged} diverged" if e.diverged else ""
-                cells.append(fmt(e.summary) + mark)
+                cells.append(ours_text(e))
                 if paper_cols:
                     cells.append(fmt_paper(board, e.reported["value"]) if e.reported else "")
                     cells.append(fmt_diff(board, e.diff))
@@ -92,6 +112,11 @@ def to_rows(board: Board) -> List[Dict[str, Any]]:
                   "paper": e.reported["value"] if e.reported else None,
                   "paper_ci95": e.reported.get("ci95") if e.reported else None,
                   "paper_table": e.reported["table"] if e.reported else None, "diff": e.diff})
+        if e.search is not None:  # only searched cells: other suites' rows stay as they were
+            r.update({"search_point": describe_point(e.search.point), "search_metric": e.search.metric,
+                      "search_score": e.search.score, "search_points": e.search.points,
+                      "search_recorded": e.search.recorded, "search_partial": e.search.partial,
+                      "search_seeds": list(e.search.seeds)})
         rows.append(r)
     return rows
 

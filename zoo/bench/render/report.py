@@ -18,7 +18,7 @@ from zoo.bench.analyze.status import (ALTERNATIVE, DECADES_TOLERANCE, DIFFERS, F
                                       finding_counts)
 from zoo.bench.render.html import page, plots, slug
 from zoo.bench.render.missing import missing_html, missing_markdown, totals_line as missing_totals
-from zoo.bench.render.leaderboard import metric_description
+from zoo.bench.render.leaderboard import metric_description, ours_text, search_description
 
 
 @dataclass(frozen=True)
@@ -245,6 +245,8 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
                + f". Full leaderboard (CSV/JSON/HTML): `zoo leaderboard {_display_path(s.folder, sources.root)} --out DIR`."
                if s.records else f"Records: `{_display_path(s.folder, sources.root)}` — no finished run yet."), "",
               metric_description(b), ""]
+    if search_description(b):
+        lines += [search_description(b), ""]
     if b.dropped:
         lines += [f"Note: {lb.dropped_note(b)}.", ""]
     if s.reported_changed:
@@ -267,7 +269,7 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
                 numbered.setdefault(text, len(numbered) + 1)
         for r in rows:
             e = r.entry
-            ours = lb.fmt(e.summary) + (f" ⚠{e.diverged} diverged" if e.diverged else "")
+            ours = ours_text(e)
             cells = [*map(str, e.row), str(e.column), ours]
             if many:
                 cells.append(r.ref)
@@ -324,6 +326,8 @@ def to_html(report: Report, sources: ReportSources) -> str:
         body.append(f"<p>Scale: {h.escape(_plain(s.scale))}</p>")
         if s.coverage():
             body.append(f"<p>Paper's cells: {h.escape(s.coverage())}.</p>")
+        if search_description(b):
+            body.append(f"<p>{h.escape(_plain(search_description(b)))}</p>")
         body.append(f"<p class=muted>{h.escape(_plain(metric_description(b)))} Records "
                     f"<code>{h.escape(_display_path(s.folder, sources.root))}</code>, {len(s.records)} runs, "
                     f"{h.escape(_hours(s.wall_time_s))}; commit(s) "
@@ -342,7 +346,7 @@ def to_html(report: Report, sources: ReportSources) -> str:
                 v = "" if e.summary.mean is None else f"{e.summary.mean:.6g}"
                 cls = {REPRODUCED: "pos", OPEN: "neg"}.get(r.status, "")
                 tds = "".join(f'<td class="k">{h.escape(str(x))}</td>' for x in (*e.row, e.column))
-                tds += f'<td data-v="{v}">{h.escape(lb.fmt(e.summary))}</td>'
+                tds += f'<td data-v="{v}">{h.escape(ours_text(e, diverged=False))}</td>'
                 tds += f"<td>{h.escape(fmt_paper(b, e.reported)) if e.reported else ''}</td>"
                 tds += f"<td>{h.escape(lb.fmt_diff(b, e.diff))}</td>"
                 tds += f'<td class="{cls}">{h.escape(r.status)}</td>'

@@ -58,7 +58,8 @@ def _suite_keys(suite: Suite) -> List[str]:
     keys = set(TRAIN_KEYS) | set(TASK_KEYS) | set(PLUGIN_KEYS) | set(RUN_KEYS)
     tables = [raw.get("defaults") or {}, raw.get("grid") or {}, *(raw.get("variants") or {}).values(),
               *(o for o in raw.get("override") or []), *((raw.get("quick") or {}).get(t) or {} for t in
-                                                          ("defaults", "grid"))]
+                                                          ("defaults", "grid")),
+              {k: v for k, v in (raw.get("search") or {}).items() if k != "metric"}]
     for t in tables:
         for k, v in t.items():
             if k in ("arch", "data") and isinstance(v, dict):

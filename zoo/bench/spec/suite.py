@@ -8,6 +8,7 @@ A suite file has these tables (``docs/benchmarks.md`` has the full reference)::
     [variants.X]   named bundles of cell keys, chosen by the grid axis ``variant``
     [[override]]   ``when = {key = value | [values]}`` plus cell keys set where it matches
     [[exclude]]    ``when = {...}``: grid points matching it (before overrides) are dropped
+    [search]       cell key -> list of values tuned per cell (+ ``when``, ``metric``): :mod:`zoo.bench.spec.search`
     [quick]        ``defaults``, ``grid`` (replaces axes), ``override``: the ``--quick`` form
     [leaderboard]  rows, columns, metric, table_by, scale
 
@@ -18,8 +19,9 @@ constructor option of the chosen model and every option of the chosen dataset.  
 is both a model and a dataset option must be written ``arch.KEY`` or ``data.KEY``.  Unknown
 keys and names are errors that list the valid choices.
 
-Precedence: defaults < quick.defaults < grid point < variant < overrides (in file order) < settings
-(``zoo bench --set KEY=VALUE``: a stated-reduced protocol, e.g. fewer epochs; see :func:`check_settings`).
+Precedence: defaults < quick.defaults < grid point < variant < overrides (in file order) < search
+point < settings (``zoo bench --set KEY=VALUE``: a stated-reduced protocol, e.g. fewer epochs; see
+:func:`check_settings`).
 A cell's ``id`` is a hash of its fully resolved configuration; cells that differ only in
 ``seed``/``init``/``init_kwargs`` share a ``group`` and are trained as stacked replicas.
 """
@@ -41,13 +43,14 @@ from zoo.bench.spec import plugins as registries
 from zoo.bench.spec.cells import matches, cell_value
 from zoo.bench.spec.config import OPTIMIZERS, SELECT, TrainConfig
 from zoo.bench.spec.measures import METRICS, MODES, metric_spec
+from zoo.bench.spec.search import Search, SearchError, parse_search, point_settings
 
 
 class SuiteError(ValueError):
     """A suite file is invalid; the message names the file, the place and the fix."""
 
 
-TOP_LEVEL = ("suite", "defaults", "grid", "variants", "override", "exclude", "quick", "leaderboard")
+TOP_LEVEL = ("suite", "defaults", "grid", "variants", "override", "exclude", "search", "quick", "leaderboard")
 META_KEYS = ("name", "title", "paper", "tables", "description", "reported", "mode", "notes")
 QUICK_KEYS = ("defaults", "grid", "override", "exclude")
 LEADERBOARD_KEYS = ("rows", "columns", "metric", "table_by", "scale")
@@ -101,6 +104,8 @@ class Suite:
     #: ``--set`` values applied to every cell, and the values they replaced (the unreduced suite's, per key)
     settings: Dict[str, Any] = field(default_factory=dict)
     replaced: Dict[str, List[Any]] = field(default_factory=dict)
+    #: the ``[search]`` table (hyper-parameters tuned per cell); ``None`` without one and in the --quick form
+    search: Optional[Search] = None
 
     @property
     def mode(self) -> str:
@@ -119,6 +124,8 @@ class Suite:
         if self.settings:  # only then: a run without --set resolves exactly as before
             out["set"] = dict(self.settings)
             out["set_replaces"] = {k: list(v) for k, v in self.replaced.items()}
+        if self.search is not None:  # likewise: suites without [search] resolve as before
+            out["search"] = self.search.to_json()
         return out
 
 
@@ -478,7 +485,15 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     elif variants:
         raise SuiteError(f"{source}: [variants] are defined but [grid] has no 'variant' axis to choose them")
 
+    try:
+        search = parse_search(raw.get("search"), source, grid, board, _flatten)
+    except SearchError as e:
+        raise SuiteError(str(e)) from None
     known = set(defaults) | set(grid) | {k for v in variants.values() for k in _flatten("", v)}
+    if search is not None and search.when:
+        _when_keys_ok(f"{source} [search]", search.when, known)
+    if quick:  # the quick form checks that the suite runs: its own point only
+        search = None
     for i, o in enumerate(overrides):
         if not isinstance(o, dict) or "when" not in o:
             raise SuiteError(f"{source} [[override]] #{i + 1}: needs a 'when' table and the keys to set")
@@ -501,6 +516,8 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
             if _matches(flat, o["when"]):
                 flat.update(_flatten(f"{source} [[override]]", {k: v for k, v in o.items() if k != "when"}))
         points.append((dict(zip(axes, point)), flat))
+    if search is not None:
+        points = _search_points(source, search, points)
     settings = dict(settings or {})
     # --set applies to the cells --where selects (all without --where), and is checked against those:
     # an option of one dataset need not exist for the datasets that are not run.
@@ -509,7 +526,8 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     if not any(chosen):  # a --where that selects nothing is reported by the selection, with its own message
         chosen = [True] * len(resolved)
     if settings:
-        check_settings(settings, grid, board, [flat for (_, flat), c in zip(points, chosen) if c])
+        check_settings(settings, grid, board, [flat for (_, flat), c in zip(points, chosen) if c],
+                       tuned=list(search.axes) if search is not None else ())
     cells: List[Cell] = []
     seen: Dict[str, int] = {}
     plain: List[Dict[str, Any]] = []  # the cells without the settings: what they replace
@@ -538,7 +556,22 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     if meta.get("reported"):
         reported = load_reported(Path(source).parent / meta["reported"] if source != "<suite>" else Path(meta["reported"]))
     return Suite(name=normalize_name(meta["name"]), meta=meta, leaderboard=board, cells=cells, quick=quick,
-                 path=source, reported=reported, raw=raw, settings=settings, replaced=replaced)
+                 path=source, reported=reported, raw=raw, settings=settings, replaced=replaced, search=search)
+
+
+def _search_points(source: str, search: Search, points: List[Tuple[Dict[str, Any], Dict[str, Any]]]
+                   ) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
+    """Each grid point that ``search.when`` selects (after the overrides), once per search point;
+    a point's key is set only where it changes the cell (:func:`zoo.bench.spec.search.point_settings`)."""
+    out: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []
+    for point, flat in points:
+        if search.when and not _matches(flat, search.when):
+            out.append((point, flat))
+            continue
+        base = resolve_cell(f"{source} cell {point}", flat)
+        for values in search.points():
+            out.append(({**point, **values}, {**flat, **point_settings(values, base)}))
+    return out
 
 
 # --------------------------------------------------------------------------- --set: a stated-reduced protocol
@@ -548,7 +581,7 @@ IDENTITY_KEYS = ("seed", "variant", "model", "dataset")
 
 
 def check_settings(settings: Mapping[str, Any], grid: Mapping[str, Any], board: Mapping[str, Any],
-                   flats: Sequence[Mapping[str, Any]]) -> None:
+                   flats: Sequence[Mapping[str, Any]], tuned: Sequence[str] = ()) -> None:
     """``--set`` keys must be cell keys that change the protocol (epochs, warm-up, ...) for every cell.
 
     Grid axes, seeds, and the leaderboard's rows / columns / tables select *cells*: setting one
@@ -570,6 +603,9 @@ def check_settings(settings: Mapping[str, Any], grid: Mapping[str, Any], board: 
         valid |= set(opts) | set(data) | {f"arch.{k}" for k in opts} | {f"data.{k}" for k in data}
     for key, value in settings.items():
         name = bare(key)
+        if name in {bare(k) for k in tuned}:
+            raise SuiteError(f"--set {key}: {key!r} is a [search] axis (tuned per cell, each value its own runs); "
+                             f"run some of its values with --where {key}=V1[,V2] instead")
         if name in axes or name in board_keys or name in IDENTITY_KEYS:
             what = "a grid axis" if name in axes else "a leaderboard key" if name in board_keys else \
                 "what names an experiment"
