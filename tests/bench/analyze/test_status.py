@@ -52,6 +52,19 @@ def test_accuracy_status_one_point_where_a_ci_is_missing():
     assert rp.cell_status(_entry(summarize([]), 50.0), False) is False  # no finite value of ours
 
 
+def test_two_runs_far_apart_do_not_reproduce_any_paper_number():
+    """Regression (issue 23, lipschitz_table3 gat_code_1h at lr 0.001: 32.9 / 11.7 vs the paper's
+    38.2): with n = 2 Student's t is 12.7, so the old rule's ±134-point CI called it reproduced."""
+    two = summarize([32.9, 11.7])
+    assert two.ci95 > 100
+    assert rp.cell_status(_entry(two, 38.2, ci95=1.7), False) is False
+    assert rp.cell_status(_entry(two, 22.3 + 0.9), False) is True  # below 3 runs: the 1-point rule
+    assert rp.cell_status(_entry(two, 22.3 + 1.1), False) is False
+    two_log = summarize_log([1e-6, 1.0])  # 6 decades apart: a CI of ~38 decades
+    assert rp.cell_status(_entry(two_log, 10 ** -1.0), True) is False
+    assert rp.cell_status(_entry(two_log, 10 ** -3.4), True) is True  # within 0.5 decade of the mean
+
+
 def _footnote(text: str, row: str) -> str:
     """The note a table row cites as ``[k]``, printed once under the table."""
     ref = row.rstrip(" |").rsplit("| ", 1)[-1].strip()

@@ -9,10 +9,10 @@ and checked by a test) and ``docs/reproduction/index.html`` (the same tables as 
 Status of a cell that has a paper number (:func:`cell_status`):
 
 * *reproduced* — accuracies (%): the paper's value lies inside our mean ± 95 % CI; where a CI is
-  missing on either side (ours: n = 1; the paper's: not stored) ``|Δ| ≤ 1`` point also counts.
-  Energies (log-normal over seeds, compared in log10): the paper's value lies inside the 95 % CI
-  of our geometric mean (Student t on log10, in decades); with n = 1, ``|Δlog10| ≤ 0.5`` (a
-  factor of √10).
+  missing on either side (ours: n < 3, see ``MIN_RUNS_FOR_CI``; the paper's: not stored)
+  ``|Δ| ≤ 1`` point also counts.  Energies (log-normal over seeds, compared in log10): the paper's
+  value lies inside the 95 % CI of our geometric mean (Student t on log10, in decades); with
+  n < 3, ``|Δlog10| ≤ 0.5`` (a factor of √10).
 * *differs — explained* — not reproduced, and the notes file gives the measured cause
   (``status = "differs"``).
 * *open* — not reproduced and not explained; the notes file must say what was tried
@@ -98,6 +98,9 @@ NOTE_KEYS = ("suite", "table", "when", "finding", "status", "note")
 #: |Δ| (points) that counts as reproduced where a CI is missing; |Δlog10| (decades) for one energy run.
 POINTS_TOLERANCE = 1.0
 DECADES_TOLERANCE = 0.5
+#: runs below which our 95 % CI does not decide "reproduced": with n = 2 Student's t is 12.7, so two
+#: runs 20 points apart give a ±130-point interval that would call any paper number reproduced.
+MIN_RUNS_FOR_CI = 3
 MISSING_NOTE = "NO NOTE YET (zoo report --draft): add one to notes.toml"
 _EPS = 1e-9  # paper values are rounded decimals: a boundary value counts as inside
 
@@ -128,14 +131,15 @@ def cell_status(entry: lb.Entry, log_metric: bool) -> Optional[bool]:
         # The analogue of the accuracy rule in log10: the paper's value inside the 95 % CI of our
         # geometric mean.  Not the min-max range: energies at init spread over 3-6 decades across
         # seeds, and a range that wide would call a 2-decade gap "reproduced".
-        if s.n >= 2 and s.ci95 is not None:
+        if s.n >= MIN_RUNS_FOR_CI and s.ci95 is not None:
             return delta <= s.ci95 + _EPS
         return delta <= DECADES_TOLERANCE + _EPS
     diff = s.mean - paper
-    if s.ci95 is not None and abs(diff) <= s.ci95 + _EPS:
+    ours_ci = s.ci95 if s.n >= MIN_RUNS_FOR_CI else None
+    if ours_ci is not None and abs(diff) <= ours_ci + _EPS:
         return True
     paper_ci = entry.reported.get("ci95")
-    return (s.ci95 is None or paper_ci is None) and abs(diff) <= POINTS_TOLERANCE + _EPS
+    return (ours_ci is None or paper_ci is None) and abs(diff) <= POINTS_TOLERANCE + _EPS
 
 
 # --------------------------------------------------------------------------- notes
