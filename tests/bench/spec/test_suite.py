@@ -114,3 +114,20 @@ def test_shipped_suites_parse_in_both_forms(name):
         column = 2 if full.leaderboard["metric"] == "pruned" else None  # pruned: the column is the layer
         matched = [e for c in full.cells if (e := _find_reported(full.reported, c.config, full.leaderboard, column))]
         assert matched, f"{name}: no reported number matches any cell"
+
+
+#: quick forms known to train some cells longer, and why (their end-to-end runs are marked slow)
+LONG_QUICK_FORMS = {"oxford_table3": "GAT / GATDB override epochs = 2000 with patience 100 (report §5.2)"}
+
+
+@pytest.mark.parametrize("name", [n for n in list_suites() if n not in LONG_QUICK_FORMS])
+def test_every_quick_cell_trains_for_the_quick_forms_epochs(name):
+    """Regression: an [[override]] that sets ``epochs`` wins over [quick]'s, so balance_table6's quick
+    form trained its LN-authors arms for 1000 epochs (8 heads x 64, L = 10) and hung CI for minutes.
+    A quick form must stay quick: every cell at most the [quick] table's own epoch count."""
+    suite = load_suite(name, quick=True)
+    quick_epochs = ((suite.raw.get("quick") or {}).get("defaults") or {}).get("epochs")
+    if quick_epochs is None:
+        pytest.skip(f"suite {name}'s [quick] sets no epochs")
+    slow = sorted({c.config["train"]["epochs"] for c in suite.cells if c.config["train"]["epochs"] > quick_epochs})
+    assert not slow, f"{name}: quick cells train for {slow} epochs, not {quick_epochs}"
