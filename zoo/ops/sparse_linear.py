@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import warnings
-import weakref
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from zoo.ops._constant_cache import ConstantCache
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
@@ -21,39 +21,19 @@ SPARSE_MIN_ELEMENTS = 2 ** 20
 SPARSE_MAX_DENSITY = 0.05
 
 
-class _SparseInputs:
-    """CSR copies (and their transposes, for the weight gradient) of constant input tensors,
-    keyed by ``id`` and dropped with the tensor; ``None`` records "keep dense"."""
-
-    def __init__(self) -> None:
-        self._entries: Dict[int, Tuple[Any, int, Optional[Tuple[Tensor, ...]]]] = {}
-
-    def get(self, x: Tensor) -> Optional[Tuple[Tensor, ...]]:
-        hit = self._entries.get(id(x))
-        if hit is not None and hit[0]() is x and hit[1] == x._version:
-            return hit[2]
-        parts = self._convert(x)
-        try:
-            ref = weakref.ref(x)
-        except TypeError:
-            return parts
-        if hit is None:
-            weakref.finalize(x, self._entries.pop, id(x), None)
-        self._entries[id(x)] = (ref, x._version, parts)
-        return parts
-
-    @staticmethod
-    def _convert(x: Tensor) -> Optional[Tuple[Tensor, ...]]:
-        if int(torch.count_nonzero(x)) > SPARSE_MAX_DENSITY * x.numel():
-            return None
-        with warnings.catch_warnings():  # "sparse CSR support is in beta"
-            warnings.simplefilter("ignore", UserWarning)
-            csr, csr_t = x.to_sparse_csr(), x.t().contiguous().to_sparse_csr()
-        return (csr.crow_indices(), csr.col_indices(), csr.values(),
-                csr_t.crow_indices(), csr_t.col_indices(), csr_t.values())
+def _csr_parts(x: Tensor) -> Optional[Tuple[Tensor, ...]]:
+    """CSR parts of ``x`` and of its transpose, or ``None`` when ``x`` is too dense to gain from CSR."""
+    if int(torch.count_nonzero(x)) > SPARSE_MAX_DENSITY * x.numel():
+        return None
+    with warnings.catch_warnings():  # "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        csr, csr_t = x.to_sparse_csr(), x.t().contiguous().to_sparse_csr()
+    return (csr.crow_indices(), csr.col_indices(), csr.values(),
+            csr_t.crow_indices(), csr_t.col_indices(), csr_t.values())
 
 
-_SPARSE = _SparseInputs()
+#: CSR copies (and their transposes, for the weight gradient) of constant inputs; ``None`` = keep dense
+_SPARSE: ConstantCache[Optional[Tuple[Tensor, ...]]] = ConstantCache(_csr_parts)
 
 
 def _csr(crow: Tensor, col: Tensor, val: Tensor, rows: int, cols: int) -> Tensor:

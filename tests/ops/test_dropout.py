@@ -1,0 +1,83 @@
+"""Dropout on constant, mostly-zero inputs (bag-of-words features) draws its mask at the non-zeros
+only: the same distribution as ``F.dropout`` at a fraction of the random draws."""
+import pytest
+import torch
+from torch.func import vmap
+
+from zoo.ops.dropout import ReplicaRandomness, dropout, replica_randomness
+
+P = 0.5
+
+
+def _bag_of_words(rows: int = 300, cols: int = 400, density: float = 0.02, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.rand(rows, cols, generator=g) < density).double()
+    return x * torch.rand(rows, cols, generator=g, dtype=torch.float64)  # varied non-zero values
+
+
+def _alone(x: torch.Tensor, seed: int) -> torch.Tensor:
+    with replica_randomness(ReplicaRandomness([seed]), torch.tensor(0)):
+        return dropout(x, P, training=True)
+
+
+def test_sparse_input_dropout_draws_one_number_per_nonzero():
+    """Fails on the dense mask (one draw per entry, 120 k here instead of ~2.4 k): the replica's
+    stream must hold exactly the non-zeros' Bernoulli draws, in the non-zeros' order."""
+    x = _bag_of_words()
+    assert x.numel() >= 2 ** 16  # zoo.ops.dropout.SPARSE_DROPOUT_MIN_ELEMENTS
+    rng = ReplicaRandomness([5])
+    nz = x.reshape(-1).nonzero().view(-1)
+    keep = torch.empty(nz.numel(), dtype=x.dtype).bernoulli_(1 - P, generator=rng.generator(0, x.device))
+    expected = torch.zeros(x.numel(), dtype=x.dtype)
+    expected[nz] = x.reshape(-1)[nz] * keep / (1 - P)
+    assert torch.equal(_alone(x, 5), expected.view_as(x))
+
+
+@pytest.mark.parametrize("replicated", [False, True], ids=["global-stream", "replica-stream"])
+def test_sparse_input_dropout_has_dropouts_distribution(replicated):
+    x = _bag_of_words()
+    drops = []
+    for seed in range(20):
+        if replicated:
+            drops.append(_alone(x, seed))
+        else:
+            torch.manual_seed(seed)
+            drops.append(dropout(x, P, training=True))
+    for d in drops:
+        kept = d != 0
+        assert not kept[x == 0].any()  # a zero stays zero
+        assert torch.equal(d[kept], x[kept] / (1 - P))  # a kept entry is scaled as F.dropout
+    kept_fraction = torch.stack([(d != 0).sum() for d in drops]).double().sum() / (20 * (x != 0).sum())
+    assert abs(float(kept_fraction) - (1 - P)) < 0.02  # ~48 k Bernoulli(0.5) draws: sd 0.0023
+    assert not torch.equal(drops[0], drops[1])
+
+
+def test_stacked_replicas_draw_what_each_draws_alone():
+    x, seeds = _bag_of_words(), [3, 11, 4]
+    rng = ReplicaRandomness(seeds)
+
+    def one(token):
+        with replica_randomness(rng, token):
+            return dropout(x, P, training=True)
+
+    stacked = vmap(one, randomness="different")(torch.arange(len(seeds)))
+    for r, seed in enumerate(seeds):
+        assert torch.equal(stacked[r], _alone(x, seed))
+
+
+@pytest.mark.parametrize("case", ["dense", "small", "needs-grad"])
+def test_other_inputs_keep_the_full_mask(case):
+    x = _bag_of_words(density=0.6) if case == "dense" else _bag_of_words(rows=20, cols=30)
+    if case == "needs-grad":
+        x = _bag_of_words().requires_grad_(True)
+    rng = ReplicaRandomness([2])
+    mask = ReplicaRandomness([2]).mask(0, x.detach(), P)
+    with replica_randomness(rng, torch.tensor(0)):
+        out = dropout(x, P, training=True)
+    assert torch.equal(out.detach(), x.detach() * mask)
+
+
+def test_eval_and_zero_rate_return_the_input():
+    x = _bag_of_words()
+    assert dropout(x, P, training=False) is x
+    assert dropout(x, 0.0, training=True) is x
