@@ -2,6 +2,7 @@
 reading the suite declares as the text's gets a status; the others are shown, not counted."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ from zoo.bench.analyze import status as rp
 from zoo.bench.analyze.readings import ReadingsError, parse_readings
 from zoo.bench.render.report import _note_text
 
-RECORDS = Path(__file__).resolve().parents[3] / "docs" / "reproduction" / "records"
+REPO = Path(__file__).resolve().parents[3]
+RECORDS = REPO / "docs" / "reproduction" / "records"
 
 
 def test_parse_readings_validates_its_shape():
@@ -53,3 +55,33 @@ def test_the_shipped_metric_reaches_the_report_without_a_rerun():
     e = next(e for e in suite.board.entries if e.summary.n)
     vals = [100 * r["metrics"]["val"] for r in suite.records if r["config"] == e.config]
     assert vals and e.summary.mean == pytest.approx(sum(vals) / len(vals)) if len(vals) == e.summary.n else True
+
+
+def _cell_groups(entries):
+    """Entries grouped by their paper cell (every key but the model / variant ones, and the value)."""
+    model_keys = {"variant", "model", "norm", "init", "note"}
+    groups = {}
+    for e in entries:
+        cell = tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in e.items() if k not in model_keys))
+        groups.setdefault(cell, []).append(e)
+    return groups.values()
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "benchmarks" / "suites" / "reported").glob("*.json")),
+                         ids=lambda p: p.stem)
+def test_a_paper_number_placed_beside_an_alternative_is_counted_once(path):
+    """A paper number copied beside another variant (its note says "beside") needs a readings
+    declaration naming exactly one of the variants as the text's; before, lipschitz_table1 / table3
+    counted GAT-Lip's number under Eq. 17 and the released code, and Table 3's GAT / GAT-Lip
+    numbers three and four times (the authors' training setup at 8 heads and one head)."""
+    rep = json.loads(path.read_text())
+    readings = parse_readings(rep.get("readings"), path.name)
+    for group in _cell_groups(rep.get("entries", [])):
+        if len(group) < 2 or not any("beside" in e.get("note", "") for e in group):
+            continue
+        assert readings is not None, f"{path.name}: {group[0]} sits beside other variants without 'readings'"
+        named = [e["variant"] for e in group if "variant" in e]
+        text = [v for v in named if readings.is_text(v)]
+        # entries keyed by model / norm / init (not variant) may be the text's too: then none of the others is
+        allowed = {1} if len(named) == len(group) else {0, 1}
+        assert len(text) in allowed, f"{path.name}: one paper number, text's readings {text} among {named}"
