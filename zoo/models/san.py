@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from zoo.graph import Graph
 from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, check_nonlocal_norm, split_norm
 from zoo.ops.dropout import dropout
+from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
 
@@ -90,7 +91,9 @@ class SAN(AttentionStack):
         self.decoder = nn.Linear(hidden_dim, out_dim)
 
     def encode(self, graph: Graph, x: Tensor) -> Tensor:
-        return self.encoder(dropout(x, self.input_dropout, self.training))
+        first, rest = self.encoder[0], self.encoder[1:]
+        # the first Linear as zoo's `linear`: a CSR product on bag-of-words input (also after dropout)
+        return rest(linear(dropout(x, self.input_dropout, self.training), first.weight) + first.bias)
 
     def decode(self, h: Tensor) -> Tensor:
         return self.decoder(h)

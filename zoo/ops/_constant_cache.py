@@ -21,7 +21,11 @@ class ConstantCache(Generic[T]):
         hit = self._entries.get(id(x))
         if hit is not None and hit[0]() is x and hit[1] == x._version:
             return hit[2]
-        value = self._derive(x)
+        return self.put(x, self._derive(x))
+
+    def put(self, x: Tensor, value: T) -> T:
+        """Record ``value`` as ``derive(x)`` (a caller that built ``x`` knows it already)."""
+        hit = self._entries.get(id(x))
         try:
             ref = weakref.ref(x)
         except TypeError:

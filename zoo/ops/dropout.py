@@ -13,7 +13,9 @@ from zoo.ops._constant_cache import ConstantCache
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import no_vmap_randomness as _no_vmap_randomness
+from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._custom import under_vmap
+from zoo.ops.sparse_input import SparseInput
 
 
 
@@ -50,12 +52,12 @@ class ReplicaRandomness:
         for key, value in state.items():
             self._generators[key].set_state(value)
 
-    def sparse_dropped(self, replica: int, x: Tensor, nonzeros: "SparseInput", p: float) -> Tensor:
-        """``x`` with dropout at its stored non-zeros only, drawn from replica ``replica``'s stream."""
-        keep = torch.empty(nonzeros.values.shape, dtype=x.dtype, device=x.device)
+    def sparse_keep(self, replica: int, nonzeros: SparseInput, p: float) -> Tensor:
+        """One ``(1 - p)``-Bernoulli draw per non-zero of a sparse input, from replica ``replica``'s stream."""
+        keep = torch.empty(nonzeros.values.shape, dtype=nonzeros.dtype, device=nonzeros.device)
         with _no_vmap_randomness():
-            keep.bernoulli_(1.0 - p, generator=self.generator(replica, x.device))
-        return nonzeros.scatter(keep.mul_(nonzeros.values).div_(1.0 - p))
+            keep.bernoulli_(1.0 - p, generator=self.generator(replica, nonzeros.device))
+        return keep
 
     def mask(self, replica: int, like: Tensor, p: float) -> Tensor:
         """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``."""
@@ -64,23 +66,6 @@ class ReplicaRandomness:
         with _no_vmap_randomness():
             keep.bernoulli_(1.0 - p, generator=self.generator(replica, like.device))
         return keep.div_(1.0 - p)
-
-
-
-
-class SparseInput:
-    """The stored non-zeros of a constant, mostly-zero input (bag-of-words features): their flat
-    positions and values, so dropout can draw one number per non-zero instead of one per entry."""
-
-    def __init__(self, x: Tensor) -> None:
-        self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
-        self.positions = x.reshape(-1).nonzero().view(-1)
-        self.values = x.reshape(-1).index_select(0, self.positions)
-
-    def scatter(self, values: Tensor) -> Tensor:
-        """A dense tensor of ``x``'s shape holding ``values`` at the non-zeros' positions."""
-        out = torch.zeros(self.shape.numel(), dtype=self.dtype, device=self.device)
-        return out.index_copy_(0, self.positions, values).view(self.shape)
 
 
 #: Dropout on a constant input with at least this many entries, of which at most
@@ -152,7 +137,8 @@ if _HAS_CUSTOM_OPS:
 
     @torch.library.custom_op("zoo::replica_sparse_dropout", mutates_args=())
     def _replica_sparse_dropout(x: Tensor, token: Tensor, p: float) -> Tensor:
-        return _ACTIVE[-1][0].sparse_dropped(int(token), x, _SPARSE_INPUTS.get(x), p)
+        nonzeros = _SPARSE_INPUTS.get(x)
+        return nonzeros.dropped(_ACTIVE[-1][0].sparse_keep(int(token), nonzeros, p), p, remember=False)
 
 
     @_replica_sparse_dropout.register_fake
@@ -166,7 +152,9 @@ if _HAS_CUSTOM_OPS:
             raise ValueError("replica_sparse_dropout: the sparse input must be shared by all replicas")
         rng, nonzeros = _ACTIVE[-1][0], _SPARSE_INPUTS.get(x)
         tokens = token.movedim(in_dims[1], 0).tolist() if in_dims[1] is not None else [int(token)] * info.batch_size
-        return torch.stack([rng.sparse_dropped(int(r), x, nonzeros, p) for r in tokens]), 0
+        # stacked replicas multiply a batched (dense) input: no CSR form to remember
+        return torch.stack([nonzeros.dropped(rng.sparse_keep(int(r), nonzeros, p), p, remember=False)
+                            for r in tokens]), 0
 
 
     torch.library.register_vmap("zoo::replica_sparse_dropout", _replica_sparse_dropout_vmap)
@@ -177,13 +165,16 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not training or p == 0.0:
         return x
     nonzeros = _sparse_input(x)
-    if not _ACTIVE or not custom_ops_active():
-        if nonzeros is not None:  # the global stream, as F.dropout
-            keep = torch.empty(nonzeros.values.shape, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p)
-            return nonzeros.scatter(keep.mul_(nonzeros.values).div_(1.0 - p))
-        return F.dropout(x, p, True)
     if nonzeros is not None:
-        return _replica_sparse_dropout(x, _ACTIVE[-1][1], float(p))
+        if not _ACTIVE or not custom_ops_active():  # the global stream, as F.dropout
+            keep = torch.empty(nonzeros.values.shape, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p)
+            return nonzeros.dropped(keep, p)
+        rng, token = _ACTIVE[-1]
+        if _is_batched(token):  # stacked replicas: each draws from its own stream (the vmap rule)
+            return _replica_sparse_dropout(x, token, float(p))
+        return nonzeros.dropped(rng.sparse_keep(int(token), nonzeros, p), p)
+    if not _ACTIVE or not custom_ops_active():
+        return F.dropout(x, p, True)
     return x * _replica_mask(x.detach(), _ACTIVE[-1][1], float(p))
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +34,12 @@ def _csr_parts(x: Tensor) -> Optional[Tuple[Tensor, ...]]:
 
 #: CSR copies (and their transposes, for the weight gradient) of constant inputs; ``None`` = keep dense
 _SPARSE: ConstantCache[Optional[Tuple[Tensor, ...]]] = ConstantCache(_csr_parts)
+
+
+def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -> None:
+    """Record the CSR form of a fresh tensor ``x`` whose structure its maker knows (an input after
+    dropout at its non-zeros), so that :func:`linear` does not convert ``x`` every epoch."""
+    _SPARSE.put(x, parts() if nnz <= SPARSE_MAX_DENSITY * x.numel() else None)
 
 
 def _csr(crow: Tensor, col: Tensor, val: Tensor, rows: int, cols: int) -> Tensor:
@@ -103,4 +109,4 @@ def _sparse_parts(x: Tensor, weight: Tensor) -> Optional[Tuple[Tensor, ...]]:
     return _SPARSE.get(x)
 
 
-__all__ = ["linear", "SPARSE_MIN_ELEMENTS", "SPARSE_MAX_DENSITY"]
+__all__ = ["linear", "remember_csr", "SPARSE_MIN_ELEMENTS", "SPARSE_MAX_DENSITY"]

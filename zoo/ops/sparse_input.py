@@ -1,0 +1,60 @@
+"""The stored non-zeros of a constant, mostly-zero input (bag-of-words features), for dropout that
+draws one number per non-zero instead of one per entry, and for the CSR form of what it returns."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from zoo.ops.sparse_linear import remember_csr
+
+
+class SparseInput:
+    """``x``'s non-zeros: flat positions (row-major, so also CSR order) and values.
+
+    Shapes: x ``(N, F)`` (any shape for :meth:`dropped`; the CSR form is for matrices);
+    positions, values ``(nnz,)``.
+    """
+
+    def __init__(self, x: Tensor) -> None:
+        self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
+        self.positions = x.reshape(-1).nonzero().view(-1)
+        self.values = x.reshape(-1).index_select(0, self.positions)
+        self._structure: Optional[Tuple[Tensor, ...]] = None
+
+    @property
+    def nnz(self) -> int:
+        return self.positions.numel()
+
+    def dropped(self, keep: Tensor, p: float, remember: bool = True) -> Tensor:
+        """``x`` with its non-zeros times ``keep / (1 - p)`` (``keep``: one 0/1 draw per non-zero).
+
+        ``remember``: hand the result's CSR form (``x``'s structure, these values) to
+        :func:`zoo.ops.sparse_linear.linear`, which then multiplies it without converting it.
+        """
+        values = keep.mul_(self.values).div_(1.0 - p)
+        out = torch.zeros(self.shape.numel(), dtype=self.dtype, device=self.device)
+        out = out.index_copy_(0, self.positions, values).view(self.shape)
+        if remember and len(self.shape) == 2:
+            remember_csr(out, lambda: self.csr_parts(values), self.nnz)
+        return out
+
+    def csr_parts(self, values: Tensor) -> Tuple[Tensor, ...]:
+        """CSR parts of the matrix with ``values`` at the non-zeros, and of its transpose:
+        ``(crow, col, values, crow_t, col_t, values_t)`` as :mod:`zoo.ops.sparse_linear` keeps them."""
+        if self._structure is None:
+            rows_n, cols_n = self.shape
+            rows, cols = self.positions // cols_n, self.positions % cols_n
+            crow = torch.zeros(rows_n + 1, dtype=torch.long, device=self.device)
+            crow[1:] = torch.bincount(rows, minlength=rows_n).cumsum(0)
+            # the transpose's order: by column, then row (keys unique, so the sort is a permutation)
+            order_t = torch.argsort(cols * rows_n + rows)
+            crow_t = torch.zeros(cols_n + 1, dtype=torch.long, device=self.device)
+            crow_t[1:] = torch.bincount(cols, minlength=cols_n).cumsum(0)
+            self._structure = (crow, cols, crow_t, rows.index_select(0, order_t), order_t)
+        crow, col, crow_t, col_t, order_t = self._structure
+        return crow, col, values, crow_t, col_t, values.index_select(0, order_t)
+
+
+__all__ = ["SparseInput"]
