@@ -30,3 +30,39 @@ def test_ids_of_selected_cells_do_not_depend_on_the_selection():
     full = {c.config["task"]["dataset"]: c.id for c in parse_suite(raw, settings={"epochs": 1}).cells}
     part = parse_suite(raw, settings={"epochs": 1}, where={"dataset": ["twin"]})
     assert select(part, {"dataset": ["twin"]})[0].id == full["twin"]
+
+
+def test_the_cells_of_a_set_run_do_not_depend_on_the_where_slice():
+    """Before, --set applied to the --where-selected cells only, so a second slice of the same --set run
+    (more seeds) resolved other ids for the first slice's cells and its folder refused to resume."""
+    raw = _raw()
+    raw["grid"].update(dataset=["twin", "trees"], seed=[0, 1])
+    first = parse_suite(raw, settings={"epochs": 1}, where={"seed": [0]})
+    second = parse_suite(raw, settings={"epochs": 1}, where={"seed": [1]})
+    assert [c.id for c in first.cells] == [c.id for c in second.cells]
+    assert all(c.config["train"]["epochs"] == 1 for c in second.cells)
+
+
+def test_an_unselected_cell_keeps_its_config_where_the_setting_does_not_apply():
+    suite = parse_suite(_raw(), settings={"data.k": 3}, where={"dataset": ["twin"]})
+    by_dataset = {c.config["task"]["dataset"]: c.config for c in suite.cells}
+    assert by_dataset["twin"]["task"]["options"] == {"k": 3}
+    assert "k" not in by_dataset["cornell"]["task"]["options"]
+
+
+def test_a_second_where_slice_of_a_set_run_resumes_into_its_folder(tmp_path):
+    import json
+
+    from zoo.bench.store import records
+
+    raw = _raw()
+    raw["grid"].update(dataset=["twin", "trees"], seed=[0, 1])
+    first = parse_suite(raw, settings={"epochs": 1}, where={"seed": [0]})
+    (tmp_path / records.RESOLVED_FILE).write_text(json.dumps(first.resolved()))
+    done = select(first, {"seed": [0]})[0]
+    (tmp_path / records.RESULTS_FILE).write_text(json.dumps({"id": done.id, "status": "ok"}) + "\n")
+    second = parse_suite(raw, settings={"epochs": 1}, where={"seed": [1]})
+    assert records.check_same_suite(tmp_path, second.resolved()) is None
+    other = parse_suite(raw, settings={"epochs": 3}, where={"seed": [1]})  # another protocol: still refused
+    with pytest.raises(records.SuiteMismatchError):
+        records.check_same_suite(tmp_path, other.resolved())

@@ -35,7 +35,7 @@ import itertools
 import json
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
@@ -525,13 +525,14 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     chosen = [not where or matches(config, where) for config in resolved]
     if not any(chosen):  # a --where that selects nothing is reported by the selection, with its own message
         chosen = [True] * len(resolved)
+    tuned = list(search.axes) if search is not None else ()
     if settings:
-        check_settings(settings, grid, board, [flat for (_, flat), c in zip(points, chosen) if c],
-                       tuned=list(search.axes) if search is not None else ())
+        check_settings(settings, grid, board, [flat for (_, flat), c in zip(points, chosen) if c], tuned=tuned)
     cells: List[Cell] = []
     seen: Dict[str, int] = {}
     plain: List[Dict[str, Any]] = []  # the cells without the settings: what they replace
     reduced: List[Dict[str, Any]] = []
+    ids = {cell_id(config) for config in resolved}
     for (point, flat), config, selected in zip(points, resolved, chosen):
         label = f"{source} cell {point}"
         if settings and selected:
@@ -539,6 +540,12 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
             label += f" with --set {format_settings(settings)}"
             config = resolve_cell(label, {**flat, **settings})
             reduced.append(config)
+        elif settings:
+            # An unselected cell gets the settings too where they apply, so that the resolved suite (and a
+            # folder's cell ids) does not depend on --where: a later --where slice of the same --set run resumes
+            # into the same folder.  Where they do not apply (an option its dataset lacks), it stays as it is.
+            reduced_config = _with_settings_if_valid(label, flat, config, settings, grid, board, tuned, ids)
+            config = config if cell_id(reduced_config) in seen else reduced_config
         cid = cell_id(config)
         if cid in seen:
             why = "the --set values make two grid points one config" if settings else \
@@ -578,6 +585,18 @@ def _search_points(source: str, search: Search, points: List[Tuple[Dict[str, Any
 
 #: Keys that pick which experiment a cell is, not how it is trained: ``--where`` selects by them.
 IDENTITY_KEYS = ("seed", "variant", "model", "dataset")
+
+
+def _with_settings_if_valid(label: str, flat: Mapping[str, Any], config: Dict[str, Any], settings: Mapping[str, Any],
+                            grid: Mapping[str, Any], board: Mapping[str, Any], tuned: Sequence[str],
+                            plain_ids: Set[str]) -> Dict[str, Any]:
+    """``config`` with ``settings`` applied when they are valid for this cell and make it no other plain cell."""
+    try:
+        check_settings(settings, grid, board, [flat], tuned=tuned)
+        reduced = resolve_cell(f"{label} with --set {format_settings(settings)}", {**flat, **settings})
+    except SuiteError:
+        return config
+    return config if cell_id(reduced) in plain_ids else reduced
 
 
 def check_settings(settings: Mapping[str, Any], grid: Mapping[str, Any], board: Mapping[str, Any],

@@ -171,7 +171,9 @@ def read_resolved(folder: PathLike) -> Optional[Dict[str, Any]]:
 def check_same_suite(folder: PathLike, resolved: Dict[str, Any], force_new: bool = False) -> Optional[Path]:
     """Refuse to run ``resolved`` into ``folder`` if it holds another suite's results.
 
-    The same suite, or an extension of it (every old cell still present, e.g. more seeds), resumes.
+    The same suite, or an extension of it (every old cell still present, e.g. more seeds), resumes;
+    so does any resolution of it (same ``--set``) in which every *recorded* run is still a cell (cells
+    without records may differ, e.g. an option one dataset lacks under another ``--where``).
     Anything else (other suite, edited cells) raises :class:`SuiteMismatchError` — unless
     ``force_new``, which moves the old results into ``folder/superseded-<UTC time>/`` (kept apart,
     nothing deleted) and returns that path.
@@ -184,9 +186,13 @@ def check_same_suite(folder: PathLike, resolved: Dict[str, Any], force_new: bool
     new_ids = {c["id"] for c in resolved["cells"]}
     if old.get("name") == resolved.get("name") and old_ids <= new_ids:
         return None
-    done = len(completed_ids(folder / RESULTS_FILE))
+    recorded = completed_ids(folder / RESULTS_FILE)
+    done = len(recorded)
     if done == 0:  # nothing recorded yet: nothing to mix up
         return None
+    if (old.get("name") == resolved.get("name") and (old.get("set") or {}) == (resolved.get("set") or {})
+            and set(recorded) <= new_ids):
+        return None  # every recorded run is a cell of this suite (cells without records may have changed)
     if force_new:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         archive = folder / f"superseded-{stamp}"
