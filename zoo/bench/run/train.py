@@ -10,7 +10,8 @@ replica's parameters and optimiser state are frozen by a mask.
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
 ``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
-keep it if it has the best validation score so far (ties keep the earlier epoch; the reported
+keep it if it has the best validation score so far (ties keep the earlier epoch, or the later
+with ``select_ties = "last"``; the reported
 test score is the one at that epoch and ``best_epoch`` is the epochs-to-best); stop the replica
 if its training loss ``<= loss_threshold``, if ``patience`` epochs passed without a better
 validation score, or at ``e = epochs``; otherwise train one epoch.  A non-finite training
@@ -527,13 +528,15 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         key = {"val_metric": scores[:, 1], "val_loss": -val_loss, "train_metric": scores[:, 0],
                "last": torch.full_like(val_loss, float(epoch))}[cfg.select]
         key = torch.nan_to_num(key, nan=-math.inf)
-        improved = live & (key > best_val)
-        reset = improved
+        # select_ties = "last": an epoch that equals the best score so far replaces it (patience still
+        # waits for a strict improvement)
+        reset = live & (key > best_val)
+        improved = live & (key >= best_val) & (key > -math.inf) if cfg.select_ties == "last" else reset
         if cfg.patience_on == "either":  # Oxford report: waiting restarts when val loss or val metric improves
             other = torch.nan_to_num(scores[:, 1] if cfg.select == "val_loss" else -val_loss, nan=-math.inf)
             other_improved = live & (other > best_other)
             best_other = torch.where(other_improved, other, best_other)
-            reset = improved | other_improved
+            reset = reset | other_improved
         best_val = torch.where(improved, key, best_val)
         best_metrics = torch.where(improved.unsqueeze(1), scores, best_metrics)
         best_losses = torch.where(improved.unsqueeze(1), torch.stack([train_loss, val_loss], 1), best_losses)

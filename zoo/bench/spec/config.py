@@ -59,6 +59,7 @@ class TrainConfig:
     patience: Optional[int] = None
     loss_threshold: float = 1e-4
     select: str = "val_metric"        # "val_metric" | "val_loss" | "train_metric" (fit studies) | "last"
+    select_ties: str = "first"        # "first" | "last": which of several epochs with the best score is kept
     patience_on: str = "select"       # "select" | "either": reset patience when val loss OR metric improves
     batch_size: int = 0               # graphs per mini-batch (inductive/graph tasks); 0 = all
     data_seed: int = 0
@@ -70,6 +71,8 @@ class TrainConfig:
         _check_values(self)
         if self.select not in SELECT:
             raise ValueError(f"select must be one of {SELECT}, got {self.select!r}")
+        if self.select_ties not in ("first", "last"):
+            raise ValueError(f"select_ties must be 'first' or 'last', got {self.select_ties!r}")
         if self.patience_on not in ("select", "either"):
             raise ValueError(f"patience_on must be 'select' or 'either', got {self.patience_on!r}")
         if self.epochs < 0:

@@ -59,7 +59,7 @@ LEADERBOARD_KEYS = ("rows", "columns", "metric", "table_by", "scale")
 TRAIN_KEYS = {f.name: (f.default_factory() if f.default is MISSING else f.default)  # type: ignore[misc]
               for f in fields(TrainConfig) if f.name not in ("data_seed", "keep_best_state")}
 # Trainer keys that enter a cell's config only where set (added later: the other cells' ids stay as they were).
-OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs")
+OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs", "select_ties")
 TASK_KEYS = {"dataset": None, "split": None, "transforms": [], "data_seed": 0}
 # readout (graph tasks; zoo.nn.readout) enters a cell's config only where set: other suites' cell ids stay as they were.
 PLUGIN_KEYS = {"model": None, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": None}
@@ -70,7 +70,7 @@ DTYPES = ("float32", "float64")
 KEY_TYPES: Dict[str, Tuple[type, ...]] = {
     "lr": (int, float), "weight_decay": (int, float), "momentum": (int, float), "warmup_epochs": (int,),
     "epochs": (int,), "patience": (int,), "loss_threshold": (int, float), "batch_size": (int,),
-    "data_seed": (int, str), "seed": (int,), "dtype": (str,), "optimizer": (str,), "select": (str,),
+    "data_seed": (int, str), "seed": (int,), "dtype": (str,), "optimizer": (str,), "select": (str,), "select_ties": (str,),
     "patience_on": (str,), "dataset": (str,), "model": (str,), "init": (str,), "norm": (str,),
     "transforms": (list,), "init_kwargs": (dict,), "norm_kwargs": (dict,), "prune_layers": (list,),
     "betas": (list,), "keep_best_state": (bool,), "variant": (str,), "lr_scheduler": (str,),
