@@ -52,20 +52,23 @@ class ReplicaRandomness:
         for key, value in state.items():
             self._generators[key].set_state(value)
 
-    def sparse_keep(self, replica: int, nonzeros: SparseInput, p: float) -> Tensor:
-        """One ``(1 - p)``-Bernoulli draw per non-zero of a sparse input, from replica ``replica``'s stream."""
-        keep = torch.empty(nonzeros.values.shape, dtype=nonzeros.dtype, device=nonzeros.device)
+    def _keep(self, replica: int, shape: torch.Size, dtype: torch.dtype, device: torch.device, p: float) -> Tensor:
+        """``(1 - p)``-Bernoulli 0/1 draws of ``shape`` from replica ``replica``'s stream."""
+        keep = torch.empty(shape, dtype=dtype, device=device)
+        # called from the vmap rules too: draw as plain tensors, outside vmap's randomness handling
         with _no_vmap_randomness():
-            keep.bernoulli_(1.0 - p, generator=self.generator(replica, nonzeros.device))
+            keep.bernoulli_(1.0 - p, generator=self.generator(replica, device))
         return keep
 
     def mask(self, replica: int, like: Tensor, p: float) -> Tensor:
         """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``."""
-        keep = torch.empty(like.shape, dtype=like.dtype, device=like.device)
-        # called from the vmap rule too: draw as plain tensors, outside vmap's randomness handling
-        with _no_vmap_randomness():
-            keep.bernoulli_(1.0 - p, generator=self.generator(replica, like.device))
-        return keep.div_(1.0 - p)
+        return self._keep(replica, like.shape, like.dtype, like.device, p).div_(1.0 - p)
+
+    def sparse_dropped(self, replica: int, nonzeros: SparseInput, p: float, remember: bool = True) -> Tensor:
+        """The sparse input with dropout drawn at its non-zeros only, from replica ``replica``'s stream
+        (``remember``: see :meth:`SparseInput.dropped`)."""
+        keep = self._keep(replica, nonzeros.values.shape, nonzeros.dtype, nonzeros.device, p)
+        return nonzeros.dropped(keep, p, remember=remember)
 
 
 #: Dropout on a constant input with at least this many entries, of which at most
@@ -137,8 +140,7 @@ if _HAS_CUSTOM_OPS:
 
     @torch.library.custom_op("zoo::replica_sparse_dropout", mutates_args=())
     def _replica_sparse_dropout(x: Tensor, token: Tensor, p: float) -> Tensor:
-        nonzeros = _SPARSE_INPUTS.get(x)
-        return nonzeros.dropped(_ACTIVE[-1][0].sparse_keep(int(token), nonzeros, p), p, remember=False)
+        return _ACTIVE[-1][0].sparse_dropped(int(token), _SPARSE_INPUTS.get(x), p, remember=False)
 
 
     @_replica_sparse_dropout.register_fake
@@ -153,8 +155,7 @@ if _HAS_CUSTOM_OPS:
         rng, nonzeros = _ACTIVE[-1][0], _SPARSE_INPUTS.get(x)
         tokens = token.movedim(in_dims[1], 0).tolist() if in_dims[1] is not None else [int(token)] * info.batch_size
         # stacked replicas multiply a batched (dense) input: no CSR form to remember
-        return torch.stack([nonzeros.dropped(rng.sparse_keep(int(r), nonzeros, p), p, remember=False)
-                            for r in tokens]), 0
+        return torch.stack([rng.sparse_dropped(int(r), nonzeros, p, remember=False) for r in tokens]), 0
 
 
     torch.library.register_vmap("zoo::replica_sparse_dropout", _replica_sparse_dropout_vmap)
@@ -172,7 +173,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         rng, token = _ACTIVE[-1]
         if _is_batched(token):  # stacked replicas: each draws from its own stream (the vmap rule)
             return _replica_sparse_dropout(x, token, float(p))
-        return nonzeros.dropped(rng.sparse_keep(int(token), nonzeros, p), p)
+        return rng.sparse_dropped(int(token), nonzeros, p)
     if not _ACTIVE or not custom_ops_active():
         return F.dropout(x, p, True)
     return x * _replica_mask(x.detach(), _ACTIVE[-1][1], float(p))
