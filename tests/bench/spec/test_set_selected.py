@@ -66,3 +66,16 @@ def test_a_second_where_slice_of_a_set_run_resumes_into_its_folder(tmp_path):
     other = parse_suite(raw, settings={"epochs": 3}, where={"seed": [1]})  # another protocol: still refused
     with pytest.raises(records.SuiteMismatchError):
         records.check_same_suite(tmp_path, other.resolved())
+
+
+def test_a_setting_an_unselected_cells_model_rejects_leaves_that_cell_as_it_is():
+    """GCN takes a ``heads`` key but builds only with one head: ``--set heads=8 --where model=gat`` on a
+    GCN + GAT suite failed to load ('gcn has no attention heads'), so a GAT-only --set probe could not run."""
+    raw = _raw()
+    raw["grid"].update(dataset=["twin"], model=["gcn", "gat"])
+    where = {"model": ["gat"]}
+    suite = parse_suite(raw, settings={"heads": 8}, where=where)
+    heads = {c.config["model"]["name"]: c.config["model"]["kwargs"].get("heads") for c in suite.cells}
+    assert heads == {"gat": 8, "gcn": None}
+    with pytest.raises(SuiteError, match="gcn has no attention heads"):  # selected, it is still refused
+        parse_suite(raw, settings={"heads": 8}, where={"model": ["gcn"]})

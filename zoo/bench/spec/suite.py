@@ -533,6 +533,7 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     plain: List[Dict[str, Any]] = []  # the cells without the settings: what they replace
     reduced: List[Dict[str, Any]] = []
     ids = {cell_id(config) for config in resolved}
+    buildable: Dict[str, bool] = {}
     for (point, flat), config, selected in zip(points, resolved, chosen):
         label = f"{source} cell {point}"
         if settings and selected:
@@ -544,7 +545,7 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
             # An unselected cell gets the settings too where they apply, so that the resolved suite (and a
             # folder's cell ids) does not depend on --where: a later --where slice of the same --set run resumes
             # into the same folder.  Where they do not apply (an option its dataset lacks), it stays as it is.
-            reduced_config = _with_settings_if_valid(label, flat, config, settings, grid, board, tuned, ids)
+            reduced_config = _with_settings_if_valid(label, flat, config, settings, grid, board, tuned, ids, buildable)
             config = config if cell_id(reduced_config) in seen else reduced_config
         cid = cell_id(config)
         if cid in seen:
@@ -589,14 +590,22 @@ IDENTITY_KEYS = ("seed", "variant", "model", "dataset")
 
 def _with_settings_if_valid(label: str, flat: Mapping[str, Any], config: Dict[str, Any], settings: Mapping[str, Any],
                             grid: Mapping[str, Any], board: Mapping[str, Any], tuned: Sequence[str],
-                            plain_ids: Set[str]) -> Dict[str, Any]:
-    """``config`` with ``settings`` applied when they are valid for this cell and make it no other plain cell."""
+                            plain_ids: Set[str], buildable: Dict[str, bool]) -> Dict[str, Any]:
+    """``config`` with ``settings`` applied when they are valid for this cell, its model builds with them
+    (``buildable`` caches that per model) and they make it no other plain cell."""
     try:
         check_settings(settings, grid, board, [flat], tuned=tuned)
         reduced = resolve_cell(f"{label} with --set {format_settings(settings)}", {**flat, **settings})
     except SuiteError:
         return config
-    return config if cell_id(reduced) in plain_ids else reduced
+    if cell_id(reduced) in plain_ids:
+        return config
+    # A value the model rejects (heads = 8 on GCN) does not apply either; distinct models are few, so each
+    # is built once.
+    key = _model_key(reduced["model"])
+    if key not in buildable:
+        buildable[key] = _build_error(reduced["model"]) is None
+    return reduced if buildable[key] else config
 
 
 def check_settings(settings: Mapping[str, Any], grid: Mapping[str, Any], board: Mapping[str, Any],
@@ -687,20 +696,32 @@ def describe_settings(info: Mapping[str, Any]) -> str:
     return format_settings(info.get("set") or {}, info.get("set_replaces") or {})
 
 
+def _build_error(model: Mapping[str, Any]) -> Optional[str]:
+    """Why the cell's model (``config["model"]``) cannot be built on a toy size, or ``None`` if it can."""
+    try:
+        registries.try_build(model["name"], model["norm"], model["norm_kwargs"], model["kwargs"])
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return None
+
+
+def _model_key(model: Mapping[str, Any]) -> str:
+    return json.dumps([model["name"], model["norm"], model["norm_kwargs"], model["kwargs"]], sort_keys=True, default=str)
+
+
 def _dry_build(source: str, cells: Sequence[Cell]) -> None:
     """Build every distinct architecture once on a toy size, so bad values fail before any training."""
     seen = set()
     for c in cells:
         m = c.config["model"]
-        key = json.dumps([m["name"], m["norm"], m["norm_kwargs"], m["kwargs"]], sort_keys=True, default=str)
+        key = _model_key(m)
         if key in seen:
             continue
         seen.add(key)
-        try:
-            registries.try_build(m["name"], m["norm"], m["norm_kwargs"], m["kwargs"])
-        except (TypeError, ValueError) as e:
+        error = _build_error(m)
+        if error is not None:
             raise SuiteError(f"{source}: model {m['name']!r} with {m['kwargs']} (norm {m['norm']!r}) "
-                             f"cannot be built: {e}") from None
+                             f"cannot be built: {error}")
 
 
 def load_reported(path: Path) -> Dict[str, Any]:
