@@ -544,7 +544,8 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
         elif settings:
             # An unselected cell gets the settings too where they apply, so that the resolved suite (and a
             # folder's cell ids) does not depend on --where: a later --where slice of the same --set run resumes
-            # into the same folder.  Where they do not apply (an option its dataset lacks), it stays as it is.
+            # into the same folder.  Where they do not apply (an option its dataset lacks, a value its model
+            # rejects), it stays as it is.
             reduced_config = _with_settings_if_valid(label, flat, config, settings, grid, board, tuned, ids, buildable)
             config = config if cell_id(reduced_config) in seen else reduced_config
         cid = cell_id(config)
