@@ -75,7 +75,15 @@ def test_the_selection_metric_defaults_to_the_leaderboards():
 
 
 @pytest.mark.parametrize("search,extra,match", [
-    ([{"lr": [0.1, 0.01]}], {}, r"\[search\]: must be one table.*not \[\[search\]\]"),
+    ([{"lr": [0.1, 0.01]}, "lip"], {}, r"\[search\]: must be a table of axes.*or \[\[search\]\] tables"),
+    ([], {}, r"\[search\]: must be a table of axes"),
+    ([{"lr": [0.1, 0.01]}, {"dropout": [0.0, 0.5], "when": {"variant": "lip"}}], {},
+     r"cell .*\[\[search\]\] tables #1 and #2 both select this cell.*merge their axes"),
+    ([{"lr": [0.1, 0.01], "when": {"variant": "plain"}}, {"dropout": [0.0, 0.5], "when": {"variant": "lip"},
+                                                          "metric": "train"}], {},
+     r"\[\[search\]\]: the tables select by different metrics \(train, val\)"),
+    ([{"lr": [0.1, 0.01], "when": {"variant": "plain"}}, {"seed": [0, 7]}], {},
+     r"\[\[search\]\] #2: 'seed' names the experiment"),
     ({"when": {"variant": "lip"}}, {}, r"\[search\]: has no axis; give at least one, e\.g\. lr = "),
     ({"lr": 0.01}, {}, r"axis 'lr' must be a list of at least two values.*\[defaults\]"),
     ({"lr": [0.01]}, {}, r"axis 'lr' must be a list of at least two values"),
@@ -96,6 +104,30 @@ def test_bad_search_tables_are_one_clear_line(search, extra, match):
     with pytest.raises(SuiteError, match=match) as info:
         parse(search, **extra)
     assert "\n" not in str(info.value)
+
+
+TWO = [{"lr": [0.01, 0.005], "when": {"variant": "plain"}}, {"dropout": [0.0, 0.5], "hidden_dim": [8, 16],
+                                                             "when": {"variant": "lip"}}]
+
+
+def test_search_tables_tune_their_own_cells_over_their_own_axes():
+    s = parse(TWO)
+    by_variant = {}
+    for c in s.cells:
+        by_variant.setdefault(c.config["run"]["variant"], []).append(c)
+    assert len(by_variant["plain"]) == 2 * 4 and len(by_variant["lip"]) == 4 * 4  # 2 lr / 2 x 2 points per grid point
+    assert {c.config["train"]["lr"] for c in by_variant["plain"]} == {0.01, 0.005}
+    assert {c.config["model"]["kwargs"].get("dropout", 0.0) for c in by_variant["plain"]} == {0.0}
+    assert {c.config["train"]["lr"] for c in by_variant["lip"]} == {0.005}
+    assert {c.config["model"]["kwargs"].get("hidden_dim") for c in by_variant["lip"]} == {8, 16}
+    assert {c.id for c in parse().cells} <= {c.id for c in s.cells}  # the suite's own points keep their ids
+    resolved = s.resolved()["search"]
+    assert resolved["order"] == ["lr", "dropout", "hidden_dim"] and resolved["metric"] == "val"
+    assert resolved["axes"] == {"lr": [0.01, 0.005], "dropout": [0.0, 0.5], "hidden_dim": [8, 16]}
+    assert [t["when"] for t in resolved["tables"]] == [{"variant": "plain"}, {"variant": "lip"}]
+    assert parse([SEARCH]).resolved()["search"] == parse(SEARCH).resolved()["search"]  # one table: as [search]
+    with pytest.raises(SuiteError, match=r"--set hidden_dim: 'hidden_dim' is a \[search\] axis"):
+        parse(TWO, settings={"hidden_dim": 32})
 
 
 def test_set_refuses_a_search_axis():

@@ -13,6 +13,17 @@ mean of the selection ``metric`` over seeds::
     when = { variant = ["gat"] }    # optional: the cells searched (tested after the overrides); others run once
     metric = "val"                  # optional: what selects the point (default: the leaderboard's metric)
 
+Cells tuned over different axes take one table each, as ``[[search]]`` (an array of tables, each
+with its own ``when``; one selection ``metric`` for the suite)::
+
+    [[search]]
+    lr = [0.005, 0.001, 0.01]
+    when = { variant = ["gat_code"] }
+    [[search]]
+    heads = [1, 8]
+    when = { variant = ["gat", "gat_lip"] }
+
+A cell is tuned by at most one table (a cell two tables select is an error: merge their axes).
 A search point's values are set after the overrides (they are what is tuned) and before
 ``--set``.  Where a point's value equals what the cell has without the search, the key is left
 out, so the point that equals the suite's own configuration keeps that configuration's cell id
@@ -23,7 +34,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo.bench.spec.cells import cell_value, comparable
 from zoo.bench.spec.measures import metric_spec
@@ -41,12 +52,11 @@ class SearchError(ValueError):
 
 
 @dataclass(frozen=True)
-class Search:
-    """A parsed ``[search]`` table."""
+class SearchTable:
+    """One ``[search]`` / ``[[search]]`` table: its axes and the cells it tunes."""
 
     axes: Dict[str, List[Any]]  # cell key -> values, in file order
     when: Dict[str, Any]        # the cells searched (empty: every cell)
-    metric: str                 # the selection metric (recorded metric name)
 
     def points(self) -> List[Dict[str, Any]]:
         """Every search point (the axes' Cartesian product, in file order)."""
@@ -54,22 +64,70 @@ class Search:
         return [dict(zip(keys, values)) for values in itertools.product(*(self.axes[k] for k in keys))]
 
     def to_json(self) -> Dict[str, Any]:
-        """What ``suite.resolved.json`` stores under ``search`` (the analysis reads it from there)."""
         # "order": the file's axis order (the resolved file is written with sorted keys)
-        return {"axes": {k: list(v) for k, v in self.axes.items()}, "order": list(self.axes), "when": dict(self.when),
-                "metric": self.metric}
+        return {"axes": {k: list(v) for k, v in self.axes.items()}, "order": list(self.axes), "when": dict(self.when)}
+
+
+@dataclass(frozen=True)
+class Search:
+    """A suite's parsed search: one table (``[search]``) or several (``[[search]]``), one metric."""
+
+    tables: Tuple[SearchTable, ...]
+    metric: str                 # the selection metric (recorded metric name)
+
+    @property
+    def axes(self) -> Dict[str, List[Any]]:
+        """Every table's axes (a key in several tables: its values in first-seen order)."""
+        out: Dict[str, List[Any]] = {}
+        for table in self.tables:
+            for key, values in table.axes.items():
+                seen = out.setdefault(key, [])
+                seen += [v for v in values if v not in seen]
+        return out
+
+    def table_for(self, matches: Callable[[Mapping[str, Any]], bool], label: str) -> Optional[SearchTable]:
+        """The table that tunes a cell (``matches(when)``: whether the cell satisfies ``when``); ``None``
+        when no table selects it, an error when two do."""
+        hits = [i for i, t in enumerate(self.tables) if not t.when or matches(t.when)]
+        if len(hits) > 1:
+            raise SearchError(f"{label}: [[search]] tables #{hits[0] + 1} and #{hits[1] + 1} both select this cell; "
+                              "a cell is tuned by one table (merge their axes into one, or narrow a 'when')")
+        return self.tables[hits[0]] if hits else None
+
+    def to_json(self) -> Dict[str, Any]:
+        """What ``suite.resolved.json`` stores under ``search`` (the analysis reads it from there): one
+        table as ``{axes, order, when, metric}``; several add ``tables`` (each's axes, order and when)
+        beside the union of their axes."""
+        if len(self.tables) == 1:
+            return {**self.tables[0].to_json(), "metric": self.metric}
+        axes = self.axes
+        return {"axes": axes, "order": list(axes), "metric": self.metric,
+                "tables": [t.to_json() for t in self.tables]}
 
 
 def parse_search(raw: Any, source: str, grid: Mapping[str, Any], board: Mapping[str, Any],
                  flatten: Callable[[str, Mapping[str, Any]], Dict[str, Any]]) -> Optional[Search]:
-    """Validate a ``[search]`` table (``None`` when absent).  ``grid`` / ``board``: the suite's grid
-    axes and leaderboard layout; ``flatten``: the suite's ``arch = {..}`` / ``data = {..}`` flattener."""
+    """Validate a ``[search]`` table or ``[[search]]`` tables (``None`` when absent).  ``grid`` / ``board``:
+    the suite's grid axes and leaderboard layout; ``flatten``: the suite's ``arch = {..}`` / ``data = {..}``
+    flattener."""
     if raw is None:
         return None
-    where = f"{source} [search]"
-    if not isinstance(raw, dict):
-        raise SearchError(f"{where}: must be one table of axes (KEY = [values]) with optional 'when' and "
-                          "'metric'; write [search], not [[search]]")
+    many = isinstance(raw, list)
+    if not raw or (many and not all(isinstance(t, dict) for t in raw)) or not (many or isinstance(raw, dict)):
+        raise SearchError(f"{source} [search]: must be a table of axes (KEY = [values]) with optional 'when' and "
+                          "'metric', or [[search]] tables of them")
+    tables = raw if many else [raw]
+    parsed = [_parse_table(t, f"{source} [[search]] #{i + 1}" if many else f"{source} [search]", grid, board, flatten)
+              for i, t in enumerate(tables)]
+    metrics = {m for _, m in parsed}
+    if len(metrics) > 1:
+        raise SearchError(f"{source} [[search]]: the tables select by different metrics ({', '.join(sorted(metrics))}); "
+                          "a suite's searched cells are chosen by one metric: give every table the same 'metric'")
+    return Search(tables=tuple(t for t, _ in parsed), metric=parsed[0][1])
+
+
+def _parse_table(raw: Mapping[str, Any], where: str, grid: Mapping[str, Any], board: Mapping[str, Any],
+                 flatten: Callable[[str, Mapping[str, Any]], Dict[str, Any]]) -> Tuple[SearchTable, str]:
     axes = flatten(where, {k: v for k, v in raw.items() if k not in SEARCH_OPTIONS})
     if not axes:
         raise SearchError(f"{where}: has no axis; give at least one, e.g. lr = [0.01, 0.005, 0.001]")
@@ -108,7 +166,14 @@ def parse_search(raw: Any, source: str, grid: Mapping[str, Any], board: Mapping[
     if isinstance(shown, str) and (metric_spec(shown).per_layer or metric_spec(shown).geometric):
         raise SearchError(f"{where}: the leaderboard metric {shown!r} is not one number per run on a percent "
                           "scale; a search needs a train, val or test leaderboard")
-    return Search(axes={k: list(v) for k, v in axes.items()}, when=dict(when), metric=metric)
+    return SearchTable(axes={k: list(v) for k, v in axes.items()}, when=dict(when)), metric
+
+
+def search_tables(raw: Any) -> List[Mapping[str, Any]]:
+    """A suite file's raw ``search`` as a list of tables (``[search]``: one; ``[[search]]``: each)."""
+    if isinstance(raw, list):
+        return [t for t in raw if isinstance(t, dict)]
+    return [raw] if isinstance(raw, dict) else []
 
 
 def point_settings(point: Mapping[str, Any], base: Mapping[str, Any]) -> Dict[str, Any]:

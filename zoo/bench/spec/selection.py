@@ -14,6 +14,7 @@ from zoo._toml import tomllib
 from zoo.bench.spec.cells import cell_value, comparable
 from zoo.bench.spec.cost import estimated_group_seconds
 from zoo.bench.spec.plugins import dataset_spec
+from zoo.bench.spec.search import search_tables
 from zoo.bench.spec.suite import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
 
 
@@ -59,7 +60,7 @@ def _suite_keys(suite: Suite) -> List[str]:
     tables = [raw.get("defaults") or {}, raw.get("grid") or {}, *(raw.get("variants") or {}).values(),
               *(o for o in raw.get("override") or []), *((raw.get("quick") or {}).get(t) or {} for t in
                                                           ("defaults", "grid")),
-              {k: v for k, v in (raw.get("search") or {}).items() if k != "metric"}]
+              *({k: v for k, v in t.items() if k != "metric"} for t in search_tables(raw.get("search")))]
     for t in tables:
         for k, v in t.items():
             if k in ("arch", "data") and isinstance(v, dict):

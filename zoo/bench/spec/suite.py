@@ -8,7 +8,8 @@ A suite file has these tables (``docs/benchmarks.md`` has the full reference)::
     [variants.X]   named bundles of cell keys, chosen by the grid axis ``variant``
     [[override]]   ``when = {key = value | [values]}`` plus cell keys set where it matches
     [[exclude]]    ``when = {...}``: grid points matching it (before overrides) are dropped
-    [search]       cell key -> list of values tuned per cell (+ ``when``, ``metric``): :mod:`zoo.bench.spec.search`
+    [search]       cell key -> list of values tuned per cell (+ ``when``, ``metric``); several as
+                   [[search]] tables: :mod:`zoo.bench.spec.search`
     [quick]        ``defaults``, ``grid`` (replaces axes), ``override``: the ``--quick`` form
     [leaderboard]  rows, columns, metric, table_by, scale
 
@@ -104,7 +105,8 @@ class Suite:
     #: ``--set`` values applied to every cell, and the values they replaced (the unreduced suite's, per key)
     settings: Dict[str, Any] = field(default_factory=dict)
     replaced: Dict[str, List[Any]] = field(default_factory=dict)
-    #: the ``[search]`` table (hyper-parameters tuned per cell); ``None`` without one and in the --quick form
+    #: the ``[search]`` / ``[[search]]`` tables (hyper-parameters tuned per cell); ``None`` without them and in
+    #: the --quick form
     search: Optional[Search] = None
 
     @property
@@ -490,8 +492,10 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     except SearchError as e:
         raise SuiteError(str(e)) from None
     known = set(defaults) | set(grid) | {k for v in variants.values() for k in _flatten("", v)}
-    if search is not None and search.when:
-        _when_keys_ok(f"{source} [search]", search.when, known)
+    for i, table in enumerate(search.tables if search is not None else ()):
+        if table.when:
+            _when_keys_ok(f"{source} [[search]] #{i + 1}" if len(search.tables) > 1 else f"{source} [search]",
+                          table.when, known)
     if quick:  # the quick form checks that the suite runs: its own point only
         search = None
     for i, o in enumerate(overrides):
@@ -570,15 +574,20 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
 
 def _search_points(source: str, search: Search, points: List[Tuple[Dict[str, Any], Dict[str, Any]]]
                    ) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
-    """Each grid point that ``search.when`` selects (after the overrides), once per search point;
-    a point's key is set only where it changes the cell (:func:`zoo.bench.spec.search.point_settings`)."""
+    """Each grid point that a search table's ``when`` selects (after the overrides), once per point of
+    that table; a point's key is set only where it changes the cell
+    (:func:`zoo.bench.spec.search.point_settings`)."""
     out: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []
     for point, flat in points:
-        if search.when and not _matches(flat, search.when):
+        try:
+            table = search.table_for(lambda when: _matches(flat, when), f"{source} cell {point}")
+        except SearchError as e:
+            raise SuiteError(str(e)) from None
+        if table is None:
             out.append((point, flat))
             continue
         base = resolve_cell(f"{source} cell {point}", flat)
-        for values in search.points():
+        for values in table.points():
             out.append(({**point, **values}, {**flat, **point_settings(values, base)}))
     return out
 
