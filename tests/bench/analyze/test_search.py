@@ -122,7 +122,7 @@ def test_records_of_the_suites_own_point_count_in_a_searched_folder(tmp_path):
 
 def test_each_cell_is_chosen_over_its_own_tables_points():
     """[[search]]: `plain` is tuned over lr, `lip` over dropout; each cell counts its own table's points and
-    its point is given over the union of the axes (the others at the cell's own value)."""
+    names its point by its own table's axes."""
     raw = copy.deepcopy(RAW)
     raw["search"] = [{"lr": [0.01, 0.005], "when": {"variant": "plain"}, "metric": "val"},
                      {"dropout": [0.0, 0.5], "when": {"variant": "lip"}, "metric": "val"}]
@@ -134,6 +134,7 @@ def test_each_cell_is_chosen_over_its_own_tables_points():
     by_row = {e.row: e for e in lb.aggregate(suite.resolved(), recs).entries}
     plain, lip = by_row[("plain",)], by_row[("lip",)]
     assert plain.search.points == 2 and not plain.search.partial and abs(plain.summary.mean - 55.0) < 1e-9
-    assert plain.search.point == {"lr": 0.01, "dropout": 0.0}
+    assert plain.search.point == {"lr": 0.01}  # described by its own table's axes
     assert lip.search.points == 2 and not lip.search.partial and abs(lip.summary.mean - 75.0) < 1e-9
-    assert lip.search.point == {"lr": 0.005, "dropout": 0.5}
+    assert lip.search.point == {"dropout": 0.5}
+    assert "— best of 2: dropout=0.5" in to_markdown(lb.aggregate(suite.resolved(), recs))

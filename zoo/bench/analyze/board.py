@@ -166,12 +166,16 @@ def _choose_points(suite_info: Dict[str, Any], buckets: Dict[Tuple[Any, Tuple[An
     :class:`Choice` (:mod:`zoo.bench.analyze.search`); cells outside the search keep their one point."""
     layout = suite_info["leaderboard"]
     order: Dict[Tuple[Any, Tuple[Any, ...], Any], List[str]] = {}
+    values: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, set]] = {}
     for c in suite_info.get("cells", ()):  # every point of the suite, recorded or not, in suite order
         table, row = _place(c["config"], layout)
-        keys = order.setdefault((table, row, cell_value(c["config"], layout["columns"])), [])
+        cell = (table, row, cell_value(c["config"], layout["columns"]))
+        keys = order.setdefault(cell, [])
         key = point_key(c["config"], axes)
         if key not in keys:
             keys.append(key)
+        for k in axes:
+            values.setdefault(cell, {}).setdefault(k, set()).add(point_key(c["config"], [k]))
     runs: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, List[Dict[str, Any]]]] = {}
     for (table, row, col, point), b in buckets.items():
         runs.setdefault((table, row, col), {})[point] = b["records"]
@@ -182,7 +186,9 @@ def _choose_points(suite_info: Dict[str, Any], buckets: Dict[Tuple[Any, Tuple[An
         points += [p for p in by_point if p not in points]  # records of points the suite no longer has: still shown
         if len(points) < 2:
             continue
-        out[cell] = choose(by_point, points, metric, axes)
+        # a cell's point is described by the axes its own search varies ([[search]]: its table's, not every table's)
+        tuned = [k for k in axes if len(values.get(cell, {}).get(k, ())) > 1] or list(axes)
+        out[cell] = choose(by_point, points, metric, tuned)
     return out
 
 
