@@ -1,0 +1,78 @@
+"""LipschitzNorm Table 1's readings (issue 23, stop 31): why a bias-free model cannot score on a featureless
+neighbourhood, GGNN's output model, and the Zhao & Akoglu / reference-configuration alternatives as the
+suite states them."""
+from __future__ import annotations
+
+import torch
+
+import zoo
+from zoo.bench import load_suite
+from tests.conftest import awkward_graph
+
+
+def _cora_l2(variant: str) -> dict:
+    """The configuration of ``variant``'s Cora, L = 2, seed-0 cell (a searched variant: the suite's own point)."""
+    cells = [c for c in load_suite("lipschitz_table1", validate_models=False).cells
+             if c.config["run"]["variant"] == variant and c.config["task"]["dataset"] == "cora"
+             and c.config["model"]["kwargs"]["num_layers"] == 2 and c.seed == 0]
+    if len(cells) > 1:  # one cell per search point
+        cells = [c for c in cells if c.config["train"]["lr"] == 0.005 and not c.config["model"]["kwargs"].get("dropout")
+                 and c.config["model"]["kwargs"]["hidden_dim"] == 64]
+    (cell,) = cells
+    return cell.config
+
+
+def test_without_biases_a_featureless_neighbourhood_gets_zero_logits():
+    """The 100 % cells: nodes whose L-hop neighbourhood has no features (all zero rows) output exactly zero
+    logits without biases (class 0 for all of them); with biases they get a learnt default."""
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 5)
+    x[3:] = 0.0  # nodes 3-6 lose their features; node 6 is isolated, so its 2-hop neighbourhood is featureless
+    torch.manual_seed(0)
+    plain = zoo.build("gcn", in_dim=5, out_dim=3, hidden_dim=8, num_layers=2).eval()
+    biased = zoo.build("gcn", in_dim=5, out_dim=3, hidden_dim=8, num_layers=2, bias=True).eval()
+    with torch.no_grad():
+        for p in biased.parameters():
+            if p.dim() == 1:
+                p.uniform_(0.5, 1.0)  # biases are zero at init: make them count
+        assert torch.equal(plain(edge_index, x)[6], torch.zeros(3))
+        assert biased(edge_index, x)[6].abs().sum() > 0
+
+
+def test_ggnn_rows_end_in_a_linear_output_model():
+    """Li et al.'s GGNN reads a node's output off its final state with an output model; without one the zoo's
+    last GGNN layer is itself the classifier, a GRU step as wide as the class count."""
+    bare = zoo.build("ggnn", in_dim=5, out_dim=3, hidden_dim=8, num_layers=2)
+    assert bare.layers[-1].channels == 3
+    for variant in ("ggnn_missing0", "ggnn_missing100"):
+        cfg = _cora_l2(variant)
+        assert cfg["model"]["kwargs"]["classifier"] == "linear"
+        model = zoo.build("ggnn", in_dim=5, out_dim=3, **{k: v for k, v in cfg["model"]["kwargs"].items()
+                                                            if k in ("hidden_dim", "num_layers", "classifier")})
+        assert model.layers[-1].channels == 64 and isinstance(model.classifier, torch.nn.Linear)
+
+
+def test_zhao_and_akoglu_reading_is_their_released_code():
+    """LingxiaoShawn/PairNorm: data.py row-normalises features and propagates with D^-1 (A + I); layers.py
+    GraphConv(bias=True); main.py dropout 0.6, 1500 epochs without a stop, the best-validation-accuracy checkpoint."""
+    for variant, missing in (("gcn_zhao_missing0", False), ("gcn_zhao_missing100", True)):
+        cfg = _cora_l2(variant)
+        kw, train = cfg["model"]["kwargs"], cfg["train"]
+        assert (kw["normalization"], kw["bias"], kw["dropout"], kw["hidden_dim"]) == ("mean", True, 0.6, 64)
+        assert (train["lr"], train["epochs"], train["loss_threshold"], train["select"]) == (0.005, 1500, 0.0,
+                                                                                            "val_metric")
+        assert cfg["task"]["transforms"][0] == "normalize_features"
+        assert (["missing_features", {"p": 1.0}] in cfg["task"]["transforms"]) == missing
+
+
+def test_reference_configurations_sit_on_the_papers_grid():
+    """gcn_std / gat_std: biases on row-normalised features, lr 0.01 and dropout 0.5 (§10.2's grid); GAT with
+    8 heads sharing the 64 channels (hidden 8 x 8) and dropout on the attention coefficients too."""
+    gcn, gat = _cora_l2("gcn_std_missing0"), _cora_l2("gat_std_missing0")
+    for cfg in (gcn, gat):
+        assert cfg["model"]["kwargs"]["bias"] is True and cfg["task"]["transforms"] == ["normalize_features"]
+        assert cfg["train"]["lr"] == 0.01 and cfg["model"]["kwargs"]["dropout"] == 0.5
+    assert (gat["model"]["kwargs"]["heads"], gat["model"]["kwargs"]["attn_dropout"]) == (8, 0.5)
+    # the text's rows keep the zoo's models on raw features
+    text = _cora_l2("gcn_missing0")
+    assert text["task"]["transforms"] == [] and not text["model"]["kwargs"].get("bias")
