@@ -20,7 +20,10 @@ def _configs(probe: str) -> dict:
 
 
 def _differences(config: dict, winner: dict) -> dict:
-    flat = lambda c: {**c["model"]["kwargs"], **c["train"], "transforms": c["task"]["transforms"]}  # noqa: E731
+    def flat(c: dict) -> dict:
+        model = {k: v for k, v in c["model"].items() if k != "kwargs"}  # name, norm, norm_kwargs, init
+        return {**model, **c["model"]["kwargs"], **c["train"], "transforms": c["task"]["transforms"]}
+
     a, b = flat(config), flat(winner)
     return {k: a.get(k) for k in set(a) | set(b) if a.get(k) != b.get(k)}
 
@@ -33,7 +36,8 @@ def test_table3_probe_points_change_one_setting_of_the_search_winner():
                  and c.config["model"]["kwargs"].get("heads") == 8
                  and c.config["model"]["kwargs"].get("attn_dropout") == 0.5]
     expected = {"a02": {"attn_dropout": 0.2}, "std": {"bias": True, "transforms": ["normalize_features"]},
-                "lr001": {"lr": 0.001}, "lr01": {"lr": 0.01}, "h16": {"hidden_dim": 128}, "elu": {"activation": "elu"}}
+                "lr001": {"lr": 0.001}, "lr01": {"lr": 0.01}, "h16": {"hidden_dim": 128}, "elu": {"activation": "elu"},
+                "lipcode": {"norm_kwargs": {"variant": "authors_code"}}}
     configs = _configs("probe_lipschitz_table3_lipres.toml")
     assert set(configs) == set(expected)
     for variant, config in configs.items():
