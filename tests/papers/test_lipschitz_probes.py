@@ -2,15 +2,16 @@
 what the probe's header says, so a probe result can be read against the winner."""
 from __future__ import annotations
 
-from pathlib import Path
+import importlib.util
 
+import pytest
 import torch
 
 import zoo
 from zoo.bench import load_suite
-from tests.conftest import awkward_graph
+from tests.conftest import REPO, awkward_graph
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = REPO / "benchmarks"
 
 
 def _configs(probe: str) -> dict:
@@ -69,3 +70,21 @@ def test_ggnn_with_an_input_encoder_starts_its_steps_from_the_embedding():
                       input_encoder="linear")
     assert model.layers[0].in_dim == 8 and model.layers[0].project is None
     assert model(edge_index, torch.randn(n, 5)).shape == (n, 3)
+
+
+def test_glorot_skip_probe_reinitialises_every_learnt_skip():
+    """benchmarks/probe_lipschitz_table3_glorot_skips.py: the zoo's zero-initialised learnt skips become the cited
+    GAT's Glorot-initialised projections; a point without a skip on every layer is refused."""
+    spec = importlib.util.spec_from_file_location("probe_glorot", REPO / "benchmarks" /
+                                                  "probe_lipschitz_table3_glorot_skips.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    build = lambda residual: zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=8, heads=2, num_layers=3,  # noqa: E731
+                                       residual=residual)
+    assert all(torch.count_nonzero(s.weight) == 0 for s in build("linear").skips)
+    model = probe.with_glorot_skips(lambda: build("linear"))()
+    for skip in model.skips:
+        bound = (6.0 / sum(skip.weight.shape)) ** 0.5
+        assert torch.count_nonzero(skip.weight) == skip.weight.numel() and skip.weight.abs().max() <= bound
+    with pytest.raises(SystemExit, match="residual = 'linear'"):
+        probe.with_glorot_skips(lambda: build("identity"))()
