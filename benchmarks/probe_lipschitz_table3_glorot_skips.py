@@ -16,21 +16,17 @@ Result (Cora, L = 15, 8 heads of 8, attention dropout 0.5, seeds 0-2, test at th
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
-import torch
 from torch import nn
 
-from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
-from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.bench.run.driver import resolve_device
 from zoo.bench.spec.selection import parse_where, select
 from zoo.bench.spec.suite import load_suite
-from zoo.trainer.history import MetricsRecorder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_reporting_rules import RULES, _fmt, read_rules  # noqa: E402
+from probe_reporting_rules import report_rules  # noqa: E402
 
 PROBE = Path(__file__).resolve().parent / "probe_lipschitz_table3_lipres.toml"
 
@@ -49,24 +45,7 @@ def with_glorot_skips(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]
 
 def main(variant: str) -> None:
     where = parse_where([f"variant={variant}"])
-    cells = select(load_suite(PROBE, where=where), where, None)
-    torch.set_num_threads(1)
-    task = TaskCache(None).get(cells[0].config["task"])
-    cfg = train_config(cells[0])
-    seeds = [c.seed for c in cells]
-    start = time.perf_counter()
-    replicas, view = build_replicas(task, [with_glorot_skips(model_factory(c, task)) for c in cells], seeds,
-                                    resolve_device("cpu"), torch.float32, cfg, True)
-    recorder = MetricsRecorder()
-    train_replicas(task, replicas, view, cfg, seeds, callbacks=[recorder], labels=[f"seed={s}" for s in seeds])
-    val = [[100 * x for x in row] for row in recorder.rows["val"]]
-    test = [[100 * x for x in row] for row in recorder.rows["test"]]
-    rules = read_rules(val, test)
-    print(f"{variant} with Glorot skips, seeds {seeds} ({time.perf_counter() - start:.0f} s)")
-    for rule in RULES:
-        per_run = " / ".join(f"{x:.1f}" for x in rules[rule]["test"])
-        print(f"  {rule:12s} val {_fmt(rules[rule]['val'])}   test {_fmt(rules[rule]['test'])}"
-              + ("" if rule == "max_of_mean" else f"   per run test {per_run}"))
+    report_rules(select(load_suite(PROBE, where=where), where, None), resolve_device("cpu"), wrap=with_glorot_skips)
 
 
 if __name__ == "__main__":

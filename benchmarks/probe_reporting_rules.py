@@ -31,7 +31,7 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -77,6 +77,48 @@ def _fmt(values: Sequence[float]) -> str:
     return f"{mean:6.2f} ± {sd:4.2f}"
 
 
+Builder = Callable[[], torch.nn.Module]
+
+
+def report_rules(cells: Sequence, dev: torch.device, save: Optional[Path] = None,
+                 wrap: Optional[Callable[[Builder], Builder]] = None) -> None:
+    """Train ``cells`` group by group (stacked replicas, the runner's trainer) and print every rule per group;
+    ``wrap`` transforms each model builder (a probe's change to the suite's model, e.g. a re-initialisation)."""
+    groups: Dict[str, list] = {}
+    for c in cells:
+        groups.setdefault(c.group, []).append(c)
+    cache = TaskCache(None)
+    torch.set_num_threads(1)
+    for gid, group in groups.items():
+        task = cache.get(group[0].config["task"])
+        cfg = train_config(group[0])
+        dtype = getattr(torch, group[0].config["run"]["dtype"])
+        seeds = [c.seed for c in group]
+        start = time.perf_counter()
+        builders = [model_factory(c, task) for c in group]
+        if wrap is not None:
+            builders = [wrap(b) for b in builders]
+        replicas, view = build_replicas(task, builders, seeds, dev, dtype, cfg, True)
+        recorder = MetricsRecorder()
+        train_replicas(task, replicas, view, cfg, seeds, callbacks=[recorder], labels=[f"seed={s}" for s in seeds])
+        wall = time.perf_counter() - start
+        val = [[100 * x for x in row] for row in recorder.rows["val"]]
+        test = [[100 * x for x in row] for row in recorder.rows["test"]]
+        rules = read_rules(val, test)
+        point = {k: v for k, v in group[0].config["run"].items() if k in ("variant",)}
+        print(f"group {gid} {point} seeds {seeds} ({len(val)} evaluated epochs, {wall:.0f} s)")
+        for rule in RULES:
+            print(f"  {rule:12s} val {_fmt(rules[rule]['val'])}   test {_fmt(rules[rule]['test'])}"
+                  + ("" if rule == "max_of_mean" else "   per run test " +
+                     " / ".join(f"{x:.1f}" for x in rules[rule]["test"])))
+        if save:
+            save.mkdir(parents=True, exist_ok=True)
+            trace = {"cells": [c.id for c in group], "seeds": seeds, "config": group[0].config,
+                     "epochs": recorder.epochs, "train": recorder.rows["train"], "val": recorder.rows["val"],
+                     "test": recorder.rows["test"]}
+            (save / f"{gid}.json").write_text(json.dumps(trace))
+
+
 def main(argv: Sequence[str] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("suite")
@@ -91,37 +133,7 @@ def main(argv: Sequence[str] = None) -> int:
     cells = select(suite, where, None)
     if not cells:
         ap.error("no cell matches the --where filters")
-    groups: Dict[str, list] = {}
-    for c in cells:
-        groups.setdefault(c.group, []).append(c)
-    dev = resolve_device(args.device)
-    cache = TaskCache(None)
-    torch.set_num_threads(1)
-    for gid, group in groups.items():
-        task = cache.get(group[0].config["task"])
-        cfg = train_config(group[0])
-        dtype = getattr(torch, group[0].config["run"]["dtype"])
-        seeds = [c.seed for c in group]
-        start = time.perf_counter()
-        replicas, view = build_replicas(task, [model_factory(c, task) for c in group], seeds, dev, dtype, cfg, True)
-        recorder = MetricsRecorder()
-        train_replicas(task, replicas, view, cfg, seeds, callbacks=[recorder], labels=[f"seed={s}" for s in seeds])
-        wall = time.perf_counter() - start
-        val = [[100 * x for x in row] for row in recorder.rows["val"]]
-        test = [[100 * x for x in row] for row in recorder.rows["test"]]
-        rules = read_rules(val, test)
-        point = {k: v for k, v in group[0].config["run"].items() if k in ("variant",)}
-        print(f"group {gid} {point} seeds {seeds} ({len(val)} evaluated epochs, {wall:.0f} s)")
-        for rule in RULES:
-            print(f"  {rule:12s} val {_fmt(rules[rule]['val'])}   test {_fmt(rules[rule]['test'])}"
-                  + ("" if rule == "max_of_mean" else "   per run test " +
-                     " / ".join(f"{x:.1f}" for x in rules[rule]["test"])))
-        if args.save:
-            args.save.mkdir(parents=True, exist_ok=True)
-            trace = {"cells": [c.id for c in group], "seeds": seeds, "config": group[0].config,
-                     "epochs": recorder.epochs, "train": recorder.rows["train"], "val": recorder.rows["val"],
-                     "test": recorder.rows["test"]}
-            (args.save / f"{gid}.json").write_text(json.dumps(trace))
+    report_rules(cells, resolve_device(args.device), save=args.save)
     return 0
 
 
