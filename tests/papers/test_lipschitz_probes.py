@@ -89,3 +89,23 @@ def test_glorot_skip_probe_reinitialises_every_learnt_skip():
         assert torch.count_nonzero(skip.weight) == skip.weight.numel() and skip.weight.abs().max() <= bound
     with pytest.raises(SystemExit, match="residual = 'linear'"):
         probe.with_glorot_skips(lambda: build("identity"))()
+
+
+def test_reference_ggnn_probe_gcn_aggregation_weights_messages_as_gcn():
+    """benchmarks/probe_ggnn_reference.py --aggr gcn: GatedGraphConv's messages carry D^-1/2 (A + I) D^-1/2 weights,
+    so the model equals the same weights run through GatedGraphConv with gcn_norm's edges (and differs from add)."""
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    spec = importlib.util.spec_from_file_location("probe_ggnn_ref", REPO / "benchmarks" / "probe_ggnn_reference.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 5)
+    torch.manual_seed(0)
+    gcn = probe.ReferenceGGNN(5, 3, hidden=8, steps=2, dropout=0.0, concat=False, aggr="gcn").eval()
+    torch.manual_seed(0)
+    add = probe.ReferenceGGNN(5, 3, hidden=8, steps=2, dropout=0.0, concat=False, aggr="add").eval()
+    weighted_edges, weight = gcn_norm(edge_index, num_nodes=n, add_self_loops=True)
+    expected = gcn.out(gcn.ggnn(gcn.embed(x), weighted_edges, weight))
+    assert torch.allclose(gcn(x, edge_index), expected)
+    assert not torch.allclose(add(x, edge_index), expected)
