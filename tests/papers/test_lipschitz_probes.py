@@ -63,6 +63,19 @@ def test_table1_ggnn_probe_points_change_one_setting_of_the_search_winner():
         assert _differences(config, winner) == expected[variant], variant
 
 
+def test_table1_ggnn_fresh_seed_probe_is_the_search_winner_at_unused_seeds():
+    """probe_lipschitz_table1_ggnn_seeds.toml: the winner's config exactly, at seeds the suite never ran."""
+    suite = load_suite("lipschitz_table1", validate_models=False)
+    (winner,) = [c.config for c in suite.cells if c.config["run"]["variant"] == "ggnn_missing0" and c.seed == 0
+                 and c.config["task"]["dataset"] == "cora" and c.config["model"]["kwargs"]["num_layers"] == 2
+                 and c.config["train"]["lr"] == 0.01 and c.config["model"]["kwargs"].get("dropout") == 0.5
+                 and c.config["model"]["kwargs"]["hidden_dim"] == 128]
+    probe = load_suite(BENCHMARKS / "probe_lipschitz_table1_ggnn_seeds.toml", validate_models=False)
+    assert {c.seed for c in probe.cells}.isdisjoint({c.seed for c in suite.cells})
+    for cell in probe.cells:
+        assert _differences(cell.config, winner) == {}
+
+
 def test_ggnn_with_an_input_encoder_starts_its_steps_from_the_embedding():
     """enc_h128: the first GGNN step reads the embedded features (no projection of its own), as Li et al.'s steps
     start from a state made of the annotations."""
