@@ -37,6 +37,7 @@ ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
     "tanh": (nn.Tanh, False),
 }
 RESIDUALS = ("none", "identity", "linear")
+HIDDEN_HEADS = ("concat", "mean")
 
 
 @runtime_checkable
@@ -89,17 +90,20 @@ def resolve_activation(name: Union[str, nn.Module]) -> Tuple[nn.Module, bool]:
 
 
 class DeepGNN(nn.Module):
-    """A stack of ``num_layers`` message-passing layers (hidden heads concatenated, output heads averaged).
+    """A stack of ``num_layers`` message-passing layers (hidden heads concatenated or averaged, output heads averaged).
 
     Args:
         in_dim: input feature size ``n_0``.
         out_dim: output size ``n_L`` (classes).
-        hidden_dim: width of every hidden representation (all heads together); must be
-            divisible by ``heads``.
+        hidden_dim: width of every hidden representation (all heads together with concatenated
+            heads, so divisible by ``heads``; each head's width with averaged ones).
         num_layers: number of message-passing layers ``L`` (the first maps ``in_dim`` to
             ``hidden_dim``, the last ``hidden_dim`` to ``out_dim``; no extra linear layers unless
             ``input_encoder`` / ``classifier`` add them, which ``L`` does not count).
-        heads: attention heads of the hidden layers (outputs concatenated).
+        heads: attention heads of the hidden layers.
+        hidden_heads: how a hidden layer combines its heads: ``concat`` (default; ``heads`` heads of
+            ``hidden_dim / heads`` channels, Veličković et al.'s hidden layers) or ``mean`` (``heads`` heads
+            of ``hidden_dim`` channels, averaged: the other aggregator of LipschitzNorm §10.3's grid).
         out_heads: heads of the output layer (outputs averaged); default ``heads``.
         activation: ``relu`` (default), ``leaky_relu``, ``elu``, ``gelu``, ``tanh``, ``identity``.
         dropout: dropout on every layer's input features.
@@ -158,6 +162,7 @@ class DeepGNN(nn.Module):
         num_layers: int = 2,
         *,
         heads: int = 1,
+        hidden_heads: str = "concat",
         out_heads: Optional[int] = None,
         activation: Union[str, nn.Module] = "relu",
         dropout: float = 0.0,
@@ -198,7 +203,12 @@ class DeepGNN(nn.Module):
             )
         if heads < 1 or (out_heads is not None and out_heads < 1):
             raise ValueError(f"heads and out_heads must be >= 1, got heads={heads}, out_heads={out_heads}")
-        if hidden_dim % heads:
+        if hidden_heads not in HIDDEN_HEADS:
+            raise unknown_name_error("hidden_heads", hidden_heads, HIDDEN_HEADS)
+        if hidden_heads == "mean" and not self.supports_heads:
+            raise ValueError(f"{self.family or type(self).__name__} has no attention heads to average; "
+                             "drop hidden_heads='mean'")
+        if hidden_heads == "concat" and hidden_dim % heads:
             raise ValueError(
                 f"hidden_dim={hidden_dim} is not divisible by heads={heads}: hidden_dim is the width of all "
                 f"heads together; use e.g. hidden_dim={heads * max(1, hidden_dim // heads)}"
@@ -210,7 +220,7 @@ class DeepGNN(nn.Module):
             real_number(name, p, 0.0, 1.0, high_open=True)
         real_number("negative_slope", negative_slope)
         self.in_dim, self.out_dim, self.hidden_dim, self.num_layers = in_dim, out_dim, hidden_dim, num_layers
-        self.heads = heads
+        self.heads, self.hidden_heads = heads, hidden_heads
         self.out_heads = heads if out_heads is None else out_heads
         self.dropout, self.attn_dropout, self.bias, self.negative_slope = dropout, attn_dropout, bias, negative_slope
         self.residual = residual
@@ -244,9 +254,10 @@ class DeepGNN(nn.Module):
         for index in range(num_layers):
             output_layer = index == num_layers - 1 and classifier == "none"
             layer_heads = self.out_heads if output_layer else heads
-            channels = dims[index + 1] if output_layer else hidden_dim // heads
+            concat = not output_layer and hidden_heads == "concat"
+            channels = dims[index + 1] if output_layer else hidden_dim // heads if concat else hidden_dim
             self.layers.append(
-                self.make_layer(index, dims[index], channels, layer_heads, not output_layer, score_norm=score_norm)
+                self.make_layer(index, dims[index], channels, layer_heads, concat, score_norm=score_norm)
             )
         # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
         self.classifier = make_classifier(classifier, hidden_dim, out_dim)
@@ -398,6 +409,9 @@ class DeepGNN(nn.Module):
                 f"activation {self.activation!r} is not positively homogeneous (the law needs phi(ax) = a phi(x), "
                 "e.g. relu or leaky_relu)"
             )
+        if self.hidden_heads == "mean" and self.heads > 1:
+            reasons.append("averaged hidden heads: each hidden neuron is a mean over the heads' rows, so one "
+                           "neuron has several incoming rows (use hidden_heads='concat')")
         if self.residual == "identity":
             reasons.append("identity skips have no parameter to absorb the rescaling (use residual='linear')")
         if self.norm_plugin.name != "none":
@@ -410,7 +424,8 @@ class DeepGNN(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"in_dim={self.in_dim}, hidden_dim={self.hidden_dim}, out_dim={self.out_dim}, "
-            f"num_layers={self.num_layers}, heads={self.heads}, residual={self.residual!r}, "
-            f"norm={self.norm_plugin.name!r}, activation={self.activation!r}"
+            f"num_layers={self.num_layers}, heads={self.heads}, "
+            + (f"hidden_heads={self.hidden_heads!r}, " if self.hidden_heads != "concat" else "")
+            + f"residual={self.residual!r}, norm={self.norm_plugin.name!r}, activation={self.activation!r}"
             + (f", classifier={self.classifier_kind!r}" if self.classifier is not None else "")
         )

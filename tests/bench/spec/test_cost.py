@@ -177,3 +177,10 @@ def test_the_data_files_ship_with_the_package():
     cfg.read(ROOT / "setup.cfg")
     assert "*.json" in cfg["options.package_data"]["zoo.bench.spec"]
     assert cost.MODEL_FILE.parent == cost.DATASET_TABLE.parent == Path(cost.__file__).parent
+
+
+def test_averaged_hidden_heads_cost_heads_times_the_hidden_width():
+    """hidden_heads = "mean": every hidden head is hidden_dim wide, so a layer's work grows with the heads."""
+    concat = cost.features(config("cora", "gat", layers=4, heads=8), 1, TABLE)
+    mean = cost.features(config("cora", "gat", layers=4, heads=8, hidden_heads="mean"), 1, TABLE)
+    assert mean.dense_macs > 4 * concat.dense_macs and mean.edge_elements > 4 * concat.edge_elements

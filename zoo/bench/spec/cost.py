@@ -148,6 +148,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     heads = _int(kw.get("heads"), 1) if per_head else 1
     classes = _int(size.get("classes"), 2)
     out_heads = _int(kw.get("out_heads"), heads) if per_head else 1
+    averaged = kw.get("hidden_heads") == "mean"  # each hidden head is hidden_dim wide, then averaged
     dropout = _float(kw.get("dropout"))
     attn_dropout = _float(kw.get("attn_dropout"))
     input_dropout = _float(kw.get("input_dropout"))
@@ -180,7 +181,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
         drop += n * f
     for layer in range(layers):
         last = layer == layers - 1 and not classifier and not graph_level
-        out = classes * out_heads if last else hidden
+        out = classes * out_heads if last else hidden * (heads if averaged else 1)
         h = out_heads if last else heads
         reads = width_in * (size.get("density", 1.0) if layer == 0 and sparse_first else 1.0)
         dense += n * (w_in * reads * out + w_sq * out * out)
@@ -189,7 +190,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
             drop += n * width_in
         if attn_dropout and per_head:
             drop += e_loops * h
-        width_in = out
+        width_in = hidden if averaged and not last else out
     if classifier:
         dense += n * hidden * classes
     if graph_level:  # readout: pooling and a 2-layer MLP on the pooled vectors

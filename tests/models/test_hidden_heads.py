@@ -1,0 +1,84 @@
+"""``hidden_heads``: hidden layers' heads concatenated (Veličković et al.) or averaged (LipschitzNorm §10.3's other
+aggregator), on every attention family."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from zoo.graph import as_graph
+from zoo.registry import list_models
+from tests.conftest import awkward_graph
+
+
+def _attention_families():
+    names = []
+    for name in list_models():
+        try:
+            zoo.build(name, in_dim=5, out_dim=3, hidden_dim=4, heads=2, num_layers=2, hidden_heads="mean")
+        except (ValueError, TypeError):
+            continue
+        names.append(name)
+    return names
+
+
+def test_gat_hidden_layers_average_heads_of_hidden_dim_channels():
+    model = zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=6, heads=4, num_layers=3, hidden_heads="mean")
+    assert [(layer.heads, layer.channels, layer.concat) for layer in model.layers] == [(4, 6, False), (4, 6, False),
+                                                                                       (4, 3, False)]
+    edge_index, n = awkward_graph()
+    out = model(edge_index, torch.randn(n, 5))
+    assert out.shape == (n, 3) and torch.isfinite(out).all()
+    out.square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_an_averaged_layer_is_the_mean_of_its_heads():
+    """The same weights as a concatenating layer: the averaged output is the concatenated one's per-head mean."""
+    mean = zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=8, heads=4, num_layers=2, hidden_heads="mean")
+    concat = zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=32, heads=4, num_layers=2)
+    concat.layers[0].load_state_dict(mean.layers[0].state_dict())
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 5)
+    g = as_graph(edge_index, x, "add")
+    averaged, _ = mean.layers[0](g, x)
+    stacked, _ = concat.layers[0](g, x)
+    assert averaged.shape == (n, 8)
+    assert torch.allclose(averaged, stacked.view(n, 4, 8).mean(1), atol=1e-6)
+
+
+def test_one_head_averaged_is_one_head_concatenated():
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 5)
+    torch.manual_seed(1)
+    a = zoo.build("gatv2", in_dim=5, out_dim=3, hidden_dim=8, num_layers=3, hidden_heads="mean")
+    torch.manual_seed(1)
+    b = zoo.build("gatv2", in_dim=5, out_dim=3, hidden_dim=8, num_layers=3)
+    assert torch.allclose(a(edge_index, x), b(edge_index, x))
+
+
+@pytest.mark.parametrize("name", _attention_families())
+def test_every_attention_family_averages_hidden_heads(name):
+    model = zoo.build(name, in_dim=5, out_dim=3, hidden_dim=4, heads=2, num_layers=2, hidden_heads="mean")
+    edge_index, n = awkward_graph()
+    assert model(edge_index, torch.randn(n, 5)).shape == (n, 3)
+
+
+def test_attention_families_are_found():
+    assert {"gat", "gatv2"} <= set(_attention_families())
+
+
+def test_averaged_heads_need_no_divisible_width_and_refuse_the_conservation_law():
+    model = zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=6, heads=4, num_layers=2, hidden_heads="mean",
+                      activation="relu")
+    assert any("averaged hidden heads" in r for r in model.conservation_law_violations())
+    assert "hidden_heads='mean'" in repr(model)
+    with pytest.raises(ValueError, match="not divisible by heads"):
+        zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=6, heads=4, num_layers=2)
+
+
+def test_bad_hidden_heads_is_one_clear_line():
+    with pytest.raises(ValueError, match="hidden_heads"):
+        zoo.build("gat", in_dim=5, out_dim=3, hidden_heads="avg")
+    with pytest.raises(ValueError, match="no attention heads to average"):
+        zoo.build("ggnn", in_dim=5, out_dim=3, hidden_heads="mean")
