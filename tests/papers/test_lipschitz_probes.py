@@ -29,6 +29,15 @@ def _differences(config: dict, winner: dict) -> dict:
     return {k: a.get(k) for k in set(a) | set(b) if a.get(k) != b.get(k)}
 
 
+def _ggnn_winner(suite) -> dict:
+    """GGNN's search winner in lipschitz_table1 (Cora L = 2: lr 0.01, dropout 0.5, hidden 128), seed 0."""
+    (winner,) = [c.config for c in suite.cells if c.config["run"]["variant"] == "ggnn_missing0" and c.seed == 0
+                 and c.config["task"]["dataset"] == "cora" and c.config["model"]["kwargs"]["num_layers"] == 2
+                 and c.config["train"]["lr"] == 0.01 and c.config["model"]["kwargs"].get("dropout") == 0.5
+                 and c.config["model"]["kwargs"]["hidden_dim"] == 128]
+    return winner
+
+
 def test_table3_probe_points_change_one_setting_of_the_search_winner():
     """GAT-Lip-res's winner in lipschitz_table3 (8 heads, attention dropout 0.5, lr 0.005, hidden 64)."""
     suite = load_suite("lipschitz_table3", validate_models=False)
@@ -50,10 +59,7 @@ def test_table3_probe_points_change_one_setting_of_the_search_winner():
 def test_table1_ggnn_probe_points_change_one_setting_of_the_search_winner():
     """GGNN's winner in lipschitz_table1 (Cora L = 2: lr 0.01, dropout 0.5, hidden 128, linear output model)."""
     suite = load_suite("lipschitz_table1", validate_models=False)
-    (winner,) = [c.config for c in suite.cells if c.config["run"]["variant"] == "ggnn_missing0" and c.seed == 0
-                 and c.config["task"]["dataset"] == "cora" and c.config["model"]["kwargs"]["num_layers"] == 2
-                 and c.config["train"]["lr"] == 0.01 and c.config["model"]["kwargs"].get("dropout") == 0.5
-                 and c.config["model"]["kwargs"]["hidden_dim"] == 128]
+    winner = _ggnn_winner(suite)
     std = {"bias": True, "transforms": ["normalize_features"]}
     expected = {"std_h128": std, "std_h64": {**std, "hidden_dim": 64}, "enc_h128": {"input_encoder": "linear"},
                 "h128_d0": {"dropout": 0.0}}
@@ -66,10 +72,7 @@ def test_table1_ggnn_probe_points_change_one_setting_of_the_search_winner():
 def test_table1_ggnn_fresh_seed_probe_is_the_search_winner_at_unused_seeds():
     """probe_lipschitz_table1_ggnn_seeds.toml: the winner's config exactly, at seeds the suite never ran."""
     suite = load_suite("lipschitz_table1", validate_models=False)
-    (winner,) = [c.config for c in suite.cells if c.config["run"]["variant"] == "ggnn_missing0" and c.seed == 0
-                 and c.config["task"]["dataset"] == "cora" and c.config["model"]["kwargs"]["num_layers"] == 2
-                 and c.config["train"]["lr"] == 0.01 and c.config["model"]["kwargs"].get("dropout") == 0.5
-                 and c.config["model"]["kwargs"]["hidden_dim"] == 128]
+    winner = _ggnn_winner(suite)
     probe = load_suite(BENCHMARKS / "probe_lipschitz_table1_ggnn_seeds.toml", validate_models=False)
     assert {c.seed for c in probe.cells}.isdisjoint({c.seed for c in suite.cells})
     for cell in probe.cells:
