@@ -73,6 +73,8 @@ def test_averaged_heads_need_no_divisible_width_and_refuse_the_conservation_law(
                       activation="relu")
     assert any("averaged hidden heads" in r for r in model.conservation_law_violations())
     assert "hidden_heads='mean'" in repr(model)
+    with pytest.raises(ValueError, match="averaged hidden heads"):
+        zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=6, heads=2, num_layers=2, hidden_heads="mean", init="bal_o")
     with pytest.raises(ValueError, match="not divisible by heads"):
         zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=6, heads=4, num_layers=2)
 
