@@ -10,8 +10,8 @@ classifier built on it embeds the features first.  This probe trains that model:
 
 ``--concat`` is Li et al.'s node-selection output model, o_v = g(h_v^(T), x_v) (the final state beside the
 annotation); ``--aggr mean`` replaces Li et al.'s sum over neighbours; ``--aggr gcn`` sums GCN-normalised messages,
-D^-1/2 (A + I) D^-1/2 (Kipf & Welling's propagation, the one GCN's row uses).  §10.2's protocol: Cora public split, Adam,
-weight decay 5e-4, 1000 epochs, validation accuracy at the best epoch (the suite's reading), 5 runs.
+D^-1/2 (A + I) D^-1/2 (Kipf & Welling's propagation, the one GCN's row uses).  §10.2's protocol: Cora public split,
+Adam, weight decay 5e-4, 1000 epochs, validation accuracy at the best epoch (the suite's reading), 5 runs.
 
     OMP_NUM_THREADS=1 python benchmarks/probe_ggnn_reference.py --hidden 128 --lr 0.01 --dropout 0.5
 
@@ -89,7 +89,7 @@ def main() -> None:
     ap.add_argument("--concat", action="store_true", help="Li et al.'s output model g(h_v^(T), x_v)")
     ap.add_argument("--aggr", default="add", choices=["add", "mean", "gcn"])
     ap.add_argument("--normalize-features", action="store_true",
-                    help="row-normalised features, as GCN's and GAT's reference code and Zhao & Akoglu's setup have them")
+                    help="row-normalised features (GCN's and GAT's reference code, Zhao & Akoglu's setup)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--data-root", default=None)
     args = ap.parse_args()
