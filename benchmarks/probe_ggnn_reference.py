@@ -44,6 +44,7 @@ class ReferenceGGNN(nn.Module):
         self.embed = nn.Linear(in_dim, hidden)
         self.ggnn = GatedGraphConv(hidden, steps, aggr="add" if aggr == "gcn" else aggr)
         self.gcn_weights = aggr == "gcn"
+        self._gcn_edges = None  # (edge_index it was computed for, normalised edges, weights): the graph is fixed
         self.out = nn.Linear(hidden + (in_dim if concat else 0), out_dim)
         self.dropout, self.concat = dropout, concat
 
@@ -51,7 +52,9 @@ class ReferenceGGNN(nn.Module):
         x = F.dropout(x, self.dropout, self.training)
         weight = None
         if self.gcn_weights:
-            edge_index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
+            if self._gcn_edges is None or self._gcn_edges[0] is not edge_index:
+                self._gcn_edges = (edge_index, *gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True))
+            _, edge_index, weight = self._gcn_edges
         h = self.ggnn(self.embed(x), edge_index, weight)
         if self.concat:
             h = torch.cat([h, x], dim=-1)

@@ -203,6 +203,7 @@ class DeepGNN(nn.Module):
             )
         if heads < 1 or (out_heads is not None and out_heads < 1):
             raise ValueError(f"heads and out_heads must be >= 1, got heads={heads}, out_heads={out_heads}")
+        hidden_heads = normalize_name(hidden_heads)
         if hidden_heads not in HIDDEN_HEADS:
             raise unknown_name_error("hidden_heads", hidden_heads, HIDDEN_HEADS)
         if hidden_heads == "mean" and not self.supports_heads:
