@@ -79,3 +79,21 @@ def test_bad_hidden_heads_is_one_clear_line():
         zoo.build("gat", in_dim=5, out_dim=3, hidden_heads="avg")
     with pytest.raises(ValueError, match="no attention heads to average"):
         zoo.build("ggnn", in_dim=5, out_dim=3, hidden_heads="mean")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", _attention_families())
+def test_averaged_heads_on_cuda_match_cpu(name):
+    """Devices and dtypes follow the inputs: the same weights give the same outputs on CUDA, gradients reach all."""
+    kw = dict(in_dim=5, out_dim=3, hidden_dim=6, heads=4, num_layers=3, hidden_heads="mean", residual="identity")
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 5, dtype=torch.float64)
+    cpu = zoo.build(name, **kw).double()
+    gpu = zoo.build(name, **kw).double().cuda()
+    expected = cpu(edge_index, x)  # materialises graph-tied (lazy) parameters, e.g. GATDB's per-edge biases
+    gpu(edge_index.cuda(), x.cuda())
+    gpu.load_state_dict(cpu.state_dict())
+    out = gpu(edge_index.cuda(), x.cuda())
+    out.square().sum().backward()
+    assert out.is_cuda and out.dtype == torch.float64 and torch.allclose(out.cpu(), expected, atol=1e-9)
+    assert all(p.grad is not None for p in gpu.parameters())
