@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from zoo._io import write_atomic
 from zoo.bench.spec.suite import cell_id, load_suite
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "reproduction" / "records"
@@ -73,8 +74,10 @@ def rekey(suite: str, added: List[Path], records: Path = RECORDS) -> str:
     selection = old_resolved.get("selection")
     if selection is not None:  # the folder's last slice, as `zoo bench` writes it (the page names its keys)
         resolved["selection"] = selection
-    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept.values()))
-    (folder / "suite.resolved.json").write_text(json.dumps(resolved, indent=1, sort_keys=True, default=str))
+    # each file replaced whole (a crash leaves the old or the new file, never half of one); a second run after a
+    # crash between the two finishes the job: re-keyed records are kept as they are and the resolved suite rewritten
+    write_atomic(folder / "results.jsonl", "".join(json.dumps(r) + "\n" for r in kept.values()))
+    write_atomic(folder / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
     return f"{suite}: {rekeyed} re-keyed, {dropped} dropped (stopped by the loss stop), {fresh} added, {len(kept)} records"
 
 
