@@ -128,3 +128,12 @@ def test_reference_ggnn_probe_gcn_aggregation_weights_messages_as_gcn():
     expected = gcn.out(gcn.ggnn(gcn.embed(x), weighted_edges, weight))
     assert torch.allclose(gcn(x, edge_index), expected)
     assert not torch.allclose(add(x, edge_index), expected)
+
+
+def test_table1_ggnn_depth1_probe_is_the_search_winner_at_one_layer():
+    """probe_lipschitz_table1_ggnn_depth1.toml: the L = 2 winner's config with one layer, at the records' seeds."""
+    winner = _ggnn_winner(load_suite("lipschitz_table1", validate_models=False))
+    probe = load_suite(BENCHMARKS / "probe_lipschitz_table1_ggnn_depth1.toml", validate_models=False)
+    assert {c.seed for c in probe.cells} == {0, 1, 2, 3, 4}
+    for cell in probe.cells:
+        assert _differences(cell.config, winner) == {"num_layers": 1}
