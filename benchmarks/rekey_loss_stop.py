@@ -84,7 +84,8 @@ def rekey(suite: str, added: List[Path], records: Path = RECORDS) -> str:
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite")
-    parser.add_argument("--add", nargs="*", type=Path, default=[], help="zoo bench output folders of the re-runs")
+    parser.add_argument("--add", nargs="*", type=Path, default=[],
+                        help="zoo bench output folders to add: the re-runs, or new cells of the suite")
     parser.add_argument("--records", type=Path, default=RECORDS, help="the records root (default: the committed one)")
     args = parser.parse_args(argv)
     print(rekey(args.suite, args.add, args.records))
