@@ -130,6 +130,16 @@ def test_reduced_cells_have_their_own_ids_and_groups():
     assert len(reduced.groups()) == len(plain.groups()) == 2  # seeds x inits still stacked per depth
 
 
+def test_an_integer_for_a_float_trainer_key_is_the_same_cell():
+    """`--set loss_threshold=0` parses the integer 0; a suite that writes 0.0 is the same protocol, so the same ids
+    (stop 34 re-ran runs that way and their ids differed from the suite's until the value was canonicalised)."""
+    written = {**RAW, "defaults": {**RAW["defaults"], "loss_threshold": 0.0, "weight_decay": 1.0}}
+    as_set = suite({"loss_threshold": 0, "weight_decay": 1})
+    assert [c.id for c in as_set.cells] == [c.id for c in suite(raw=written).cells]
+    assert {type(c.config["train"]["loss_threshold"]) for c in as_set.cells} == {float}
+    assert {c.config["train"]["epochs"] for c in suite({"epochs": 2}).cells} == {2}  # an int field stays an int
+
+
 def test_resolved_suite_records_the_set_and_what_it_replaced():
     info = json.loads(json.dumps(suite({"epochs": 2, "warmup_epochs": 1}).resolved()))
     assert info["set"] == {"epochs": 2, "warmup_epochs": 1}

@@ -244,6 +244,14 @@ def _data_seed(where: str, value: Any, seed: int) -> int:
     return value
 
 
+def _as_declared(key: str, value: Any) -> Any:
+    """A trainer value in its field's type: ``loss_threshold = 0`` (an int, as ``--set loss_threshold=0`` parses)
+    is the ``0.0`` a suite writes, and one protocol must make one cell id (ids hash the config's JSON)."""
+    if isinstance(TRAIN_KEYS[key], float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     """Validate one cell's flat keys and return its canonical configuration.
 
@@ -301,7 +309,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
                     raise SuiteError(f"{where}: {e}") from None
             plugins[key] = value
         elif key in TRAIN_KEYS:
-            train[key] = list(value) if key == "betas" else value
+            train[key] = list(value) if key == "betas" else _as_declared(key, value)
         elif key in RUN_KEYS:
             run[key] = value
         elif key in model_opts and key in data_opts:
