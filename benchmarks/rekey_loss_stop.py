@@ -69,7 +69,8 @@ def rekey(suite: str, added: List[Path], records: Path = RECORDS) -> str:
                     kept[rec["id"]] = rec
     for i, rec in kept.items():
         if cells.get(i) != rec["config"]:
-            raise SystemExit(f"{suite}: record {i} is not a cell of the shipped suite with that config; nothing written")
+            raise SystemExit(f"{suite}: record {i} is not a cell of the shipped suite with that config; "
+                             "nothing written")
     resolved = shipped.resolved()
     selection = old_resolved.get("selection")
     if selection is not None:  # the folder's last slice, as `zoo bench` writes it (the page names its keys)
@@ -78,7 +79,8 @@ def rekey(suite: str, added: List[Path], records: Path = RECORDS) -> str:
     # crash between the two finishes the job: re-keyed records are kept as they are and the resolved suite rewritten
     write_atomic(folder / "results.jsonl", "".join(json.dumps(r) + "\n" for r in kept.values()))
     write_atomic(folder / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
-    return f"{suite}: {rekeyed} re-keyed, {dropped} dropped (stopped by the loss stop), {fresh} added, {len(kept)} records"
+    return (f"{suite}: {rekeyed} re-keyed, {dropped} dropped (stopped by the loss stop), {fresh} added, "
+            f"{len(kept)} records")
 
 
 def main(argv: List[str]) -> int:

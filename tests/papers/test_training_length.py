@@ -16,8 +16,8 @@ from zoo.bench import load_suite
 from zoo.bench.spec.suite import cell_id
 from tests.conftest import REPO
 
-SUITES = ("lipschitz_table1", "lipschitz_table3", "lipschitz_fig5", "nonlocal_accuracy", "oxford_table3", "oxford_table4",
-          "ogb_molhiv")
+SUITES = ("lipschitz_table1", "lipschitz_table3", "lipschitz_fig5", "nonlocal_accuracy", "oxford_table3",
+          "oxford_table4", "ogb_molhiv")
 BALANCE = ("balance_fig6_7", "balance_table3_4", "balance_table7")  # §4's stop, stated (table 2 and 6 state their own)
 RECORDS = REPO / "docs" / "reproduction" / "records"
 
@@ -44,7 +44,8 @@ def test_the_balance_suites_state_their_papers_stop(suite):
 
 @pytest.mark.parametrize("suite", SUITES)
 def test_committed_records_ran_every_epoch(suite):
-    records = [json.loads(line) for line in (RECORDS / suite / "results.jsonl").read_text().splitlines() if line.strip()]
+    lines = (RECORDS / suite / "results.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
     assert records
     assert not [r["id"] for r in records if r["stop_reason"] == "converged"]  # the loss stop ended none of them
     assert {r["config"]["train"]["loss_threshold"] for r in records} == {0.0}
@@ -82,7 +83,8 @@ def test_rekey_keeps_runs_the_stop_never_ended_and_drops_the_others(tmp_path):
     added.mkdir()
     (added / "results.jsonl").write_text(json.dumps({"id": cell_id(rerun), "config": rerun, "status": "ok",
                                                      "stop_reason": "max_epochs"}) + "\n")
-    assert "1 re-keyed, 1 dropped (stopped by the loss stop), 1 added" in rekey.rekey("lipschitz_table3", [added], tmp_path)
+    summary = rekey.rekey("lipschitz_table3", [added], tmp_path)
+    assert "1 re-keyed, 1 dropped (stopped by the loss stop), 1 added" in summary
     kept, fresh = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
     assert kept["id"] == cells[0].id and kept["config"] == cells[0].config
     assert kept["rekeyed"]["from_id"] == recs[0]["id"] and kept["rekeyed"]["loss_threshold"] == 1e-4
