@@ -58,7 +58,8 @@ def test_table3_probe_points_change_one_setting_of_the_search_winner():
                 "lr001": {"lr": 0.001}, "lr01": {"lr": 0.01}, "h16": {"hidden_dim": 128}, "elu": {"activation": "elu"},
                 "lipcode": {"norm_kwargs": {"variant": "authors_code"}},
                 "res_linear": {"residual": "linear"}, "gatres_linear": {"norm": "none", "residual": "linear"},
-                "heads2": {"heads": 2}, "heads4": {"heads": 4}, "avg": {"hidden_heads": "mean"}}
+                "heads2": {"heads": 2}, "heads4": {"heads": 4}, "avg": {"hidden_heads": "mean"},
+                "a02_elu": {"attn_dropout": 0.2, "activation": "elu"}}
     configs = _configs("probe_lipschitz_table3_lipres.toml")
     assert set(configs) == set(expected)
     for variant, config in configs.items():
