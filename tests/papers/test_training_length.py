@@ -33,7 +33,7 @@ def _rekey_module():
 def test_every_cell_trains_without_a_loss_stop(suite):
     cells = load_suite(suite, validate_models=False).cells
     stops = {c.config["train"]["loss_threshold"] for c in cells}
-    assert stops == {0.0}, f"{suite}: loss stops {stops - {0.0}} (the text trains 1000 epochs, no stopping rule)"
+    assert stops == {0.0}, f"{suite}: loss stops {stops - {0.0}} where its paper names none"
 
 
 @pytest.mark.parametrize("suite", BALANCE)
