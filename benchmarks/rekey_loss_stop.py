@@ -4,7 +4,8 @@ A run whose training loss never reached the stop ran every epoch, the same run t
 so its record is kept with the suite's new config and cell id; the old value and id stay in the record
 (``rekeyed``).  A run the stop ended early is not the same run: it is dropped here and must come back
 from a re-run without the stop (the folders passed with ``--add``; a re-run made with ``zoo bench --set
-loss_threshold=0`` holds the integer 0, whose id differs from the suite's 0.0, and is re-keyed the same way).
+loss_threshold=0`` before the suite resolver stored such values as floats holds the integer 0, whose id differs
+from the suite's 0.0, and is re-keyed the same way).
 Every record written must be a cell of the shipped suite with exactly that cell's config, else nothing is
 written.
 
@@ -17,6 +18,7 @@ oxford_table4 and ogb_molhiv:
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
@@ -45,7 +47,7 @@ def rekey(suite: str, added: List[Path], records: Path = RECORDS) -> str:
         if rec.get("stop_reason") == "converged":  # the stop ended it: not the new protocol's run
             dropped += 1
             continue
-        config = json.loads(json.dumps(rec["config"]))
+        config = copy.deepcopy(rec["config"])
         config["train"]["loss_threshold"] = 0.0
         new_id = cell_id(config)
         rec = {**rec, "config": config, "id": new_id,
@@ -59,7 +61,7 @@ def rekey(suite: str, added: List[Path], records: Path = RECORDS) -> str:
             if line.strip():
                 rec = json.loads(line)
                 if type(rec["config"]["train"]["loss_threshold"]) is int:  # `--set loss_threshold=0` parses an int
-                    config = json.loads(json.dumps(rec["config"]))
+                    config = copy.deepcopy(rec["config"])
                     config["train"]["loss_threshold"] = float(config["train"]["loss_threshold"])
                     rec = {**rec, "config": config, "id": cell_id(config),
                            "rekeyed": {"from_id": rec["id"], "loss_threshold": rec["config"]["train"]["loss_threshold"],

@@ -1,8 +1,10 @@
 """Shared fixtures: small graphs with the awkward cases every model must survive."""
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -34,6 +36,14 @@ def papers_dir() -> Path:
         if c and Path(c).is_dir() and any(Path(c).glob("*.md")):
             return Path(c)
     pytest.skip("the papers' text is not here: set ZOO_PAPERS to the folder of the papers' .md files")
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """A script under benchmarks/ as a module (the scripts are not a package), for testing its functions."""
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), REPO / "benchmarks" / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def awkward_graph() -> tuple:

@@ -2,14 +2,12 @@
 what the probe's header says, so a probe result can be read against the winner."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 
 import zoo
 from zoo.bench import load_suite
-from tests.conftest import REPO, awkward_graph
+from tests.conftest import REPO, awkward_graph, benchmark_script
 
 BENCHMARKS = REPO / "benchmarks"
 
@@ -27,14 +25,6 @@ def _differences(config: dict, winner: dict) -> dict:
 
     a, b = flat(config), flat(winner)
     return {k: a.get(k) for k in set(a) | set(b) if a.get(k) != b.get(k)}
-
-
-def _load_probe(script: str):
-    """A probe script under benchmarks/ as a module (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(script.removesuffix(".py"), BENCHMARKS / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _ggnn_winner(suite) -> dict:
@@ -102,7 +92,7 @@ def test_ggnn_with_an_input_encoder_starts_its_steps_from_the_embedding():
 def test_glorot_skip_probe_reinitialises_every_learnt_skip():
     """benchmarks/probe_lipschitz_table3_glorot_skips.py: the zoo's zero-initialised learnt skips become the cited
     GAT's Glorot-initialised projections; a point without a skip on every layer is refused."""
-    probe = _load_probe("probe_lipschitz_table3_glorot_skips.py")
+    probe = benchmark_script("probe_lipschitz_table3_glorot_skips.py")
     build = lambda residual: zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=8, heads=2, num_layers=3,  # noqa: E731
                                        residual=residual)
     assert all(torch.count_nonzero(s.weight) == 0 for s in build("linear").skips)
@@ -119,7 +109,7 @@ def test_reference_ggnn_probe_gcn_aggregation_weights_messages_as_gcn():
     so the model equals the same weights run through GatedGraphConv with gcn_norm's edges (and differs from add)."""
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-    probe = _load_probe("probe_ggnn_reference.py")
+    probe = benchmark_script("probe_ggnn_reference.py")
     edge_index, n = awkward_graph()
     x = torch.randn(n, 5)
     torch.manual_seed(0)

@@ -1,21 +1,16 @@
 """benchmarks/probe_reporting_rules.py: the reporting rules read off one set of traces (issue 23)."""
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("probe_reporting_rules",
-                                                  REPO / "benchmarks" / "probe_reporting_rules.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("probe_reporting_rules.py")
 
 
 def test_each_rule_reads_its_own_state(probe):

@@ -6,7 +6,6 @@ best-validation-epoch reading a stop can only lower a run's number; at stop 34 t
 committed runs of LipschitzNorm's suites early (some after 50 epochs)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -14,19 +13,12 @@ import pytest
 from zoo._toml import tomllib
 from zoo.bench import load_suite
 from zoo.bench.spec.suite import cell_id
-from tests.conftest import REPO
+from tests.conftest import REPO, benchmark_script
 
 SUITES = ("lipschitz_table1", "lipschitz_table3", "lipschitz_fig5", "nonlocal_accuracy", "oxford_table3",
           "oxford_table4", "ogb_molhiv")
 BALANCE = ("balance_fig6_7", "balance_table3_4", "balance_table7")  # §4's stop, stated (table 2 and 6 state their own)
 RECORDS = REPO / "docs" / "reproduction" / "records"
-
-
-def _rekey_module():
-    spec = importlib.util.spec_from_file_location("rekey_loss_stop", REPO / "benchmarks" / "rekey_loss_stop.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("suite", SUITES)
@@ -72,8 +64,9 @@ def _synthetic_records(tmp_path, cells):
 
 
 def test_rekey_keeps_runs_the_stop_never_ended_and_drops_the_others(tmp_path):
-    rekey = _rekey_module()
-    cells = load_suite("lipschitz_table3", validate_models=False).cells[:3]
+    rekey = benchmark_script("rekey_loss_stop.py")
+    shipped = load_suite("lipschitz_table3", validate_models=False).cells
+    cells = shipped[:3]
     folder, recs = _synthetic_records(tmp_path, cells)
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs[:2]))
     # the stopped run's re-run, made with `zoo bench --set loss_threshold=0`: the integer 0 in its config
@@ -91,12 +84,12 @@ def test_rekey_keeps_runs_the_stop_never_ended_and_drops_the_others(tmp_path):
     assert fresh["id"] == cells[1].id and fresh["config"] == cells[1].config
     assert fresh["rekeyed"]["from_id"] == cell_id(rerun)
     resolved = json.loads((folder / "suite.resolved.json").read_text())
-    assert len(resolved["cells"]) == len(load_suite("lipschitz_table3", validate_models=False).cells)
+    assert len(resolved["cells"]) == len(shipped)
     assert resolved["selection"] == {"shard": None, "where": {"seed": [0]}}  # the folder's slice is kept
 
 
 def test_rekey_refuses_a_record_that_is_not_a_cell_and_writes_nothing(tmp_path):
-    rekey = _rekey_module()
+    rekey = benchmark_script("rekey_loss_stop.py")
     cells = load_suite("lipschitz_table3", validate_models=False).cells[:3]
     folder, recs = _synthetic_records(tmp_path, cells)
     text = "".join(json.dumps(r) + "\n" for r in (recs[0], recs[2]))
