@@ -2,7 +2,9 @@
 (zoo.bench.analyze.missing_cost)."""
 from __future__ import annotations
 
-from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, fill_commands, missing_cells
+import pytest
+
+from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, fill_commands, missing_cells, pending_seconds
 from zoo.bench.spec import cost
 
 TABLE = cost.load_dataset_table()
@@ -17,15 +19,23 @@ def value_of(config, key):
     return config["model"]["kwargs"].get(key, config["run"].get(key))
 
 
-def cells():
+def cells(variants=("a",)):
     out = []
     for dataset, layers in (("texas_npz", 2), ("texas_npz", 10), ("pubmed", 40)):
-        for seed in range(3):
-            out.append({"id": f"{dataset}{layers}s{seed}", "group": f"{dataset}{layers}", "config": {
-                "model": {"name": "gatv2", "norm": "none", "kwargs": {"num_layers": layers, "hidden_dim": 64}},
-                "task": {"dataset": dataset, "options": {}}, "train": {"epochs": 5000, "batch_size": 0},
-                "run": {"dtype": "float32", "seed": seed}}})
+        for variant in variants:
+            suffix = "" if variants == ("a",) else variant
+            for seed in range(3):
+                out.append({"id": f"{dataset}{layers}{suffix}s{seed}", "group": f"{dataset}{layers}{suffix}", "config": {
+                    "model": {"name": "gatv2", "norm": "none", "kwargs": {"num_layers": layers, "hidden_dim": 64}},
+                    "task": {"dataset": dataset, "options": {}}, "train": {"epochs": 5000, "batch_size": 0},
+                    "run": {"dtype": "float32", "seed": seed, "variant": variant}}})
     return out
+
+
+def commands(all_cells, entries, done=()):
+    miss = missing_cells("s", "train", all_cells, entries, list(done), MODEL, TABLE, value_of)
+    seconds = pending_seconds("s", "train", all_cells, list(done), MODEL, TABLE)
+    return miss, fill_commands("s", miss, value_of, [c for c in all_cells if c["id"] in seconds], seconds)
 
 
 ENTRIES = [{"dataset": "texas_npz", "num_layers": 2, "table": "T", "value": 60.0},
@@ -43,8 +53,7 @@ def test_cost_class_and_done_cells():
 
 
 def test_fill_commands_per_slice_count_shared_cells_once():
-    miss = missing_cells("s", "train", cells(), ENTRIES + [dict(ENTRIES[2], table="U")], [], MODEL, TABLE, value_of)
-    cmds = fill_commands("s", miss, value_of)
+    miss, cmds = commands(cells(), ENTRIES + [dict(ENTRIES[2], table="U")])
     assert [c.command() for c in cmds] == [
         "zoo bench s --where dataset=texas_npz --where num_layers=2",
         "zoo bench s --where dataset=texas_npz --where num_layers=10",
@@ -58,3 +67,24 @@ def test_pruned_boards_ignore_the_layer_key():
     entry = [{"dataset": "texas_npz", "num_layers": 2, "layer": 1, "table": "T", "value": 1.0}]
     assert not missing_cells("s", "train", cells(), entry, [], MODEL, TABLE, value_of)[0].cells
     assert len(missing_cells("s", "train", cells(), entry, [], MODEL, TABLE, value_of, ignore=("layer",))[0].cells) == 3
+
+
+def test_fill_commands_name_the_paper_cells_keys_where_the_slice_holds_others():
+    """A slice's command runs what it claims: a dataset x depth slice holding other variants than the
+    paper's gets ``--where variant=...`` (before, it ran the whole slice while counting only the paper
+    cells' runs: lipschitz_table1's 'cora, L = 4, 10 runs' selected 642)."""
+    entries = [{"dataset": "texas_npz", "num_layers": 2, "variant": "b", "table": "T", "value": 60.0},
+               {"dataset": "texas_npz", "num_layers": 2, "variant": "c", "table": "T", "value": 61.0},
+               {"dataset": "pubmed", "num_layers": 40, "table": "T", "value": 40.0}]
+    miss, cmds = commands(cells(("a", "b", "c")), entries, done=["texas_npz2cs0"])
+    assert [c.command() for c in cmds] == [
+        "zoo bench s --where dataset=texas_npz --where num_layers=2 --where variant=b,c",
+        "zoo bench s --where dataset=pubmed --where num_layers=40 --device cuda"]
+    assert [c.runs for c in cmds] == [5, 9]  # b's 3 and c's 2 pending; pubmed's paper cell is every variant
+    assert cmds[0].seconds == pytest.approx(miss[0].seconds + miss[1].seconds)
+
+
+def test_fill_commands_narrow_only_where_needed():
+    entries = [{"dataset": "texas_npz", "num_layers": 2, "variant": "a", "table": "T", "value": 60.0}]
+    (_, cmds) = commands(cells(), entries)
+    assert [c.command() for c in cmds] == ["zoo bench s --where dataset=texas_npz --where num_layers=2"]

@@ -5,12 +5,13 @@ match the entry's (as the leaderboard matches them).  Its cost is its pending ce
 their groups' estimated wall time (:mod:`zoo.bench.spec.cost`: a group of R seed replicas costs
 more than one replica, less than R); its class is *runs here* when that fits
 :data:`~zoo.bench.spec.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*.
-The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands.
+The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands, each
+narrowed to the paper cells' keys so that it runs what it says it costs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo.bench.spec.cost import CostModel
 from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value
@@ -69,12 +70,10 @@ def entry_matches(entry: Mapping[str, Any], config: Mapping[str, Any],
                if k not in ENTRY_META and k not in ignore)
 
 
-def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]],
-                  done: Sequence[str], model: CostModel, table: Mapping[str, Mapping[str, Any]],
-                  value_of: Callable[[Mapping[str, Any], str], Any],
-                  norm: Callable[[Any], Any] = lambda v: v, ignore: Sequence[str] = ()) -> List[MissingCell]:
-    """The cost of each paper ``entries`` item (entries without records) from the suite's resolved
-    ``cells`` not in ``done`` (ids).  A group's estimate is shared by its pending cells."""
+def pending_seconds(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], done: Sequence[str], model: CostModel,
+                    table: Mapping[str, Mapping[str, Any]]) -> Dict[str, float]:
+    """Each resolved cell not in ``done`` (ids) -> its share of its group's estimated seconds (a group's
+    estimate is shared by its pending cells)."""
     done_ids = set(done)
     groups: Dict[str, List[Mapping[str, Any]]] = {}
     for c in cells:
@@ -87,8 +86,19 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
         seconds = model.group_seconds([c["config"] for c in gcells], epochs, table, mode, suite)
         for c in gcells:
             per_cell[c["id"]] = seconds / len(gcells)
+    return per_cell
+
+
+def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]],
+                  done: Sequence[str], model: CostModel, table: Mapping[str, Mapping[str, Any]],
+                  value_of: Callable[[Mapping[str, Any], str], Any],
+                  norm: Callable[[Any], Any] = lambda v: v, ignore: Sequence[str] = (),
+                  seconds: Optional[Mapping[str, float]] = None) -> List[MissingCell]:
+    """The cost of each paper ``entries`` item (entries without records) from the suite's resolved
+    ``cells`` not in ``done`` (ids); ``seconds``: :func:`pending_seconds` of the same, if already known."""
+    per_cell = pending_seconds(suite, mode, cells, done, model, table) if seconds is None else seconds
+    pending = [c for c in cells if c["id"] in per_cell]
     out = []
-    pending = [c for g in groups.values() for c in g]
     for e in entries:
         mine = [c for c in pending if entry_matches(e, c["config"], value_of, norm, ignore)]
         out.append(MissingCell(e, mine, {c["id"]: per_cell[c["id"]] for c in mine}))
@@ -96,19 +106,35 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
 
 
 def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
-                  by: Sequence[str] = SLICE_KEYS, extra: Sequence[str] = ()) -> List[FillCommand]:
-    """One command per slice (the values of ``by``) of the missing cells, cheapest first; a suite
-    cell shared by several paper cells is counted once."""
+                  pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float],
+                  by: Sequence[str] = SLICE_KEYS, extra: Sequence[str] = (),
+                  norm: Callable[[Any], Any] = lambda v: v, ignore: Sequence[str] = ()) -> List[FillCommand]:
+    """One command per slice (the values of ``by``) of the missing cells, cheapest first.
+
+    A slice's command also names the paper cells' other keys (``--where variant=a,b``) wherever the
+    slice holds pending cells of other values, so that it runs what it claims: its runs and seconds
+    are those of every ``pending`` cell (``seconds``: :func:`pending_seconds`) its ``--where``
+    selects, each counted once, paper cell or not (``--where`` clauses select a product).
+    """
     slices: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for i, m in enumerate(missing):
         for c in m.cells:
             key = tuple(value_of(c["config"], k) for k in by)
-            s = slices.setdefault(key, {"seconds": {}, "entries": set()})
-            s["seconds"][c["id"]] = m.cell_seconds[c["id"]]
+            s = slices.setdefault(key, {"cells": [], "entries": set(), "keys": []})
+            s["cells"].append(c)
             s["entries"].add(i)
+            s["keys"] += [k for k in m.entry if k not in ENTRY_META and k not in ignore and k not in by
+                          and k not in s["keys"]]
     out = []
     for key, s in slices.items():
-        where = tuple((k, (v,)) for k, v in zip(by, key) if v is not None)
-        out.append(FillCommand(suite, where, len(s["seconds"]), sum(s["seconds"].values()), len(s["entries"]),
+        where = [(k, (v,)) for k, v in zip(by, key) if v is not None]
+        here = [c for c in pending if all(norm(value_of(c["config"], k)) == norm(v) for k, (v,) in where)]
+        for k in s["keys"]:
+            wanted = {repr(norm(value_of(c["config"], k))): value_of(c["config"], k) for c in s["cells"]}
+            narrowed = [c for c in here if repr(norm(value_of(c["config"], k))) in wanted]
+            if len(narrowed) < len(here):
+                where.append((k, tuple(wanted[r] for r in sorted(wanted))))
+                here = narrowed
+        out.append(FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here), len(s["entries"]),
                                list(extra)))
     return sorted(out, key=lambda f: (f.seconds, f.command()))

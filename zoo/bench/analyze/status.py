@@ -75,7 +75,7 @@ from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze.missing_cost import FillCommand, MissingCell, fill_commands, missing_cells
+from zoo.bench.analyze.missing_cost import FillCommand, MissingCell, fill_commands, missing_cells, pending_seconds
 from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
 from zoo.bench.analyze.search import search_axes
 from zoo.bench.spec.cells import cell_value
@@ -585,9 +585,11 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
         mode, cells = (info or {}).get("meta", {}).get("mode", "train"), tuple((info or {}).get("cells", ()))
     done = [r["id"] for r in recs if r.get("status", "ok") == "ok"]
     ignore = ("layer",) if layout.get("metric") == "pruned" else ()
-    missing = missing_cells(name, mode, cells, entries, done, shipped_model("cpu"), shipped_table(), cell_value,
-                            lb._norm, ignore)
-    return missing, fill_commands(name, missing, cell_value)
+    model, table = shipped_model("cpu"), shipped_table()
+    seconds = pending_seconds(name, mode, cells, done, model, table)
+    missing = missing_cells(name, mode, cells, entries, done, model, table, cell_value, lb._norm, ignore, seconds)
+    pending = [c for c in cells if c["id"] in seconds]
+    return missing, fill_commands(name, missing, cell_value, pending, seconds, norm=lb._norm, ignore=ignore)
 
 
 def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
