@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zoo.bench.spec.cells import comparable
 from zoo.bench.spec.cost import CostModel
 from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value
 
@@ -108,13 +109,14 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
 def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
                   pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float],
                   by: Sequence[str] = SLICE_KEYS, extra: Sequence[str] = (),
-                  norm: Callable[[Any], Any] = lambda v: v, ignore: Sequence[str] = ()) -> List[FillCommand]:
+                  ignore: Sequence[str] = ()) -> List[FillCommand]:
     """One command per slice (the values of ``by``) of the missing cells, cheapest first.
 
     A slice's command also names the paper cells' other keys (``--where variant=a,b``) wherever the
     slice holds pending cells of other values, so that it runs what it claims: its runs and seconds
     are those of every ``pending`` cell (``seconds``: :func:`pending_seconds`) its ``--where``
-    selects, each counted once, paper cell or not (``--where`` clauses select a product).
+    selects, each counted once, paper cell or not (``--where`` clauses select a product; values are
+    compared as ``--where`` compares them, :func:`~zoo.bench.spec.cells.comparable`).
     """
     slices: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for i, m in enumerate(missing):
@@ -128,10 +130,10 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     out = []
     for key, s in slices.items():
         where = [(k, (v,)) for k, v in zip(by, key) if v is not None]
-        here = [c for c in pending if all(norm(value_of(c["config"], k)) == norm(v) for k, (v,) in where)]
+        here = [c for c in pending if all(comparable(value_of(c["config"], k)) == comparable(v) for k, (v,) in where)]
         for k in s["keys"]:
-            wanted = {repr(norm(value_of(c["config"], k))): value_of(c["config"], k) for c in s["cells"]}
-            narrowed = [c for c in here if repr(norm(value_of(c["config"], k))) in wanted]
+            wanted = {repr(comparable(value_of(c["config"], k))): value_of(c["config"], k) for c in s["cells"]}
+            narrowed = [c for c in here if repr(comparable(value_of(c["config"], k))) in wanted]
             if len(narrowed) < len(here):
                 where.append((k, tuple(wanted[r] for r in sorted(wanted))))
                 here = narrowed

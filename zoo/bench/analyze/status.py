@@ -589,7 +589,7 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     seconds = pending_seconds(name, mode, cells, done, model, table)
     missing = missing_cells(name, mode, cells, entries, done, model, table, cell_value, lb._norm, ignore, seconds)
     pending = [c for c in cells if c["id"] in seconds]
-    return missing, fill_commands(name, missing, cell_value, pending, seconds, norm=lb._norm, ignore=ignore)
+    return missing, fill_commands(name, missing, cell_value, pending, seconds, ignore=ignore)
 
 
 def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
