@@ -3,6 +3,8 @@ neighbourhood, GGNN's output model, and the Zhao & Akoglu / reference-configurat
 suite states them."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 import torch
@@ -12,9 +14,15 @@ from zoo.bench import load_suite
 from tests.conftest import awkward_graph
 
 
+@functools.lru_cache(maxsize=1)
+def _cells() -> tuple:
+    """The shipped suite's cells, resolved once per test session (about 10,000 cells, seconds to resolve)."""
+    return tuple(load_suite("lipschitz_table1", validate_models=False).cells)
+
+
 def _cora_l2(variant: str) -> dict:
     """The configuration of ``variant``'s Cora, L = 2, seed-0 cell (a searched variant: the suite's own point)."""
-    cells = [c for c in load_suite("lipschitz_table1", validate_models=False).cells
+    cells = [c for c in _cells()
              if c.config["run"]["variant"] == variant and c.config["task"]["dataset"] == "cora"
              and c.config["model"]["kwargs"]["num_layers"] == 2 and c.seed == 0]
     if len(cells) > 1:  # one cell per search point
@@ -95,8 +103,7 @@ def test_deep_rows_search_lr_and_dropout_only_on_their_cells_below_the_paper(var
     Cora GAT-PN L = 4 72.8 vs 78.8, GAT-Lip L = 5 78.8 vs 83.1, 100 % GAT-Lip L = 11 58.6 vs 75.3, GAT-PN L = 12
     67.9 vs 73.8) are tuned over §10.2's lr x dropout; the rows' other cells run the suite's one point, and the
     point equal to the suite's own keeps that configuration (its records keep their ids)."""
-    cells = [c for c in load_suite("lipschitz_table1", validate_models=False).cells
-             if c.config["run"]["variant"] == variant and c.seed == 0]
+    cells = [c for c in _cells() if c.config["run"]["variant"] == variant and c.seed == 0]
     points = {}
     for c in cells:
         key = (c.config["task"]["dataset"], c.config["model"]["kwargs"]["num_layers"])
@@ -104,3 +111,52 @@ def test_deep_rows_search_lr_and_dropout_only_on_their_cells_below_the_paper(var
     for key in SEARCHED_DEEP_CELLS[variant]:
         assert points[key] == {(lr, d) for lr in (0.1, 0.01, 0.005, 0.001) for d in (0.0, 0.5)}, key
     assert all(p == {(0.005, 0.0)} for k, p in points.items() if k not in SEARCHED_DEEP_CELLS[variant])
+
+
+def _cell(variant: str, dataset: str, num_layers: int) -> dict:
+    (cell,) = [c for c in _cells() if c.config["run"]["variant"] == variant and c.config["task"]["dataset"] == dataset
+               and c.config["model"]["kwargs"]["num_layers"] == num_layers and c.seed == 0]
+    return cell.config
+
+
+def test_code_setup_is_the_readmes_missing_vector_command():
+    """gdasoulas/LipschitzNorm README: `train_deepgat_missing.py --dataset Cora --hidden_dim 64 --norm lipschitznorm
+    --num_layers 5 --heads 4 --nepoch 1000 --lr 0.005`, i.e. DeepGAT (biased encoder to 64, 5 GAT layers of 4 x 64
+    with biases and ELU, linear classifier) with the authors' normalisation: the parameter count of that model."""
+    from tests.papers.test_lipschitz_code_setup import deepgat_parameters
+
+    cfg = _cell("gat_lip_code_missing0", "cora", 5)
+    kw, train = cfg["model"]["kwargs"], cfg["train"]
+    assert cfg["model"]["norm"] == "lipschitz" and cfg["model"]["norm_kwargs"] == {"variant": "authors_code"}
+    assert (kw["heads"], kw["hidden_dim"], kw["input_encoder"], kw["input_encoder_dim"]) == (4, 256, "affine", 64)
+    assert (kw["dropout"], kw["attn_dropout"], kw["activation"], kw["bias"]) == (0.6, 0.3, "elu", True)
+    assert (train["lr"], train["epochs"], train["lr_scheduler"], train["select"]) == (0.005, 1000, "plateau",
+                                                                                      "val_metric")
+    model = zoo.build("gat", in_dim=1433, out_dim=7, **kw)
+    assert sum(p.numel() for p in model.parameters()) == deepgat_parameters(1433, 64, 7, 4, 5)
+    # the 100 % rows differ only in the removed features; the plain-GAT rows only in the normalisation
+    missing = _cell("gat_lip_code_missing100", "cora", 11)
+    assert missing["task"]["transforms"] == [["missing_features", {"p": 1.0}]]
+    assert {k: v for k, v in missing["model"]["kwargs"].items() if k != "num_layers"} == \
+        {k: v for k, v in kw.items() if k != "num_layers"}
+    assert _cell("gat_code_missing100", "cora", 4)["model"]["norm"] == "none"
+
+
+def test_code_setups_encoder_gives_featureless_nodes_an_input():
+    """The mechanism the code setup adds to the 100 % rows: DeepGAT's biased encoder maps a removed feature row to
+    its bias, so the attention layers see a learnt input on every node, where the zoo's GAT (no encoder, no bias)
+    maps a featureless neighbourhood to exactly zero."""
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 5)
+    x[3:] = 0.0  # node 6 is isolated and featureless
+    torch.manual_seed(0)
+    kw = {k: v for k, v in _cell("gat_lip_code_missing100", "cora", 11)["model"]["kwargs"].items()
+          if k not in ("dropout", "attn_dropout")}
+    code = zoo.build("gat", in_dim=5, out_dim=3, norm="lipschitz", norm_kwargs={"variant": "authors_code"},
+                     **{**kw, "num_layers": 2}).eval()
+    text = zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=8, num_layers=2, norm="lipschitz").eval()
+    with torch.no_grad():
+        code.input_encoder.bias.uniform_(0.5, 1.0)
+        assert torch.equal(text(edge_index, x)[6], torch.zeros(3))
+        assert code.input_encoder(x)[6].abs().min() > 0
+        assert code(edge_index, x)[6].abs().sum() > 0
