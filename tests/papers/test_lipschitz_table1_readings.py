@@ -160,3 +160,16 @@ def test_code_setups_encoder_gives_featureless_nodes_an_input():
         assert torch.equal(text(edge_index, x)[6], torch.zeros(3))
         assert code.input_encoder(x)[6].abs().min() > 0
         assert code(edge_index, x)[6].abs().sum() > 0
+
+
+def test_constant_lr_code_setup_differs_from_the_script_only_in_the_schedule():
+    """gat_lip_code_constlr_*: the script's model and training with the plateau schedule off (§10.2 names none);
+    everything else, model and training, equals gat_lip_code_* cell for cell."""
+    for missing in ("missing0", "missing100"):
+        for dataset, depth in (("cora", 5), ("cora", 11), ("pubmed", 15)):
+            script, const = _cell(f"gat_lip_code_{missing}", dataset, depth), \
+                _cell(f"gat_lip_code_constlr_{missing}", dataset, depth)
+            assert (script["train"]["lr_scheduler"], const["train"]["lr_scheduler"]) == ("plateau", "none")
+            assert {k: v for k, v in const["train"].items() if k != "lr_scheduler"} == \
+                {k: v for k, v in script["train"].items() if k != "lr_scheduler"}
+            assert (const["model"], const["task"]) == (script["model"], script["task"])
