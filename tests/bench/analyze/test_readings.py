@@ -85,3 +85,15 @@ def test_a_paper_number_placed_beside_an_alternative_is_counted_once(path):
         # entries keyed by model / norm / init (not variant) may be the text's too: then none of the others is
         allowed = {1} if len(named) == len(group) else {0, 1}
         assert len(text) in allowed, f"{path.name}: one paper number, text's readings {text} among {named}"
+
+
+def test_the_readings_source_is_stated_once_per_suite_not_under_every_alternative():
+    """The source can run to a paragraph (lipschitz_table1: ~1,900 characters); each alternative cell's footnote
+    names its value and the text's, and the suite section states the source once."""
+    r = parse_readings({"key": "variant", "text": ["a", "b"], "source": "§4.1 says so"}, "x.json")
+    assert "§4.1 says so" not in r.explanation("c") and "variant = c" in r.explanation("c")
+    assert "variant = a / b" in r.explanation("c")
+    assert "§4.1 says so" in r.summary() and "variant = a / b" in r.summary()
+    page = (REPO / "docs" / "reproduction.md").read_text()
+    source = json.loads((REPO / "benchmarks" / "suites" / "reported" / "lipschitz_table1.json").read_text())
+    assert page.count(source["readings"]["source"]) == 1

@@ -49,9 +49,15 @@ class Readings:
         return _value_key(value) in {_value_key(v) for v in self.text}
 
     def explanation(self, value: Any) -> str:
-        """The line shown beside an alternative reading's cell."""
+        """The line shown beside an alternative reading's cell (the source is in :meth:`summary`, once per suite)."""
         return (f"alternative reading ({self.key} = {value}), not counted: the text's reading is "
-                f"{self.key} = {' / '.join(map(str, self.text))} ({self.source})")
+                f"{self.key} = {' / '.join(map(str, self.text))} (why: the suite's readings line above)")
+
+    def summary(self) -> str:
+        """The suite's readings line: which cells are the text's, and the source, stated once."""
+        return (f"Readings: the text's reading is {self.key} = {' / '.join(map(str, self.text))}; a cell of another "
+                f"{self.key} beside a paper number is an alternative reading, shown with its Δ and not counted "
+                f"({self.source}).")
 
 
 def parse_readings(raw: Any, origin: str) -> Optional[Readings]:

@@ -270,6 +270,7 @@ class SuiteReport:
     missing: List[MissingCell] = field(default_factory=list)  # paper cells without records: cost and class
     fill: List[FillCommand] = field(default_factory=list)     # the commands that would run them
     unmatched: List[Dict[str, Any]] = field(default_factory=list)  # those paper entries
+    readings: Optional[Readings] = None  # which cells are the text's reading (zoo.bench.analyze.readings)
 
     @property
     def wall_time_s(self) -> float:
@@ -512,7 +513,8 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
     scale = describe_scale(info, recs)
     if ns:
         scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
-    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale, unmatched=unmatched)
+    return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale, unmatched=unmatched,
+                       readings=readings)
 
 
 def _readings(info: Mapping[str, Any]) -> Optional[Readings]:

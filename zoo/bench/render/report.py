@@ -235,6 +235,8 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
     if meta.get("paper"):
         lines.append(f"Paper: {meta['paper']}" + (f" — {', '.join(meta['tables'])}" if meta.get("tables") else "")
                      + (f" (numbers: `benchmarks/suites/{meta['reported']}`)" if meta.get("reported") else "") + ".")
+    if s.readings is not None:
+        lines += ["", s.readings.summary()]
     lines += ["", f"Scale: {s.scale}", ""]
     if s.coverage():
         lines += [f"Paper's cells: {s.coverage()}.", ""]
