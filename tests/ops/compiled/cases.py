@@ -85,8 +85,8 @@ def assert_same(f, ref, inputs, tol=TOL) -> None:
     torch.testing.assert_close(alpha, r_alpha, **tol)
     assert out.abs().sum() > 0
     g = torch.Generator().manual_seed(1)
-    w_out = torch.randn(out.shape, generator=g, dtype=torch.float64).to(out.dtype)
-    w_alpha = torch.randn(alpha.shape, generator=g, dtype=torch.float64).to(out.dtype)
+    w_out = torch.randn(out.shape, generator=g, dtype=torch.float64).to(out)
+    w_alpha = torch.randn(alpha.shape, generator=g, dtype=torch.float64).to(out)
     leaves = [inputs[k] for k in names]
     for with_alpha in (True, False):
         loss = (out * w_out).sum() + ((alpha * w_alpha).sum() if with_alpha else 0)

@@ -109,7 +109,9 @@ def test_cuda_ops_on_a_random_graph_float32():
         else:
             shapes = dict(score_src=(n, heads), score_dst=(n, heads), bias=(e, heads), values=(n, heads, c))
         case["tensors"] = {k: torch.randn(s, generator=g).cuda().requires_grad_() for k, s in shapes.items()}
-        assert_same(fused(family, case, *_op(family)), reference(family, case), case["tensors"], tol=F32)
+        # Hub rows of in-degree ~1000: float32 sums over them in another order differ by ~2e-5.
+        assert_same(fused(family, case, *_op(family)), reference(family, case), case["tensors"],
+                    tol=dict(rtol=1e-4, atol=1e-4))
 
 
 @pytest.mark.parametrize("name", ["gat", "gatv2", "gatdb"])
