@@ -2,6 +2,7 @@
 #   make bench   - the main job: the quick benchmark suite, ending in a leaderboard
 #   make test    - the test suite
 #   make test-dgl - (slow: ~3 GB of wheels the first time) the DGL tests against real DGL, in .venv-dgl
+#   make test-gpu - on a GPU machine: the CUDA checks (fail, not skip, without a GPU)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -19,7 +20,7 @@ DGL_PINS := torch==2.2.1 torchdata==0.7.1 dgl==2.1.0 "numpy<2" "pandas<2.3" pyda
 SUITE  ?= quick
 OUT    ?= results/$(SUITE)
 
-.PHONY: install test test-all test-dgl bench clean
+.PHONY: install test test-all test-dgl test-gpu bench clean
 
 install: $(STAMP)
 
@@ -51,6 +52,12 @@ $(DGL_VENV)/.installed: setup.cfg pyproject.toml
 test-dgl: $(DGL_VENV)/.installed
 	ZOO_REQUIRE_DGL=1 OUTDATED_IGNORE=1 ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" \
 		$(DGL_VENV)/bin/python -m pytest -q -m "dgl or fallback"
+
+# The CUDA checks, on a GPU machine with a CUDA build of torch in .venv: the Triton attention as compiled
+# for the GPU, and models on CUDA against the CPU. ZOO_REQUIRE_CUDA=1: no GPU or no Triton fails, not skips.
+test-gpu: $(STAMP)
+	ZOO_REQUIRE_CUDA=1 TRITON_INTERPRET=0 $(BIN)/python -m pytest -q -rs tests/ops/compiled/test_triton_cuda.py \
+		tests/models/test_hidden_heads.py
 
 bench: $(STAMP)
 	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/zoo bench $(SUITE) --out $(OUT)

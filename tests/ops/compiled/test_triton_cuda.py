@@ -9,11 +9,17 @@ check what ``triton.jit`` compiles for a GPU (block sizes, masks, int64 offsets 
 from __future__ import annotations
 
 import copy
+import importlib.util
+import os
 
 import pytest
 import torch
 from torch.func import vmap
 
+#: ``make test-gpu`` sets it: a missing GPU or Triton fails the run instead of skipping it.
+if os.environ.get("ZOO_REQUIRE_CUDA") == "1" and not (torch.cuda.is_available() and importlib.util.find_spec("triton")):
+    raise RuntimeError("ZOO_REQUIRE_CUDA=1 but torch sees no CUDA device or triton is not installed: run `make "
+                       "test-gpu` on a GPU machine with a CUDA build of torch and `pip install gat-zoo[cuda]`")
 pytest.importorskip("triton", reason="triton is not installed (pip install gat-zoo[cuda])")
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
@@ -27,6 +33,8 @@ from zoo.ops._compiled import ops, triton_attention, triton_kernels  # noqa: E40
 #: ``TRITON_INTERPRET=1`` (which ``conftest.py`` sets for the interpreter tests) they cannot be
 #: compiled for a GPU.
 INTERPRETED = isinstance(triton_kernels._edge_block, InterpretedFunction)
+if INTERPRETED and os.environ.get("ZOO_REQUIRE_CUDA") == "1":
+    raise RuntimeError("ZOO_REQUIRE_CUDA=1 but triton was imported with TRITON_INTERPRET=1: set TRITON_INTERPRET=0")
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
     pytest.mark.skipif(INTERPRETED, reason="triton was imported with TRITON_INTERPRET=1: run "
