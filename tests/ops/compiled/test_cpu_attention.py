@@ -44,10 +44,11 @@ def test_shared_tensors_sum_their_gradients():
 
 
 def _stack(tensors, replicas, seed=5):
+    """``replicas`` perturbed copies of each tensor along a new first dimension (on its device)."""
     g = torch.Generator().manual_seed(seed)
     return {k: None if v is None else (v.detach().unsqueeze(0) + torch.randn((replicas,) + v.shape, generator=g,
-                                                                             dtype=v.dtype)).requires_grad_()
-            for k, v in tensors.items()}
+                                                                             dtype=v.dtype).to(v.device))
+            .requires_grad_() for k, v in tensors.items()}
 
 
 @pytest.mark.parametrize("family", FAMILIES)

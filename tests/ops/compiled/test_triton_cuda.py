@@ -25,6 +25,7 @@ from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
 from tests.conftest import seeded_double_models  # noqa: E402
 from tests.ops.compiled.cases import assert_same, fused, hub_graph, make_inputs, reference  # noqa: E402
+from tests.ops.compiled.test_cpu_attention import _stack  # noqa: E402
 from zoo.nn.fused import edge_orders  # noqa: E402
 from zoo.ops import fused as fused_switch  # noqa: E402
 from zoo.ops._compiled import ops, triton_attention, triton_kernels  # noqa: E402
@@ -55,22 +56,16 @@ def _cuda_case(family, dtype=torch.float64, **kwargs):
     return case
 
 
-def _stack(tensors, replicas):
-    """``replicas`` perturbed copies of each tensor along a new first dimension (on its device)."""
-    g = torch.Generator().manual_seed(5)
-    return {k: None if v is None else (v.detach().unsqueeze(0) + torch.randn((replicas,) + v.shape, generator=g,
-                                                                             dtype=v.dtype).to(v.device))
-            .requires_grad_() for k, v in tensors.items()}
+def _gatv2(x_src, x_dst, values, att, slope, orders):
+    return ops.gatv2_attention(x_src, x_dst, values, att, slope, orders)
 
 
-def _op(family):
-    def gatv2(x_src, x_dst, values, att, slope, orders):
-        return ops.gatv2_attention(x_src, x_dst, values, att, slope, orders)
+def _gat(score_src, score_dst, bias, values, slope, orders):
+    return ops.gat_attention(score_src, score_dst, bias, values, slope, orders)
 
-    def gat(score_src, score_dst, bias, values, slope, orders):
-        return ops.gat_attention(score_src, score_dst, bias, values, slope, orders)
 
-    return gatv2, gat
+#: The compiled ops through their entry points (on CUDA tensors: Triton), as ``cases.fused`` takes them.
+OPS = (_gatv2, _gat)
 
 
 def test_the_shipped_blocks_make_a_multi_block_heavy_row():
@@ -82,15 +77,15 @@ def test_the_shipped_blocks_make_a_multi_block_heavy_row():
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 def test_cuda_ops_equal_plain(family, dtype):
     case = _cuda_case(family, dtype=dtype, heads=3, channels=5, value_channels=7)
-    out, alpha = fused(family, case, *_op(family))(*case["tensors"].values())
+    out, alpha = fused(family, case, *OPS)(*case["tensors"].values())
     assert out.is_cuda and out.dtype == dtype and alpha.is_cuda
-    assert_same(fused(family, case, *_op(family)), reference(family, case), case["tensors"],
+    assert_same(fused(family, case, *OPS), reference(family, case), case["tensors"],
                 tol=dict(rtol=0, atol=1e-10) if dtype == torch.float64 else F32)
 
 
 def test_cuda_gat_without_bias():
     case = _cuda_case("gat", heads=1, bias=False)
-    assert_same(fused("gat", case, *_op("gat")), reference("gat", case), case["tensors"])
+    assert_same(fused("gat", case, *OPS), reference("gat", case), case["tensors"])
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -98,7 +93,7 @@ def test_cuda_ops_under_vmap(family):
     case = _cuda_case(family, heads=2, channels=3)
     stacked = _stack(case["tensors"], 3)
     dims = tuple(None if v is None else 0 for v in stacked.values())
-    assert_same(vmap(fused(family, case, *_op(family)), in_dims=dims), vmap(reference(family, case), in_dims=dims),
+    assert_same(vmap(fused(family, case, *OPS), in_dims=dims), vmap(reference(family, case), in_dims=dims),
                 stacked)
 
 
@@ -118,7 +113,7 @@ def test_cuda_ops_on_a_random_graph_float32():
             shapes = dict(score_src=(n, heads), score_dst=(n, heads), bias=(e, heads), values=(n, heads, c))
         case["tensors"] = {k: torch.randn(s, generator=g).cuda().requires_grad_() for k, s in shapes.items()}
         # Hub rows of in-degree ~1000: float32 sums over them in another order differ by ~2e-5.
-        assert_same(fused(family, case, *_op(family)), reference(family, case), case["tensors"],
+        assert_same(fused(family, case, *OPS), reference(family, case), case["tensors"],
                     tol=dict(rtol=1e-4, atol=1e-4))
 
 
