@@ -121,6 +121,19 @@ def test_loss_threshold_stops_training():
     assert results[0].stop_reason == "converged" and results[0].epochs_run < 400
 
 
+def test_a_zero_loss_threshold_never_stops_training():
+    """``loss_threshold = 0`` means no loss stop, also when the training loss is exactly 0.0 (float32
+    cross-entropy underflows once the margins pass ~17: two CiteSeer runs of lipschitz_table1 stopped
+    there). One class: the loss is exactly 0 from the start."""
+    task = synthetic_task(classes=1)
+    stopped, _ = _run(task, [("gcn", 2, "xavier")], [0], TrainConfig(optimizer="adam", epochs=20, loss_threshold=1e-30),
+                      stacked=True)
+    assert stopped[0].stop_reason == "converged" and stopped[0].epochs_run == 0  # a positive threshold still stops
+    results, _ = _run(task, [("gcn", 2, "xavier")], [0], TrainConfig(optimizer="adam", epochs=20, loss_threshold=0.0),
+                      stacked=True)
+    assert results[0].stop_reason == "max_epochs" and results[0].epochs_run == 20
+
+
 @pytest.mark.parametrize("name,torch_cls,kwargs", [
     ("sgd", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
     ("adam", torch.optim.Adam, {"lr": 0.01, "weight_decay": 5e-4}),

@@ -13,7 +13,7 @@ Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimi
 keep it if it has the best validation score so far (ties keep the earlier epoch, or the later
 with ``select_ties = "last"``; the reported
 test score is the one at that epoch and ``best_epoch`` is the epochs-to-best); stop the replica
-if its training loss ``<= loss_threshold``, if ``patience`` epochs passed without a better
+if its training loss ``<= loss_threshold`` (``0``: never), if ``patience`` epochs passed without a better
 validation score, or at ``e = epochs``; otherwise train one epoch.  A non-finite training
 loss marks the replica *diverged* at that epoch and stops it; its best state before that
 still counts.  ``select = "last"`` keeps every state, so the reported one is the last (the LN
@@ -546,7 +546,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             with torch.no_grad():
                 for b, p in zip(best_state, replicas.params):
                     b.copy_(torch.where(improved.view(-1, *([1] * (p.dim() - 1))), p, b))
-        converged = live & (train_loss <= cfg.loss_threshold)
+        # loss_threshold = 0 is no loss stop: float32 cross-entropy reaches exactly 0.0 on confident models
+        converged = live & (train_loss <= cfg.loss_threshold) if cfg.loss_threshold > 0 else torch.zeros_like(live)
         stopping = bad | converged
         if cfg.patience:
             impatient = live & (since_best >= cfg.patience)
