@@ -546,7 +546,8 @@ def _calibrate_parser() -> argparse.ArgumentParser:
                                 description="fit the cost model (zoo.bench.spec.cost) on finished records")
     p.add_argument("records", nargs="+", help="results folders or results.jsonl files")
     p.add_argument("--out", required=True, help="cost-model JSON to write (its other devices' entries are kept)")
-    p.add_argument("--device", default="cpu", help="the device kind the records ran on (default cpu)")
+    p.add_argument("--device", default="cpu",
+                   help="the device kind to fit (default cpu): only the records that ran on it count")
     p.add_argument("--no-suite-factors", action="store_true", help="fit one model for every suite")
     return p
 
@@ -560,7 +561,7 @@ def _calibrate(argv: Sequence[str]) -> int:
     try:
         rows = [r for path in args.records for r in records.read_records(path)]
         table = cost.load_dataset_table()
-        every = cost.observations(rows)
+        every = cost.observations(rows, device=args.device)
         obs = [o for o in every if o.mode == "train"]
         per_suite = not args.no_suite_factors
         model = cost.fit(every, table, per_suite, device=args.device,

@@ -301,12 +301,22 @@ class Observation:
     wall_time_s: float
 
 
-def observations(records: Iterable[Mapping[str, Any]]) -> List[Observation]:
+def device_kind(record: Mapping[str, Any]) -> str:
+    """``cpu`` or ``cuda``: the kind of device a record ran on (its ``device`` is ``cpu (...)`` or a GPU's
+    name; records without one ran on the CPU)."""
+    return "cpu" if str(record.get("device") or "cpu").startswith("cpu") else "cuda"
+
+
+def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = None) -> List[Observation]:
     """Finished groups from records (``status`` ok, with ``group_wall_time_s``); a group split by
-    ``--max-replicas`` or run in several sittings is one observation per sitting."""
+    ``--max-replicas`` or run in several sittings is one observation per sitting.  ``device``
+    (``cpu`` / ``cuda``) keeps only the records that ran on that kind: a model is fitted per device,
+    and one GPU group among CPU ones is a 40x outlier."""
     by: Dict[Tuple[str, str, float], List[Mapping[str, Any]]] = {}
     for r in records:
         if r.get("status", "ok") != "ok" or not r.get("group_wall_time_s"):
+            continue
+        if device is not None and device_kind(r) != device.split(":")[0]:
             continue
         by.setdefault((r.get("suite", ""), r.get("group", r.get("id", "")), float(r["group_wall_time_s"])),
                       []).append(r)
