@@ -4,8 +4,9 @@ Runs ``zoo bench SUITE --where ...`` on the CPU at 2 and 4 epochs under a ``Torc
 that counts every aten / zoo op reaching the dispatcher below ``vmap`` (the ops that run, after
 the batching rules), and prints the difference per epoch, the views among them (no kernel) and
 the most frequent ops.  No timing: counts do not depend on the machine's load.  On a GPU an eager
-op costs tens of µs of dispatch and launch whatever its size, so ops x ~40 µs bounds an epoch
-of small graphs from below (docs/notes/performance.md, "First GPU").
+op costs tens of µs of dispatch and launch whatever its size, so for small graphs the count, not
+the arithmetic, sets an epoch's time (docs/notes/performance.md, "First GPU": ~54 µs per launching
+op on an H200, inferred from an epoch's time and this count).
 
     python benchmarks/probe_ops_per_epoch.py lipschitz_table1 --where dataset=citeseer \\
         --where num_layers=9 --where variant=gat_lip_code_constlr_missing100
