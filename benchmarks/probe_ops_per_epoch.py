@@ -17,7 +17,7 @@ import argparse
 import collections
 import sys
 import tempfile
-from typing import Counter, List
+from typing import Counter, Dict, List
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -51,6 +51,13 @@ def count_ops(suite: str, selection: List[str], epochs: int, out: str) -> Counte
     return counter.counts
 
 
+def ops_per_epoch(suite: str, selection: List[str], out_root: str) -> Dict[str, float]:
+    """Ops per epoch by name: the counts at 4 epochs minus those at 2, halved (setup and the final
+    evaluation cancel out)."""
+    short, long = (count_ops(suite, selection, e, f"{out_root}/e{e}") for e in (2, 4))
+    return {op: (long[op] - short[op]) / 2 for op in long if long[op] != short[op]}
+
+
 def is_view(op: str) -> bool:
     return op.split(".")[1] in VIEW_OPS if op.count(".") >= 2 else False
 
@@ -64,8 +71,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     selection = [a for w in args.where for a in ("--where", w)]
     with tempfile.TemporaryDirectory() as tmp:
-        short, long = (count_ops(args.suite, selection, e, f"{tmp}/e{e}") for e in (2, 4))
-    per_epoch = {op: (long[op] - short[op]) / 2 for op in long if long[op] != short[op]}
+        per_epoch = ops_per_epoch(args.suite, selection, tmp)
     total = sum(per_epoch.values())
     views = sum(n for op, n in per_epoch.items() if is_view(op))
     print(f"ops per epoch (all replicas of the slice together): {total:.0f}, views {views:.0f}, "
