@@ -18,7 +18,8 @@ SLICE = ["--where", "dataset=cora", "--where", "model=gat", "--where", "init=xav
 
 
 def _per_epoch(tmp_path, num_layers):
-    return probe.ops_per_epoch("quick", SLICE + ["--where", f"num_layers={num_layers}"], str(tmp_path / str(num_layers)))
+    where = SLICE + ["--where", f"num_layers={num_layers}"]
+    return probe.ops_per_epoch("quick", where, str(tmp_path / str(num_layers)))
 
 
 def test_a_deeper_model_launches_more_ops_per_epoch(tmp_path):
