@@ -118,3 +118,79 @@ def test_layers_fused_equal_plain_with_and_without_vmap(name, monkeypatch):
 
     for a, b in zip(run(True), run(False)):
         torch.testing.assert_close(a, b, **TOL)
+
+
+def _keep(shape, p=0.5, seed=2):
+    g = torch.Generator().manual_seed(seed)
+    return torch.empty(shape, dtype=torch.float64).bernoulli_(1 - p, generator=g).div_(1 - p)
+
+
+def plain_dropped(scores, x, keep, src, dst, n):
+    """The plain path under attention dropout: the aggregation weighs by the dropped alpha, the
+    returned alpha is the undropped one."""
+    alpha = segment_softmax(scores, dst, n)
+    return segment_sum((alpha * keep).unsqueeze(-1) * gather_rows(x, src), dst, n), alpha
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_fused_with_a_dropout_mask_equals_plain(heads):
+    scores, x, src, dst, n = _data(heads=heads)
+    keep = _keep(scores.shape)
+    assert 0 < int((keep == 0).sum()) < keep.numel()
+    _check(lambda s, v: edge_attention(s, v, src, dst, n, keep=keep),
+           lambda s, v: plain_dropped(s, v, keep, src, dst, n), scores, x)
+
+
+@pytest.mark.parametrize("shared_mask", [False, True])
+def test_fused_with_a_dropout_mask_equals_plain_under_vmap(shared_mask):
+    """Per-replica masks (batched, as the bench's replica streams draw them) or one shared mask."""
+    scores, x, src, dst, n = _data(replicas=3)
+    if shared_mask:
+        keep = _keep(scores.shape[1:])
+        fused = vmap(lambda s, v: edge_attention(s, v, src, dst, n, keep=keep))
+        ref = vmap(lambda s, v: plain_dropped(s, v, keep, src, dst, n))
+    else:
+        keep = _keep(scores.shape)
+        fused = vmap(lambda s, v, k: edge_attention(s, v, src, dst, n, keep=k))
+        ref = vmap(lambda s, v, k: plain_dropped(s, v, k, src, dst, n))
+        fused, ref = (lambda f: lambda s, v: f(s, v, keep))(fused), (lambda f: lambda s, v: f(s, v, keep))(ref)
+    _check(fused, ref, scores, x)
+
+
+@pytest.mark.parametrize("name", ["gat", "gatv2"])
+@pytest.mark.parametrize("streams", ["global", "replica"])
+def test_layers_fused_equal_plain_under_attention_dropout(name, streams):
+    """Training with attention dropout, float64: the fused aggregation draws the plain path's masks
+    (same stream, same point) and gives its outputs and gradients, alone and stacked."""
+    from torch.func import functional_call, stack_module_state
+    from zoo.ops.dropout import ReplicaRandomness, replica_randomness
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 6, dtype=torch.float64)
+    models = seeded_double_models(name, heads=2, attn_dropout=0.5)
+    for m in models:
+        m.train()
+    params, buffers = stack_module_state(models)
+    rng_seeds = [5, 9]
+
+    def call(p, b, token):
+        if streams == "global":
+            return functional_call(models[0], (p, b), (edge_index, x))
+        with replica_randomness(ReplicaRandomness(rng_seeds), token):
+            return functional_call(models[0], (p, b), (edge_index, x))
+
+    def run(enabled):
+        with fused_kernels(["score", "aggregate"] if enabled else ["score"], min_elements=0):
+            torch.manual_seed(3)
+            single = call(dict(models[0].named_parameters()), dict(models[0].named_buffers()), torch.tensor(0))
+            g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
+            torch.manual_seed(4)
+            stacked = vmap(call, randomness="different")(params, buffers, torch.arange(2))
+            g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
+        return (single, stacked) + g_single + g_stacked
+
+    fused, plain_ = run(True), run(False)
+    for a, b in zip(fused, plain_):
+        torch.testing.assert_close(a, b, **TOL)
+    # the dropout is live: the training output differs from the evaluation output
+    models[0].eval()
+    assert not torch.allclose(models[0](edge_index, x), fused[0])

@@ -57,19 +57,40 @@ def test_gatv2_score_kernel_needs_the_size_threshold(taken):
 
 
 @pytest.mark.parametrize("name", ["gat", "gatv2"])
-def test_attention_dropout_keeps_the_aggregation_plain_while_training(name, taken):
+def test_attention_dropout_fuses_the_aggregation_but_keeps_gatv2s_score_plain(name, taken):
+    """The fused aggregation takes the dropout mask; GATv2's fused score still has no place for it."""
     with zoo.ops.fused(True, min_elements=0):
         _run(name, attn_dropout=0.5)
-        assert "edge_attention" not in taken and ("gatv2_score" not in taken)
-        _run(name, train=False, attn_dropout=0.5)
-        assert "edge_attention" in taken
+    assert "edge_attention" in taken and "gatv2_score" not in taken
+
+
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4)")
+def test_under_attention_dropout_the_size_rule_holds_under_vmap_too():
+    """While dropout is live a tiny graph stays plain stacked or alone (a replica's numbers bitwise its
+    own alone); without dropout vmap always fuses."""
+    edge_index, n = awkward_graph()
+    g = as_graph(edge_index, torch.randn(n, 6), "add")
+    values = torch.randn(n, 2, 3)
+    size = g.num_edges * 6
+    stacked = values.expand(2, -1, -1, -1)
+
+    def rule(dropping):
+        return bool(vmap(lambda v: torch.tensor(dispatch.fuses_aggregation(g.num_edges, v, dropping)))(stacked).all())
+
+    with zoo.ops.fused(True, min_elements=size + 1):
+        assert not rule(True) and rule(False)
+        assert not dispatch.fuses_aggregation(g.num_edges, values, True)
+    with zoo.ops.fused(True, min_elements=size):
+        assert rule(True) and dispatch.fuses_aggregation(g.num_edges, values, True)
+    with zoo.ops.fused("score", min_elements=0):
+        assert not rule(True) and not rule(False)
 
 
 def test_gat_score_kernel_runs_under_attention_dropout(taken):
     """GAT's score rule has no dropout clause (GATv2's has): kept as it was."""
     with zoo.ops.fused(True, min_elements=0):
         _run("gat", attn_dropout=0.5)
-    assert set(taken) == {"node_scores", "gat_edge_scores"}
+    assert {"node_scores", "gat_edge_scores"} <= set(taken)
 
 
 @pytest.mark.parametrize("kernels, expected", [(False, set()), ("score", {"node_scores", "gat_edge_scores"}),

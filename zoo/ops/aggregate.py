@@ -111,24 +111,32 @@ def _block_spmm(crow: Tensor, col: Tensor, values: Tensor, x: Tensor) -> Tensor:
     return out.view(n, h, c)
 
 
-def _forward(scores: Tensor, x: Tensor, dst: Tensor, orders: Sequence[Tensor], num_nodes: int) -> Tuple[Tensor, Tensor]:
+def _weights(alpha: Tensor, keep: Optional[Tensor]) -> Tensor:
+    """The aggregation's weights: ``alpha``, dropped by the scaled keep mask ``keep`` if given."""
+    return alpha if keep is None else alpha * keep
+
+
+def _forward(scores: Tensor, x: Tensor, dst: Tensor, orders: Sequence[Tensor], num_nodes: int,
+             keep: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     alpha = segment_softmax(scores, dst, num_nodes)
     perm, crow, col = orders[:3]
-    return _block_spmm(crow, col, alpha.index_select(0, perm), x), alpha
+    return _block_spmm(crow, col, _weights(alpha, keep).index_select(0, perm), x), alpha
 
 
 def _backward(grad_out: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, x: Tensor, dst: Tensor,
-              orders: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
+              orders: Sequence[Tensor], keep: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     n, h, c = x.shape
     perm, crow, col, perm_s, crow_s, col_s = orders
-    # dX = A^T dH: the same matrices with rows = sources
-    grad_x = _block_spmm(crow_s, col_s, alpha.index_select(0, perm_s), grad_out)
+    # dX = W^T dH: the same matrices with rows = sources (W = alpha, dropped)
+    grad_x = _block_spmm(crow_s, col_s, _weights(alpha, keep).index_select(0, perm_s), grad_out)
     # d alpha_e = <dH_dst(e), X_src(e)>: dH X^T sampled at the edges (same block layout)
     crow_b, col_b, pos, _ = _block_layout(crow, col, h)
     pattern = _csr(crow_b, col_b, alpha.new_zeros(col_b.numel()), (n * h, n * h))
     with _quiet():
         sampled = torch.sparse.sampled_addmm(pattern, grad_out.reshape(n * h, c), x.reshape(n * h, c).t(), beta=0.0)
     g = torch.empty_like(alpha).index_copy_(0, perm, sampled.values().index_select(0, pos).view(-1, h))
+    if keep is not None:  # d W / d alpha = keep
+        g = g * keep
     if grad_alpha is not None:
         g = g + grad_alpha
     # softmax Jacobian: d e_k = alpha_k (g_k - sum_{e into dst(k)} alpha_e g_e)
@@ -141,75 +149,85 @@ class _EdgeAttention(torch.autograd.Function):
     """Outside vmap: the same forward and backward without a custom op's dispatch cost."""
 
     @staticmethod
-    def forward(ctx: Any, scores: Tensor, x: Tensor, dst: Tensor, num_nodes: int,
+    def forward(ctx: Any, scores: Tensor, x: Tensor, dst: Tensor, num_nodes: int, keep: Optional[Tensor],
                 *orders: Tensor) -> Tuple[Tensor, Tensor]:
-        out, alpha = _forward(scores, x, dst, orders, num_nodes)
-        ctx.save_for_backward(alpha, x, dst, *orders)  # nothing edge x channel is kept
+        out, alpha = _forward(scores, x, dst, orders, num_nodes, keep)
+        ctx.has_keep = keep is not None
+        # nothing edge x channel is kept
+        ctx.save_for_backward(alpha, x, dst, *((keep,) if ctx.has_keep else ()), *orders)
         return out, alpha
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor, grad_alpha: Tensor) -> Tuple[Optional[Tensor], ...]:
-        alpha, x, dst, *orders = ctx.saved_tensors
-        grad_scores, grad_x = _backward(grad_out.contiguous(), grad_alpha, alpha, x, dst, orders)
-        return (grad_scores, grad_x, None, None) + (None,) * len(orders)
+        alpha, x, dst, *rest = ctx.saved_tensors
+        keep, orders = (rest[0], rest[1:]) if ctx.has_keep else (None, rest)
+        grad_scores, grad_x = _backward(grad_out.contiguous(), grad_alpha, alpha, x, dst, orders, keep)
+        return (grad_scores, grad_x, None, None, None) + (None,) * len(orders)
 
 
 if _HAS_CUSTOM_OPS:
     # Under vmap: custom ops whose vmap rules fold the replica dimension into the heads.
     @torch.library.custom_op("zoo::edge_attention", mutates_args=())
-    def _edge_attention(scores: Tensor, x: Tensor, dst: Tensor, orders: List[Tensor],
-                        num_nodes: int) -> Tuple[Tensor, Tensor]:
-        return _forward(scores, x, dst, orders, num_nodes)
+    def _edge_attention(scores: Tensor, x: Tensor, dst: Tensor, orders: List[Tensor], num_nodes: int,
+                        keep: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        return _forward(scores, x, dst, orders, num_nodes, keep)
 
 
     @_edge_attention.register_fake
-    def _(scores, x, dst, orders, num_nodes):
+    def _(scores, x, dst, orders, num_nodes, keep):
         return x.new_empty(x.shape), scores.new_empty(scores.shape)
 
 
     @torch.library.custom_op("zoo::edge_attention_backward", mutates_args=())
     def _edge_attention_bwd(grad_out: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, x: Tensor,
-                            dst: Tensor, orders: List[Tensor]) -> Tuple[Tensor, Tensor]:
-        return _backward(grad_out, grad_alpha, alpha, x, dst, orders)
+                            dst: Tensor, orders: List[Tensor], keep: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        return _backward(grad_out, grad_alpha, alpha, x, dst, orders, keep)
 
 
     @_edge_attention_bwd.register_fake
-    def _(grad_out, grad_alpha, alpha, x, dst, orders):
+    def _(grad_out, grad_alpha, alpha, x, dst, orders, keep):
         return alpha.new_empty(alpha.shape), x.new_empty(x.shape)
 
 
     def _setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor]) -> None:
-        _, x, dst, orders, _ = inputs
-        ctx.save_for_backward(output[1], x, dst, *orders)
+        _, x, dst, orders, _, keep = inputs
+        ctx.has_keep = keep is not None
+        ctx.save_for_backward(output[1], x, dst, *((keep,) if ctx.has_keep else ()), *orders)
 
 
     def _grad(ctx: Any, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
-        alpha, x, dst, *orders = ctx.saved_tensors
+        alpha, x, dst, *rest = ctx.saved_tensors
+        keep, orders = (rest[0], list(rest[1:])) if ctx.has_keep else (None, list(rest))
         if grad_out is None:
             grad_out = torch.zeros_like(x)
-        grad_scores, grad_x = _edge_attention_bwd(grad_out.contiguous(), grad_alpha, alpha, x, dst, orders)
-        return grad_scores, grad_x, None, [None] * len(orders), None
+        grad_scores, grad_x = _edge_attention_bwd(grad_out.contiguous(), grad_alpha, alpha, x, dst, orders, keep)
+        return grad_scores, grad_x, None, [None] * len(orders), None, None
 
 
     _edge_attention.register_autograd(_grad, setup_context=_setup)
 
+    def _fold_keep(keep: Optional[Tensor], dim: Optional[int], b: int) -> Optional[Tensor]:
+        return None if keep is None else _fold(keep, dim, b)
+
     def _fwd_vmap(info: Any, in_dims: Sequence[Any], scores: Tensor, x: Tensor, dst: Tensor, orders: List[Tensor],
-                  num_nodes: int) -> Tuple[Tuple[Tensor, Tensor], Tuple[int, int]]:
-        s_dim, x_dim, dst_dim, order_dims, _ = in_dims
+                  num_nodes: int, keep: Optional[Tensor]) -> Tuple[Tuple[Tensor, Tensor], Tuple[int, int]]:
+        s_dim, x_dim, dst_dim, order_dims, _, k_dim = in_dims
         _shared_graph(dst_dim, order_dims)
         b = info.batch_size
-        out, alpha = _edge_attention(_fold(scores, s_dim, b), _fold(x, x_dim, b), dst, orders, num_nodes)
+        out, alpha = _edge_attention(_fold(scores, s_dim, b), _fold(x, x_dim, b), dst, orders, num_nodes,
+                                     _fold_keep(keep, k_dim, b))
         return (_unfold(out, b), _unfold(alpha, b)), (1, 1)
 
 
     def _bwd_vmap(info: Any, in_dims: Sequence[Any], grad_out: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor,
-                  x: Tensor, dst: Tensor, orders: List[Tensor]) -> Tuple[Tuple[Tensor, Tensor], Tuple[int, int]]:
-        go_dim, ga_dim, a_dim, x_dim, dst_dim, order_dims = in_dims
+                  x: Tensor, dst: Tensor, orders: List[Tensor],
+                  keep: Optional[Tensor]) -> Tuple[Tuple[Tensor, Tensor], Tuple[int, int]]:
+        go_dim, ga_dim, a_dim, x_dim, dst_dim, order_dims, k_dim = in_dims
         _shared_graph(dst_dim, order_dims)
         b = info.batch_size
         ga = None if grad_alpha is None else _fold(grad_alpha, ga_dim, b)
         grad_scores, grad_x = _edge_attention_bwd(_fold(grad_out, go_dim, b).contiguous(), ga, _fold(alpha, a_dim, b),
-                                                  _fold(x, x_dim, b), dst, orders)
+                                                  _fold(x, x_dim, b), dst, orders, _fold_keep(keep, k_dim, b))
         return (_unfold(grad_scores, b), _unfold(grad_x, b)), (1, 1)
 
 
@@ -218,25 +236,30 @@ if _HAS_CUSTOM_OPS:
 
 
 def edge_attention(scores: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_nodes: int,
-                   orders: Optional[Orders] = None) -> Tuple[Tensor, Tensor]:
+                   orders: Optional[Orders] = None, keep: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     r"""Softmax of ``scores`` over each destination's incoming edges, then ``h'_v = sum_u alpha_uv x_u``.
 
     Equals ``alpha = segment_softmax(scores, dst, n)``,
     ``out = segment_sum(alpha[..., None] * gather_rows(x, src), dst, n)`` (to rounding), with its
     own backward and no ``(E, heads, channels)`` intermediate.  ``orders``: the graph's
     :func:`edge_orders` (the layers pass :func:`graph_orders`, computed once per graph).
+    ``keep``: attention dropout's scaled keep mask (:func:`zoo.ops.dropout.dropout_mask`); the
+    aggregation then weighs by ``alpha * keep`` (the returned ``alpha`` stays undropped, as the
+    plain path's).
 
     Shapes:
-        scores: ``(E, H)``; x: ``(N, H, C)``; src, dst: ``(E,)`` -> out ``(N, H, C)``, alpha ``(E, H)``.
+        scores: ``(E, H)``; x: ``(N, H, C)``; src, dst: ``(E,)``; keep: ``(E, H)`` -> out ``(N, H, C)``,
+        alpha ``(E, H)``.
     """
-    if _vmap_without_rules(scores, x):  # torch < 2.4 under vmap: the equation in vmappable plain ops
+    if _vmap_without_rules(scores, x, keep):  # torch < 2.4 under vmap: the equation in vmappable plain ops
         alpha = segment_softmax(scores, dst, num_nodes)
-        return segment_sum(weight_messages(alpha, gather_rows(x, src)), dst, num_nodes), alpha
+        weights = alpha if keep is None else alpha * keep
+        return segment_sum(weight_messages(weights, gather_rows(x, src)), dst, num_nodes), alpha
     if orders is None:
         orders = edge_orders(src, dst, num_nodes)
-    if _is_batched(scores) or _is_batched(x):
-        return _edge_attention(scores, x, dst, list(orders), num_nodes)
-    return _EdgeAttention.apply(scores, x, dst, num_nodes, *orders)
+    if _is_batched(scores) or _is_batched(x) or (keep is not None and _is_batched(keep)):
+        return _edge_attention(scores, x, dst, list(orders), num_nodes, keep)
+    return _EdgeAttention.apply(scores, x, dst, num_nodes, keep, *orders)
 
 
 __all__ = ["edge_attention", "edge_orders", "graph_orders"]

@@ -12,9 +12,11 @@ exactly (numbers do not change; unifying them is a separate, measured change):
   ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term, attention bias or score normalisation,
   ``negative_slope >= 0``), not while attention dropout is active, and for one replica only from
   ``min_elements`` edge x head x channel elements (under vmap always).
-* Aggregation (:func:`attention`): the ``"aggregate"`` kernel unless attention dropout is active
-  (its mask would have to live inside the sparse product), for one replica only from
-  ``min_elements`` elements (under vmap always).
+* Aggregation (:func:`attention`): the ``"aggregate"`` kernel, for one replica only from
+  ``min_elements`` elements (under vmap always).  While attention dropout is active the kernel
+  takes the mask (drawn as the plain path draws it: :func:`zoo.ops.dropout.dropout_mask`) and
+  the size rule applies under vmap too, so a tiny graph's replicas keep the plain ops stacked or
+  alone (their numbers bitwise those of a replica trained alone).
 * Score and aggregation together (:func:`gat_attention`, :func:`gatv2_attention`, what the layers
   call): the *compiled* op (:mod:`zoo.ops._compiled`: C++ on the CPU, Triton on CUDA) when both
   kernels and ``compiled`` are on, attention dropout is inactive, the score is the family's plain
@@ -38,7 +40,7 @@ from zoo.ops._compiled import ops as compiled
 from zoo.ops._custom import custom_ops_active, is_batched, vmap_without_rules
 from zoo.ops.aggregate import edge_attention, graph_orders
 from zoo.ops.config import FusedConfig, use_fused
-from zoo.ops.dropout import dropout
+from zoo.ops.dropout import dropout, dropout_mask
 from zoo.ops.message import leaky_relu_dot, node_scores, weight_messages
 from zoo.ops.score import gat_edge_scores, gatv2_score
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
@@ -62,6 +64,17 @@ def large_enough(num_edges: int, values: Tensor, config: Optional[FusedConfig] =
     vmap (stacked replicas), else from ``config.min_elements`` ``E * H * C`` elements."""
     config = use_fused() if config is None else config
     return is_batched(values) or num_edges * math.prod(values.shape[1:]) >= config.min_elements
+
+
+def fuses_aggregation(num_edges: int, values: Tensor, dropping: bool, config: Optional[FusedConfig] = None) -> bool:
+    """The aggregation's rule: the ``"aggregate"`` kernel is on and the edge tensor is
+    :func:`large_enough` — while attention dropout is ``dropping``, by the size alone, stacked or not."""
+    config = use_fused() if config is None else config
+    if not config.aggregate:
+        return False
+    if dropping:
+        return num_edges * math.prod(values.shape[1:]) >= config.min_elements
+    return large_enough(num_edges, values, config)
 
 
 def fuses_gatv2_score(num_edges: int, x_src: Tensor, config: Optional[FusedConfig] = None) -> bool:
@@ -131,11 +144,11 @@ def attention(scores: Tensor, values: Tensor, graph: object, *, attn_dropout: fl
 
     Shapes: scores ``(E, H)``; values ``(N, H, C)`` -> out ``(N, H, C)``, alpha ``(E, H)``.
     """
-    config = use_fused()
     n, src, dst = graph.num_nodes, graph.src, graph.dst
-    if (config.aggregate and not dropout_active(attn_dropout, training)
-            and not vmap_without_rules(scores, values) and large_enough(graph.num_edges, values, config)):
-        return edge_attention(scores, values, src, dst, n, graph_orders(graph))  # no (E, H, C) tensors
+    dropping = dropout_active(attn_dropout, training)
+    if not vmap_without_rules(scores, values) and fuses_aggregation(graph.num_edges, values, dropping):
+        keep = dropout_mask(scores, attn_dropout) if dropping else None  # alpha's shape: the plain path's draw
+        return edge_attention(scores, values, src, dst, n, graph_orders(graph), keep)  # no (E, H, C) tensors
     alpha = segment_softmax(scores, dst, n)
     weights = dropout(alpha, attn_dropout, training)
     rows = gather_rows(values, src) if source_rows is None else source_rows
@@ -184,5 +197,5 @@ def gatv2_attention(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: 
                      source_rows=src_rows if values is None else None)
 
 
-__all__ = ["attention", "compiled_serves", "dropout_active", "fuses_gatv2_score", "gat_attention", "gat_scores",
+__all__ = ["attention", "compiled_serves", "dropout_active", "fuses_aggregation", "fuses_gatv2_score", "gat_attention", "gat_scores",
            "gatv2_attention", "gatv2_scores", "large_enough"]

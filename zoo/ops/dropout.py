@@ -161,6 +161,16 @@ if _HAS_CUSTOM_OPS:
     torch.library.register_vmap("zoo::replica_sparse_dropout", _replica_sparse_dropout_vmap)
 
 
+def dropout_mask(like: Tensor, p: float) -> Tensor:
+    """The scaled keep mask (``0`` or ``1 / (1 - p)``) that :func:`dropout` would multiply a dense,
+    grad-carrying ``like`` by, drawn from the same stream at the same point: for kernels that apply
+    the dropout inside (the fused aggregation, :func:`zoo.ops.aggregate.edge_attention`), so
+    switching the kernel does not change which entries are dropped."""
+    if not _ACTIVE or not custom_ops_active():  # the global stream: F.dropout's own draw
+        return F.dropout(torch.ones_like(like, requires_grad=False), p, True)
+    return _replica_mask(like.detach(), _ACTIVE[-1][1], float(p))
+
+
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """``F.dropout``, but inside :func:`replica_randomness` each replica draws from its own stream."""
     if not training or p == 0.0:
@@ -179,4 +189,4 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * _replica_mask(x.detach(), _ACTIVE[-1][1], float(p))
 
 
-__all__ = ["ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout"]
+__all__ = ["ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout", "dropout_mask"]
