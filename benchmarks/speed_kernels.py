@@ -11,11 +11,14 @@ stacked under ``vmap`` (each replica with its own input, as a hidden layer has),
 * ``plain``: neither,
 
 interleaved in one process (best of ``--repeat``), and prints the ratios compiled/fused,
-compiled/plain and fused/plain.
+compiled/plain, fused/plain and agg/plain.  ``--attn-dropout P`` times the layer with attention
+dropout ``P`` while training (the compiled op then stands aside: its column repeats ``fused``;
+``agg`` and ``fused`` take the mask inside the sparse product).
 ``--profile`` prints a ``torch.profiler`` table (CPU self time) of the fused layer instead.
 
     python benchmarks/speed_kernels.py --threads 1 --clock cpu
     python benchmarks/speed_kernels.py --configs cora-gatv2 --replicas 15 --profile
+    python benchmarks/speed_kernels.py --configs pubmed-gat4x64,cora-gat --attn-dropout 0.3
 """
 from __future__ import annotations
 
@@ -34,14 +37,16 @@ CONFIGS: Dict[str, Tuple[str, str, int, int]] = {
     "cora-gat": ("cora", "gat", 1, 64),
     "pubmed-gat": ("pubmed", "gat", 8, 8),
     "pubmed-gatv2": ("pubmed", "gatv2", 8, 8),
+    "pubmed-gat4x64": ("pubmed", "gat", 4, 64),  # the LipschitzNorm authors' DeepGAT width
     "cornell-gatv2": ("cornell", "gatv2", 1, 64),
 }
 #: name -> zoo.ops.set_fused(kernels, compiled=...) arguments
 VARIANTS = {"compiled": (True, True), "fused": (True, False), "agg": ("aggregate", False), "plain": (False, False)}
 
 
-def make_step(config: str, replicas: int, device: str = "cpu") -> Callable[[], None]:
-    """One forward+backward of the configured layer (``replicas`` stacked under vmap when > 1) on ``device``."""
+def make_step(config: str, replicas: int, device: str = "cpu", attn_dropout: float = 0.0) -> Callable[[], None]:
+    """One forward+backward of the configured layer (``replicas`` stacked under vmap when > 1) on
+    ``device``, training (attention dropout ``attn_dropout`` drawn afresh each call)."""
     from zoo.datasets import load
     from zoo.graph import as_graph
     from zoo.models.gat import GATLayer
@@ -51,7 +56,8 @@ def make_step(config: str, replicas: int, device: str = "cpu") -> Callable[[], N
     data = load(dataset).data
     n = data.num_nodes
     torch.manual_seed(0)
-    layers = [(GATLayer if kind == "gat" else GATv2Layer)(64, channels, heads).to(device) for _ in range(replicas)]
+    layers = [(GATLayer if kind == "gat" else GATv2Layer)(64, channels, heads, attn_dropout=attn_dropout).to(device)
+              for _ in range(replicas)]
     graph = as_graph(data.edge_index.to(device), torch.empty(n, 64, device=device))
     if replicas == 1:
         layer, x = layers[0], torch.randn(n, 64, device=device)
@@ -63,7 +69,7 @@ def make_step(config: str, replicas: int, device: str = "cpu") -> Callable[[], N
     params, buffers = stack_module_state(layers)
     params = {k: v.detach().requires_grad_() for k, v in params.items()}
     xs = torch.randn(replicas, n, 64, device=device)
-    batched = vmap(lambda p, b, x: functional_call(layers[0], (p, b), (graph, x))[0])
+    batched = vmap(lambda p, b, x: functional_call(layers[0], (p, b), (graph, x))[0], randomness="different")
 
     def step() -> None:
         batched(params, buffers, xs).sum().backward()
@@ -103,6 +109,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--clock", choices=sorted(CLOCK), default="wall")
+    p.add_argument("--attn-dropout", type=float, default=0.0, help="attention dropout while training")
     p.add_argument("--profile", action="store_true", help="torch.profiler table of the fused layer")
     args = p.parse_args()
     os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
@@ -116,7 +123,7 @@ def main() -> None:
           f"{tuned}, load average {load:.2f}; ms per forward+backward of one hidden layer")
     for config in args.configs.split(","):
         for replicas in (int(r) for r in args.replicas.split(",")):
-            step = make_step(config, replicas)
+            step = make_step(config, replicas, attn_dropout=args.attn_dropout)
             if args.profile:
                 from torch.profiler import ProfilerActivity, profile
 
@@ -131,7 +138,7 @@ def main() -> None:
             t = time_variants(step, args.repeat, CLOCK[args.clock])
             print(f"{config:14} R={replicas:<3}" + "".join(f" {k} {1e3 * v:9.2f}" for k, v in t.items())
                   + f"   compiled/fused {t['compiled'] / t['fused']:.2f}  compiled/plain {t['compiled'] / t['plain']:.2f}"
-                  + f"  fused/plain {t['fused'] / t['plain']:.2f}", flush=True)
+                  + f"  fused/plain {t['fused'] / t['plain']:.2f}  agg/plain {t['agg'] / t['plain']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,24 @@ def test_attention_layers_keep_only_needed_edge_tensors(fused):
             assert len(saved) == 2 * per_layer, (name, list(saved.values()))
 
 
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
+def test_attention_dropout_keeps_no_message_tensor():
+    """Training with attention dropout, the fused aggregation takes the mask: GAT keeps no edge
+    tensor, GATv2 only its score's sum (its fused score stands aside under dropout).  The plain
+    aggregation kept the gathered W h_u on top (stop 38)."""
+    with fused_kernels(True):
+        torch.manual_seed(0)
+        n, heads, ch = 2000, 4, 16
+        ei = torch.randint(0, n, (2, 20_000))
+        x = torch.randn(n, 8)
+        for name, per_layer in (("gat", 0), ("gatv2", 1)):
+            model = zoo.build(name, in_dim=8, out_dim=3, hidden_dim=heads * ch, heads=heads, num_layers=3, out_heads=1,
+                              attn_dropout=0.3).train()
+            g = as_graph(ei, x, model.self_loops)
+            out, saved = _saved_ehc(lambda: model(g, x), g.num_edges, heads, ch)
+            assert len(saved) == 2 * per_layer, (name, list(saved.values()))
+
+
 def test_weight_messages_equals_the_product_with_and_without_vmap():
     from torch.func import vmap
 

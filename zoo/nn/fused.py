@@ -9,15 +9,13 @@ from torch import Tensor
 
 from zoo.ops.aggregate import edge_attention, edge_orders, graph_orders
 from zoo.ops.config import FUSED_MIN_ELEMENTS, use_fused as _switch  # noqa: F401
-from zoo.ops.dispatch import dropout_active, large_enough
+from zoo.ops.dispatch import dropout_active, fuses_aggregation
 
 
 def use_fused(layer: Any, graph: Any, values: Tensor) -> bool:
     """Whether :func:`zoo.ops.attention` aggregates ``values`` (``(N, H, C)``) over ``graph`` with
     :func:`edge_attention` for ``layer`` (``attn_dropout``, ``training``)."""
-    config = _switch()
-    return (config.aggregate and not dropout_active(layer.attn_dropout, layer.training)
-            and large_enough(graph.num_edges, values, config))
+    return fuses_aggregation(graph.num_edges, values, dropout_active(layer.attn_dropout, layer.training), _switch())
 
 
 __all__ = ["edge_attention", "edge_orders", "graph_orders", "use_fused"]
