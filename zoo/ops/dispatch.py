@@ -2,8 +2,9 @@
 
 The layers state their equation and call these entry points; which kernel computes it is
 decided here, from the switch (:func:`zoo.ops.config.use_fused`, read once per call), the size
-of the edge tensors and whether attention dropout is active.  Today's per-family rules are kept
-exactly (numbers do not change; unifying them is a separate, measured change):
+of the edge tensors and whether attention dropout is active.  Each kernel equals the plain ops to
+rounding (same dropout masks included); the per-family rules below are each measured
+(docs/notes/performance.md), and unifying them would be a separate, measured change:
 
 * GAT's score (:func:`gat_scores`): the ``"score"`` kernel whenever switched on — node terms as
   one matrix product, edge scores as one op (the latter only without an extra score term or
