@@ -138,7 +138,8 @@ def main() -> None:
             t = time_variants(step, args.repeat, CLOCK[args.clock])
             print(f"{config:14} R={replicas:<3}" + "".join(f" {k} {1e3 * v:9.2f}" for k, v in t.items())
                   + f"   compiled/fused {t['compiled'] / t['fused']:.2f}  compiled/plain {t['compiled'] / t['plain']:.2f}"
-                  + f"  fused/plain {t['fused'] / t['plain']:.2f}  agg/plain {t['agg'] / t['plain']:.2f}", flush=True)
+                  + f"  fused/plain {t['fused'] / t['plain']:.2f}  agg/plain {t['agg'] / t['plain']:.2f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ def test_under_attention_dropout_the_size_rule_holds_under_vmap_too():
     stacked = values.expand(2, -1, -1, -1)
 
     def rule(dropping):
-        return bool(vmap(lambda v: torch.tensor(dispatch.fuses_aggregation(g.num_edges, v, dropping)))(stacked).all())
+        fuses = vmap(lambda v: torch.tensor(dispatch.fuses_aggregation(g.num_edges, v, dropping)))(stacked)
+        return bool(fuses.all())
 
     with zoo.ops.fused(True, min_elements=size + 1):
         assert not rule(True) and rule(False)

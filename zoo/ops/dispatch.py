@@ -198,5 +198,5 @@ def gatv2_attention(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: 
                      source_rows=src_rows if values is None else None)
 
 
-__all__ = ["attention", "compiled_serves", "dropout_active", "fuses_aggregation", "fuses_gatv2_score", "gat_attention", "gat_scores",
-           "gatv2_attention", "gatv2_scores", "large_enough"]
+__all__ = ["attention", "compiled_serves", "dropout_active", "fuses_aggregation", "fuses_gatv2_score", "gat_attention",
+           "gat_scores", "gatv2_attention", "gatv2_scores", "large_enough"]
