@@ -129,3 +129,17 @@ def test_table1_ggnn_depth1_probe_is_the_search_winner_at_one_layer():
     assert {c.seed for c in probe.cells} == {0, 1, 2, 3, 4}
     for cell in probe.cells:
         assert _differences(cell.config, winner) == {"num_layers": 1}
+
+
+def test_table1_pubmed_elu_probe_changes_only_what_its_variants_say():
+    """probe_lipschitz_table1_elu.toml: the text row's PubMed 100 % cell at L = 15 (gat_lip_missing100) with ELU, and
+    ELU with §10.2's dropout 0.5 or lr 0.01."""
+    suite = load_suite("lipschitz_table1", validate_models=False)
+    (row,) = [c.config for c in suite.cells if c.config["run"]["variant"] == "gat_lip_missing100" and c.seed == 0
+              and c.config["task"]["dataset"] == "pubmed" and c.config["model"]["kwargs"]["num_layers"] == 15]
+    elu = {"activation": "elu"}
+    expected = {"elu": elu, "elu_d05": {**elu, "dropout": 0.5}, "elu_lr01": {**elu, "lr": 0.01}}
+    configs = _configs("probe_lipschitz_table1_elu.toml")
+    assert set(configs) == set(expected)
+    for variant, config in configs.items():
+        assert _differences(config, row) == expected[variant], variant
