@@ -186,7 +186,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return rng.sparse_dropped(int(token), nonzeros, p)
     if not _ACTIVE or not custom_ops_active():
         return F.dropout(x, p, True)
-    return x * _replica_mask(x.detach(), _ACTIVE[-1][1], float(p))
+    return x * dropout_mask(x, p)
 
 
 __all__ = ["ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout", "dropout_mask"]
