@@ -151,9 +151,8 @@ def test_fused_with_a_dropout_mask_equals_plain_under_vmap(shared_mask):
         ref = vmap(lambda s, v: plain_dropped(s, v, keep, src, dst, n))
     else:
         keep = _keep(scores.shape)
-        fused = vmap(lambda s, v, k: edge_attention(s, v, src, dst, n, keep=k))
-        ref = vmap(lambda s, v, k: plain_dropped(s, v, k, src, dst, n))
-        fused, ref = (lambda f: lambda s, v: f(s, v, keep))(fused), (lambda f: lambda s, v: f(s, v, keep))(ref)
+        fused = lambda s, v: vmap(lambda s, v, k: edge_attention(s, v, src, dst, n, keep=k))(s, v, keep)  # noqa: E731
+        ref = lambda s, v: vmap(lambda s, v, k: plain_dropped(s, v, k, src, dst, n))(s, v, keep)  # noqa: E731
     _check(fused, ref, scores, x)
 
 
