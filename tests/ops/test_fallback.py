@@ -99,11 +99,15 @@ def test_fallback_equals_the_custom_op_path(name, compiled):
     torch.testing.assert_close(fb_losses, losses, rtol=1e-12, atol=1e-12)
     for key in grads:
         torch.testing.assert_close(fb_grads[key], grads[key], rtol=1e-10, atol=1e-12, msg=f"{name} {key}")
+    # Outside vmap the attention models run the very same kernels: bitwise.  GCN's propagate falls
+    # back to segment_sum over gathered rows, not the CSR product, so it sums in another order:
+    # equal to float64 rounding (5.6e-17 apart on some CPUs, bitwise on others).
+    same_kernels = not compiled and name != "gcn"
     for a, b in zip(fb_out, out):
-        if compiled:
-            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        if same_kernels:
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
         else:
-            torch.testing.assert_close(a, b, rtol=0, atol=0)  # outside vmap: the very same kernels
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_switch_restores_on_error():
