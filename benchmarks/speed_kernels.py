@@ -13,7 +13,8 @@ stacked under ``vmap`` (each replica with its own input, as a hidden layer has),
 interleaved in one process (best of ``--repeat``), and prints the ratios compiled/fused,
 compiled/plain, fused/plain and agg/plain.  ``--attn-dropout P`` times the layer with attention
 dropout ``P`` while training (the compiled op then stands aside: its column repeats ``fused``;
-``agg`` and ``fused`` take the mask inside the sparse product).
+``agg`` and ``fused`` take the mask inside the sparse product, and ``fused`` has GATv2's fused
+score too, so for GATv2 fused/agg is that score's gain under dropout).
 ``--profile`` prints a ``torch.profiler`` table (CPU self time) of the fused layer instead.
 
     python benchmarks/speed_kernels.py --threads 1 --clock cpu

@@ -92,8 +92,8 @@ def test_attention_layers_keep_only_needed_edge_tensors(fused):
 @pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
 def test_attention_dropout_keeps_no_message_tensor():
     """Training with attention dropout, the fused aggregation takes the mask: GAT keeps no edge
-    tensor, GATv2 only its score's sum (its fused score stands aside under dropout).  The plain
-    aggregation kept the gathered W h_u on top (stop 38)."""
+    tensor, GATv2 only its score's sum.  The plain aggregation kept the gathered W h_u on top
+    (stop 38)."""
     with fused_kernels(True):
         torch.manual_seed(0)
         n, heads, ch = 2000, 4, 16

@@ -117,10 +117,9 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
         torch.testing.assert_close(a, b, **TOL)
 
 
-@pytest.mark.parametrize("options", [dict(), dict(attention_bias=True), dict(negative_slope=-0.1),
-                                     dict(attn_dropout=0.5)])
+@pytest.mark.parametrize("options", [dict(), dict(attention_bias=True), dict(negative_slope=-0.1)])
 def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monkeypatch):
-    """Attention bias, a negative slope and (while training) attention dropout keep the plain ops."""
+    """Attention bias and a negative slope keep the plain ops."""
     with fused(True, min_elements=0):
         calls = []
 
@@ -133,10 +132,51 @@ def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monk
         model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
         out = model(edge_index, torch.randn(n, 6))
         assert out.shape == (n, 3) and bool(calls) == (not options)
-        if "attn_dropout" in options:  # evaluation: no dropout, the fused op again
-            model.eval()
-            model(edge_index, torch.randn(n, 6))
-            assert calls
+
+
+@pytest.mark.parametrize("fused_aggregation", [True, False])
+@pytest.mark.parametrize("streams", ["global", "replica"])
+def test_gatv2_fused_score_under_attention_dropout_equals_plain(fused_aggregation, streams, monkeypatch):
+    """Training with attention dropout (it acts on alpha, after the score), float64: the fused score
+    is taken and gives the plain score's outputs and gradients under the same masks, alone and two
+    replicas stacked, on the global stream and on each replica's own."""
+    from zoo.ops.dropout import ReplicaRandomness, replica_randomness
+    edge_index, n = awkward_graph()
+    x = torch.randn(n, 6, dtype=torch.float64)
+    models = seeded_double_models("gatv2", heads=2, attn_dropout=0.5)
+    for m in models:
+        m.train()
+    params, buffers = stack_module_state(models)
+
+    def call(p, b, token):
+        if streams == "global":
+            return functional_call(models[0], (p, b), (edge_index, x))
+        with replica_randomness(ReplicaRandomness([5, 9]), token):
+            return functional_call(models[0], (p, b), (edge_index, x))
+
+    def run(enabled):
+        calls = []
+
+        def spy(*args, **kwargs):
+            calls.append(1)
+            return gatv2_score(*args, **kwargs)
+
+        monkeypatch.setattr("zoo.ops.dispatch.gatv2_score", spy)
+        with fused(["score"] * enabled + ["aggregate"] * fused_aggregation, min_elements=0):
+            torch.manual_seed(3)
+            single = call(dict(models[0].named_parameters()), dict(models[0].named_buffers()), torch.tensor(0))
+            g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
+            torch.manual_seed(4)
+            stacked = vmap(call, randomness="different")(params, buffers, torch.arange(2))
+            g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
+        assert bool(calls) == enabled
+        return (single, stacked) + g_single + g_stacked
+
+    fused_, plain_ = run(True), run(False)
+    for a, b in zip(fused_, plain_):
+        torch.testing.assert_close(a, b, **TOL)
+    models[0].eval()  # the dropout is live: the training output differs from the evaluation output
+    assert not torch.allclose(models[0](edge_index, x), fused_[0])
 
 
 @pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
@@ -149,3 +189,17 @@ def test_fused_score_size_rule(monkeypatch):
         assert worth_it(12, x) and not worth_it(11, x)
         with fused(False):
             assert not worth_it(12, x)
+
+
+@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4)")
+def test_fused_score_size_rule_under_attention_dropout():
+    """While attention dropout is live the size alone decides, stacked or not (the aggregation's rule):
+    a tiny graph's replicas keep the plain score, as each does alone."""
+    stacked = torch.randn(2, 7, 2, 3)
+
+    def under_vmap(dropping):
+        return bool(vmap(lambda t: torch.tensor(worth_it(12, t, dropping=dropping)))(stacked).all())
+
+    assert under_vmap(False) and not under_vmap(True)
+    with fused(True, min_elements=12 * 6):
+        assert under_vmap(True) and worth_it(12, stacked[0], dropping=True)

@@ -11,8 +11,10 @@ rounding (same dropout masks included); the per-family rules below are each meas
   score normalisation, with ``negative_slope >= 0``); no size threshold, no dropout rule.
 * GATv2's score (:func:`gatv2_scores`): the ``"score"`` kernel for the plain
   ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term, attention bias or score normalisation,
-  ``negative_slope >= 0``), not while attention dropout is active, and for one replica only from
-  ``min_elements`` edge x head x channel elements (under vmap always).
+  ``negative_slope >= 0``), for one replica only from ``min_elements`` edge x head x channel
+  elements (under vmap always).  Attention dropout acts on ``alpha``, after the score, so it does
+  not keep the score plain; while it is active the size rule applies under vmap too, as for the
+  aggregation, so both steps of a tiny graph's replicas stay plain stacked or alone.
 * Aggregation (:func:`attention`): the ``"aggregate"`` kernel, for one replica only from
   ``min_elements`` elements (under vmap always).  While attention dropout is active the kernel
   takes the mask (drawn as the plain path draws it: :func:`zoo.ops.dropout.dropout_mask`) and
@@ -52,11 +54,11 @@ ScoreHook = Callable[[Tensor], Tensor]
 
 
 def dropout_active(attn_dropout: float, training: bool) -> bool:
-    """Attention dropout draws a mask in this call (the fused kernels have no place for it).
+    """Attention dropout draws a mask in this call (the compiled op has no place for it).
 
-    While it does, GATv2's score keeps the plain ops too, as the aggregation does: a replica's
-    numbers are then bitwise those of the same replica trained alone, where a tiny graph takes the
-    plain path (tests/test_bench_train.py)."""
+    While it does, the fused kernels follow the size rule under vmap too: a replica's numbers are
+    then bitwise those of the same replica trained alone, where a tiny graph takes the plain path
+    (tests/bench/run/test_train.py::test_dropout_replica_depends_only_on_its_seed)."""
     return training and float(attn_dropout) > 0.0
 
 
@@ -67,21 +69,27 @@ def large_enough(num_edges: int, values: Tensor, config: Optional[FusedConfig] =
     return is_batched(values) or num_edges * math.prod(values.shape[1:]) >= config.min_elements
 
 
-def fuses_aggregation(num_edges: int, values: Tensor, dropping: bool, config: Optional[FusedConfig] = None) -> bool:
-    """The aggregation's rule: the ``"aggregate"`` kernel is on and the edge tensor is
-    :func:`large_enough` — while attention dropout is ``dropping``, by the size alone, stacked or not."""
-    config = use_fused() if config is None else config
-    if not config.aggregate:
-        return False
+def _sized_for(num_edges: int, values: Tensor, dropping: bool, config: FusedConfig) -> bool:
+    """:func:`large_enough`, except that while attention dropout is ``dropping`` the size alone
+    decides, stacked or not (a replica's numbers stay those it gets alone)."""
     if dropping:
         return num_edges * math.prod(values.shape[1:]) >= config.min_elements
     return large_enough(num_edges, values, config)
 
 
-def fuses_gatv2_score(num_edges: int, x_src: Tensor, config: Optional[FusedConfig] = None) -> bool:
-    """GATv2's size rule: the ``"score"`` kernel is on and the edge tensor is :func:`large_enough`."""
+def fuses_aggregation(num_edges: int, values: Tensor, dropping: bool, config: Optional[FusedConfig] = None) -> bool:
+    """The aggregation's rule: the ``"aggregate"`` kernel is on and the edge tensor is large enough
+    (while attention dropout is ``dropping``, by the size alone, stacked or not)."""
     config = use_fused() if config is None else config
-    return config.score and large_enough(num_edges, x_src, config)
+    return config.aggregate and _sized_for(num_edges, values, dropping, config)
+
+
+def fuses_gatv2_score(num_edges: int, x_src: Tensor, config: Optional[FusedConfig] = None,
+                      dropping: bool = False) -> bool:
+    """GATv2's size rule: the ``"score"`` kernel is on and the edge tensor is large enough (while
+    attention dropout is ``dropping``, by the size alone, stacked or not: the aggregation's rule)."""
+    config = use_fused() if config is None else config
+    return config.score and _sized_for(num_edges, x_src, dropping, config)
 
 
 def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negative_slope: float, *,
@@ -123,9 +131,9 @@ def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: obj
     """
     config = use_fused()
     src, dst = graph.src, graph.dst
-    fusable = (not dropout_active(attn_dropout, training) and not terms and score is None
-               and negative_slope >= 0 and not vmap_without_rules(x_src, x_dst, att))
-    if fusable and fuses_gatv2_score(graph.num_edges, x_src, config):
+    fusable = not terms and score is None and negative_slope >= 0 and not vmap_without_rules(x_src, x_dst, att)
+    dropping = dropout_active(attn_dropout, training)
+    if fusable and fuses_gatv2_score(graph.num_edges, x_src, config, dropping):
         return gatv2_score(x_src, x_dst, att, src, dst, negative_slope), None  # fewer (E, H, C) passes
     src_rows = gather_rows(x_src, src)  # gathered once: used by the score and the message
     hidden = src_rows + gather_rows(x_src if x_dst is None else x_dst, dst)
