@@ -143,3 +143,27 @@ def test_table1_pubmed_elu_probe_changes_only_what_its_variants_say():
     assert set(configs) == set(expected)
     for variant, config in configs.items():
         assert _differences(config, row) == expected[variant], variant
+
+
+def test_table1_cora_l5_probe_changes_only_what_its_variants_say():
+    """probe_lipschitz_table1_cora_l5.toml: the text row's Cora 0 % cell (gat_lip_missing0 at the suite's point, lr
+    0.005, no dropout) with GAT's reference configuration, ELU + dropout 0.5, or Zhao & Akoglu's protocol, at
+    depths 2-5 (the paper's best depth is 5); the gat_* variants drop LipschitzNorm."""
+    suite = load_suite("lipschitz_table1", validate_models=False)
+    (row,) = [c.config for c in suite.cells if c.config["run"]["variant"] == "gat_lip_missing0" and c.seed == 0
+              and c.config["task"]["dataset"] == "cora" and c.config["model"]["kwargs"]["num_layers"] == 5
+              and c.config["train"]["lr"] == 0.005 and not c.config["model"]["kwargs"].get("dropout")]
+    elu, norm_features = {"activation": "elu"}, {"transforms": ["normalize_features"]}
+    ref = {"bias": True, "dropout": 0.5, "attn_dropout": 0.5, "heads": 8, **norm_features}
+    zhao = {**elu, "dropout": 0.6, "attn_dropout": 0.6, "epochs": 1500, **norm_features}
+    expected = {"ref_elu": {**ref, **elu}, "ref_elu_lr01": {**ref, **elu, "lr": 0.01}, "ref_relu": ref,
+                "elu_d05": {**elu, "dropout": 0.5}, "elu_d05_h128": {**elu, "dropout": 0.5, "hidden_dim": 128},
+                "zhao_lip": zhao, "gat_ref_elu": {**ref, **elu, "norm": "none"}, "zhao_gat": {**zhao, "norm": "none"}}
+    probe = load_suite(BENCHMARKS / "probe_lipschitz_table1_cora_l5.toml", validate_models=False)
+    seen = set()
+    for cell in probe.cells:
+        variant, depth = cell.config["run"]["variant"], cell.config["model"]["kwargs"]["num_layers"]
+        seen.add(variant)
+        extra = {} if depth == 5 else {"num_layers": depth}
+        assert _differences(cell.config, row) == {**expected[variant], **extra}, (variant, depth)
+    assert seen == set(expected)
