@@ -74,6 +74,35 @@ def seeded_double_models(name: str, seeds=(0, 1), **kwargs) -> list:
     return models
 
 
+def training_outputs_and_grads(models: list, edge_index: torch.Tensor, x: torch.Tensor, streams: str) -> tuple:
+    """Training ``models[0]`` alone (global seed 3), then every model stacked under vmap (seed 4): the
+    outputs and parameter gradients of both, for comparing kernels under attention dropout.
+
+    ``streams``: ``"global"`` draws the masks from torch's global generator; ``"replica"`` from each
+    replica's own stream (seeds 5 and 9), as the runner's stacked training does."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    from zoo.ops.dropout import ReplicaRandomness, replica_randomness
+
+    for m in models:
+        m.train()
+    params, buffers = stack_module_state(models)
+
+    def call(p, b, token):
+        if streams == "global":
+            return functional_call(models[0], (p, b), (edge_index, x))
+        with replica_randomness(ReplicaRandomness([5, 9][:len(models)]), token):
+            return functional_call(models[0], (p, b), (edge_index, x))
+
+    torch.manual_seed(3)
+    single = call(dict(models[0].named_parameters()), dict(models[0].named_buffers()), torch.tensor(0))
+    g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
+    torch.manual_seed(4)
+    stacked = vmap(call, randomness="different")(params, buffers, torch.arange(len(models)))
+    g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
+    return (single, stacked) + g_single + g_stacked
+
+
 @pytest.fixture
 def graph():
     edge_index, n = awkward_graph()

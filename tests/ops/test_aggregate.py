@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import vmap
 
-from tests.conftest import awkward_graph, seeded_double_models
+from tests.conftest import awkward_graph, seeded_double_models, training_outputs_and_grads
 from zoo.ops import fused as fused_kernels
 from zoo.ops.aggregate import edge_attention
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
@@ -161,31 +161,13 @@ def test_fused_with_a_dropout_mask_equals_plain_under_vmap(shared_mask):
 def test_layers_fused_equal_plain_under_attention_dropout(name, streams):
     """Training with attention dropout, float64: the fused aggregation draws the plain path's masks
     (same stream, same point) and gives its outputs and gradients, alone and stacked."""
-    from torch.func import functional_call, stack_module_state
-    from zoo.ops.dropout import ReplicaRandomness, replica_randomness
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models(name, heads=2, attn_dropout=0.5)
-    for m in models:
-        m.train()
-    params, buffers = stack_module_state(models)
-    rng_seeds = [5, 9]
-
-    def call(p, b, token):
-        if streams == "global":
-            return functional_call(models[0], (p, b), (edge_index, x))
-        with replica_randomness(ReplicaRandomness(rng_seeds), token):
-            return functional_call(models[0], (p, b), (edge_index, x))
 
     def run(enabled):
         with fused_kernels(["score", "aggregate"] if enabled else ["score"], min_elements=0):
-            torch.manual_seed(3)
-            single = call(dict(models[0].named_parameters()), dict(models[0].named_buffers()), torch.tensor(0))
-            g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
-            torch.manual_seed(4)
-            stacked = vmap(call, randomness="different")(params, buffers, torch.arange(2))
-            g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
-        return (single, stacked) + g_single + g_stacked
+            return training_outputs_and_grads(models, edge_index, x, streams)
 
     fused, plain_ = run(True), run(False)
     for a, b in zip(fused, plain_):

@@ -7,7 +7,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 import zoo
-from tests.conftest import awkward_graph, seeded_double_models
+from tests.conftest import awkward_graph, seeded_double_models, training_outputs_and_grads
 from zoo.ops import fused
 from zoo.ops.dispatch import fuses_gatv2_score as worth_it
 from zoo.ops import score as fused_score
@@ -140,19 +140,9 @@ def test_gatv2_fused_score_under_attention_dropout_equals_plain(fused_aggregatio
     """Training with attention dropout (it acts on alpha, after the score), float64: the fused score
     is taken and gives the plain score's outputs and gradients under the same masks, alone and two
     replicas stacked, on the global stream and on each replica's own."""
-    from zoo.ops.dropout import ReplicaRandomness, replica_randomness
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models("gatv2", heads=2, attn_dropout=0.5)
-    for m in models:
-        m.train()
-    params, buffers = stack_module_state(models)
-
-    def call(p, b, token):
-        if streams == "global":
-            return functional_call(models[0], (p, b), (edge_index, x))
-        with replica_randomness(ReplicaRandomness([5, 9]), token):
-            return functional_call(models[0], (p, b), (edge_index, x))
 
     def run(enabled):
         calls = []
@@ -163,14 +153,9 @@ def test_gatv2_fused_score_under_attention_dropout_equals_plain(fused_aggregatio
 
         monkeypatch.setattr("zoo.ops.dispatch.gatv2_score", spy)
         with fused(["score"] * enabled + ["aggregate"] * fused_aggregation, min_elements=0):
-            torch.manual_seed(3)
-            single = call(dict(models[0].named_parameters()), dict(models[0].named_buffers()), torch.tensor(0))
-            g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
-            torch.manual_seed(4)
-            stacked = vmap(call, randomness="different")(params, buffers, torch.arange(2))
-            g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
+            out = training_outputs_and_grads(models, edge_index, x, streams)
         assert bool(calls) == enabled
-        return (single, stacked) + g_single + g_stacked
+        return out
 
     fused_, plain_ = run(True), run(False)
     for a, b in zip(fused_, plain_):
