@@ -1,4 +1,5 @@
-"""Probe: LipschitzNorm Table 1's GGNN cell (Cora 0 %, L = 2) with PyG's reference GGNN instead of the zoo's.
+"""Probe: LipschitzNorm Table 1's GGNN cells (Cora 0 %, L = 2; the 100 % cells with --dataset / --missing) with PyG's
+reference GGNN instead of the zoo's.
 
 The text names no GGNN implementation beyond Li et al. (2016).  The zoo's GGNN steps have their own weights and
 read the raw features in the first step; PyG's ``GatedGraphConv`` (the reference implementation of the PyG stack
