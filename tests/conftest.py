@@ -1,6 +1,7 @@
 """Shared fixtures: small graphs with the awkward cases every model must survive."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from pathlib import Path
@@ -74,11 +75,27 @@ def seeded_double_models(name: str, seeds=(0, 1), **kwargs) -> list:
     return models
 
 
-def training_outputs_and_grads(models: list, edge_index: torch.Tensor, x: torch.Tensor, streams: str) -> tuple:
-    """Training ``models[0]`` alone (global seed 3), then every model stacked under vmap (seed 4): the
-    outputs and parameter gradients of both, for comparing kernels under attention dropout.
+def record_calls(monkeypatch, target: str) -> list:
+    """Replace ``target`` (a dotted path, e.g. ``"zoo.ops.dispatch.gatv2_score"``) by a wrapper that
+    appends ``1`` to the returned list on every call: which kernel the dispatch took."""
+    module, name = target.rsplit(".", 1)
+    original = getattr(importlib.import_module(module), name)
+    calls = []
 
-    ``streams``: ``"global"`` draws the masks from torch's global generator; ``"replica"`` from each
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(target, spy)
+    return calls
+
+
+def training_outputs_and_grads(models: list, edge_index: torch.Tensor, x: torch.Tensor,
+                               streams: str = "global") -> tuple:
+    """Training ``models[0]`` alone (global seed 3), then every model stacked under vmap (seed 4): the
+    outputs and parameter gradients of both, for comparing kernels (deterministic without dropout).
+
+    ``streams``: ``"global"`` draws dropout masks from torch's global generator; ``"replica"`` from each
     replica's own stream (seeds 5 and 9), as the runner's stacked training does."""
     from torch.func import functional_call, stack_module_state, vmap
 

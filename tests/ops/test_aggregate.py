@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import vmap
 
-from tests.conftest import awkward_graph, seeded_double_models, training_outputs_and_grads
+from tests.conftest import awkward_graph, record_calls, seeded_double_models, training_outputs_and_grads
 from zoo.ops import fused as fused_kernels
 from zoo.ops.aggregate import edge_attention
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
@@ -90,31 +90,16 @@ def test_fused_equals_plain_with_huge_scores():
 @pytest.mark.parametrize("name", ["gat", "gatv2"])
 def test_layers_fused_equal_plain_with_and_without_vmap(name, monkeypatch):
     """Whole models at float64: the fused aggregation gives the plain path's outputs and gradients."""
-    import zoo
-    from torch.func import functional_call, stack_module_state
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models(name, heads=2)
-    params, buffers = stack_module_state(models)
 
     def run(enabled):
+        calls = record_calls(monkeypatch, "zoo.ops.dispatch.edge_attention")
         with fused_kernels(["score", "aggregate"] if enabled else ["score"], min_elements=0):  # the graph is tiny
-            return _run(enabled)
-
-    def _run(enabled):
-        calls = []
-
-        def spy(*args, **kwargs):
-            calls.append(1)
-            return edge_attention(*args, **kwargs)
-
-        monkeypatch.setattr("zoo.ops.dispatch.edge_attention", spy)
-        single = models[0](edge_index, x)
-        g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
-        stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
-        g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
+            out = training_outputs_and_grads(models, edge_index, x)
         assert bool(calls) == enabled  # the fused path is (or is not) the one taken
-        return (single, stacked) + g_single + g_stacked
+        return out
 
     for a, b in zip(run(True), run(False)):
         torch.testing.assert_close(a, b, **TOL)

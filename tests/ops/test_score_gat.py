@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.func import functional_call, stack_module_state, vmap
+from torch.func import vmap
 
-import zoo
-from tests.conftest import awkward_graph, seeded_double_models
+from tests.conftest import awkward_graph, record_calls, seeded_double_models, training_outputs_and_grads
 from zoo.ops import fused
 from zoo.ops.message import node_scores
 from zoo.ops.score import gat_edge_scores
@@ -49,32 +48,14 @@ def test_gat_models_node_scores_equal_plain(heads, fused_aggregation, monkeypatc
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models("gat", heads=heads)
-    params, buffers = stack_module_state(models)
 
     def run(enabled):
-        kernels = ["score"] * enabled + ["aggregate"] * fused_aggregation
-        with fused(kernels, min_elements=0):
-            return _run(enabled)
-
-    def _run(enabled):
-        calls = []
-
-        def spy(*args):
-            calls.append(1)
-            return node_scores(*args)
-
-        def spy_edges(*args):
-            calls.append(2)
-            return gat_edge_scores(*args)
-
-        monkeypatch.setattr("zoo.ops.dispatch.node_scores", spy)
-        monkeypatch.setattr("zoo.ops.dispatch.gat_edge_scores", spy_edges)
-        single = models[0](edge_index, x)
-        g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
-        stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
-        g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
-        assert set(calls) == ({1, 2} if enabled else set())
-        return (single, stacked) + g_single + g_stacked
+        scores = record_calls(monkeypatch, "zoo.ops.dispatch.node_scores")
+        edges = record_calls(monkeypatch, "zoo.ops.dispatch.gat_edge_scores")
+        with fused(["score"] * enabled + ["aggregate"] * fused_aggregation, min_elements=0):
+            out = training_outputs_and_grads(models, edge_index, x)
+        assert (bool(scores), bool(edges)) == (enabled, enabled)  # both score kernels, or neither
+        return out
 
     for a, b in zip(run(True), run(False)):
         torch.testing.assert_close(a, b, **TOL)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.func import functional_call, stack_module_state, vmap
+from torch.func import vmap
 
 import zoo
-from tests.conftest import awkward_graph, seeded_double_models, training_outputs_and_grads
+from tests.conftest import awkward_graph, record_calls, seeded_double_models, training_outputs_and_grads
 from zoo.ops import fused
 from zoo.ops.dispatch import fuses_gatv2_score as worth_it
 from zoo.ops import score as fused_score
@@ -91,27 +91,13 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models("gatv2", heads=2, **options)
-    params, buffers = stack_module_state(models)
 
     def run(enabled):
-        kernels = ["score"] * enabled + ["aggregate"] * fused_aggregation
-        with fused(kernels, min_elements=0):
-            return _run(enabled)
-
-    def _run(enabled):
-        calls = []
-
-        def spy(*args, **kwargs):
-            calls.append(1)
-            return gatv2_score(*args, **kwargs)
-
-        monkeypatch.setattr("zoo.ops.dispatch.gatv2_score", spy)
-        single = models[0](edge_index, x)
-        g_single = torch.autograd.grad(single.square().sum(), list(models[0].parameters()))
-        stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
-        g_stacked = torch.autograd.grad(stacked.square().sum(), list(params.values()))
+        calls = record_calls(monkeypatch, "zoo.ops.dispatch.gatv2_score")
+        with fused(["score"] * enabled + ["aggregate"] * fused_aggregation, min_elements=0):
+            out = training_outputs_and_grads(models, edge_index, x)
         assert bool(calls) == enabled
-        return (single, stacked) + g_single + g_stacked
+        return out
 
     for a, b in zip(run(True), run(False)):
         torch.testing.assert_close(a, b, **TOL)
@@ -121,13 +107,7 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
 def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monkeypatch):
     """Attention bias and a negative slope keep the plain ops."""
     with fused(True, min_elements=0):
-        calls = []
-
-        def spy(*args):
-            calls.append(1)
-            return gatv2_score(*args)
-
-        monkeypatch.setattr("zoo.ops.dispatch.gatv2_score", spy)
+        calls = record_calls(monkeypatch, "zoo.ops.dispatch.gatv2_score")
         edge_index, n = awkward_graph()
         model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
         out = model(edge_index, torch.randn(n, 6))
@@ -145,13 +125,7 @@ def test_gatv2_fused_score_under_attention_dropout_equals_plain(fused_aggregatio
     models = seeded_double_models("gatv2", heads=2, attn_dropout=0.5)
 
     def run(enabled):
-        calls = []
-
-        def spy(*args, **kwargs):
-            calls.append(1)
-            return gatv2_score(*args, **kwargs)
-
-        monkeypatch.setattr("zoo.ops.dispatch.gatv2_score", spy)
+        calls = record_calls(monkeypatch, "zoo.ops.dispatch.gatv2_score")
         with fused(["score"] * enabled + ["aggregate"] * fused_aggregation, min_elements=0):
             out = training_outputs_and_grads(models, edge_index, x, streams)
         assert bool(calls) == enabled
