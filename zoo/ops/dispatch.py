@@ -62,34 +62,28 @@ def dropout_active(attn_dropout: float, training: bool) -> bool:
     return training and float(attn_dropout) > 0.0
 
 
-def large_enough(num_edges: int, values: Tensor, config: Optional[FusedConfig] = None) -> bool:
+def large_enough(num_edges: int, values: Tensor, config: Optional[FusedConfig] = None, dropping: bool = False) -> bool:
     """Whether ``num_edges`` edges over ``(N, H, C)`` ``values`` pay for a fused kernel: always under
-    vmap (stacked replicas), else from ``config.min_elements`` ``E * H * C`` elements."""
+    vmap (stacked replicas), else from ``config.min_elements`` ``E * H * C`` elements.  While attention
+    dropout is ``dropping`` the size alone decides, stacked or not, so a replica's numbers stay those
+    it gets alone."""
     config = use_fused() if config is None else config
-    return is_batched(values) or num_edges * math.prod(values.shape[1:]) >= config.min_elements
-
-
-def _sized_for(num_edges: int, values: Tensor, dropping: bool, config: FusedConfig) -> bool:
-    """:func:`large_enough`, except that while attention dropout is ``dropping`` the size alone
-    decides, stacked or not (a replica's numbers stay those it gets alone)."""
-    if dropping:
-        return num_edges * math.prod(values.shape[1:]) >= config.min_elements
-    return large_enough(num_edges, values, config)
+    big = num_edges * math.prod(values.shape[1:]) >= config.min_elements
+    return big or (not dropping and is_batched(values))
 
 
 def fuses_aggregation(num_edges: int, values: Tensor, dropping: bool, config: Optional[FusedConfig] = None) -> bool:
-    """The aggregation's rule: the ``"aggregate"`` kernel is on and the edge tensor is large enough
-    (while attention dropout is ``dropping``, by the size alone, stacked or not)."""
+    """The aggregation's rule: the ``"aggregate"`` kernel is on and the edge tensor is :func:`large_enough`."""
     config = use_fused() if config is None else config
-    return config.aggregate and _sized_for(num_edges, values, dropping, config)
+    return config.aggregate and large_enough(num_edges, values, config, dropping)
 
 
 def fuses_gatv2_score(num_edges: int, x_src: Tensor, config: Optional[FusedConfig] = None,
                       dropping: bool = False) -> bool:
-    """GATv2's size rule: the ``"score"`` kernel is on and the edge tensor is large enough (while
-    attention dropout is ``dropping``, by the size alone, stacked or not: the aggregation's rule)."""
+    """GATv2's rule: the ``"score"`` kernel is on and the edge tensor is :func:`large_enough` (the
+    aggregation's rule)."""
     config = use_fused() if config is None else config
-    return config.score and _sized_for(num_edges, x_src, dropping, config)
+    return config.score and large_enough(num_edges, x_src, config, dropping)
 
 
 def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negative_slope: float, *,
