@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -43,6 +44,7 @@ def benchmark_script(name: str) -> ModuleType:
     """A script under benchmarks/ as a module (the scripts are not a package), for testing its functions."""
     spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), REPO / "benchmarks" / name)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses under postponed annotations look their module up there
     spec.loader.exec_module(module)
     return module
 
