@@ -8,8 +8,9 @@ What is changed around the released code, and nothing inside it:
     same reductions) and ``torch_sparse`` (only reached by ``isinstance`` checks against ``SparseTensor``);
   * a seeding wrapper: the script sets no seed, so each run seeds ``random`` / ``numpy`` / ``torch`` with its
     seed and then executes the script with ``runpy``, one run (``--nexps 1``) a process;
-  * the data: Planetoid's raw files are copied from the mirror (``ZOO_DATA_MIRROR``) into a scratch folder, which
-    is the script's ``--datadir`` (it writes its missing-feature indices there); the mirror is never written.
+  * the data: Planetoid's raw files are staged from the mirrors (``ZOO_DATA_MIRROR``, by
+    ``zoo.datasets.mirror.stage_tree``) into a scratch folder, which is the script's ``--datadir`` (it writes its
+    missing-feature indices there); the mirrors are never written.
 
 The script prints train / val / test accuracy after every epoch and, after the last, ``Test accuracy=`` (its
 ``test()``).  The probe reports per run: the best validation accuracy and its epoch (the suite's reading,
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +37,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from zoo.datasets.mirror import mirror_dirs, stage_tree
 
 SHIMS = {
     "torch_scatter/__init__.py": '''\
@@ -101,14 +103,14 @@ def write_shims(scratch: Path) -> None:
         (scratch / name).write_text(text)
 
 
-def prepare(scratch: Path, dataset: str, mirror: Path) -> Path:
-    """Shims and the wrapper in ``scratch``; the dataset's raw files copied to ``scratch/data/D/D/raw``."""
+def prepare(scratch: Path, dataset: str) -> Path:
+    """Shims and the wrapper in ``scratch``; the dataset's raw files staged from the mirrors into
+    ``scratch/data/D/D/raw`` by the zoo's own staging (checksums, atomic copies; mirrors are never written)."""
     write_shims(scratch)
-    raw = mirror / dataset / "raw"
-    if not raw.is_dir():
-        raise SystemExit(f"no {raw}: set ZOO_DATA_MIRROR to the folder holding {dataset}/raw (the shared mirror)")
     data = scratch / "data"
-    shutil.copytree(raw, data / dataset / dataset / "raw")
+    if not stage_tree(dataset, data / dataset, f"{dataset}/raw"):
+        raise SystemExit(f"no {dataset}/raw in any mirror ({mirror_dirs() or 'none set'}): set ZOO_DATA_MIRROR to "
+                         "the folder holding it (the shared mirror)")
     return data
 
 
@@ -144,10 +146,9 @@ def main() -> None:
     if not (args.code / "train_deepgat_missing.py").is_file():
         raise SystemExit(f"no train_deepgat_missing.py in {args.code}: pass --code a LipschitzNorm checkout")
     dataset = script_args[script_args.index("--dataset") + 1] if "--dataset" in script_args else "Cora"
-    mirror = Path(os.environ.get("ZOO_DATA_MIRROR", ""))
     with tempfile.TemporaryDirectory(prefix="lipnorm_code_") as tmp:
         scratch = Path(tmp)
-        data = prepare(scratch, dataset, mirror)
+        data = prepare(scratch, dataset)
         with ThreadPoolExecutor(args.jobs) as pool:
             results = list(pool.map(lambda s: run_one(args.code, scratch, data, s, script_args), args.seeds))
     print("released script:", " ".join(script_args))

@@ -50,17 +50,18 @@ def test_the_torch_scatter_shim_reduces_as_torch_scatter_does(tmp_path):
     assert torch.equal(shim.scatter_mean(src, index, dim=0), torch.tensor([[2.0, 3.5], [4.0, 0.5]]))
 
 
-def test_prepare_copies_the_raw_files_and_names_the_fix_when_the_mirror_lacks_them(tmp_path):
+def test_prepare_copies_the_raw_files_and_names_the_fix_when_the_mirror_lacks_them(tmp_path, monkeypatch):
     mirror = tmp_path / "mirror"
+    monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
     (mirror / "Cora" / "raw").mkdir(parents=True)
     (mirror / "Cora" / "raw" / "ind.cora.x").write_text("x")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    data = probe.prepare(scratch, "Cora", mirror)
+    data = probe.prepare(scratch, "Cora")
     assert (data / "Cora" / "Cora" / "raw" / "ind.cora.x").read_text() == "x"
     assert sorted(p.name for p in (mirror / "Cora").iterdir()) == ["raw"]  # nothing written into the mirror
     with pytest.raises(SystemExit, match="set ZOO_DATA_MIRROR"):
-        probe.prepare(tmp_path / "scratch2", "PubMed", mirror)
+        probe.prepare(tmp_path / "scratch2", "PubMed")
 
 
 def test_run_one_seeds_the_script_and_lets_it_import_its_own_modules(tmp_path):
