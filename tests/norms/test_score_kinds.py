@@ -7,7 +7,9 @@ Walk-through: the files a new attention family with LipschitzNorm touches.
   ``normalize_<family>`` method in ``zoo/norms/lipschitz.py`` reading the layer's attributes, and
   its signature in ``docs/norms.md``.
 * After (a rule per score kind): 4 — the first four.  A family whose score is of an existing kind
-  declares ``score_kind`` and passes a record of that kind; nothing under ``zoo/norms/`` changes.
+  declares ``score_kind`` and passes a record of that kind; nothing under ``zoo/norms/`` changes,
+  and the norms, inits and base classes name no family (checked below), so none of them can need
+  a line for it.
 
 The toy family below plays ``zoo/models/<family>.py`` (its ``register_model`` the import line);
 the card and the page are data the docs tests check for the registered families.
@@ -69,6 +71,7 @@ class ToyAdditiveLayer(nn.Module):
 @pytest.fixture
 def toy_family(monkeypatch):
     """Register the toy family for one test (the registry is restored afterwards)."""
+    MODELS.names()  # every family registered first: the restored registry must hold them
     monkeypatch.setattr(MODELS, "_items", dict(MODELS._items))
 
     @register_model("toy_additive")
@@ -223,13 +226,15 @@ def _names_a_family(identifier: str, families: List[str]) -> Optional[str]:
     return next((f for f in families if re.search(f"_{re.escape(f)}_", tokens)), None)
 
 
-def test_the_norms_name_no_model_family():
-    """The norms' code (functions, classes, attributes, variables) names score kinds, never a
-    model family: a new family cannot need a line there.  The old ``normalize_gat`` /
-    ``normalize_gatv2`` failed this."""
+@pytest.mark.parametrize("folder", ["zoo/norms", "zoo/inits", "zoo/nn"])
+def test_plugins_and_base_classes_name_no_model_family(folder):
+    """The code (functions, classes, attributes, variables) of the norms, the inits and the base
+    classes names score kinds and layer contracts, never a model family: a new family cannot need a
+    line there.  The old ``normalize_gat`` / ``normalize_gatv2`` failed this.  (The fused kernels of
+    ``zoo/ops`` are named after the score they compute; a family without one uses the plain ops.)"""
     families = sorted({*zoo.list_models(), *MODELS.aliases()})
     assert _names_a_family("normalize_gatv2", families) == "gatv2"  # the check can fail
     assert _names_a_family("att_src", families) is None
-    offenders = sorted({f"{path.name}: {ident}" for path in (REPO / "zoo" / "norms").glob("*.py")
+    offenders = sorted({f"{path.name}: {ident}" for path in (REPO / folder).rglob("*.py")
                         for ident in _identifiers(path) if _names_a_family(ident, families)})
     assert offenders == []
