@@ -52,13 +52,21 @@ def test_heads_below_one_are_answered_by_the_size_check(kwargs, message):
      "gcn layers have no edge-feature term.*use gatv2 or gatdb"),
     (lambda: v.resolve_activation("relu6"), ValueError, "unknown activation 'relu6'"),
     (lambda: v.probability("dropout", 1.0), ValueError, r"dropout must be in \[0.0, 1.0\), got 1.0"),
-    (lambda: v.check_stack_options(10, 4, 0.0, 0.0), ValueError, "hidden_dim=10 must be a positive multiple of heads=4"),
-    (lambda: v.check_stack_options(8, 2, 0.0, 1.5), ValueError, r"attn_dropout must be in \[0, 1\), got 1.5"),
+    (lambda: v.check_stack_options(10, 4, 0.0, 0.0), ValueError,
+     "hidden_dim=10 must be a positive multiple of heads=4"),
+    (lambda: v.check_stack_options(8, 2, 0.0, 1.5), ValueError, r"attn_dropout must be in \[0.0, 1.0\), got 1.5"),
+    (lambda: v.check_stack_options(8, 2, float("nan"), 0.0), ValueError, "dropout must be a number, got nan"),
 ])
 def test_each_resolver_names_the_problem_and_the_fix_in_one_line(call, error, message):
     with pytest.raises(error, match=message) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+def test_san_input_dropout_is_a_probability():
+    with pytest.raises(ValueError, match=r"input_dropout must be in \[0.0, 1.0\), got 1.0"):
+        zoo.build("san_pre_ln", in_dim=4, out_dim=2, input_dropout=1.0)
+    assert zoo.build("san_pre_ln", in_dim=4, out_dim=2, input_dropout=0.25).input_dropout == 0.25
 
 
 def test_resolvers_return_the_stored_form():

@@ -51,7 +51,8 @@ class ToyAdditiveLayer(nn.Module):
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         n = graph.num_nodes
         xw = self.lin(x).view(n, self.heads, self.channels)
-        scores = gather_rows((xw * self.att_src).sum(-1), graph.src) + gather_rows((xw * self.att_dst).sum(-1), graph.dst)
+        scores = (gather_rows((xw * self.att_src).sum(-1), graph.src)
+                  + gather_rows((xw * self.att_dst).sum(-1), graph.dst))
         if self.score_norm is not None:
             scores = self.score_norm.normalize(AdditiveScores(graph, xw, self.att_src, self.att_dst, scores))
         alpha = segment_softmax(torch.tanh(scores), graph.dst, n)

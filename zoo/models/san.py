@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from zoo.graph import Graph
 from zoo.models.transformer import TransformerBlock, check_nonlocal_norm
 from zoo.nn.attention_stack import AttentionStack
-from zoo.nn.validation import check_stack_options, resolve_block_norms
+from zoo.nn.validation import check_stack_options, probability, resolve_block_norms
 from zoo.norms.scores import DOT_PRODUCT
 from zoo.ops.dropout import dropout
 from zoo.ops.sparse_linear import linear
@@ -75,9 +75,7 @@ class SAN(AttentionStack):
         super().__init__()
         check_stack_options(hidden_dim, heads, dropout, attn_dropout)
         nonlocal_norm = check_nonlocal_norm(nonlocal_norm)
-        if input_dropout is not None and not 0.0 <= input_dropout < 1.0:
-            raise ValueError(f"input_dropout must be in [0, 1), got {input_dropout}")
-        self.input_dropout = dropout if input_dropout is None else float(input_dropout)
+        self.input_dropout = dropout if input_dropout is None else float(probability("input_dropout", input_dropout))
         if nonlocal_norm != "n" and not self.nonlocal_energy:
             raise ValueError(f"nonlocal_norm={nonlocal_norm!r} only applies to san_nonlocal (the nonlocal energy factor)")
         self.in_dim, self.out_dim, self.hidden_dim, self.heads, self.dropout = in_dim, out_dim, hidden_dim, heads, dropout

@@ -168,9 +168,8 @@ def check_stack_options(hidden_dim: int, heads: int, dropout: float, attn_dropou
     if hidden_dim % heads:
         raise ValueError(f"hidden_dim={hidden_dim} must be a positive multiple of heads={heads} "
                          f"(the heads split hidden_dim evenly), e.g. hidden_dim={heads * max(1, hidden_dim // heads)}")
-    for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"{name} must be in [0, 1), got {p}")
+    probability("dropout", dropout)
+    probability("attn_dropout", attn_dropout)
 
 
 class _SeenInputs:
