@@ -40,7 +40,7 @@ MLP = "mlp"
 DOT_PRODUCT = "dot_product"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # tensors: compared by identity, not elementwise
 class AdditiveScores:
     """Raw additive scores (before any nonlinearity or bias) and what they are made of.
 
@@ -55,7 +55,7 @@ class AdditiveScores:
     scores: Tensor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # tensors: compared by identity, not elementwise
 class MLPScores:
     """The pre-activation ``hidden`` ``(E, H, C)`` of a perceptron score; the norm returns the
     normalised scores ``(E, H)`` in place of :meth:`raw`."""
@@ -71,7 +71,7 @@ class MLPScores:
         return (F.leaky_relu(self.hidden, self.negative_slope) * self.att).sum(-1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # tensors: compared by identity, not elementwise
 class DotProductScores:
     """Raw, unscaled dot-product scores ``scores[e, h] = query[dst[e], h] . key[src[e], h]`` with the
     queries, keys and values ``(N, H, C)`` they come from (values: the norm may bound by them)."""
