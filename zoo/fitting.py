@@ -1,11 +1,16 @@
 """``zoo.fit``: train a model (seeds x inits as stacked replicas) with the benchmark runner's protocol.
 
 The configuration is made into the same suite cells ``zoo bench`` / ``zoo train`` would run
-(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), and the cells
-are trained by the runner's own functions (:func:`zoo.bench.run.driver.model_factory`,
-:func:`~zoo.bench.run.driver.train_config`, :func:`zoo.bench.run.train.build_replicas`,
-:func:`~zoo.bench.run.train.train_replicas`): selection, stopping, evaluation reuse and stacking are
-the runner's, so ``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells (tested).
+(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), the models
+and the :class:`~zoo.trainer.config.TrainConfig` come from those cells as the runner makes them
+(:func:`zoo.bench.run.driver.model_factory`, :func:`~zoo.bench.run.driver.train_config`), and the
+training layer trains them (:func:`zoo.trainer.replicas.build_replicas`,
+:func:`zoo.trainer.loop.train_replicas`): selection, stopping, evaluation reuse and stacking are the
+runner's, so ``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells (tested).
+
+This entry point sits above both ``zoo.bench`` (it speaks in suite cells) and ``zoo.trainer`` (the
+loop, which imports nothing from ``zoo.bench``); it returns the trainer's
+:class:`~zoo.trainer.history.History`.
 """
 from __future__ import annotations
 
@@ -18,10 +23,11 @@ import torch
 from torch import nn
 
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
-from zoo.bench.run.train import build_replicas, train_replicas
 from zoo.bench.spec.suite import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 
 __all__ = ["fit", "fit_suite"]
 
