@@ -1,5 +1,6 @@
-"""Mid-run checkpoints (zoo.trainer.resume, zoo.bench.run.checkpoint): a group killed part-way resumes from its last
-checkpoint and ends with the numbers of an uninterrupted run, bitwise (float64)."""
+"""Mid-run checkpoints (zoo.trainer.resume; the file per group: zoo.bench.run.checkpoint): a group
+killed part-way resumes from its last checkpoint and ends with the numbers of an uninterrupted run,
+bitwise (float64)."""
 from __future__ import annotations
 
 import json
@@ -113,7 +114,6 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
         from zoo.trainer.resume import Checkpointer
         from zoo.bench.run.driver import run_suite
         from zoo.bench.spec.suite import parse_suite
-from zoo.trainer.resume import CheckpointPolicy, Checkpointer, parse_every
         real = Checkpointer.save
         def save(self, state):
             real(self, state)
