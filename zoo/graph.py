@@ -152,6 +152,24 @@ class _GraphCache:
 _CACHE = _GraphCache()
 
 
+#: Edge tensors whose holder promises never to edit them (:func:`owned_edges`), by id.
+_OWNED: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
+
+
+def owned_edges(edge_index: Tensor) -> Tensor:
+    """``edge_index`` marked as edited by nobody: its cache entry checks the fingerprint alone, with
+    no per-call comparison of the edges (a comparison reads a GPU's result back on the host, so
+    every forward waited for the device).  For a holder that keeps the tensor to itself, e.g. the
+    training loop's own copy of a task's graph; pass a copy (``edge_index.clone()``) when others
+    may hold it."""
+    _OWNED[id(edge_index)] = edge_index
+    return edge_index
+
+
+def _is_owned(graph: Any) -> bool:
+    return isinstance(graph, Tensor) and _OWNED.get(id(graph)) is graph
+
+
 def forget_graph(graph: Any) -> None:
     """Drop the cached normalisations of ``graph``: needed only after editing the edges of a graph
     with more than :data:`CONTENT_CHECK_MAX_EDGES` edges in a way that bypasses torch's version
@@ -367,7 +385,8 @@ def as_graph(graph: GraphLike, x: Optional[Tensor] = None, self_loops: str = "ad
                 ei = ei.to(device)
             result = Graph(_apply_policy(ei, num_nodes, self_loops), num_nodes, self_loops)
             if stamp is not None:
-                small = edge_index.size(1) <= CONTENT_CHECK_MAX_EDGES  # _validate: (2, E)
+                # _validate: (2, E); a caller's own never-edited edges need no comparison
+                small = edge_index.size(1) <= CONTENT_CHECK_MAX_EDGES and not _is_owned(graph)
                 _CACHE.store(graph, key, _Entry(stamp, edge_index.clone() if small else None, result))
     if x is not None and x.size(0) != result.num_nodes:
         raise ValueError(

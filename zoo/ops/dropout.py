@@ -31,6 +31,26 @@ class ReplicaRandomness:
     def __init__(self, seeds: Sequence[int]) -> None:
         self.seeds = [int(s) for s in seeds]
         self._generators: Dict[Tuple[int, str], torch.Generator] = {}
+        self._tokens: Optional[Tensor] = None
+        self._token_at: Dict[int, int] = {}
+
+    def tokens(self, device: torch.device) -> Tensor:
+        """The ``(R,)`` replica indices ``0 .. R-1`` on ``device`` that :func:`replica_randomness`
+        takes; :meth:`indices` reads them back without a device-to-host copy."""
+        self._tokens = torch.arange(len(self.seeds), device=device)
+        step = self._tokens.element_size()
+        self._token_at = {self._tokens.data_ptr() + r * step: r for r in range(len(self.seeds))}
+        return self._tokens
+
+    def indices(self, token: Tensor) -> List[int]:
+        """The replica indices held by ``token`` (one, or a 1-D batch): known on the host for views of
+        :meth:`tokens` (looked up by address, so a GPU run does not wait for the device), else read."""
+        if token.dim() <= 1 and self._token_at:
+            step = token.element_size() * (token.stride(0) if token.dim() else 0)
+            found = [self._token_at.get(token.data_ptr() + i * step) for i in range(token.numel())]
+            if None not in found:
+                return found  # type: ignore[return-value]
+        return [int(r) for r in token.reshape(-1).tolist()]
 
     def generator(self, replica: int, device: torch.device) -> torch.Generator:
         key = (replica, str(device))
@@ -118,7 +138,7 @@ def replica_randomness(rng: ReplicaRandomness, token: Tensor) -> Iterator[None]:
 if _HAS_CUSTOM_OPS:
     @torch.library.custom_op("zoo::replica_dropout_mask", mutates_args=())
     def _replica_mask(like: Tensor, token: Tensor, p: float) -> Tensor:
-        return _ACTIVE[-1][0].mask(int(token), like, p)
+        return _ACTIVE[-1][0].mask(_ACTIVE[-1][0].indices(token)[0], like, p)
 
 
     @_replica_mask.register_fake
@@ -130,7 +150,8 @@ if _HAS_CUSTOM_OPS:
                            p: float) -> Tuple[Tensor, int]:
         like_dim, token_dim, _ = in_dims
         rng = _ACTIVE[-1][0]
-        tokens = token.movedim(token_dim, 0).tolist() if token_dim is not None else [int(token)] * info.batch_size
+        tokens = rng.indices(token.movedim(token_dim, 0) if token_dim is not None else token)
+        tokens = tokens if token_dim is not None else tokens * info.batch_size
         one = like.select(like_dim, 0) if like_dim is not None else like
         return torch.stack([rng.mask(int(r), one, p) for r in tokens]), 0
 
@@ -140,7 +161,8 @@ if _HAS_CUSTOM_OPS:
 
     @torch.library.custom_op("zoo::replica_sparse_dropout", mutates_args=())
     def _replica_sparse_dropout(x: Tensor, token: Tensor, p: float) -> Tensor:
-        return _ACTIVE[-1][0].sparse_dropped(int(token), _SPARSE_INPUTS.get(x), p, remember=False)
+        rng = _ACTIVE[-1][0]
+        return rng.sparse_dropped(rng.indices(token)[0], _SPARSE_INPUTS.get(x), p, remember=False)
 
 
     @_replica_sparse_dropout.register_fake
@@ -153,7 +175,8 @@ if _HAS_CUSTOM_OPS:
         if in_dims[0] is not None:
             raise ValueError("replica_sparse_dropout: the sparse input must be shared by all replicas")
         rng, nonzeros = _ACTIVE[-1][0], _SPARSE_INPUTS.get(x)
-        tokens = token.movedim(in_dims[1], 0).tolist() if in_dims[1] is not None else [int(token)] * info.batch_size
+        tokens = rng.indices(token.movedim(in_dims[1], 0) if in_dims[1] is not None else token)
+        tokens = tokens if in_dims[1] is not None else tokens * info.batch_size
         # stacked replicas multiply a batched (dense) input: no CSR form to remember
         return torch.stack([rng.sparse_dropped(int(r), nonzeros, p, remember=False) for r in tokens]), 0
 
@@ -183,7 +206,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         rng, token = _ACTIVE[-1]
         if _is_batched(token):  # stacked replicas: each draws from its own stream (the vmap rule)
             return _replica_sparse_dropout(x, token, float(p))
-        return rng.sparse_dropped(int(token), nonzeros, p)
+        return rng.sparse_dropped(rng.indices(token)[0], nonzeros, p)
     if not _ACTIVE or not custom_ops_active():
         return F.dropout(x, p, True)
     return x * dropout_mask(x, p)

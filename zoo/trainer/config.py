@@ -66,6 +66,9 @@ class TrainConfig:
     keep_best_state: bool = False     # keep each replica's best parameters (layer pruning needs them)
     lr_scheduler: str = "none"        # "none" | "plateau" (ReduceLROnPlateau on the validation loss)
     lr_scheduler_kwargs: Dict[str, Any] = field(default_factory=dict)  # e.g. {"factor": 0.1, "patience": 10}
+    #: epochs between the host's reads of the stop flags (the loop's only device-to-host reads while
+    #: no callback runs); the numbers do not depend on it, so it is not part of a suite cell
+    check_every: int = 25
 
     def __post_init__(self) -> None:
         _check_values(self)
@@ -100,6 +103,7 @@ def _check_values(cfg: "TrainConfig") -> None:
     number("momentum", 0)
     for name in ("warmup_epochs", "epochs", "batch_size"):
         number(name, 0, integer=True)
+    number("check_every", 1, integer=True)
     number("data_seed", -math.inf, integer=True)
     if cfg.patience is not None:  # None = no patience
         number("patience", 1, integer=True)

@@ -3,8 +3,16 @@
 Each replica has its own optimiser state (:mod:`zoo.trainer.optim`), early stopping and model
 selection (:mod:`zoo.trainer.stopping`, on the per-replica tensors of
 :class:`~zoo.trainer.state.LoopState`): a stopped replica's parameters and optimiser state are
-frozen by a mask.  An epoch's work and bookkeeping are device tensor ops; the host reads the
-device once an epoch (:func:`_host_flags`: does any replica still run?).
+frozen by a mask.  An epoch's work and bookkeeping — training step, evaluation, selection (the kept
+best parameters copied with ``torch.where`` on the improved mask), patience / loss / divergence
+stops and the lr schedule — are device tensor ops with no host read.  The host reads the stop flags
+once every ``check_every`` epochs (:func:`_any_running`, at states ``e`` with ``(e + 1) % K == 0``),
+and the run ends at the first such check where every replica has stopped; the epochs run past the
+last replica's stop change nothing (every replica is frozen), so the records are those of a check
+every epoch.  A mid-run checkpoint is written only at a check.  Callbacks read the metrics on the
+host, so a run with callbacks checks every epoch (they see each evaluated state up to the last
+stop, as before); a run without them is free of host synchronisation between checks, on every
+device (tested under a dispatch mode on the CPU).
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
 ``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
@@ -25,7 +33,7 @@ order fixed by ``data_seed``, shared by all replicas), and the training loss is 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -76,27 +84,27 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         start -= resumed_s
         if progress is not None:
             progress(first_epoch)
-    epochs_done = first_epoch
+    check_every = 1 if callbacks else cfg.check_every  # callbacks read the host every epoch anyway
+    last = first_epoch
     for epoch in range(first_epoch, cfg.epochs + 1):
+        last = epoch
         ev = evaluate(task, replicas, view, loss_fn, with_grads=epoch < cfg.epochs, deterministic=deterministic,
                       last_pass_loss=state.last_pass_loss)
         improved = rules.update(state, epoch, ev)
-        running, any_improved = _host_flags(state, improved)
-        if any_improved:
-            state.keep_best(replicas.params, improved)
-        epochs_done = epoch
+        state.keep_best(replicas.params, improved)
         if progress is not None:
             progress(1)
         if callbacks:
             seen = _epoch_state(epoch, replicas, view, ev, state.active, labels, scratch)
             for cb in callbacks:
                 cb.on_epoch_end(seen)
-        if not running:
+        check = (epoch + 1) % check_every == 0
+        if epoch == cfg.epochs or (check and not _any_running(state)):
             break
         if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
             scheduler.step(ev.val_loss, state.active)
         state.last_pass_loss = train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads)
-        if checkpoint is not None and checkpoint.due(epoch):
+        if check and checkpoint is not None and checkpoint.due(epoch):
             checkpoint.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
                                      state))
 
@@ -104,16 +112,12 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         if callable(getattr(cb, "on_fit_end", None)):
             cb.on_fit_end(seen)
     resumed = {"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {}
-    return run_results(state, replicas, epochs_done, time.perf_counter() - start, scheduler, resumed)
+    return run_results(state, replicas, last, time.perf_counter() - start, scheduler, resumed)
 
 
-def _host_flags(state: LoopState, improved: Tensor) -> Tuple[bool, bool]:
-    """The epoch's one read of the device: whether any replica still runs and, when the best
-    parameters are kept, whether any replica's selected state is this one."""
-    if state.best_state is None:
-        return bool(state.active.any()), False
-    running, better = torch.stack([state.active.any(), improved.any()]).tolist()
-    return bool(running), bool(better)
+def _any_running(state: LoopState) -> bool:
+    """The host check: whether any replica still trains (a device-to-host read)."""
+    return bool(state.active.any())
 
 
 def _epoch_state(epoch: int, replicas: Replicas, view: Any, ev: Evaluation, active: Tensor,

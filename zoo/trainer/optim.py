@@ -33,11 +33,6 @@ def _expand(mask: Tensor, like: Tensor) -> Tensor:
     return mask.view(-1, *([1] * (like.dim() - 1)))
 
 
-def _all(mask: Tensor) -> bool:
-    """Whether every entry of ``mask`` is true, asked only on CPU (no device sync per step)."""
-    return mask.device.type == "cpu" and bool(mask.all())
-
-
 class _Columns:
     """A per-replica ``(R,)`` factor as a column broadcasting against each parameter, cast once per dtype.
 
@@ -76,12 +71,17 @@ class _Base:
         return (self.lr if base is None else base) * torch.clamp(steps / self.warmup, max=1.0)
 
 
-# Both update paths below use the same kernels on the same operands, so a replica's numbers do
-# not depend on which one ran (the in-place one is bitwise the masked one; tested).  One fused
-# ``addcmul_`` / ``addcdiv``-style pass per tensor replaced ``p.sub_(lr * d)`` (a temporary and
-# a second pass over each parameter: on Cornell's 15 x 64 x 1703 first-layer weight the step was
-# ~18 % of a stacked epoch); the fused kernel may round ``p - lr * d`` once instead of twice (an
-# FMA), within 1e-12 of ``torch.optim`` (tested).
+# One update path for every device and every mask, with no host read: each replica's new values
+# are computed for all replicas and kept where ``active`` (``torch.where`` written into the state
+# tensor itself).  A fused ``addcmul`` / ``addcdiv``-style pass per tensor may round ``p - lr * d``
+# once instead of twice (an FMA), within 1e-12 of ``torch.optim`` (tested).  (An all-active
+# in-place path, chosen by reading ``active`` on the host, was bitwise this one; the read made the
+# epoch synchronise with the host, so it went.)
+
+
+def _keep(mask: Tensor, new: Tensor, old: Tensor) -> None:
+    """``old[r] = new[r]`` where ``mask[r]``, in place."""
+    torch.where(mask, new, old, out=old)
 
 
 class StackedSGD(_Base):
@@ -98,24 +98,6 @@ class StackedSGD(_Base):
         steps = self.steps + active.to(self.steps.dtype)
         lr = _Columns(self.lr_at(steps))
         first = steps == 1
-        if _all(active) and (_all(first) or not bool(first.any())):
-            self._step_in_place(params, grads, lr, bool(first[0]))
-        else:
-            self._step_masked(params, grads, active, lr, first)
-        self.steps = steps
-
-    def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: _Columns, first: bool) -> None:
-        # every replica active and at the same phase: the masked update's values, computed in place
-        for i, (p, g) in enumerate(zip(params, grads)):
-            d = g + self.weight_decay * p if self.weight_decay else g
-            if self.momentum:
-                buf = self.buffers[i]
-                buf.copy_(d) if first else buf.mul_(self.momentum).add_(d)
-                d = buf
-            p.addcmul_(lr.like(p), d, value=-1)
-
-    def _step_masked(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor, lr: _Columns,
-                     first: Tensor) -> None:
         for i, (p, g) in enumerate(zip(params, grads)):
             m = _expand(active, p)
             d = g + self.weight_decay * p if self.weight_decay else g
@@ -123,9 +105,10 @@ class StackedSGD(_Base):
                 buf = self.buffers[i]
                 # torch: the first step's buffer is the gradient itself
                 new_buf = torch.where(_expand(first, p), d, buf * self.momentum + d)
-                buf.copy_(torch.where(m, new_buf, buf))
+                _keep(m, new_buf, buf)
                 d = new_buf
-            p.copy_(torch.where(m, p.addcmul(lr.like(p), d, value=-1), p))
+            _keep(m, p.addcmul(lr.like(p), d, value=-1), p)
+        self.steps = steps
 
 
 class StackedAdam(_Base):
@@ -148,31 +131,6 @@ class StackedAdam(_Base):
         bias2_sqrt = _Columns(torch.sqrt(1 - self.beta2 ** safe))
         step_size = _Columns(lr / bias1)
         decay = _Columns(1 - lr * self.weight_decay) if self.decoupled and self.weight_decay else None
-        if _all(active):
-            self._step_in_place(params, grads, decay, step_size, bias2_sqrt)
-        else:
-            self._step_masked(params, grads, active, decay, step_size, bias2_sqrt)
-        self.steps = steps
-
-    def _denominator(self, m2: Tensor, bias2_sqrt: _Columns) -> Tensor:
-        return m2.sqrt().div_(bias2_sqrt.like(m2)).add_(self.eps)
-
-    def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], decay: Optional[_Columns],
-                       step_size: _Columns, bias2_sqrt: _Columns) -> None:
-        # every replica active: the masked update's values (same kernels, same order), in place
-        for p, g, m1, m2 in zip(params, grads, self.exp_avg, self.exp_avg_sq):
-            if decay is not None:
-                p.mul_(decay.like(p))
-            elif self.weight_decay:
-                g = g + self.weight_decay * p
-            m1.lerp_(g, 1 - self.beta1)
-            m2.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
-            ratio = self._denominator(m2, bias2_sqrt)
-            torch.div(m1, ratio, out=ratio)
-            p.addcmul_(step_size.like(p), ratio, value=-1)
-
-    def _step_masked(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor,
-                     decay: Optional[_Columns], step_size: _Columns, bias2_sqrt: _Columns) -> None:
         for p, g, m1, m2 in zip(params, grads, self.exp_avg, self.exp_avg_sq):
             m = _expand(active, p)
             base = p
@@ -183,9 +141,13 @@ class StackedAdam(_Base):
             new_m1 = torch.lerp(m1, g, 1 - self.beta1)
             new_m2 = (m2 * self.beta2).addcmul_(g, g, value=1 - self.beta2)
             update = base.addcmul(step_size.like(p), new_m1 / self._denominator(new_m2, bias2_sqrt), value=-1)
-            m1.copy_(torch.where(m, new_m1, m1))
-            m2.copy_(torch.where(m, new_m2, m2))
-            p.copy_(torch.where(m, update, p))
+            _keep(m, new_m1, m1)
+            _keep(m, new_m2, m2)
+            _keep(m, update, p)
+        self.steps = steps
+
+    def _denominator(self, m2: Tensor, bias2_sqrt: _Columns) -> Tensor:
+        return m2.sqrt().div_(bias2_sqrt.like(m2)).add_(self.eps)
 
 
 def make_optimizer(name: str, params: Sequence[Tensor], *, lr: float, weight_decay: float = 0.0,

@@ -41,7 +41,7 @@ class Replicas:
         self.buffers = buffers
         self.size = len(models)
         self.rng = ReplicaRandomness(range(self.size) if seeds is None else seeds)
-        self.tokens = torch.arange(self.size, device=self.params[0].device)
+        self.tokens = self.rng.tokens(self.params[0].device)  # the rng reads them back without a device sync
 
     def num_parameters(self) -> int:
         return sum(p[0].numel() for p in self.params)

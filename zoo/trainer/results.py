@@ -34,13 +34,16 @@ def _finite(value: float, has_best: bool) -> Optional[float]:
     return value if has_best and math.isfinite(value) else None
 
 
-def run_results(state: LoopState, replicas: Any, epochs_done: int, elapsed: float, scheduler: Any,
+def run_results(state: LoopState, replicas: Any, last_epoch: int, elapsed: float, scheduler: Any,
                 resumed: Dict[str, Any]) -> List[RunResult]:
     """One :class:`RunResult` per replica from the final ``state`` (reads the device once);
+    ``last_epoch``: the last state the loop evaluated (it may have run past the last replica's
+    stop, up to its next host check: the run's epochs are those up to that stop);
     ``resumed``: extra entries of a resumed run (``resumed_at_epoch``, ``resumed_elapsed_s``)."""
-    per_epoch = elapsed / max(epochs_done + 1, 1)
     n_params = replicas.num_parameters()
     be, de, se = state.best_epoch.tolist(), state.diverged_epoch.tolist(), state.stop_epoch.tolist()
+    epochs_done = max(se) if se and min(se) >= 0 else last_epoch
+    per_epoch = elapsed / max(last_epoch + 1, 1)  # the epochs the loop ran, its tail past the last stop included
     bm, bl, reasons = state.best_metrics.tolist(), state.best_losses.tolist(), state.reasons()
     results = []
     for r in range(replicas.size):

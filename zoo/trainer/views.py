@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
+from zoo.graph import owned_edges
 from zoo.trainer.config import SPLITS
 
 def loss_function(task: Any) -> Tuple[Callable[[Tensor, Tensor], Tensor], bool]:
@@ -60,7 +61,8 @@ class TransductiveView:
     def __init__(self, task: Any, device: torch.device, dtype: torch.dtype) -> None:
         d = task.data
         self.x = d.x.to(device=device, dtype=dtype)
-        self.edge_index = d.edge_index.to(device)
+        # the loop's own copy: the graph cache need not compare it with its edges every forward
+        self.edge_index = owned_edges(d.edge_index.to(device, copy=True))
         self.y = d.y.to(device)
         self.masks = {s: getattr(d, f"{s}_mask").to(device) for s in SPLITS}
         for s, m in self.masks.items():
@@ -138,19 +140,22 @@ class GraphListView:
             items = []
             for g in graphs:
                 y, mask = self._targets(g)
-                items.append((g.edge_index.to(self.device), g.x.to(self.device, self.dtype), y, mask))
+                items.append((owned_edges(g.edge_index.to(self.device, copy=True)), g.x.to(self.device, self.dtype),
+                              y, mask))
             return ("tied", items)
         b = Batch.from_data_list(graphs)
         y, mask = self._targets(b)
         edge_attr = getattr(b, "edge_attr", None) if self.edge_features else None
-        return ("merged", (b.edge_index.to(self.device), b.x.to(self.device, self.dtype),
+        return ("merged", (owned_edges(b.edge_index.to(self.device)), b.x.to(self.device, self.dtype),
                            b.batch.to(self.device), b.num_graphs, y, mask,
                            None if edge_attr is None else edge_attr.to(self.device)))
 
     def _targets(self, g: Any) -> Tuple[Tensor, Optional[Tensor]]:
+        """The targets and (inductive node tasks with a ``label_mask``) the labelled rows' indices,
+        found on the host where the mask lives: indexing by a mask on the device reads its count back."""
         y = g.y.to(self.device)
         mask = getattr(g, "label_mask", None) if not self.graph_level else None
-        return y, (mask.to(self.device) if mask is not None else None)
+        return y, (mask.cpu().nonzero().view(-1).to(self.device) if mask is not None else None)
 
     def batches(self, split: str, shuffle: bool) -> List[Any]:
         if self.cache is not None and not (shuffle and self.batch_size):
@@ -168,7 +173,7 @@ class GraphListView:
             for edge_index, x, y, mask in payload:
                 out = replicas.forward(edge_index, x, train=train, params=params)
                 if mask is not None:
-                    out, y = out[:, mask], y[mask]
+                    out, y = out.index_select(1, mask), y.index_select(0, mask)
                 outs.append(out)
                 ys.append(y)
             return torch.cat(outs, 1), torch.cat(ys, 0)
@@ -177,7 +182,7 @@ class GraphListView:
             return replicas.forward(edge_index, x, vec, num_graphs, edge_attr, train=train, params=params), y
         out = replicas.forward(edge_index, x, train=train, params=params)
         if mask is not None:
-            out, y = out[:, mask], y[mask]
+            out, y = out.index_select(1, mask), y.index_select(0, mask)
         return out, y
 
     def dry_run(self, model: nn.Module) -> None:
