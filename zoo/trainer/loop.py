@@ -9,7 +9,8 @@ stops and the lr schedule — are device tensor ops with no host read.  The host
 once every ``check_every`` epochs (:func:`_any_running`, at states ``e`` with ``(e + 1) % K == 0``),
 and the run ends at the first such check where every replica has stopped; the epochs run past the
 last replica's stop change nothing (every replica is frozen), so the records are those of a check
-every epoch.  A mid-run checkpoint is written only at a check.  Callbacks read the metrics on the
+every epoch.  A mid-run checkpoint is written only at a check (a due checkpoint makes one: its
+save reads the device anyway).  Callbacks read the metrics on the
 host, so a run with callbacks checks every epoch (they see each evaluated state up to the last
 stop, as before); a run without them is free of host synchronisation between checks, on every
 device (tested under a dispatch mode on the CPU).
@@ -98,13 +99,14 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             seen = _epoch_state(epoch, replicas, view, ev, state.active, labels, scratch)
             for cb in callbacks:
                 cb.on_epoch_end(seen)
-        check = (epoch + 1) % check_every == 0
+        saving = checkpoint is not None and checkpoint.due(epoch)  # a save reads the device: a check too
+        check = saving or (epoch + 1) % check_every == 0
         if epoch == cfg.epochs or (check and not _any_running(state)):
             break
         if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
             scheduler.step(ev.val_loss, state.active)
         state.last_pass_loss = train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads)
-        if check and checkpoint is not None and checkpoint.due(epoch):
+        if saving:
             checkpoint.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
                                      state))
 

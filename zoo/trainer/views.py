@@ -140,8 +140,8 @@ class GraphListView:
             items = []
             for g in graphs:
                 y, mask = self._targets(g)
-                items.append((owned_edges(g.edge_index.to(self.device, copy=True)), g.x.to(self.device, self.dtype),
-                              y, mask))
+                # the task's own edges: a model tied to a graph recognises it by its cached normalisation
+                items.append((g.edge_index.to(self.device), g.x.to(self.device, self.dtype), y, mask))
             return ("tied", items)
         b = Batch.from_data_list(graphs)
         y, mask = self._targets(b)
