@@ -11,6 +11,13 @@ Timing (the runner's protocol, :mod:`zoo.trainer.loop`): ``state.epoch = e`` is 
 rule applied, before the next step.  ``state.grads`` is the gradient of state ``e``'s training
 loss, the one the next step uses (transductive tasks; ``None`` at the last state, where no
 step follows, and on mini-batch tasks, whose gradients are per batch).
+
+Host reads: a callback that turns the state into Python numbers (``.tolist()``, ``float(...)``)
+makes the device wait every epoch, so the loop then reads its stop flags every epoch as well and
+the callback sees no epoch after the last replica stopped.  A callback that only keeps device
+tensors may set the class attribute ``syncs_host = False``: the run stays free of host reads
+between the loop's checks (``TrainConfig.check_every``), and the callback also sees the epochs
+up to the next check, in which every replica is frozen (``state.active`` all false).
 """
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ loop, which imports nothing from ``zoo.bench``); it returns the trainer's
 """
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 import copy
 import time
@@ -95,7 +97,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         epochs: int = 200, seeds: Union[int, Sequence[int]] = (0,), inits: Union[None, str, Sequence[str]] = None,
         callbacks: Sequence[Any] = (), device: Optional[str] = None, threads: Optional[int] = None,
         stacked: bool = True, keep_models: bool = True, data_root: Optional[str] = None,
-        **options: Any) -> History:
+        check_every: Optional[int] = None, **options: Any) -> History:
     """Train ``model_or_name`` on ``task`` with the benchmark runner's protocol; returns a :class:`History`.
 
     Args:
@@ -121,6 +123,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             shared (a GATv2 L = 16 Cora step: 5.8 s with torch's 2 threads vs 0.22 s with one, on
             a shared 2-core machine); ``None`` on a GPU leaves torch's setting.
         keep_models: keep each replica's selected and last parameters for :meth:`History.model`.
+        check_every: epochs between the host's reads of the stop flags (``TrainConfig.check_every``;
+            default 25); no number depends on it.  Callbacks that read the host make it 1.
 
     Example::
 
@@ -157,6 +161,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         else:
             factories = [model_factory(c, loaded) for c in cells]
         cfg = train_config(cells[0])
+        if check_every is not None:
+            cfg = dataclasses.replace(cfg, check_every=check_every)  # checked like the other keys
         if keep_models:
             cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
         dtype = getattr(torch, cells[0].config["run"]["dtype"])

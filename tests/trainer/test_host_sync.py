@@ -97,3 +97,19 @@ def test_the_counter_sees_every_kind_of_host_read():
         torch.where(t > 1, t, -t).index_select(0, torch.tensor([0, 2])).sum()
     assert not counter.counts
     assert torch.Tensor.tolist is not None and t.tolist() == [0.0, 1.0, 2.0, 3.0]  # the methods are restored
+
+
+def test_zoo_fits_metrics_recorder_does_not_synchronise():
+    """The recorder zoo.fit always adds keeps device tensors, read once after the run."""
+    from zoo.trainer.history import MetricsRecorder
+
+    task = synthetic_task(n=24)
+    cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=EPOCHS, check_every=100, loss_threshold=0.0)
+    factory = lambda: zoo.build("gcn", in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,  # noqa: E731
+                                num_layers=2, dropout=0.3)
+    reps, view = build_replicas(task, [factory, factory], [0, 1], torch.device("cpu"), torch.float32, cfg, True)
+    recorder = MetricsRecorder()
+    window, _ = window_counts(lambda p: train_replicas(task, reps, view, cfg, [0, 1], progress=p,
+                                                       callbacks=[recorder]), 2, EPOCHS - 1)
+    assert not window.counter.counts, window.counter.report()
+    assert recorder.epochs == list(range(EPOCHS + 1)) and len(recorder.rows["val"]) == EPOCHS + 1

@@ -15,22 +15,53 @@ __all__ = ["History", "MetricsRecorder"]
 
 class MetricsRecorder:
     """The callback ``zoo.fit`` always adds: every evaluated epoch's metrics of every replica
-    (nan for a replica from the epoch after it stopped: its state is frozen from then on)."""
+    (nan for a replica from the epoch after it stopped: its state is frozen from then on).
+
+    It keeps the device tensors and reads them once, when :attr:`rows` is first asked for, so it
+    does not make the loop read the host every epoch (``syncs_host = False``): the loop then runs
+    past the last replica's stop to its next check, and those epochs, where no replica ran, are
+    left out.
+    """
 
     KEYS = ("train", "val", "test", "train_loss", "val_loss")
+    syncs_host = False
 
     def __init__(self) -> None:
         self.epochs: List[int] = []
-        self.rows: Dict[str, List[List[float]]] = {k: [] for k in self.KEYS}
-        self._running: Optional[List[bool]] = None
+        self._values: List[Tensor] = []  # (5, R) float64 per epoch
+        self._active: List[Tensor] = []  # (R,) replicas that go on after the epoch
+        self._rows: Optional[Dict[str, List[List[float]]]] = None
 
     def on_epoch_end(self, state: Any) -> None:
-        running = self._running if self._running is not None else [True] * state.size
         self.epochs.append(int(state.epoch))
-        for k in self.KEYS:
-            values = state.metrics[k].tolist()
-            self.rows[k].append([v if running[r] else math.nan for r, v in enumerate(values)])
-        self._running = [bool(a) for a in state.active.tolist()]
+        self._values.append(torch.stack([state.metrics[k].detach().to(torch.float64) for k in self.KEYS]))
+        self._active.append(state.active.clone())
+        self._rows = None
+
+    @property
+    def rows(self) -> Dict[str, List[List[float]]]:
+        """``rows[key][t][r]``: the metric of replica ``r`` at the ``t``-th epoch (reads the device)."""
+        if self._rows is None:
+            self._rows = self._read()
+        return self._rows
+
+    def _read(self) -> Dict[str, List[List[float]]]:
+        rows: Dict[str, List[List[float]]] = {k: [] for k in self.KEYS}
+        if not self._values:
+            return rows
+        values = torch.stack(self._values).tolist()
+        active = torch.stack(self._active).tolist()
+        running = [True] * len(active[0])
+        kept = 0
+        for t, epoch_values in enumerate(values):
+            if not any(running):  # the loop ran on to its host check; no replica trained
+                break
+            for k, per_replica in zip(self.KEYS, epoch_values):
+                rows[k].append([v if running[r] else math.nan for r, v in enumerate(per_replica)])
+            running = active[t]
+            kept += 1
+        del self.epochs[kept:]
+        return rows
 
 
 @dataclass

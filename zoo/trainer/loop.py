@@ -10,10 +10,15 @@ once every ``check_every`` epochs (:func:`_any_running`, at states ``e`` with ``
 and the run ends at the first such check where every replica has stopped; the epochs run past the
 last replica's stop change nothing (every replica is frozen), so the records are those of a check
 every epoch.  A mid-run checkpoint is written only at a check (a due checkpoint makes one: its
-save reads the device anyway).  Callbacks read the metrics on the
-host, so a run with callbacks checks every epoch (they see each evaluated state up to the last
-stop, as before); a run without them is free of host synchronisation between checks, on every
-device (tested under a dispatch mode on the CPU).
+save reads the device anyway).  Callbacks opt out of this: one that reads the metrics on the host
+reads the device every epoch, so the loop then checks every epoch too (the callbacks see each
+evaluated state up to the last stop, as before).  A callback that only keeps device tensors says
+so with ``syncs_host = False`` (:class:`~zoo.trainer.history.MetricsRecorder`, the one ``zoo.fit``
+adds) and keeps the run sync-free; it then also sees the epochs up to the next check, where every
+replica is frozen.  A run with no other callbacks is free of host synchronisation between checks,
+on every device (tested under a dispatch mode on the CPU).  Not covered: task metrics other than
+plain accuracy (``task.evaluate``, e.g. ROC-AUC, read each replica's outputs) and shuffled
+mini-batches of graphs, which are collated on the host every epoch and copied to the device.
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
 ``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
@@ -85,7 +90,9 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         start -= resumed_s
         if progress is not None:
             progress(first_epoch)
-    check_every = 1 if callbacks else cfg.check_every  # callbacks read the host every epoch anyway
+    # a callback that reads the host every epoch makes the loop check every epoch too (it sees no
+    # epoch past the last stop); one that only keeps device tensors (syncs_host = False) does not
+    check_every = 1 if any(getattr(cb, "syncs_host", True) for cb in callbacks) else cfg.check_every
     last = first_epoch
     for epoch in range(first_epoch, cfg.epochs + 1):
         last = epoch
