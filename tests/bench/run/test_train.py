@@ -234,135 +234,13 @@ def test_grouped_equals_sequential_on_graph_level_task(model):
 
 
 @pytest.mark.parametrize("name,torch_cls,kwargs", [
-    ("sgd", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
-    ("adam", torch.optim.Adam, {"lr": 0.01, "weight_decay": 5e-4}),
-    ("adamw", torch.optim.AdamW, {"lr": 0.01, "weight_decay": 1e-2}),
-])
-def test_stacked_optimizer_matches_torch(name, torch_cls, kwargs):
-    g = torch.Generator().manual_seed(0)
-    ref = [torch.randn(4, 3, generator=g, dtype=torch.float64) for _ in range(2)]
-    mine = [torch.stack([r.clone(), r.clone() * 2]) for r in ref]  # 2 replicas; the 2nd is frozen
-    ref_params = [r.clone().requires_grad_(True) for r in ref]
-    frozen = [m[1].clone() for m in mine]
-    opt_ref = torch_cls(ref_params, **kwargs)
-    opt = make_optimizer(name, mine, **kwargs)
-    active = torch.tensor([True, False])
-    for step in range(6):
-        grads = [torch.sin(p * (step + 1)) for p in ref_params]
-        for p, gr in zip(ref_params, grads):
-            p.grad = gr.detach().clone()
-        opt_ref.step()
-        opt.step(mine, [torch.stack([gr.detach(), gr.detach()]) for gr in grads], active)
-    for m, r, f in zip(mine, ref_params, frozen):
-        torch.testing.assert_close(m[0], r.detach(), rtol=0, atol=1e-12)
-        assert torch.equal(m[1], f)
-
-
-def test_warmup_is_linear():
-    p = [torch.zeros(2, 1, dtype=torch.float64)]
-    opt = make_optimizer("sgd", p, lr=1.0, warmup_epochs=4)
-    deltas = []
-    for _ in range(6):
-        before = p[0][0].clone()
-        opt.step(p, [torch.ones(2, 1, dtype=torch.float64)], torch.tensor([True, True]))
-        deltas.append(float(before - p[0][0]))
-    assert deltas == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
-    assert not any(math.isnan(d) for d in deltas)
-
-
-@pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="per-replica dropout streams need torch.library.custom_op (torch >= 2.4)")
-@pytest.mark.parametrize("model", ["gat", "gatv2"])
-def test_dropout_replica_depends_only_on_its_seed(model):
-    """Issue 11 item 6: seed 1 alone == seed 1 next to seed 0 (stacked or not), with dropout 0.5."""
-    task = synthetic_task()
-    cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=8, loss_threshold=0.0)
-    kw = dict(dropout=0.5, attn_dropout=0.5)
-    alone, _ = _run(task, [(model, 2, "xavier")], [1], cfg, stacked=True, **kw)
-    pair, _ = _run(task, [(model, 2, "xavier")] * 2, [0, 1], cfg, stacked=True, **kw)
-    seq, _ = _run(task, [(model, 2, "xavier")] * 2, [0, 1], cfg, stacked=False, **kw)
-    other, _ = _run(task, [(model, 2, "xavier")] * 2, [2, 1], cfg, stacked=True, **kw)
-    for r in (pair[1], seq[1], other[1]):
-        assert r.metrics == alone[0].metrics and r.best_epoch == alone[0].best_epoch
-        assert r.val_loss == alone[0].val_loss and r.train_loss == alone[0].train_loss
-    # dropout is live: a different seed's run differs, and a dropout-free run differs
-    assert pair[0].val_loss != pair[1].val_loss
-    plain, _ = _run(task, [(model, 2, "xavier")], [1], cfg, stacked=True)
-    assert plain[0].val_loss != alone[0].val_loss
-
-
-def graph_level_task(seed: int = 0) -> Task:
-    """Tiny graph classification: label = whether a random graph has more edges than the median."""
-    g = torch.Generator().manual_seed(seed)
-
-    def one() -> Data:
-        n = int(torch.randint(4, 8, (1,), generator=g))
-        m = int(torch.randint(n, 3 * n, (1,), generator=g))
-        ei = torch.randint(0, n, (2, m), generator=g)
-        return Data(x=torch.randn(n, 4, generator=g), edge_index=ei, y=torch.tensor([int(m > 2 * n)]))
-
-    graphs = {s: [one() for _ in range(c)] for s, c in (("train", 10), ("val", 4), ("test", 4))}
-    return Task(name="tiny_graphs", kind="graph", metric="accuracy", num_features=4, num_classes=2,
-                multilabel=False, graphs=graphs)
-
-
-@pytest.mark.parametrize("model", ["gatv2", "gcn"])
-def test_grouped_equals_sequential_on_graph_level_task(model):
-    """Issue 12 item 2: mini-batches of graphs, replicas share the (shuffled) batches; float64."""
-    from zoo.nn.readout import GraphPool
-
-    task = graph_level_task()
-    cfg = TrainConfig(optimizer="adam", lr=0.02, epochs=12, batch_size=3, loss_threshold=0.0)
-
-    def factory(init):
-        return lambda: GraphPool(zoo.build(model, in_dim=4, out_dim=8, hidden_dim=8, num_layers=2, init=init), 8, 2)
-
-    def run(inits, seeds, stacked):
-        reps, view = build_replicas(task, [factory(i) for i in inits], seeds, torch.device("cpu"), torch.float64,
-                                    cfg, stacked)
-        return train_replicas(task, reps, view, cfg, seeds)
-
-    inits, seeds = ["xavier", "xavier", "balanced_orthogonal" if model == "gatv2" else "xavier"], [0, 1, 2]
-    grouped = run(inits, seeds, True)
-    sequential = [run([i], [s], False)[0] for i, s in zip(inits, seeds)]
-    assert len({r.val_loss for r in grouped}) == 3  # the replicas really differ
-    for g, s in zip(grouped, sequential):
-        assert g.metrics == s.metrics and g.best_epoch == s.best_epoch and g.epochs_run == s.epochs_run
-        assert g.val_loss == pytest.approx(s.val_loss, abs=1e-10, rel=0)
-        assert g.train_loss == pytest.approx(s.train_loss, abs=1e-10, rel=0)
-
-
-@pytest.mark.parametrize("name,kwargs", [
-    ("sgd", {"lr": 0.1}), ("sgd", {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
-    ("adam", {"lr": 0.01, "weight_decay": 1e-3}), ("adamw", {"lr": 0.01, "weight_decay": 1e-2, "warmup_epochs": 3}),
-])
-def test_in_place_optimizer_step_equals_masked_step(name, kwargs, monkeypatch):
-    """The all-active in-place fast path gives bitwise the masked path's parameters."""
-    import zoo.trainer.optim as optim
-
-    g = torch.Generator().manual_seed(1)
-    start = [torch.randn(3, 5, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64)]
-    grads = [[torch.randn(p.shape, generator=g, dtype=torch.float64) for p in start] for _ in range(5)]
-    results = []
-    for fast in (True, False):
-        monkeypatch.setattr(optim, "_all", optim._all if fast else (lambda mask: False))
-        params = [p.clone() for p in start]
-        opt = make_optimizer(name, params, **kwargs)
-        for gr in grads:
-            opt.step(params, gr, torch.ones(3, dtype=torch.bool))
-        results.append(params)
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
-    assert not torch.equal(results[0][0], start[0])
-
-
-@pytest.mark.parametrize("name,torch_cls,kwargs", [
     ("sgd", torch.optim.SGD, {"lr": 0.1}),
     ("sgd", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
     ("adam", torch.optim.Adam, {"lr": 0.01, "weight_decay": 5e-4}),
     ("adamw", torch.optim.AdamW, {"lr": 0.01, "weight_decay": 1e-2}),
 ])
-def test_in_place_optimizer_step_matches_torch(name, torch_cls, kwargs):
-    """Every replica active (the fused in-place path): each replica is its own torch.optim run."""
+def test_all_active_optimizer_step_matches_torch(name, torch_cls, kwargs):
+    """Every replica active: each replica is its own torch.optim run."""
     g = torch.Generator().manual_seed(2)
     shapes = [(3, 7, 5), (3, 5), (3,)]
     mine = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
