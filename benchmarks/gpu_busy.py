@@ -71,9 +71,10 @@ def profile(dataset: str, model: str, layers: int, replicas: int, epochs: int, d
     from torch.profiler import profile as torch_profile
 
     import zoo
-    from zoo.bench.run.train import build_replicas, train_replicas
-    from zoo.bench.spec.config import TrainConfig
     from zoo.datasets import load
+    from zoo.trainer.config import TrainConfig
+    from zoo.trainer.loop import train_replicas
+    from zoo.trainer.replicas import build_replicas
 
     task = load(dataset)
     inits = [INITS[i % len(INITS)] for i in range(replicas)]
