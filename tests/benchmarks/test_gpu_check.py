@@ -118,7 +118,7 @@ def test_unknown_step_is_one_line(tmp_path):
 
 
 def test_speed_train_refuses_cuda_without_a_device_and_the_cpu_clock_on_cuda():
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}  # this checkout
     run = lambda *a: subprocess.run([sys.executable, "benchmarks/speed_train.py", *a], cwd=REPO, env=env,
                                     capture_output=True, text=True, timeout=300)
     done = run("--device", "cuda")
