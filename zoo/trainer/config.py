@@ -47,7 +47,7 @@ SELECT = ("val_metric", "val_loss", "train_metric", "last")
 
 @dataclass
 class TrainConfig:
-    """How to train (every field is a suite key; see ``docs/benchmarks.md``)."""
+    """How to train (every field but ``check_every`` is a suite key; see ``docs/benchmarks.md``)."""
 
     optimizer: str = "adam"
     lr: float = 0.005
