@@ -124,7 +124,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             a shared 2-core machine); ``None`` on a GPU leaves torch's setting.
         keep_models: keep each replica's selected and last parameters for :meth:`History.model`.
         check_every: epochs between the host's reads of the stop flags (``TrainConfig.check_every``;
-            default 25); no number depends on it.  Callbacks that read the host make it 1.
+            default: 1 on the CPU, 25 on a GPU); no number depends on it.  Callbacks that read the
+            host make it 1.
 
     Example::
 

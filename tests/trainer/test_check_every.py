@@ -141,3 +141,16 @@ def test_callbacks_see_the_same_epochs_for_every_check_every():
     for key, rows in seen[1][1].items():
         assert torch.equal(rows.isnan(), seen[25][1][key].isnan())
         assert torch.equal(rows.nan_to_num(), seen[25][1][key].nan_to_num())
+
+
+def test_check_every_defaults_and_validation():
+    from zoo.trainer.loop import _check_every
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")  # a device object only: no GPU needed
+    assert _check_every(TrainConfig(), cpu, []) == 1  # a CPU read waits for nothing
+    assert _check_every(TrainConfig(), gpu, []) == 25
+    assert _check_every(TrainConfig(check_every=7), cpu, [MetricsRecorder()]) == 7
+    assert _check_every(TrainConfig(check_every=7), gpu, [MetricsRecorder(), _Reader()]) == 1
+    for bad in (0, -3, 2.5, True, "25"):
+        with pytest.raises(ValueError, match="check_every must be"):
+            TrainConfig(check_every=bad)

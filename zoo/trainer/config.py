@@ -41,6 +41,11 @@ def plateau_options(options: Mapping[str, Any]) -> Dict[str, Any]:
     return opts
 
 
+#: the default ``check_every`` on a GPU: a host read there drains the device queue, while each epoch
+#: run past the last replica's stop costs one epoch (half of it on average, ``(K - 1) / 2`` epochs,
+#: once per group)
+CHECK_EVERY = 25
+
 SPLITS = ("train", "val", "test")
 SELECT = ("val_metric", "val_loss", "train_metric", "last")
 
@@ -67,8 +72,10 @@ class TrainConfig:
     lr_scheduler: str = "none"        # "none" | "plateau" (ReduceLROnPlateau on the validation loss)
     lr_scheduler_kwargs: Dict[str, Any] = field(default_factory=dict)  # e.g. {"factor": 0.1, "patience": 10}
     #: epochs between the host's reads of the stop flags (the loop's only device-to-host reads while
-    #: no callback runs); the numbers do not depend on it, so it is not part of a suite cell
-    check_every: int = 25
+    #: no callback reads the host); ``None``: every epoch on the CPU, where a read waits for nothing
+    #: and a run then ends at its last stop, and :data:`CHECK_EVERY` on other devices.  No number
+    #: depends on it, so it is not part of a suite cell.
+    check_every: Optional[int] = None
 
     def __post_init__(self) -> None:
         _check_values(self)
@@ -103,7 +110,8 @@ def _check_values(cfg: "TrainConfig") -> None:
     number("momentum", 0)
     for name in ("warmup_epochs", "epochs", "batch_size"):
         number(name, 0, integer=True)
-    number("check_every", 1, integer=True)
+    if cfg.check_every is not None:
+        number("check_every", 1, integer=True)
     number("data_seed", -math.inf, integer=True)
     if cfg.patience is not None:  # None = no patience
         number("patience", 1, integer=True)

@@ -6,7 +6,9 @@ selection (:mod:`zoo.trainer.stopping`, on the per-replica tensors of
 frozen by a mask.  An epoch's work and bookkeeping — training step, evaluation, selection (the kept
 best parameters copied with ``torch.where`` on the improved mask), patience / loss / divergence
 stops and the lr schedule — are device tensor ops with no host read.  The host reads the stop flags
-once every ``check_every`` epochs (:func:`_any_running`, at states ``e`` with ``(e + 1) % K == 0``),
+once every ``K = check_every`` epochs (:func:`_any_running`, at states ``e`` with ``(e + 1) % K == 0``;
+by default every epoch on the CPU, where a read waits for nothing and the optimiser may then take
+its in-place path, and every 25 on a GPU),
 and the run ends at the first such check where every replica has stopped; the epochs run past the
 last replica's stop change nothing (every replica is frozen), so the records are those of a check
 every epoch.  A mid-run checkpoint is written only at a check (a due checkpoint makes one: its
@@ -46,7 +48,7 @@ from torch import Tensor
 
 from zoo.callbacks import EpochState
 from zoo.trainer.allocator import tune_allocator
-from zoo.trainer.config import TrainConfig
+from zoo.trainer.config import CHECK_EVERY, TrainConfig
 from zoo.trainer.epoch import evaluate, train_epoch
 from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
 from zoo.trainer.replicas import Replicas, draws_dropout
@@ -90,9 +92,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         start -= resumed_s
         if progress is not None:
             progress(first_epoch)
-    # a callback that reads the host every epoch makes the loop check every epoch too (it sees no
-    # epoch past the last stop); one that only keeps device tensors (syncs_host = False) does not
-    check_every = 1 if any(getattr(cb, "syncs_host", True) for cb in callbacks) else cfg.check_every
+    check_every = _check_every(cfg, device, callbacks)
+    optimizer.allow_host_reads(device.type == "cpu" and check_every == 1)  # free there: read every epoch anyway
     last = first_epoch
     for epoch in range(first_epoch, cfg.epochs + 1):
         last = epoch
@@ -122,6 +123,17 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             cb.on_fit_end(seen)
     resumed = {"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {}
     return run_results(state, replicas, last, time.perf_counter() - start, scheduler, resumed)
+
+
+def _check_every(cfg: TrainConfig, device: torch.device, callbacks: Sequence[Any]) -> int:
+    """Epochs between host checks: 1 when a callback reads the host every epoch anyway (it then sees
+    no epoch past the last stop; one that only keeps device tensors says ``syncs_host = False``),
+    else ``cfg.check_every`` (default: 1 on the CPU, :data:`~zoo.trainer.config.CHECK_EVERY` elsewhere)."""
+    if any(getattr(cb, "syncs_host", True) for cb in callbacks):
+        return 1
+    if cfg.check_every is not None:
+        return cfg.check_every
+    return 1 if device.type == "cpu" else CHECK_EVERY
 
 
 def _any_running(state: LoopState) -> bool:

@@ -63,6 +63,12 @@ class _Base:
         self.steps = torch.zeros(replicas, dtype=torch.float64, device=params[0].device)
         #: ``(R,)`` float64 per-replica learning rates set by a scheduler (``None``: ``lr`` for all).
         self.replica_lr: Optional[Tensor] = None
+        #: whether a step may read its ``active`` mask on the host (to take the in-place path)
+        self.host_reads = False
+
+    def _all(self, mask: Tensor) -> bool:
+        """Whether every entry of ``mask`` is true, asked only where host reads are free."""
+        return self.host_reads and bool(mask.all())
 
     def lr_at(self, steps: Tensor) -> Tensor:
         base = self.replica_lr
@@ -71,12 +77,15 @@ class _Base:
         return (self.lr if base is None else base) * torch.clamp(steps / self.warmup, max=1.0)
 
 
-# One update path for every device and every mask, with no host read: each replica's new values
-# are computed for all replicas and kept where ``active`` (``torch.where`` written into the state
-# tensor itself).  A fused ``addcmul`` / ``addcdiv``-style pass per tensor may round ``p - lr * d``
-# once instead of twice (an FMA), within 1e-12 of ``torch.optim`` (tested).  (An all-active
-# in-place path, chosen by reading ``active`` on the host, was bitwise this one; the read made the
-# epoch synchronise with the host, so it went.)
+# Two update paths with the same kernels on the same operands, so a replica's numbers do not
+# depend on which one ran (bitwise; tested).  The masked one keeps each replica's new values where
+# ``active`` (``torch.where`` written into the state tensor) and reads nothing on the host: every
+# device takes it by default.  The in-place one is for every replica active; the optimiser takes it
+# only where reading the mask on the host is free (``host_reads``: the CPU, when the loop reads
+# its stop flags every epoch anyway).  One fused ``addcmul_`` / ``addcdiv``-style pass per tensor
+# replaced ``p.sub_(lr * d)`` (a temporary and a second pass over each parameter: on Cornell's
+# 15 x 64 x 1703 first-layer weight the step was ~18 % of a stacked epoch); the fused kernel may
+# round ``p - lr * d`` once instead of twice (an FMA), within 1e-12 of ``torch.optim`` (tested).
 
 
 def _keep(mask: Tensor, new: Tensor, old: Tensor) -> None:
@@ -98,6 +107,24 @@ class StackedSGD(_Base):
         steps = self.steps + active.to(self.steps.dtype)
         lr = _Columns(self.lr_at(steps))
         first = steps == 1
+        if self._all(active) and (self._all(first) or not bool(first.any())):
+            self._step_in_place(params, grads, lr, bool(first[0]))
+        else:
+            self._step_masked(params, grads, active, lr, first)
+        self.steps = steps
+
+    def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: _Columns, first: bool) -> None:
+        # every replica active and at the same phase: the masked update's values, computed in place
+        for i, (p, g) in enumerate(zip(params, grads)):
+            d = g + self.weight_decay * p if self.weight_decay else g
+            if self.momentum:
+                buf = self.buffers[i]
+                buf.copy_(d) if first else buf.mul_(self.momentum).add_(d)
+                d = buf
+            p.addcmul_(lr.like(p), d, value=-1)
+
+    def _step_masked(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor, lr: _Columns,
+                     first: Tensor) -> None:
         for i, (p, g) in enumerate(zip(params, grads)):
             m = _expand(active, p)
             d = g + self.weight_decay * p if self.weight_decay else g
@@ -108,7 +135,6 @@ class StackedSGD(_Base):
                 _keep(m, new_buf, buf)
                 d = new_buf
             _keep(m, p.addcmul(lr.like(p), d, value=-1), p)
-        self.steps = steps
 
 
 class StackedAdam(_Base):
@@ -131,6 +157,31 @@ class StackedAdam(_Base):
         bias2_sqrt = _Columns(torch.sqrt(1 - self.beta2 ** safe))
         step_size = _Columns(lr / bias1)
         decay = _Columns(1 - lr * self.weight_decay) if self.decoupled and self.weight_decay else None
+        if self._all(active):
+            self._step_in_place(params, grads, decay, step_size, bias2_sqrt)
+        else:
+            self._step_masked(params, grads, active, decay, step_size, bias2_sqrt)
+        self.steps = steps
+
+    def _denominator(self, m2: Tensor, bias2_sqrt: _Columns) -> Tensor:
+        return m2.sqrt().div_(bias2_sqrt.like(m2)).add_(self.eps)
+
+    def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], decay: Optional[_Columns],
+                       step_size: _Columns, bias2_sqrt: _Columns) -> None:
+        # every replica active: the masked update's values (same kernels, same order), in place
+        for p, g, m1, m2 in zip(params, grads, self.exp_avg, self.exp_avg_sq):
+            if decay is not None:
+                p.mul_(decay.like(p))
+            elif self.weight_decay:
+                g = g + self.weight_decay * p
+            m1.lerp_(g, 1 - self.beta1)
+            m2.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
+            ratio = self._denominator(m2, bias2_sqrt)
+            torch.div(m1, ratio, out=ratio)
+            p.addcmul_(step_size.like(p), ratio, value=-1)
+
+    def _step_masked(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor,
+                     decay: Optional[_Columns], step_size: _Columns, bias2_sqrt: _Columns) -> None:
         for p, g, m1, m2 in zip(params, grads, self.exp_avg, self.exp_avg_sq):
             m = _expand(active, p)
             base = p
@@ -144,10 +195,6 @@ class StackedAdam(_Base):
             _keep(m, new_m1, m1)
             _keep(m, new_m2, m2)
             _keep(m, update, p)
-        self.steps = steps
-
-    def _denominator(self, m2: Tensor, bias2_sqrt: _Columns) -> Tensor:
-        return m2.sqrt().div_(bias2_sqrt.like(m2)).add_(self.eps)
 
 
 def make_optimizer(name: str, params: Sequence[Tensor], *, lr: float, weight_decay: float = 0.0,
@@ -242,6 +289,8 @@ class ReplicaOptimizer:
 
     def __init__(self, replicas: Any, cfg: TrainConfig, scheduler: Optional[StackedPlateau]) -> None:
         self.replicas, self.cfg, self.scheduler = replicas, cfg, scheduler
+        #: whether a step may read its mask on the host (the loop sets it where that is free)
+        self.host_reads = False
         self.fresh = True  # no step taken yet: the parameters may still take their gradients' layout
         self.opt = self._make()
 
@@ -253,11 +302,17 @@ class ReplicaOptimizer:
             made.replica_lr = self.scheduler.lr  # type: ignore[attr-defined]  (updated in place by the scheduler)
         return made
 
+    def allow_host_reads(self, allowed: bool) -> None:
+        """Let the steps read their ``active`` mask on the host (the in-place path when all are active)."""
+        self.host_reads = allowed
+        self.opt.host_reads = allowed  # type: ignore[attr-defined]
+
     def step(self, grads: Sequence[Tensor], active: Tensor) -> None:
         if self.fresh:
             self.fresh = False
             if self.replicas.adopt_layout(grads):
                 self.opt = self._make()
+                self.opt.host_reads = self.host_reads  # type: ignore[attr-defined]
         self.opt.step(self.replicas.params, grads, active)
 
     def state_dict(self) -> Dict[str, Any]:
@@ -267,4 +322,5 @@ class ReplicaOptimizer:
         """Restore :meth:`state_dict` into an optimiser made for the replicas' (restored) parameters."""
         self.fresh = False
         self.opt = self._make()
+        self.opt.host_reads = self.host_reads  # type: ignore[attr-defined]
         load_tensor_state(self.opt, state)

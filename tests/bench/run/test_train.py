@@ -233,6 +233,28 @@ def test_grouped_equals_sequential_on_graph_level_task(model):
         assert g.train_loss == pytest.approx(s.train_loss, abs=1e-10, rel=0)
 
 
+@pytest.mark.parametrize("name,kwargs", [
+    ("sgd", {"lr": 0.1}), ("sgd", {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
+    ("adam", {"lr": 0.01, "weight_decay": 1e-3}), ("adamw", {"lr": 0.01, "weight_decay": 1e-2, "warmup_epochs": 3}),
+])
+def test_in_place_optimizer_step_equals_masked_step(name, kwargs):
+    """The all-active in-place path (taken where host reads are free) gives bitwise the masked path's parameters."""
+    g = torch.Generator().manual_seed(1)
+    start = [torch.randn(3, 5, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64)]
+    grads = [[torch.randn(p.shape, generator=g, dtype=torch.float64) for p in start] for _ in range(5)]
+    results = []
+    for host_reads in (True, False):
+        params = [p.clone() for p in start]
+        opt = make_optimizer(name, params, **kwargs)
+        opt.host_reads = host_reads
+        for gr in grads:
+            opt.step(params, gr, torch.ones(3, dtype=torch.bool))
+        results.append(params)
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+    assert not torch.equal(results[0][0], start[0])
+
+
 @pytest.mark.parametrize("name,torch_cls,kwargs", [
     ("sgd", torch.optim.SGD, {"lr": 0.1}),
     ("sgd", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
