@@ -76,3 +76,24 @@ def test_large_graphs_rely_on_the_fingerprint_and_forget_graph(setup, monkeypatc
     assert g2 is not g1 and 6 in g2.dst[g2.src == 0].tolist()
     edge_index[1, 1] = 5  # a normal in-place write bumps the version: seen at any size
     assert as_graph(edge_index, x) is not g2
+
+
+def test_owned_edges_skip_the_per_call_comparison():
+    """The training loop's own copy of a graph is served on its fingerprint alone: no torch.equal
+    (a device-to-host read on a GPU) per forward; other graphs are still compared."""
+    from tests.trainer.host_sync import HostSyncCounter
+    from zoo.graph import owned_edges
+
+    x = torch.randn(4, 2)
+    plain = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    owned = owned_edges(plain.clone())
+    as_graph(plain, x), as_graph(owned, x)  # the entries
+    with HostSyncCounter() as counter:
+        as_graph(owned, x)
+    assert not counter.counts
+    with HostSyncCounter() as counter:
+        as_graph(plain, x)
+    assert counter.counts["aten.equal"] == 1
+    before = as_graph(owned, x)
+    owned[0, 0] = 3  # an in-place edit still bumps the version: a new normalisation
+    assert as_graph(owned, x) is not before
