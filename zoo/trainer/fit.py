@@ -19,11 +19,14 @@ from torch import nn
 
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
 from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.bench.spec import plugins as registries
+from zoo.bench.spec.plugins import user_datasets
 from zoo.bench.spec.suite import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
+from zoo.trainer.tasks import TaskInput, task_input
 
-__all__ = ["fit", "fit_suite"]
+__all__ = ["fit", "fit_suite", "incompatible_inits"]
 
 
 @contextlib.contextmanager
@@ -69,10 +72,11 @@ def _model_defaults(model_or_name: Any) -> Dict[str, Any]:
 def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Sequence[str] = (),
               name: str = "fit", title: Optional[str] = None, **keys: Any) -> Dict[str, Any]:
     """The raw suite of a fit: ``keys`` (trainer, model, run and dataset keys; ``None`` = the suite
-    default) in ``[defaults]``, one grid point per seed and init.  ``zoo.fit`` and ``zoo train``
-    both make their cells here, so the same options give the same cells (and cell ids)."""
-    dataset = task if isinstance(task, str) else getattr(task, "name", None)
-    defaults: Dict[str, Any] = {**_model_defaults(model_or_name), "dataset": dataset}
+    default) in ``[defaults]``, one grid point per seed and init.  ``task`` is a dataset name or the
+    task keys of :func:`zoo.trainer.tasks.task_input`.  ``zoo.fit`` and ``zoo train`` both make their
+    cells here, so the same options give the same cells (and cell ids)."""
+    task_keys = {"dataset": task} if isinstance(task, str) else dict(task)
+    defaults: Dict[str, Any] = {**_model_defaults(model_or_name), **task_keys}
     for key, value in keys.items():
         if value is not None:
             defaults[key] = value
@@ -83,6 +87,23 @@ def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Seq
         grid["init"] = list(inits)
     meta = {"name": name, **({"title": title} if title else {})}
     return {"suite": meta, "defaults": defaults, "grid": grid}
+
+
+def incompatible_inits(model_or_name: Union[str, nn.Module], task: Any, inits: Sequence[str],
+                       **options: Any) -> Dict[str, str]:
+    """``{init: why}`` for each of ``inits`` that does not apply to the architecture ``zoo.fit`` would
+    build from ``model_or_name`` and ``options`` (e.g. a balanced init with ``norm="lipschitz"``)."""
+    options = dict(options)
+    given = task_input(task, options)
+    raw = fit_suite(model_or_name, given.keys, seeds=[0], inits=list(inits), **options)
+    with user_datasets(given.user_specs):
+        cells = parse_suite(raw, source="zoo.fit", validate_models=False, check_inits=False).cells
+    out = {}
+    for init, cell in zip(inits, cells):  # one seed: one cell per init, in order
+        reason = registries.init_incompatibility(cell.config["model"])
+        if reason is not None:
+            out[init] = reason
+    return out
 
 
 def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sgd", lr: float = 0.05,
@@ -97,8 +118,11 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             from ``options``, or a model from ``zoo.build`` / ``zoo.load``: then every replica
             *starts from that model's weights* (``inits`` must be unset; ``seeds`` only seed
             dropout; a float64 model trains in float64), and the model itself is not changed.
-        task: a dataset name (``"cora"``; dataset options as ``split=...``, ``data.KEY=...``) or a
-            task from :func:`zoo.datasets.load`.
+        task: a dataset name (``"cora"``; dataset options as ``split=...``, ``data.KEY=...``), a
+            task from :func:`zoo.datasets.load` (its split, seed, transforms and options enter the
+            cells as those keys), or your own graph: a PyG ``Data`` or ``dgl.DGLGraph`` with masks
+            (or ``split=(train_ratio, val_ratio)``), or ``zoo.datasets.Task.from_data(...)``; its
+            content's fingerprint enters the cell id.
         optimizer, lr, epochs: the trainer's keys; every other trainer key (``patience``,
             ``select``, ``loss_threshold``, ``weight_decay``...), model option (``num_layers``,
             ``hidden_dim``, ``norm``...) and run key (``dtype="float64"``) goes in ``options``, as
@@ -135,19 +159,28 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
                          "pass the model's name (e.g. 'gatv2') with its options to compare inits")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be an integer >= 1 (or None), got {threads!r}")
-    if not isinstance(task, str) and not hasattr(task, "kind"):
-        raise TypeError(f"task must be a dataset name (e.g. 'cora') or a task from zoo.datasets.load, "
-                        f"got {type(task).__name__}")
+    options = dict(options)
+    given = task_input(task, options)
     if from_weights and options.get("dtype") is None:  # train a model's weights in their own precision
         dtypes = {p.dtype for p in model_or_name.parameters() if p.is_floating_point()}
         if dtypes == {torch.float64}:
             options = {**options, "dtype": "float64"}
-    raw = fit_suite(model_or_name, task, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr, epochs=epochs,
-                    **options)
+    raw = fit_suite(model_or_name, given.keys, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr,
+                    epochs=epochs, **options)
     if from_weights:
         init_name = model_or_name.build_config.get("init")
         if isinstance(init_name, str):
             raw["defaults"]["init"] = init_name  # recorded, not applied: the weights are the model's
+    with user_datasets(given.user_specs):
+        return _fit_cells(model_or_name, given, raw, device=device, threads=threads, stacked=stacked,
+                          keep_models=keep_models, data_root=data_root, callbacks=callbacks)
+
+
+def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, device: Optional[str],
+               threads: Optional[int], stacked: bool, keep_models: bool, data_root: Optional[str],
+               callbacks: Sequence[Any]) -> History:
+    """Resolve the fit's suite into cells and train them (a user's graph is a dataset meanwhile)."""
+    from_weights = isinstance(model_or_name, nn.Module)
     suite = parse_suite(raw, source="zoo.fit", validate_models=False)
     cells = suite.cells
     if len({c.group for c in cells}) != 1:  # pragma: no cover - seeds and inits are group-free keys
@@ -156,7 +189,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
     if threads is None and dev.type == "cpu":
         threads = 1
     with _torch_threads(threads):
-        loaded = TaskCache(data_root).get(cells[0].config["task"]) if isinstance(task, str) else task
+        loaded = TaskCache(data_root).get(cells[0].config["task"]) if given.task is None else given.task
         if from_weights:
             template = model_or_name
             factories = [lambda: copy.deepcopy(template) for _ in cells]

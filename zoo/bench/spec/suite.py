@@ -325,6 +325,9 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
         else:
             _check_keys(where, {key: value}, valid_all)
     task["data_seed"] = _data_seed(where, task["data_seed"], run["seed"])
+    fingerprint = registries.dataset_spec(dataset).fingerprint
+    if fingerprint is not None:  # a user's graph: its content, not its name, says which data the cell ran on
+        task["fingerprint"] = fingerprint
     _check_split(where, dataset, task["split"])
     try:  # a switch takes true/false only: "False" or "no" would switch a transform on (issue 26)
         registries.check_dataset_options(dataset, task["options"])
@@ -440,11 +443,13 @@ def group_id(config: Mapping[str, Any]) -> str:
 
 def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>",
                 validate_models: bool = True, settings: Optional[Mapping[str, Any]] = None,
-                where: Optional[Mapping[str, Sequence[Any]]] = None) -> Suite:
+                where: Optional[Mapping[str, Sequence[Any]]] = None, check_inits: bool = True) -> Suite:
     """Validate a suite's tables and expand them into cells (see the module docstring).
 
     ``settings`` (``zoo bench --set``) are set in every cell after the overrides; they change the
-    cells' configurations, hence their ids, and are recorded with the values they replaced."""
+    cells' configurations, hence their ids, and are recorded with the values they replaced.
+    ``check_inits``: refuse a cell whose init does not apply to its architecture
+    (:func:`check_init_compatibility`); off only for a caller that excludes such cells itself."""
     _check_keys(source, raw, TOP_LEVEL)
     meta = dict(raw.get("suite") or {})
     if not meta.get("name"):
@@ -573,6 +578,8 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     _check_board_keys(source, board, cells)
     if validate_models:
         _dry_build(source, cells)
+    if check_inits:
+        check_init_compatibility(source, cells)
     reported = None
     if meta.get("reported"):
         reported = load_reported(Path(source).parent / meta["reported"] if source != "<suite>" else Path(meta["reported"]))
@@ -740,6 +747,23 @@ def _dry_build(source: str, cells: Sequence[Cell]) -> None:
         if error is not None:
             raise SuiteError(f"{source}: model {m['name']!r} with {m['kwargs']} (norm {m['norm']!r}) "
                              f"cannot be built: {error}")
+
+
+def check_init_compatibility(source: str, cells: Sequence[Cell]) -> None:
+    """Refuse, before any training, a cell whose init does not apply to its architecture (a balanced
+    init with a norm that breaks the conservation law): its whole stacked group would fail."""
+    seen = set()
+    for c in cells:
+        m = c.config["model"]
+        key = json.dumps([_model_key(m), m["init"], m["init_kwargs"]], sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        reason = registries.init_incompatibility(m)
+        if reason is not None:
+            raise SuiteError(f"{source}: init {m['init']!r} does not apply to model {m['name']!r} with norm "
+                             f"{m['norm']!r} ({reason}); drop one of them (in a suite: [[exclude]] when = "
+                             f"{{init = \"{m['init']}\", norm = \"{m['norm']}\"}})")
 
 
 def load_reported(path: Path) -> Dict[str, Any]:
