@@ -101,6 +101,8 @@ def writable_dir(path: Path, flag: str, probe: bool = True) -> Path:
 def _os_error(e: OSError) -> str:
     if not e.strerror:  # raised with a full message (ours), not by the OS
         return str(e)
+    if e.filename is None:  # a full disk or a closed pipe names no file: "No space left on device: None"
+        return e.strerror
     return f"{e.strerror}: {e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
 
 
