@@ -16,8 +16,9 @@ GRID = {"suite": {"name": "grid"}, "defaults": {"model": "gat", "dataset": "corn
 
 def test_a_suite_with_a_balanced_init_and_lipschitz_norm_is_refused_at_load():
     with pytest.raises(SuiteError, match=r"init 'balanced_orthogonal' does not apply to model 'gat' with norm "
-                                         r"'lipschitz' \(norm 'lipschitz' .*breaks the rescaling symmetry\).*"
-                                         r"\[\[exclude\]\] when = \{init = \"balanced_orthogonal\""):
+                                         r"'lipschitz' and \{'num_layers': 2\} \(norm 'lipschitz' .*breaks the "
+                                         r"rescaling symmetry; init_kwargs = \{strict = false\} balances anyway.*"
+                                         r"\[\[exclude\]\] those cells, e.g. when = \{init = \"balanced_orthogonal\""):
         parse_suite(GRID, validate_models=False)
 
 
@@ -59,3 +60,14 @@ def test_a_plugin_init_declares_its_own_check():
     finally:
         _CHECKS.pop("test_two_layer_init", None)
         INITS._items.pop("test_two_layer_init", None)
+
+
+def test_the_shipped_balance_suite_balances_its_elu_cells_without_the_law():
+    """Tables 3/4 report balanced inits with ELU: those cells balance with strict = false (else refused)."""
+    from tests.conftest import REPO
+    from zoo.bench.spec.suite import load_suite
+
+    suite = load_suite(REPO / "benchmarks" / "suites" / "balance_table3_4.toml", validate_models=False)
+    elu = [c for c in suite.cells if c.config["model"]["kwargs"].get("activation") == "elu"
+           and c.config["model"]["init"] != "xavier"]
+    assert elu and all(c.config["model"]["init_kwargs"] == {"strict": False} for c in elu)

@@ -762,7 +762,8 @@ def check_init_compatibility(source: str, cells: Sequence[Cell]) -> None:
         reason = registries.init_incompatibility(m)
         if reason is not None:
             raise SuiteError(f"{source}: init {m['init']!r} does not apply to model {m['name']!r} with norm "
-                             f"{m['norm']!r} ({reason}); drop one of them (in a suite: [[exclude]] when = "
+                             f"{m['norm']!r} and {m['kwargs'] or 'its defaults'} ({reason}); choose another init or "
+                             "change what the reason names (in a suite: [[exclude]] those cells, e.g. when = "
                              f"{{init = \"{m['init']}\", norm = \"{m['norm']}\"}})")
 
 
