@@ -146,7 +146,13 @@ def list_suites() -> List[str]:
 
 
 def find_suite(name_or_path: Union[str, Path]) -> Path:
+    """A suite file: a ``.toml`` path, a shipped suite's name, or another existing path.  A bare name
+    of a shipped suite is that suite even where the working directory holds something of that name
+    (``zoo bench quick --out quick`` run twice)."""
     p = Path(name_or_path)
+    shipped = suites_dir() / f"{normalize_name(str(name_or_path))}.toml"
+    if p.suffix != ".toml" and str(name_or_path) == p.name and shipped.is_file():
+        return shipped
     if p.suffix == ".toml" or p.exists():
         if p.is_dir():
             raise SuiteError(f"{p} is a directory, not a suite file; pass a .toml file or a suite name "
@@ -154,10 +160,6 @@ def find_suite(name_or_path: Union[str, Path]) -> Path:
         if not p.is_file():
             raise SuiteError(f"suite file {p} does not exist")
         return p
-    key = normalize_name(str(name_or_path))
-    candidate = suites_dir() / f"{key}.toml"
-    if candidate.is_file():
-        return candidate
     raise unknown_name_error("suite", str(name_or_path), list_suites(),
                              hint="Pass a suite name (`zoo list suites`) or a path to a .toml file.")
 
