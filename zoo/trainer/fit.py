@@ -152,6 +152,9 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
     for s in seed_list:
         if isinstance(s, bool) or not isinstance(s, int):
             raise TypeError(f"seeds must be integers, got {s!r}")
+    if inits is not None and options.get("init") is not None:
+        raise ValueError(f"zoo.fit got init={options['init']!r} and inits={inits!r}: give one (inits compares several "
+                         "inits side by side; init is one)")
     init_list = [str(i) for i in _as_list("inits", inits)]
     from_weights = isinstance(model_or_name, nn.Module)
     if from_weights and init_list:

@@ -81,7 +81,8 @@ def resolve_device(device: Optional[str]) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+        raise ValueError(f"device {device!r} requested but CUDA is not available here; use device='cpu' "
+                         "(CLI: --device cpu)")
     return dev
 
 

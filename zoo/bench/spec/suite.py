@@ -187,12 +187,22 @@ def load_suite(name_or_path: Union[str, Path], quick: bool = False, validate_mod
 # --------------------------------------------------------------------------- validation helpers
 
 
+#: other libraries' names for the zoo's keys (PyTorch Lightning, PyG examples...): what a typo matcher
+#: cannot guess (``learning_rate`` is closer to ``train_ratio`` than to ``lr`` by spelling)
+KEY_SYNONYMS = {"learning_rate": "lr", "num_epochs": "epochs", "max_epochs": "epochs", "n_epochs": "epochs",
+                "layers": "num_layers", "n_layers": "num_layers", "depth": "num_layers", "hidden": "hidden_dim",
+                "hidden_channels": "hidden_dim", "hidden_size": "hidden_dim", "wd": "weight_decay",
+                "optim": "optimizer", "dataset_name": "dataset", "initialization": "init", "init_method": "init",
+                "normalization": "norm"}
+
+
 def _check_keys(where: str, got: Mapping[str, Any], valid: Sequence[str]) -> None:
     unknown = [k for k in got if k not in valid]
     if unknown:
         parts = []
         for k in unknown:
-            near = close_matches(k, valid)
+            synonym = KEY_SYNONYMS.get(normalize_name(k)) if isinstance(k, str) else None
+            near = [synonym] if synonym in valid else close_matches(k, valid)
             parts.append(repr(k) + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""))
         raise SuiteError(f"{where}: unknown key(s) {', '.join(parts)}. Valid keys: {', '.join(sorted(valid))}.")
 
