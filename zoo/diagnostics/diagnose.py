@@ -156,7 +156,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
              every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
              compare: Optional[Sequence[Mapping[str, Any]]] = None,
              cell: Optional[str] = None, seed: Optional[int] = None, device: Optional[str] = None,
-             **options: Any) -> Diagnosis:
+             progress: Optional[bool] = None, **options: Any) -> Diagnosis:
     """Diagnose ``model`` on ``dataset`` and render the page (written to ``out`` when given).
 
     Args:
@@ -172,6 +172,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
             compare configurations that are trained separately (other models, norms, depths).
         epochs, optimizer, lr, options: the training (``zoo.fit``); ``every``: record every
             ``every`` epochs (the first and last state always).
+        progress: ``zoo.fit``'s progress bar (``None``: where stderr is a terminal or in a notebook).
 
     Example::
 
@@ -195,7 +196,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
             continue
         recorder = LayerRecorder(every=every)
         history = fit(chosen, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=kept,
-                      callbacks=[recorder], device=device, keep_models=False, **opts)
+                      callbacks=[recorder], device=device, keep_models=False, progress=progress, **opts)
         data = recorder.arrays()
         data["labels"] = short_labels(history)
         data["best_epoch"] = list(history.best_epoch)

@@ -24,6 +24,7 @@ from zoo.bench.spec.plugins import user_datasets
 from zoo.bench.spec.suite import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
+from zoo.trainer.progress import ProgressBar, interactive
 from zoo.trainer.tasks import TaskInput, task_input
 
 __all__ = ["fit", "fit_suite", "incompatible_inits"]
@@ -110,7 +111,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         epochs: int = 200, seeds: Union[int, Sequence[int]] = (0,), inits: Union[None, str, Sequence[str]] = None,
         callbacks: Sequence[Any] = (), device: Optional[str] = None, threads: Optional[int] = None,
         stacked: bool = True, keep_models: bool = True, data_root: Optional[str] = None,
-        **options: Any) -> History:
+        progress: Optional[bool] = None, **options: Any) -> History:
     """Train ``model_or_name`` on ``task`` with the benchmark runner's protocol; returns a :class:`History`.
 
     Args:
@@ -139,6 +140,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             shared (a GATv2 L = 16 Cora step: 5.8 s with torch's 2 threads vs 0.22 s with one, on
             a shared 2-core machine); ``None`` on a GPU leaves torch's setting.
         keep_models: keep each replica's selected and last parameters for :meth:`History.model`.
+        progress: a tqdm bar over the epochs (:class:`zoo.trainer.progress.ProgressBar`); ``None``:
+            shown where stderr is a terminal or in a notebook, not when writing to a log.
 
     Example::
 
@@ -148,6 +151,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         model = history.model("seed=0 init=bal_o")
     """
     callbacks = check_callbacks(callbacks)
+    if progress or (progress is None and interactive()):
+        callbacks = [*callbacks, ProgressBar(epochs)]
     seed_list = _as_list("seeds", seeds)
     for s in seed_list:
         if isinstance(s, bool) or not isinstance(s, int):
@@ -174,9 +179,14 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         init_name = model_or_name.build_config.get("init")
         if isinstance(init_name, str):
             raw["defaults"]["init"] = init_name  # recorded, not applied: the weights are the model's
-    with user_datasets(given.user_specs):
-        return _fit_cells(model_or_name, given, raw, device=device, threads=threads, stacked=stacked,
-                          keep_models=keep_models, data_root=data_root, callbacks=callbacks)
+    try:
+        with user_datasets(given.user_specs):
+            return _fit_cells(model_or_name, given, raw, device=device, threads=threads, stacked=stacked,
+                              keep_models=keep_models, data_root=data_root, callbacks=callbacks)
+    finally:  # a bar left by an error or Ctrl-C would stay on the screen
+        for cb in callbacks:
+            if isinstance(cb, ProgressBar):
+                cb.close()
 
 
 def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, device: Optional[str],

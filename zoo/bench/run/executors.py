@@ -114,7 +114,9 @@ class _LazyBar:
         if self.quiet:
             return
         if self.bar is None:
-            self.bar = tqdm(total=self.steps, desc=group_label(self.job), leave=False, unit="ep", dynamic_ncols=True)
+            # disable=None: no bar when stderr is not a terminal (a log file would get its escapes every epoch)
+            self.bar = tqdm(total=self.steps, desc=group_label(self.job), leave=False, unit="ep", dynamic_ncols=True,
+                            disable=None)
         self.bar.update(n)
 
     def close(self) -> None:
