@@ -127,6 +127,20 @@ class History:
         """Every replica's trained model (see :meth:`model`)."""
         return [self.model(r, which) for r in range(self.size)]
 
+    def to_dataframe(self) -> Any:
+        """The per-epoch metrics as a pandas DataFrame, one row per epoch and replica
+        (:func:`zoo.trainer.frames.history_frame`; needs pandas)."""
+        from zoo.trainer.frames import history_frame
+
+        return history_frame(self)
+
+    def plot(self, metric: str = "val", ax: Any = None) -> Any:
+        """``metric`` over the epochs, a line per replica with its selected epoch marked; returns the
+        matplotlib axes (:func:`zoo.trainer.frames.plot_history`)."""
+        from zoo.trainer.frames import plot_history
+
+        return plot_history(self, metric, ax)
+
     def summary(self) -> str:
         """One line per replica: selected epoch and metrics."""
         lines = []
