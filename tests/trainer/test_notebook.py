@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import zoo
-from zoo.trainer import CSVLogger
+from zoo.trainer.loggers import CSVLogger
 
 matplotlib.use("Agg")
 

@@ -20,7 +20,7 @@ def test_by_default_nothing_is_written_when_stderr_is_not_a_terminal(capsys, mon
     zoo.fit("gat", "cornell", **FAST)
     assert capsys.readouterr().err == ""
     monkeypatch.setattr(progress, "interactive", lambda: True)  # a terminal or a notebook: on by default
-    monkeypatch.setattr(importlib.import_module("zoo.trainer.fit"), "interactive", lambda: True)
+    monkeypatch.setattr(importlib.import_module("zoo.fitting"), "interactive", lambda: True)
     zoo.fit("gat", "cornell", **FAST)
     assert "zoo.fit" in capsys.readouterr().err
     zoo.fit("gat", "cornell", progress=False, **FAST)

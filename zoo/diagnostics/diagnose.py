@@ -92,7 +92,7 @@ def _compatible_inits(model: Any, dataset: Any, inits: Union[None, str, Sequence
     that breaks the conservation law), each excluded one named in a warning; ``None``: no inits given."""
     if inits is None or isinstance(model, nn.Module):
         return None
-    from zoo.trainer.fit import incompatible_inits
+    from zoo.fitting import incompatible_inits
 
     wanted = [inits] if isinstance(inits, str) else list(inits)
     dropped = incompatible_inits(model, dataset, wanted, **options)
@@ -180,7 +180,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
                          out="diagnose.html")
         print(d.verdict)
     """
-    from zoo.trainer import fit
+    from zoo.fitting import fit
 
     start = time.perf_counter()
     source = _source_model(model, cell, seed)
