@@ -60,13 +60,15 @@ class GroupJob:
 @dataclass
 class Outcome:
     """What came back for one job: ``ok`` with ``(cell, RunResult, extra)`` per cell, or
-    ``skipped`` (data unavailable) / ``failed`` with a reason."""
+    ``skipped`` (data unavailable) / ``failed`` with a reason.  An ``ok`` job may still hold
+    ``failures`` (cell id -> reason): replicas that failed on their own while the others finished."""
 
     job: GroupJob
     status: str
     results: List[Tuple[Any, Any, Dict[str, Any]]] = field(default_factory=list)
     error: str = ""
     attempts: int = 1
+    failures: Dict[str, str] = field(default_factory=dict)
 
 
 def failed(job: GroupJob, error: str) -> Outcome:
