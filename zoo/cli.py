@@ -620,7 +620,9 @@ def _calibrate(argv: Sequence[str]) -> int:
         obs = [o for o in every if o.mode == "train"]
         per_suite = not args.no_suite_factors
         model = cost.fit(every, table, per_suite, device=args.device,
-                         fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s)")
+                         fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s) on "
+                                   + ", ".join(sorted({str(r.get("device") or "cpu") for r in rows
+                                                       if cost.device_kind(r) == args.device.split(":")[0]})))
         loo = cost.leave_one_out(obs, table, per_suite)
         plain = cost.leave_one_out(obs, table, False) if per_suite else loo
         old = cost.proportional_leave_one_out(obs, [cost.size_cost(o.config, o.replicas, o.epochs) for o in obs])

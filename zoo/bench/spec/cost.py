@@ -25,7 +25,9 @@ still computed, so ``epochs`` is the group's longest run, plus the evaluation of
 The coefficients are fitted (:func:`fit`, non-negative least squares on the relative error) by
 ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship as
 ``cost_model.json`` with one entry per device kind (``cpu`` fitted on the project's 2-core
-machine; ``cuda`` empty until a GPU measures it, when estimates fall back to ``cpu``).
+machine; ``cuda`` fitted on one NVIDIA H200's records with ``--no-suite-factors``, 5 groups of
+Cornell and CiteSeer: their time is the per-layer dispatch and the dense products, so a large
+graph's edge work — zero in that fit — is outside what it has seen).
 """
 from __future__ import annotations
 
@@ -253,17 +255,19 @@ class CostModel:
 
 def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
     """The shipped model for ``device`` (``cpu``, ``cuda``, or a torch device string); a device
-    kind with no fitted entry falls back to ``cpu`` (stated in ``fitted_on``)."""
+    kind with no fitted entry falls back to ``cpu`` (stated in ``fitted_on``), and so does a mode
+    factor its records did not measure (the ``cuda`` records hold no energy-at-init group)."""
     data = json.loads(Path(path).read_text())
     kind = str(device or "cpu").split(":")[0]
     kind = "cpu" if kind == "auto" else kind
+    cpu = data["devices"]["cpu"]
     entry = data.get("devices", {}).get(kind) or {}
     fitted_on = entry.get("fitted_on", "")
     if not entry.get("coefficients"):
-        entry = data["devices"]["cpu"]
+        entry = cpu
         fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
-    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on,
-                     dict(entry.get("mode_factors") or {}))
+    modes = {**(cpu.get("mode_factors") or {}), **(entry.get("mode_factors") or {})}
+    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes)
 
 
 @functools.lru_cache(maxsize=4)
