@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -534,9 +535,13 @@ def _diagnose(args: argparse.Namespace) -> int:
             raise CliError(f"{key!r} is given twice (as an option and with --set)")
         options[key] = value
     writable_dir(Path(args.out).resolve().parent, "--out")
-    d = diagnose(args.model, args.dataset, inits=args.init, epochs=args.epochs, seeds=args.seeds,
-                 optimizer=args.optimizer, lr=args.lr, every=args.every, out=args.out, cell=args.cell,
-                 seed=args.seed, device=args.device, **options)
+    with warnings.catch_warnings(record=True) as caught:  # one line each, not Python's two-line format
+        warnings.simplefilter("always", UserWarning)
+        d = diagnose(args.model, args.dataset, inits=args.init, epochs=args.epochs, seeds=args.seeds,
+                     optimizer=args.optimizer, lr=args.lr, every=args.every, out=args.out, cell=args.cell,
+                     seed=args.seed, device=args.device, **options)
+    for w in caught:
+        print(f"zoo diagnose: warning: {str(w.message).removeprefix('zoo.diagnose: ')}", file=sys.stderr)
     for history in d.history if isinstance(d.history, list) else [d.history]:
         print(history.summary())
     print(f"verdict: {d.verdict}")

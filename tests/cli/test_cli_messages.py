@@ -54,3 +54,12 @@ def test_a_python_device_error_speaks_python(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="use device='cpu' \\(CLI: --device cpu\\)"):
         resolve_device("cuda")
+
+
+def test_diagnose_names_an_excluded_init_in_one_line(tmp_path, capsys):
+    code = cli.main(["diagnose", "gat", "--dataset", "cornell", "--norm", "none,lipschitz", "--init", "xavier,bal_o",
+                     "--epochs", "1", "--layers", "2", "--out", str(tmp_path / "d.html")])
+    err = capsys.readouterr().err
+    assert code == 0 and (tmp_path / "d.html").is_file()
+    assert "zoo diagnose: warning: init 'bal_o' excluded for norm=lipschitz: norm 'lipschitz'" in err
+    assert "UserWarning" not in err
