@@ -43,9 +43,10 @@ def _triton_ops() -> Optional[Any]:
 
 
 def backend(device: torch.device) -> Optional[Any]:
-    """The ``torch.ops`` namespace serving ``device``, or None (also while ``ZOO_KERNELS=off``)."""
-    if build.kernels_disabled():
-        return None
+    """The ``torch.ops`` namespace serving ``device``, or None (also while ``ZOO_KERNELS=off``, and on a
+    torch too old to register the ops' rules: :func:`zoo.ops._compiled.rules.unavailable_reason`)."""
+    if build.kernels_disabled() or rules.unavailable_reason() is not None:
+        return None  # on a torch without torch.library.register_fake: not available, nothing is built
     if device.type == "cpu":
         return _cpu_ops()
     if device.type == "cuda":

@@ -84,13 +84,34 @@ def _shared_graph(dims: Sequence[Optional[int]]) -> None:
                          "(vmap over parameters and features, not over edge indices)")
 
 
+#: the torch.library registrations the compiled ops need (all from torch 2.4)
+NEEDED = ("custom_op", "register_fake", "register_autograd", "register_vmap")
+
+
+class RulesUnavailable(RuntimeError):
+    """This torch cannot register the compiled ops' rules (it predates ``torch.library.register_fake``)."""
+
+
+def unavailable_reason() -> Optional[str]:
+    """Why the rules cannot be registered on this torch, or ``None`` when they can."""
+    missing = [name for name in NEEDED if not hasattr(torch.library, name)]
+    if not missing:
+        return None
+    return (f"torch {torch.__version__} has no torch.library.{', torch.library.'.join(missing)} "
+            "(torch >= 2.4): the compiled attention is not available, the plain torch ops are used")
+
+
 def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS) -> None:
     """Register the fake, autograd and vmap rules of ``ns::{gatv2,gat}_{forward,backward}``.
 
     ``replica_major``: the ops take tensors with a leading replica dimension and a trailing
     ``replicas_outer`` flag (the C++ ops); otherwise replicas are folded into the heads.
     ``graph_args``: how many graph tensors follow the ops' feature tensors (they are shared by all
-    replicas and get no gradient)."""
+    replicas and get no gradient).  Raises :class:`RulesUnavailable` on a torch without the
+    registration API."""
+    reason = unavailable_reason()
+    if reason is not None:
+        raise RulesUnavailable(reason)
     ops = getattr(torch.ops, ns)
     lib = f"{ns}::"
 
