@@ -44,6 +44,7 @@ RELU_VARIANTS = {
     "gatnb_residual": ("gatnb", dict(residual="linear")),
     "gate_h1": ("gate", {}),
     "gate_h2_bias_leaky": ("gate", dict(heads=2, bias=True, negative_slope=0.2)),
+    "gate_shared_h2": ("gate", dict(heads=2, share_weights=True)),
 }
 
 

@@ -18,8 +18,9 @@ N = 6
 def dense_reference(layer: GATELayer, edge_index: torch.Tensor, x: torch.Tensor):
     """The equation node by node: softmax over N(v) + {v}, a_s on the self-loop, a_t elsewhere."""
     H, C = layer.heads, layer.channels
-    u_h = (x @ layer.lin_src.weight.T).view(-1, H, C)
-    v_h = (x @ layer.lin_dst.weight.T).view(-1, H, C)
+    u_w = layer.lin.weight if layer.lin_src is None else layer.lin_src.weight
+    v_w = layer.lin.weight if layer.lin_dst is None else layer.lin_dst.weight
+    u_h, v_h = (x @ u_w.T).view(-1, H, C), (x @ v_w.T).view(-1, H, C)
     w_h = (x @ layer.lin.weight.T).view(-1, H, C)
     out = torch.zeros(x.size(0), H, C, dtype=x.dtype)
     for v in range(x.size(0)):
@@ -32,10 +33,11 @@ def dense_reference(layer: GATELayer, edge_index: torch.Tensor, x: torch.Tensor)
     return out.reshape(x.size(0), -1) if layer.concat else out.mean(1)
 
 
-@pytest.mark.parametrize("heads, concat, slope", [(1, True, 0.0), (3, True, 0.0), (2, False, 0.2)])
-def test_layer_matches_dense_reference(heads, concat, slope):
+@pytest.mark.parametrize("heads, concat, slope, shared", [(1, True, 0.0, False), (3, True, 0.0, False),
+                                                         (2, False, 0.2, False), (2, True, 0.0, True)])
+def test_layer_matches_dense_reference(heads, concat, slope, shared):
     torch.manual_seed(0)
-    layer = GATELayer(5, 4, heads, concat, negative_slope=slope).double()
+    layer = GATELayer(5, 4, heads, concat, negative_slope=slope, share_weights=shared).double()
     with torch.no_grad():
         for p in (layer.att_nbr, layer.att_self):
             p.normal_()

@@ -30,7 +30,8 @@ class GATELayer(nn.Module):
     ``a_s`` the self-loop gets its own score: a large ``a_s^T phi((U + V) h_v)`` puts
     ``alpha_vv -> 1`` and the layer acts as a perceptron on ``h_v`` (no aggregation), which GAT's
     shared attention vector cannot learn.  ``U``, ``V`` (score) and ``W`` (messages) are three
-    separate matrices.  The self-loop score is computed per node (``O(N)``) and replaces the score
+    separate matrices; with ``share_weights`` one matrix serves all three (``U = V = W``, the
+    authors' ``GATE_S`` rows for the real data sets).  The self-loop score is computed per node (``O(N)``) and replaces the score
     of each ``u = v`` edge; the neighbour scores and the aggregation take the fused kernels of
     :mod:`zoo.ops.dispatch` where they apply.  Without self-loops (``self_loops="remove"``) no
     edge uses ``a_s``.
@@ -41,21 +42,25 @@ class GATELayer(nn.Module):
     """
 
     def __init__(self, in_dim: int, channels: int, heads: int = 1, concat: bool = True,
-                 negative_slope: float = 0.0, attn_dropout: float = 0.0, bias: bool = False) -> None:
+                 negative_slope: float = 0.0, attn_dropout: float = 0.0, bias: bool = False,
+                 share_weights: bool = False) -> None:
         super().__init__()
         self.in_dim, self.channels, self.heads, self.concat = in_dim, channels, heads, concat
         self.negative_slope, self.attn_dropout = negative_slope, attn_dropout
         width = heads * channels
         self.lin = nn.Linear(in_dim, width, bias=False)  # W: messages
-        self.lin_src = nn.Linear(in_dim, width, bias=False)  # U: neighbour u in the score
-        self.lin_dst = nn.Linear(in_dim, width, bias=False)  # V: target v in the score
+        self.lin_src = None if share_weights else nn.Linear(in_dim, width, bias=False)  # U: neighbour u
+        self.lin_dst = None if share_weights else nn.Linear(in_dim, width, bias=False)  # V: target v
         self.att_nbr = nn.Parameter(torch.empty(heads, channels))  # a_t
         self.att_self = nn.Parameter(torch.empty(heads, channels))  # a_s
         self.bias = nn.Parameter(torch.empty(width if concat else channels)) if bias else None
         self.reset_parameters()
 
+    def _linears(self) -> List[nn.Linear]:
+        return [m for m in (self.lin, self.lin_src, self.lin_dst) if m is not None]
+
     def reset_parameters(self) -> None:
-        for lin in (self.lin, self.lin_src, self.lin_dst):
+        for lin in self._linears():
             nn.init.xavier_uniform_(lin.weight)
         for att in (self.att_nbr, self.att_self):
             glorot_(att, 1, self.heads * self.channels)
@@ -65,14 +70,14 @@ class GATELayer(nn.Module):
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         n = graph.num_nodes
         shape = (n, self.heads, self.channels)
-        x_src = linear(x, self.lin_src.weight).view(shape)
-        x_dst = linear(x, self.lin_dst.weight).view(shape)
+        values = linear(x, self.lin.weight).view(shape)
+        x_src = values if self.lin_src is None else linear(x, self.lin_src.weight).view(shape)
+        x_dst = None if self.lin_dst is None else linear(x, self.lin_dst.weight).view(shape)
         scores, _ = gatv2_scores(x_src, x_dst, self.att_nbr, graph, self.negative_slope)
-        hidden = torch.nn.functional.leaky_relu(x_src + x_dst, self.negative_slope)
+        hidden = torch.nn.functional.leaky_relu(x_src + (x_src if x_dst is None else x_dst), self.negative_slope)
         self_scores = (hidden * self.att_self).sum(-1)  # (N, H): the score of edge v -> v
         loops = graph.cached("self_loop_edges", lambda: graph.src == graph.dst).unsqueeze(-1)
         scores = torch.where(loops, gather_rows(self_scores, graph.dst), scores)
-        values = linear(x, self.lin.weight).view(shape)
         out, alpha = attention(scores, values, graph, attn_dropout=self.attn_dropout, training=self.training)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         if self.bias is not None:
@@ -83,13 +88,13 @@ class GATELayer(nn.Module):
     # (phi is positively homogeneous), column i of the next layer's W, U, V times 1/lambda.
     def incoming_params(self) -> List[Tensor]:
         extra = [self.bias] if self.bias is not None and self.concat else []
-        return [self.lin.weight, self.lin_src.weight, self.lin_dst.weight] + extra
+        return [lin.weight for lin in self._linears()] + extra
 
     def attention_params(self) -> List[Tensor]:
         return [self.att_nbr, self.att_self]
 
     def outgoing_params(self) -> List[Tensor]:
-        return [self.lin.weight, self.lin_src.weight, self.lin_dst.weight]
+        return [lin.weight for lin in self._linears()]
 
 
 @register_model("gate")
@@ -100,14 +105,20 @@ class GATE(DeepGNN):
     self-loops are added (``self_loops="add"``), since ``a_s`` acts only on them.  Pair with
     ``init="ll_orthogonal"`` (LLortho: looks-linear orthogonal ``W``, ``U``, ``V``, zero attention,
     the authors' setting) or a balanced init.
+
+    Args:
+        share_weights: one matrix for the score and the messages (``U = V = W``; the authors'
+            ``GATE_S``, used for their real data sets); default three (their synthetic runs).
     """
 
     family = "gate"
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
-                 negative_slope: float = 0.0, **common: Any) -> None:
+                 negative_slope: float = 0.0, share_weights: bool = False, **common: Any) -> None:
+        self.share_weights = share_weights
         super().__init__(in_dim, out_dim, hidden_dim, num_layers, negative_slope=negative_slope, **common)
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
         self.reject_score_norm(score_norm)
-        return GATELayer(in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias)
+        return GATELayer(in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias,
+                         self.share_weights)
