@@ -10,6 +10,9 @@ runner calls :meth:`Mode.produce` and never names a metric.
   initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
 - ``prune_layers``: train, then the test accuracy of the best state with one layer skipped
   (nonlocal paper Table 8).
+- ``train_attention``: train, then how the last state distributes its attention (GATE paper):
+  the mean self-attention ``alpha_vv`` over layers as a metric, per layer ``alpha_vv`` and
+  attention entropy in the record's extra.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from zoo.bench.run.train import Replicas, RunResult, score, train_replicas
 from zoo.bench.spec.config import TrainConfig
 from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
 from zoo.bench.spec.suite import Cell
-from zoo.diagnostics import energy_trace, loglog_slope
+from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
 
 Progress = Optional[Callable[[int], None]]
 
@@ -93,7 +96,26 @@ class EnergyAtInit(Mode):
                 for trace in traces]
 
 
-MODES: Dict[str, Mode] = {m.name: m for m in (Train(), EnergyAtInit(), PruneLayers())}
+class TrainAttention(Train):
+    spec = MODE_SPECS["train_attention"]
+
+    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
+                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+        results = super().produce(task, replicas, view, cells, cfg, progress, started, checkpoint)
+        if task.kind != "transductive":
+            raise ValueError("train_attention reads the attention over one graph: it needs a transductive dataset")
+        for r, res in enumerate(results):
+            replicas.base.load_state_dict(replicas.state_of(r), strict=False)
+            replicas.base.eval()
+            dist = attention_distribution(replicas.base, view.edge_index, view.x)
+            selfs = [a for a in dist["self_attention"] if a == a]  # nan: a layer without self-loops
+            res.metrics["self_attention"] = sum(selfs) / len(selfs) if selfs else None
+            res.extra["self_attention_per_layer"] = dist["self_attention"]
+            res.extra["attention_entropy_per_layer"] = dist["entropy"]
+        return results
+
+
+MODES: Dict[str, Mode] = {m.name: m for m in (Train(), EnergyAtInit(), PruneLayers(), TrainAttention())}
 assert set(MODES) == set(MODE_SPECS), "every declared mode has an implementation"
 
 

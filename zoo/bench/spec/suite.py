@@ -135,7 +135,13 @@ class Suite:
 
 
 def suites_dir() -> Path:
-    """The shipped suites: package ``zoo._suites`` (= ``benchmarks/suites`` in a source tree)."""
+    """The shipped suites: package ``zoo._suites`` (= ``benchmarks/suites`` in a source tree).
+
+    A source tree's own ``benchmarks/suites`` comes first: an editable install maps ``zoo._suites``
+    to the checkout it was installed from, which is not this one in a second worktree."""
+    beside = Path(__file__).resolve().parents[3] / "benchmarks" / "suites"
+    if (beside / "__init__.py").is_file() and any(beside.glob("*.toml")):
+        return beside
     if importlib.util.find_spec("zoo._suites") is not None:
         return Path(str(resources.files("zoo._suites")))
     return Path(__file__).resolve().parents[3] / "benchmarks" / "suites"  # a source tree that is not installed
