@@ -114,3 +114,18 @@ def test_bad_settings_and_models_without_the_symmetry_are_one_line(mirror):
     with pytest.raises(ValueError, match="needs the rescaling symmetry"):
         zoo.fit("gatv2", "cornell", num_layers=3, hidden_dim=8, epochs=1, activation="elu",
                 callbacks=[DynamicRescaling()])
+
+
+def test_suites_name_the_same_criteria_and_other_cells_keep_their_ids():
+    from zoo.bench.spec.suite import RESCALE_CRITERIA, SuiteError, load_suite, parse_suite
+    from zoo.rescale import CRITERIA
+
+    assert RESCALE_CRITERIA == CRITERIA
+    suite = load_suite("rescale_heterophilous")
+    runs = {c.config["run"].get("rescale") for c in suite.cells}
+    assert runs == {None, "relative_gradients", "weight_norms"}
+    assert all("rescale" not in c.config["run"] for c in suite.cells if c.config["run"].get("variant") == "none")
+    raw = {"suite": {"name": "t", "title": "t"}, "defaults": {"dataset": "cora", "model": "gat", "rescale": "norms"},
+           "leaderboard": {"rows": ["model"], "columns": "num_layers", "metric": "test"}}
+    with pytest.raises(SuiteError, match="rescale must be one of"):
+        parse_suite(raw)

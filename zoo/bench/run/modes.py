@@ -5,7 +5,8 @@ its records hold) and produces one :class:`~zoo.bench.run.train.RunResult` per r
 runner calls :meth:`Mode.produce` and never names a metric.
 
 - ``train``: the training protocol (:func:`~zoo.bench.run.train.train_replicas`); cells with a
-  ``prune_layers`` list are also pruned (as in ``prune_layers``).
+  ``prune_layers`` list are also pruned (as in ``prune_layers``); cells with ``rescale`` train
+  with dynamic rescaling (:class:`zoo.rescale.DynamicRescaling`).
 - ``energy_at_init``: no training; the Laplacian energy of the last layer's output at
   initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
 - ``prune_layers``: train, then the test accuracy of the best state with one layer skipped
@@ -27,6 +28,7 @@ from zoo.bench.spec.config import TrainConfig
 from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
 from zoo.bench.spec.suite import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
+from zoo.rescale import DynamicRescaling
 
 Progress = Optional[Callable[[int], None]]
 
@@ -60,10 +62,17 @@ class Train(Mode):
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
                 progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
         results = train_replicas(task, replicas, view, cfg, [c.seed for c in cells], progress=progress,
-                                 checkpoint=checkpoint)
+                                 callbacks=training_callbacks(cells), checkpoint=checkpoint)
         if self.prunes(cells):
             prune(task, replicas, view, cells, results)
         return results
+
+
+def training_callbacks(cells: Sequence[Cell]) -> List[Any]:
+    """The training plugins a group's cells ask for: ``rescale = "<criterion>"`` adds
+    :class:`zoo.rescale.DynamicRescaling` with the authors' schedule."""
+    criterion = cells[0].config["run"].get("rescale")
+    return [DynamicRescaling(criterion=criterion)] if criterion else []
 
 
 class PruneLayers(Train):
