@@ -82,7 +82,7 @@ def test_ll_orthogonal_starts_with_uniform_attention():
 
 
 def test_score_norms_are_refused():
-    with pytest.raises(ValueError, match="no attention scores"):
+    with pytest.raises(ValueError, match="no rule for GATE's score"):
         zoo.build("gate", in_dim=5, out_dim=3, norm="lipschitz")
 
 

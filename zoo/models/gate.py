@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
+from zoo.norms import resolve_norm
 from zoo.ops.dispatch import attention, gatv2_scores
 from zoo.ops.segment import gather_rows
 from zoo.ops.sparse_linear import linear
@@ -115,10 +116,14 @@ class GATE(DeepGNN):
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
                  negative_slope: float = 0.0, share_weights: bool = False, **common: Any) -> None:
+        if common.get("norm") is not None and resolve_norm(common["norm"], **(common.get("norm_kwargs") or {})
+                                                           ).kind == "scores":
+            # no score_kind: the self-loop vector a_s makes the score none of zoo.norms.scores' kinds
+            raise ValueError(f"norm {common['norm']!r} normalises attention scores and has no rule for GATE's score "
+                             "(a separate vector on the self-loop); use a feature norm (pairnorm, layernorm) or none")
         self.share_weights = share_weights
         super().__init__(in_dim, out_dim, hidden_dim, num_layers, negative_slope=negative_slope, **common)
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        self.reject_score_norm(score_norm)
         return GATELayer(in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias,
                          self.share_weights)
