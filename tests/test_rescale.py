@@ -129,3 +129,13 @@ def test_suites_name_the_same_criteria_and_other_cells_keep_their_ids():
            "leaderboard": {"rows": ["model"], "columns": "num_layers", "metric": "test"}}
     with pytest.raises(SuiteError, match="rescale must be one of"):
         parse_suite(raw)
+
+
+def test_a_suite_cell_with_rescale_trains_with_the_callback():
+    from zoo.bench.run.modes import training_callbacks
+    from zoo.bench.spec.suite import load_suite
+
+    cells = {c.config["run"]["variant"]: c for c in load_suite("rescale_heterophilous").cells}
+    assert training_callbacks([cells["none"]]) == []
+    (cb,) = training_callbacks([cells["weight_norms"]])
+    assert isinstance(cb, DynamicRescaling) and cb.criterion == "weight_norms" and cb.every == 10
