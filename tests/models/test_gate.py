@@ -91,3 +91,29 @@ def test_trains_stacked_with_gat(mirror):
     history = zoo.fit("gate", "cornell", num_layers=3, hidden_dim=8, epochs=3, seeds=[0, 1],
                       inits=["ll_orthogonal", "bal_o"], dtype="float64", optimizer="adam", lr=0.005)
     assert history.size == 4 and all(f["train"] is not None for f in history.final)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_fused_kernels_give_the_plain_numbers(shared):
+    """The neighbour scores and the aggregation take the fused kernels (forced on at every size)
+    and equal the plain ops, outputs and gradients, in float64."""
+    from zoo.ops import fused
+
+    x = torch.randn(N, 5, dtype=torch.float64)
+    results = []
+    for on in (False, True):
+        torch.manual_seed(0)
+        model = zoo.build("gate", in_dim=5, out_dim=3, num_layers=3, hidden_dim=8, heads=2,
+                          share_weights=shared).double()
+        with torch.no_grad():
+            for layer in model.layers:
+                layer.att_nbr.normal_()
+                layer.att_self.normal_()
+        with fused(on, min_elements=0):
+            out = model(EDGES, x)
+            out.square().sum().backward()
+        results.append((out.detach(), [p.grad.clone() for p in model.parameters()]))
+    (o0, g0), (o1, g1) = results
+    torch.testing.assert_close(o1, o0, rtol=1e-10, atol=1e-12)
+    for a, b in zip(g1, g0):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
