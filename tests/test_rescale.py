@@ -139,3 +139,21 @@ def test_a_suite_cell_with_rescale_trains_with_the_callback():
     assert training_callbacks([cells["none"]]) == []
     (cb,) = training_callbacks([cells["weight_norms"]])
     assert isinstance(cb, DynamicRescaling) and cb.criterion == "weight_norms" and cb.every == 10
+
+
+def test_a_step_works_on_any_memory_layout():
+    """The trainer may give the stacked parameters their gradients' layout (e.g. transposed)."""
+    model = random_model("gatv2", share_weights=False)
+    loss_and_grads(model, torch.randn(N, IN, dtype=torch.float64), torch.arange(N) % OUT)
+    plain = {id(p): (p.detach().clone().unsqueeze(0), p.grad.clone().unsqueeze(0)) for p in model.parameters()}
+    strided = {}
+    for p in model.parameters():
+        v, g = (t.clone().unsqueeze(0) for t in (p.detach(), p.grad))
+        if v.dim() == 3:  # same values, transposed memory
+            v, g = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (v, g))
+        strided[id(p)] = (v, g)
+    rescale_step_(model, plain, "relative_gradients", iterations=2)
+    rescale_step_(model, strided, "relative_gradients", iterations=2)
+    for k in plain:
+        torch.testing.assert_close(strided[k][0], plain[k][0], rtol=1e-12, atol=0)
+        torch.testing.assert_close(strided[k][1], plain[k][1], rtol=1e-12, atol=0)

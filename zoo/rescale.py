@@ -70,19 +70,23 @@ def _factors(groups: List[Dict[str, list]], stacked: Stacked, l: int, n: int, cr
 
 
 def _scale(entry: Tuple[Tensor, Optional[Tensor]], lam: Tensor, by: str, power: int) -> None:
-    """``value *= lam**power`` and ``grad *= lam**-power`` along the neuron axis, in place."""
+    """``value *= lam**power`` and ``grad *= lam**-power`` along the neuron axis, in place (by
+    broadcasting, so any memory layout of the stacked tensors works)."""
     value, grad = entry
     R, n = lam.shape
-    shape = (R, n, *([1] * (value.dim() - 2))) if by == "row" else (R, *([1] * (value.dim() - 2)), n)
-    f = lam.pow(power).to(value.dtype).view(shape)
-    if by == "row":
-        value.view(R, n, -1).mul_(f.view(R, n, 1))
-        if grad is not None:
-            grad.view(R, n, -1).div_(f.view(R, n, 1))
+    dims = value.shape[1:]
+    if by == "row":  # the leading dims whose product is n index the neuron ((heads, channels) for a)
+        k, size = 0, 1
+        while size < n:
+            size *= dims[k]
+            k += 1
+        f = lam.view(R, *dims[:k], *([1] * (len(dims) - k)))
     else:
-        value.mul_(f)
-        if grad is not None:
-            grad.div_(f)
+        f = lam.view(R, *([1] * (len(dims) - 1)), n)
+    f = f.pow(power).to(value.dtype)
+    value.mul_(f)
+    if grad is not None:
+        grad.div_(f)
 
 
 def rescale_step_(model: nn.Module, stacked: Stacked, criterion: str = "relative_gradients", iterations: int = 10,
