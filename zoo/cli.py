@@ -376,9 +376,9 @@ def _suites_table() -> str:
 
 
 def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
-    """``zoo train``'s suite: zoo.fit's cells for the same options (:func:`zoo.trainer.fit.fit_suite`),
+    """``zoo train``'s suite: zoo.fit's cells for the same options (:func:`zoo.fitting.fit_suite`),
     run by the runner so that they are recorded, resumable and on a leaderboard."""
-    from zoo.trainer.fit import fit_suite
+    from zoo.fitting import fit_suite
 
     keys: Dict[str, Any] = {}
     for key in ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs",

@@ -14,7 +14,7 @@ OLD_PATHS = {  # old module -> a name it re-exports, and the module that now def
     "suite": ("parse_suite", "zoo.bench.spec.suite"), "selection": ("parse_where", "zoo.bench.spec.selection"),
     "leaderboard": ("load_board", "zoo.bench.analyze.board"), "report": ("build_report", "zoo.bench.analyze.status"),
     "findings": ("evaluate", "zoo.bench.analyze.findings"), "html": ("to_html", "zoo.bench.render.html"),
-    "train": ("train_replicas", "zoo.bench.run.train"), "optim": ("make_optimizer", "zoo.bench.run.optim"),
+    "train": ("train_replicas", "zoo.trainer.loop"), "optim": ("make_optimizer", "zoo.trainer.optim"),
     "executors": ("make_executor", "zoo.bench.run.executors"), "merge": ("merge", "zoo.bench.store.merge"),
     "stats": ("summarize", "zoo.bench.analyze.stats"),
 }
