@@ -20,7 +20,7 @@ from zoo.trainer.replicas import build_replicas
 
 EPOCHS = 7  # the window: the end of epoch 2's bookkeeping to the end of epoch 6's (4 epochs)
 FAMILIES = {"gat": {"heads": 2}, "gatv2": {"heads": 2}, "gatdb": {"heads": 2}, "gcn": {},
-            "graph_transformer": {"heads": 2}, "san_post_ln": {"heads": 2}}
+            "graph_transformer": {"heads": 2}, "san_post_ln": {"heads": 2}, "gate": {}}
 OPTIMISERS = [("adam", {"lr": 0.01, "lr_scheduler": "plateau", "lr_scheduler_kwargs": {"patience": 1}}),
               ("sgd", {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3})]
 
