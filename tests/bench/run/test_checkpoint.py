@@ -67,25 +67,21 @@ def test_parse_every():
 
 
 def test_interrupted_group_resumes_bitwise(tmp_path, data_root, monkeypatch, straight):
-    """In process: the group raises right after its second checkpoint (recorded as failed, the
-    checkpoint stays); the re-run resumes at epoch 6 and matches an uninterrupted run bitwise."""
+    """In process: Ctrl-C right after the group's second checkpoint (the checkpoint stays); the
+    re-run resumes at epoch 6 and matches an uninterrupted run bitwise."""
     suite = parse_suite(SUITE)
     out = tmp_path / "broken"
     real_save = Checkpointer.save
 
-    class Crash(RuntimeError):
-        pass
-
-    def save_then_crash(self, state):
+    def save_then_interrupt(self, state):
         real_save(self, state)
         if self.saves == 2:
-            raise Crash("killed after the second checkpoint")
+            raise KeyboardInterrupt
 
-    monkeypatch.setattr(Checkpointer, "save", save_then_crash)
-    first = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
-    assert first.ran == 0 and len(first.failed) == 3
-    files = list((out / "checkpoints").glob("*.pt"))
-    assert len(files) == 1
+    monkeypatch.setattr(Checkpointer, "save", save_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
+    assert len(list((out / "checkpoints").glob("*.pt"))) == 1
     monkeypatch.setattr(Checkpointer, "save", real_save)
 
     again = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
@@ -94,6 +90,26 @@ def test_interrupted_group_resumes_bitwise(tmp_path, data_root, monkeypatch, str
     assert {r["resumed_at_epoch"] for r in ok} == {6}
     assert numbers(out) == numbers(straight)  # bitwise: == on every float
     assert not (out / "checkpoints").exists()  # removed once the records are written
+
+
+def test_group_that_raises_is_retried_replica_by_replica_without_checkpoints(tmp_path, data_root, monkeypatch,
+                                                                             straight):
+    """A stacked group that raises mid-run is run again one replica at a time, without checkpoints
+    of its own (no per-replica files left behind); the records equal an uninterrupted run's."""
+    suite = parse_suite(SUITE)
+    out = tmp_path / "retried"
+    real_save = Checkpointer.save
+
+    def save_then_crash(self, state):
+        real_save(self, state)
+        if self.saves == 2:
+            raise RuntimeError("crashed after the second checkpoint")
+
+    monkeypatch.setattr(Checkpointer, "save", save_then_crash)
+    first = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
+    assert first.ran == 3 and not first.failed
+    assert numbers(out) == numbers(straight)
+    assert not (out / "checkpoints").exists() or not list((out / "checkpoints").glob("*.pt"))
 
 
 def test_foreign_checkpoint_is_ignored(tmp_path):

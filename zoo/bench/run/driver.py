@@ -286,8 +286,8 @@ def _replica_by_replica(job: GroupJob, progress: Optional[Callable[[int], None]]
     recorded failed on their own, the others finish (a replica's numbers do not depend on its
     group: each is seeded by its own seed, tested equal alone and stacked)."""
     results, failures, errors = [], {}, []
-    for cell in job.cells:
-        alone = execute_group(dataclasses.replace(job, cells=[cell]), progress, tasks)
+    for cell in job.cells:  # no checkpoints: the group's own stays for a re-run; a retry leaves no files
+        alone = execute_group(dataclasses.replace(job, cells=[cell], checkpoint_every=None), progress, tasks)
         if alone.status == "ok":
             results += alone.results
         elif alone.status == "failed":
