@@ -13,8 +13,8 @@ from tests.conftest import awkward_graph
 # --------------------------------------------------------------------------- item 1: degree_onehot
 def test_oxford_table4_gat_d_appends_degree_features(mirror, tmp_path, monkeypatch):
     """Report §5.2 (d): degrees are *added* to each node's features: Cora 1433 + 169 = 1602."""
-    from zoo.bench.runner import TaskCache
-    from zoo.bench.suite import load_suite
+    from zoo.bench.run.driver import TaskCache
+    from zoo.bench.spec.suite import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
     cells = [c for c in load_suite("oxford_table4").cells
@@ -121,7 +121,7 @@ def _released_lipschitznorm(xw, att_src, att_dst, scores, src, dst, n, scale_ind
 @pytest.mark.parametrize("variant", ["authors_code", "authors_code_si"])
 def test_lipschitz_authors_code_variant_matches_released_code(heads, variant):
     from zoo.graph import as_graph
-    from zoo.nn.functional import segment_softmax
+    from zoo.ops.segment import segment_softmax
 
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
@@ -170,7 +170,7 @@ def test_pairnorm_after_activation_placement():
             g_ref = PairNorm()(torch.nn.functional.elu(g_ref))
     torch.testing.assert_close(model(edge_index, x), g_ref)
     for suite in ("lipschitz_table1", "lipschitz_fig5"):
-        from zoo.bench.suite import load_suite
+        from zoo.bench.spec.suite import load_suite
 
         pn = [c for c in load_suite(suite).cells if c.config["model"]["norm"] == "pairnorm"]
         assert pn and all(c.config["model"]["norm_kwargs"].get("placement") == "post_activation" for c in pn)
@@ -178,7 +178,7 @@ def test_pairnorm_after_activation_placement():
 
 # --------------------------------------------------------------------------- item 5: energies
 def _energy_board(values, reported=None, metric="laplacian_energy"):
-    from zoo.bench.leaderboard import aggregate
+    from zoo.bench.analyze.board import aggregate
 
     cfg = {"model": {"name": "san_post_ln", "init": "xavier", "norm": "none", "init_kwargs": {}, "norm_kwargs": {},
                      "kwargs": {"num_layers": 32}},
@@ -191,7 +191,7 @@ def _energy_board(values, reported=None, metric="laplacian_energy"):
 
 
 def test_energy_leaderboard_is_geometric_scientific_and_log10():
-    from zoo.bench.leaderboard import to_markdown
+    from zoo.bench.render.leaderboard import to_markdown
 
     reported = {"entries": [{"table": "Table 4", "model": "san_post_ln", "num_layers": 32, "value": 1.04e-5,
                              "metric": "laplacian_energy"}]}
@@ -209,8 +209,8 @@ def test_energy_leaderboard_is_geometric_scientific_and_log10():
 
 
 def test_no_empty_paper_columns_without_reported_numbers():
-    from zoo.bench.html import to_html
-    from zoo.bench.leaderboard import to_markdown
+    from zoo.bench.render.html import to_html
+    from zoo.bench.render.leaderboard import to_markdown
 
     board = _energy_board([0.5, 0.7], None, metric="test")
     md = to_markdown(board)
@@ -223,7 +223,7 @@ def test_no_empty_paper_columns_without_reported_numbers():
 
 
 def test_nonlocal_energy_suite_protocol():
-    from zoo.bench.suite import load_suite
+    from zoo.bench.spec.suite import load_suite
 
     suite = load_suite("nonlocal_energy")
     seeds = {}
@@ -282,7 +282,7 @@ def test_attention_change_uses_the_figure_threshold():
 
 
 def test_nonlocal_accuracy_san_encoder_dropout():
-    from zoo.bench.suite import load_suite
+    from zoo.bench.spec.suite import load_suite
 
     cells = load_suite("nonlocal_accuracy").cells
     assert all(c.config["model"]["kwargs"].get("input_dropout", 0) > 0 for c in cells)
@@ -299,7 +299,7 @@ def test_nonlocal_accuracy_san_encoder_dropout():
 
 # --------------------------------------------------------------------------- item 2 + make bench: the quick suite
 def test_quick_suite_encodes_the_papers_protocols():
-    from zoo.bench.suite import load_suite
+    from zoo.bench.spec.suite import load_suite
 
     suite = load_suite("quick")
     assert suite.leaderboard["metric"] == "train"
@@ -332,9 +332,9 @@ def _quick_findings(records):
 def test_quick_suite_shows_the_papers_points(tmp_path, mirror, monkeypatch):
     """`make bench`: GATDB fits twin on every seed (>= 95 %) where GAT does not (<= 60 %); at
     L = 10 with SGD Xavier stays near chance on Cora while Bal_O trains.  Minutes on 2 cores."""
-    from zoo.bench.records import read_records
-    from zoo.bench.runner import run_suite
-    from zoo.bench.suite import load_suite
+    from zoo.bench.store.records import read_records
+    from zoo.bench.run.driver import run_suite
+    from zoo.bench.spec.suite import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
     run_suite(load_suite("quick"), tmp_path / "quick", device="cpu", quiet=True)

@@ -10,9 +10,10 @@ from torch_geometric.nn import GATConv
 
 import zoo
 from zoo.bench import load_suite
-from zoo.bench.optim import StackedPlateau, make_lr_scheduler
-from zoo.bench.suite import SuiteError, parse_suite, resolve_cell
-from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+from zoo.bench.run.optim import StackedPlateau, make_lr_scheduler
+from zoo.bench.spec.suite import SuiteError, parse_suite, resolve_cell
+from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.bench.spec.config import TrainConfig
 from tests.conftest import awkward_graph
 from tests.bench.run.test_train import _run, synthetic_task
 

@@ -17,7 +17,7 @@ from zoo.bench.spec.cells import comparable
 from zoo.bench.spec.cost import CostModel
 from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value
 
-#: keys of a paper entry that are not cell keys (zoo.bench.leaderboard.KEY_META)
+#: keys of a paper entry that are not cell keys (zoo.bench.analyze.board.KEY_META)
 ENTRY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
 RUNS_HERE = "runs here"
 NEEDS_GPU = "needs a GPU"

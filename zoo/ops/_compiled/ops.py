@@ -2,7 +2,7 @@
 
 ``gatv2_attention`` / ``gat_attention`` return ``(out, alpha)`` like the plain path, or raise
 :class:`KernelsUnavailable` when no compiled backend serves the device (the caller then keeps the
-plain torch ops: :func:`available` asks first).  The graph comes as :func:`zoo.nn.fused.graph_orders`
+plain torch ops: :func:`available` asks first).  The graph comes as :func:`zoo.ops.aggregate.graph_orders`
 gives it, ``(perm, crow, col, perm_s, crow_s, col_s)``.
 """
 from __future__ import annotations

@@ -1,6 +1,0 @@
-"""Old import path, kept for one release: re-exports zoo.bench.spec.config (issue 22 moved it; import from there)."""
-# flake8: noqa
-from zoo.bench.run.train import *  # noqa: F401,F403
-from zoo.bench.spec.config import *  # noqa: F401,F403
-from zoo.bench.run.train import _GraphList, _Transductive, score as _score  # noqa: F401
-from zoo.nn.readout import GraphPool  # noqa: F401
