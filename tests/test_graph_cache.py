@@ -1,4 +1,4 @@
-"""zoo.graph's cache never serves a graph whose edges changed (issue 26, item 2).
+"""zoo.graph's cache never serves a graph whose edges changed.
 
 Each edit keeps the number of nodes and edges, so only the edges' content tells the graphs
 apart; every test compares with the output on a fresh copy of the edited graph.

@@ -1,4 +1,4 @@
-"""The zoo command as a new user meets it (issue 26, items 4 and 7): Ctrl-C, $ZOO_DATA, --version,
+"""The zoo command as a new user meets it: Ctrl-C, $ZOO_DATA, --version,
 --device — one line each, the right exit code."""
 from __future__ import annotations
 

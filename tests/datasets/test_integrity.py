@@ -1,4 +1,4 @@
-"""Data integrity of the data root (issue 11, items 1, 2, 3, 13, 14).
+"""Data integrity of the data root.
 
 The processed cache is verified against its stamp and the registry's statistics, processing
 is atomic, processed files are unpickled only with an allow-list, staged files are readable
@@ -55,7 +55,7 @@ def restamp(folder: Path) -> None:
     (folder / cache.STAMP_FILE).write_text(json.dumps(stamp))
 
 
-# ----------------------------------------------------------------------------- item 1
+# ---------------------------------------------------------------------- a processed file of another dataset
 
 def test_citeseer_processed_file_over_cora_is_detected(env):
     ref = reference_cora(env)
@@ -105,7 +105,7 @@ def test_flipped_bytes_in_processed_file_are_detected(env):
         assert_cora(zd.load("cora", root=env, download=False).data, ref)
 
 
-# ----------------------------------------------------------------------------- item 2
+# ----------------------------------------------------------------------- truncated or empty processed files
 
 @pytest.mark.parametrize("keep", [0.5, 0.0])
 def test_truncated_or_empty_processed_file_is_reprocessed(env, keep):
@@ -143,7 +143,7 @@ def test_kill_9_during_first_processing_leaves_nothing_half_written(env):
     assert not [p for p in (env / "Cora").iterdir() if "tmp" in p.name], "stale temporary folder removed"
 
 
-# ----------------------------------------------------------------------------- item 13
+# ---------------------------------------------------------------------- processed files that would run code
 
 class _RunsCode:
     def __init__(self, marker: Path) -> None:
@@ -195,7 +195,7 @@ def test_safe_torch_load_accepts_pyg_files_only(tmp_path):
     assert not marker.exists()
 
 
-# ----------------------------------------------------------------------------- item 14
+# ------------------------------------------------------------------------- file modes in a shared data root
 
 def test_staged_and_processed_files_are_readable_by_others(env):
     old = os.umask(0o022)
@@ -210,7 +210,7 @@ def test_staged_and_processed_files_are_readable_by_others(env):
         assert (env / rel).stat().st_mode & 0o777 == 0o755, rel
 
 
-# ----------------------------------------------------------------------------- item 3
+# ----------------------------------------------------------------------------- a partial OGB folder
 
 def _toy_molhiv(tmp: Path):
     from ogb.io import DatasetSaver

@@ -53,7 +53,7 @@ def test_accuracy_status_one_point_where_a_ci_is_missing():
 
 
 def test_two_runs_far_apart_do_not_reproduce_any_paper_number():
-    """Regression (issue 23, lipschitz_table3 gat_code_1h at lr 0.001: 32.9 / 11.7 vs the paper's
+    """Regression (lipschitz_table3 gat_code_1h at lr 0.001: 32.9 / 11.7 vs the paper's
     38.2): with n = 2 Student's t is 12.7, so the old rule's ±134-point CI called it reproduced."""
     two = summarize([32.9, 11.7])
     assert two.ci95 > 100

@@ -4,8 +4,8 @@ For each reading (a choice the paper leaves open), variant and depth: the Laplac
 untrained SAN's last-layer output over seeds (float64), its geometric mean, [min, max], the
 distance to the paper in log10 and how many seeds fall below the paper's number.
 
-    python benchmarks/probe_san_energy.py base gain=1.3 gain=1.3+norm=mu --layers 2 32 128
-    python benchmarks/probe_san_energy.py base --dataset citeseer --variants san_pre_ln
+    python research/probe_san_energy.py base gain=1.3 gain=1.3+norm=mu --layers 2 32 128
+    python research/probe_san_energy.py base --dataset citeseer --variants san_pre_ln
 
 Readings (join with ``+``):
   base                 the suite's model (init "xavier": Xavier hidden layers, PyTorch-default
@@ -38,7 +38,7 @@ import zoo
 from zoo.bench.spec.suite import load_reported
 from zoo.diagnostics import laplacian_energy
 
-REPORTED = Path(__file__).parent / "suites" / "reported" / "nonlocal_energy.json"
+REPORTED = Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "reported" / "nonlocal_energy.json"
 
 
 def paper_energies() -> Dict[str, Dict[str, Dict[int, float]]]:

@@ -1,17 +1,13 @@
-"""``benchmarks/probe_ops_per_epoch.py`` counts the ops of a training epoch: a deeper model of the
+"""``research/probe_ops_per_epoch.py`` counts the ops of a training epoch: a deeper model of the
 same slice launches more ops per epoch, views are told apart, and a bad slice fails in one line."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.conftest import REPO, research_script
 
-# Loaded from its path: benchmarks/ is not a package, and sys.path stays as it was.
-_SPEC = importlib.util.spec_from_file_location("probe_ops_per_epoch", REPO / "benchmarks" / "probe_ops_per_epoch.py")
-probe = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(probe)
+probe = research_script("probe_ops_per_epoch.py")
 
 #: The quick suite's cheapest cells: Cora, GAT, Xavier (100 epochs; the probe sets 2 and 4).
 SLICE = ["--where", "dataset=cora", "--where", "model=gat", "--where", "init=xavier"]
@@ -34,7 +30,7 @@ def test_is_view():
 
 
 def test_an_empty_slice_fails_in_one_line():
-    done = subprocess.run([sys.executable, "benchmarks/probe_ops_per_epoch.py", "quick", "--where", "dataset=nowhere"],
+    done = subprocess.run([sys.executable, "research/probe_ops_per_epoch.py", "quick", "--where", "dataset=nowhere"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "no cell of suite 'quick' has dataset=nowhere" in done.stderr.strip().splitlines()[-1], done.stderr

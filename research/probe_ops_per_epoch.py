@@ -8,7 +8,7 @@ op costs tens of µs of dispatch and launch whatever its size, so for small grap
 the arithmetic, sets an epoch's time (docs/notes/performance.md, "First GPU": ~54 µs per launching
 op on an H200, inferred from an epoch's time and this count).
 
-    python benchmarks/probe_ops_per_epoch.py lipschitz_table1 --where dataset=citeseer \\
+    python research/probe_ops_per_epoch.py lipschitz_table1 --where dataset=citeseer \\
         --where num_layers=9 --where variant=gat_lip_code_constlr_missing100
 """
 from __future__ import annotations

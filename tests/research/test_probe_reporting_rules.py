@@ -1,16 +1,16 @@
-"""benchmarks/probe_reporting_rules.py: the reporting rules read off one set of traces (issue 23)."""
+"""research/probe_reporting_rules.py: the reporting rules read off one set of traces."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from tests.conftest import benchmark_script
+from tests.conftest import research_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    return benchmark_script("probe_reporting_rules.py")
+    return research_script("probe_reporting_rules.py")
 
 
 def test_each_rule_reads_its_own_state(probe):

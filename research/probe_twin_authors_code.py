@@ -9,7 +9,7 @@ Authors' code (github samuelbarrett1234/atml-group-11, kally/src/theoretical/con
   * their "GATv2" layer scores ``a1^T LeakyReLU(W h_i) + a2^T LeakyReLU(W h_j)`` (the LeakyReLU
     on each node's projection, not on the sum): the query term cancels in the softmax.
 
-Usage: benchmarks/probe_twin_authors_code.py --k 3 4 5 --features code --graphs all --models gat gatv2 gatv2_code gatdb
+Usage: research/probe_twin_authors_code.py --k 3 4 5 --features code --graphs all --models gat gatv2 gatv2_code gatdb
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ annotation); ``--aggr mean`` replaces Li et al.'s sum over neighbours; ``--aggr 
 D^-1/2 (A + I) D^-1/2 (Kipf & Welling's propagation, the one GCN's row uses).  §10.2's protocol: Cora public split,
 Adam, weight decay 5e-4, 1000 epochs, validation accuracy at the best epoch (the suite's reading), 5 runs.
 
-    OMP_NUM_THREADS=1 python benchmarks/probe_ggnn_reference.py --hidden 128 --lr 0.01 --dropout 0.5
+    OMP_NUM_THREADS=1 python research/probe_ggnn_reference.py --hidden 128 --lr 0.01 --dropout 0.5
 
 Results (validation %, the suite's winner point unless said; the paper 81.8 ± 2.0, the zoo's GGNN 79.84 ± 1.54):
 stop 32, seeds 0 / 1: add 78.8 / 79.0, --concat 79.2 / 78.4, --aggr mean 78.6 / 79.0.  Stop 33, seeds 0-2: add

@@ -1,5 +1,4 @@
-"""Probe: why the nonlocal paper's L = 2 SAN accuracies on Cora (Pre-LN 88.40, Post-LN 87.66) sit above ours
-(issue 23).
+"""Probe: why the nonlocal paper's L = 2 SAN accuracies on Cora (Pre-LN 88.40, Post-LN 87.66) sat above ours.
 
 One run = one training trace of a 2-layer SAN on one random 60/20/20 split, evaluated (eval mode) after every
 epoch, so that several model-selection rules and epoch budgets are read off the same trace:
@@ -25,10 +24,10 @@ floor``: the paper's 1624 / 541 / 543 on Cora).  ``--gcn`` instead trains a 2-la
 64, dropout 0.5, Adam 0.01, weight decay 5e-4, 500 epochs) on the same splits: a yardstick of how hard each
 split's test part is.
 
-    OMP_NUM_THREADS=1 python benchmarks/probe_nonlocal_l2.py --model san_pre_ln --epochs 1500 --seeds 0
-    OMP_NUM_THREADS=1 python benchmarks/probe_nonlocal_l2.py --trainer both --same-masks --dtype float64 --epochs 100
-    OMP_NUM_THREADS=1 python benchmarks/probe_nonlocal_l2.py --trainer zoo --epochs 5000 --budgets 300 1000 5000
-    OMP_NUM_THREADS=1 python benchmarks/probe_nonlocal_l2.py --gcn --seeds 0 1 2 3 4 5 6 7 8 9
+    OMP_NUM_THREADS=1 python research/probe_nonlocal_l2.py --model san_pre_ln --epochs 1500 --seeds 0
+    OMP_NUM_THREADS=1 python research/probe_nonlocal_l2.py --trainer both --same-masks --dtype float64 --epochs 100
+    OMP_NUM_THREADS=1 python research/probe_nonlocal_l2.py --trainer zoo --epochs 5000 --budgets 300 1000 5000
+    OMP_NUM_THREADS=1 python research/probe_nonlocal_l2.py --gcn --seeds 0 1 2 3 4 5 6 7 8 9
 
 Prints one line per run and budget: the train / val / test accuracy (%) under each selection rule and the epoch
 it picks.  ``--save DIR`` writes each trace as JSON (``[train, val, test, val loss]`` per epoch).

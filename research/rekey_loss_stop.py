@@ -9,11 +9,11 @@ from the suite's 0.0, and is re-keyed the same way).
 Every record written must be a cell of the shipped suite with exactly that cell's config, else nothing is
 written.
 
-Used once, at stop 34 (issue 23), for the suites whose papers name no loss stop: lipschitz_table1,
+Used once, at stop 34, for the suites whose papers name no loss stop: lipschitz_table1,
 lipschitz_table3 and lipschitz_fig5 (§10.2: "5 times for 1000 epochs"), nonlocal_accuracy, oxford_table3,
 oxford_table4 and ogb_molhiv:
 
-    python benchmarks/rekey_loss_stop.py lipschitz_table3 --add OUT1 OUT2 ...
+    python research/rekey_loss_stop.py lipschitz_table3 --add OUT1 OUT2 ...
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The committed LipschitzNorm probes (issue 23): each probe point differs from its row's search winner only in
+"""The committed LipschitzNorm probes: each probe point differs from its row's search winner only in
 what the probe's header says, so a probe result can be read against the winner."""
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import torch
 
 import zoo
 from zoo.bench import load_suite
-from tests.conftest import REPO, awkward_graph, benchmark_script
+from tests.conftest import REPO, awkward_graph, research_script
 
-BENCHMARKS = REPO / "benchmarks"
+RESEARCH = REPO / "research"
 
 
 def _configs(probe: str) -> dict:
     """``variant -> config`` of a probe's seed-0 cells."""
-    suite = load_suite(BENCHMARKS / probe, validate_models=False)
+    suite = load_suite(RESEARCH / probe, validate_models=False)
     return {c.config["run"]["variant"]: c.config for c in suite.cells if c.seed == 0}
 
 
@@ -73,7 +73,7 @@ def test_table1_ggnn_fresh_seed_probe_is_the_search_winner_at_unused_seeds():
     """probe_lipschitz_table1_ggnn_seeds.toml: the winner's config exactly, at seeds the suite never ran."""
     suite = load_suite("lipschitz_table1", validate_models=False)
     winner = _ggnn_winner(suite)
-    probe = load_suite(BENCHMARKS / "probe_lipschitz_table1_ggnn_seeds.toml", validate_models=False)
+    probe = load_suite(RESEARCH / "probe_lipschitz_table1_ggnn_seeds.toml", validate_models=False)
     assert {c.seed for c in probe.cells}.isdisjoint({c.seed for c in suite.cells})
     for cell in probe.cells:
         assert _differences(cell.config, winner) == {}
@@ -90,9 +90,9 @@ def test_ggnn_with_an_input_encoder_starts_its_steps_from_the_embedding():
 
 
 def test_glorot_skip_probe_reinitialises_every_learnt_skip():
-    """benchmarks/probe_lipschitz_table3_glorot_skips.py: the zoo's zero-initialised learnt skips become the cited
+    """research/probe_lipschitz_table3_glorot_skips.py: the zoo's zero-initialised learnt skips become the cited
     GAT's Glorot-initialised projections; a point without a skip on every layer is refused."""
-    probe = benchmark_script("probe_lipschitz_table3_glorot_skips.py")
+    probe = research_script("probe_lipschitz_table3_glorot_skips.py")
     build = lambda residual: zoo.build("gat", in_dim=5, out_dim=3, hidden_dim=8, heads=2, num_layers=3,  # noqa: E731
                                        residual=residual)
     assert all(torch.count_nonzero(s.weight) == 0 for s in build("linear").skips)
@@ -105,11 +105,11 @@ def test_glorot_skip_probe_reinitialises_every_learnt_skip():
 
 
 def test_reference_ggnn_probe_gcn_aggregation_weights_messages_as_gcn():
-    """benchmarks/probe_ggnn_reference.py --aggr gcn: GatedGraphConv's messages carry D^-1/2 (A + I) D^-1/2 weights,
+    """research/probe_ggnn_reference.py --aggr gcn: GatedGraphConv's messages carry D^-1/2 (A + I) D^-1/2 weights,
     so the model equals the same weights run through GatedGraphConv with gcn_norm's edges (and differs from add)."""
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-    probe = benchmark_script("probe_ggnn_reference.py")
+    probe = research_script("probe_ggnn_reference.py")
     edge_index, n = awkward_graph()
     x = torch.randn(n, 5)
     torch.manual_seed(0)
@@ -125,7 +125,7 @@ def test_reference_ggnn_probe_gcn_aggregation_weights_messages_as_gcn():
 def test_table1_ggnn_depth1_probe_is_the_search_winner_at_one_layer():
     """probe_lipschitz_table1_ggnn_depth1.toml: the L = 2 winner's config with one layer, at the records' seeds."""
     winner = _ggnn_winner(load_suite("lipschitz_table1", validate_models=False))
-    probe = load_suite(BENCHMARKS / "probe_lipschitz_table1_ggnn_depth1.toml", validate_models=False)
+    probe = load_suite(RESEARCH / "probe_lipschitz_table1_ggnn_depth1.toml", validate_models=False)
     assert {c.seed for c in probe.cells} == {0, 1, 2, 3, 4}
     for cell in probe.cells:
         assert _differences(cell.config, winner) == {"num_layers": 1}
@@ -159,7 +159,7 @@ def test_table1_cora_l5_probe_changes_only_what_its_variants_say():
     expected = {"ref_elu": {**ref, **elu}, "ref_elu_lr01": {**ref, **elu, "lr": 0.01}, "ref_relu": ref,
                 "elu_d05": {**elu, "dropout": 0.5}, "elu_d05_h128": {**elu, "dropout": 0.5, "hidden_dim": 128},
                 "zhao_lip": zhao, "gat_ref_elu": {**ref, **elu, "norm": "none"}, "zhao_gat": {**zhao, "norm": "none"}}
-    probe = load_suite(BENCHMARKS / "probe_lipschitz_table1_cora_l5.toml", validate_models=False)
+    probe = load_suite(RESEARCH / "probe_lipschitz_table1_cora_l5.toml", validate_models=False)
     seen = set()
     for cell in probe.cells:
         variant, depth = cell.config["run"]["variant"], cell.config["model"]["kwargs"]["num_layers"]

@@ -10,7 +10,7 @@ of attention weights that changed at all (w* = the best-validation model).
 Expected shape (paper): Xavier stays near chance; Bal_O reaches ~80 % with train loss -> 0.
 This is a benchmark (minutes on 2 CPU cores), not a test.
 
-    python benchmarks/trainability.py [--inits xav bal_x bal_o] [--epochs 2000] [--plots DIR]
+    python research/trainability.py [--inits xav bal_x bal_o] [--epochs 2000] [--plots DIR]
 """
 from __future__ import annotations
 

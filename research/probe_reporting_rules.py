@@ -1,4 +1,4 @@
-"""Probe: how much a paper's *reporting rule* moves a suite cell's number (issue 23).
+"""Probe: how much a paper's *reporting rule* moves a suite cell's number.
 
 Papers say little about which state of a run they report.  This probe trains the cells a ``zoo bench``
 command would train (the same suite, ``--where`` and ``--set``, the runner's own trainer and stacked
@@ -16,9 +16,9 @@ the rule:
 Each rule is read on the validation and the test accuracy (mean ± sample std over the runs, %).  The
 runner's own selection (the cell's ``select``) stays what it is; the rules are read from the traces.
 
-    OMP_NUM_THREADS=1 python benchmarks/probe_reporting_rules.py balance_table6 \\
+    OMP_NUM_THREADS=1 python research/probe_reporting_rules.py balance_table6 \\
         --where dataset=cora --where num_layers=2 --where variant=lipschitz_authors
-    OMP_NUM_THREADS=1 python benchmarks/probe_reporting_rules.py lipschitz_table1 --where dataset=cora \\
+    OMP_NUM_THREADS=1 python research/probe_reporting_rules.py lipschitz_table1 --where dataset=cora \\
         --where num_layers=2 --where variant=gcn_missing0 --where lr=0.01 --where dropout=0.5 --save DIR
 
 ``--save DIR`` writes each group's traces as JSON (per epoch and run: train / val / test accuracy).

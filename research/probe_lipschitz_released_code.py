@@ -16,7 +16,7 @@ The script prints train / val / test accuracy after every epoch and, after the l
 ``test()``).  The probe reports per run: the best validation accuracy and its epoch (the suite's reading,
 §10.2's "validation classification accuracy"), the test accuracy at that epoch, and the script's own final test.
 
-    OMP_NUM_THREADS=1 python benchmarks/probe_lipschitz_released_code.py --code PATH/TO/LipschitzNorm \\
+    OMP_NUM_THREADS=1 python research/probe_lipschitz_released_code.py --code PATH/TO/LipschitzNorm \\
         --seeds 0 1 2 3 4 --jobs 2 -- --dataset Cora --hidden_dim 64 --norm lipschitznorm --num_layers 5 \\
         --heads 4 --nepoch 1000 --lr 0.005
 

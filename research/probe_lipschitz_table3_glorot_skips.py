@@ -1,14 +1,14 @@
-"""Probe: LN Table 3's residual rows with the cited GAT's residual (issue 23).
+"""Probe: LN Table 3's residual rows with the cited GAT's residual.
 
 Veličković et al.'s code (PetarV-/GAT utils/layers.py, ``attn_head``) adds a 1x1 convolution of a layer's input to
 each head's output wherever the input is not as wide as the head (with 8 heads of 8 on 64 channels: every layer),
 Glorot-initialised.  The nearest zoo option is ``residual = "linear"`` (a learnt skip ``R x`` on every layer), which
 starts at zero to keep a network balanced at init; this probe trains the probe suite's ``residual = "linear"``
 points with the skips re-initialised Glorot-uniform (bias-free, unlike the convolution) and reads every reporting
-rule (benchmarks/probe_reporting_rules.py) off the traces.
+rule (research/probe_reporting_rules.py) off the traces.
 
-    OMP_NUM_THREADS=1 python benchmarks/probe_lipschitz_table3_glorot_skips.py res_linear      # GAT-Lip-res
-    OMP_NUM_THREADS=1 python benchmarks/probe_lipschitz_table3_glorot_skips.py gatres_linear   # GAT-res
+    OMP_NUM_THREADS=1 python research/probe_lipschitz_table3_glorot_skips.py res_linear      # GAT-Lip-res
+    OMP_NUM_THREADS=1 python research/probe_lipschitz_table3_glorot_skips.py gatres_linear   # GAT-res
 
 Result (Cora, L = 15, 8 heads of 8, attention dropout 0.5, seeds 0-2, test at the best validation epoch): GAT-Lip-res
 62.0, GAT-res 58.5, against 77.6 / 77.1 with the zoo's identity skips (docs/notes/lipschitz_search.md).

@@ -1,4 +1,4 @@
-"""benchmarks/probe_lipschitz_released_code.py: how it runs the authors' released script and reads its log."""
+"""research/probe_lipschitz_released_code.py: how it runs the authors' released script and reads its log."""
 from __future__ import annotations
 
 import importlib.util
@@ -7,9 +7,9 @@ import textwrap
 import pytest
 import torch
 
-from tests.conftest import benchmark_script
+from tests.conftest import research_script
 
-probe = benchmark_script("probe_lipschitz_released_code.py")
+probe = research_script("probe_lipschitz_released_code.py")
 
 LOG = """\
 Epoch: 0000 loss_train: 1.9 acc_train: 0.2 loss_val: 1.9 acc_val: 0.3000 acc_test: 0.3100 time: 0.5s
