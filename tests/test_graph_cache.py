@@ -76,3 +76,15 @@ def test_large_graphs_rely_on_the_fingerprint_and_forget_graph(setup, monkeypatc
     assert g2 is not g1 and 6 in g2.dst[g2.src == 0].tolist()
     edge_index[1, 1] = 5  # a normal in-place write bumps the version: seen at any size
     assert as_graph(edge_index, x) is not g2
+
+
+def test_graph_cache_follows_dtype_and_device():
+    from zoo.graph import as_graph
+
+    edge_index, n = awkward_graph()
+    g = as_graph(edge_index, torch.randn(n, 2))
+    assert g.in_degree().dtype == torch.get_default_dtype()
+    d64 = g.in_degree(torch.float64)
+    assert d64.dtype == torch.float64 and d64.device == edge_index.device
+    assert g.in_degree(torch.float32).dtype == torch.float32
+    assert g.cached("k", lambda: 1, dtype=torch.float32) != g.cached("k", lambda: 2, dtype=torch.float64)
