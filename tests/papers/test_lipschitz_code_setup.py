@@ -60,7 +60,7 @@ def test_code_architecture_equals_a_pyg_deepgat():
 
 
 def test_cora_code_model_has_the_authors_parameter_count():
-    cells = [c for c in load_suite("lipschitz_table3").cells
+    cells = [c for c in load_suite("lipschitz_table3", validate_models=False).cells
              if c.config["run"]["variant"] == "gat_lip_code" and c.config["model"]["kwargs"]["num_layers"] == 15]
     kwargs = cells[0].config["model"]["kwargs"]
     model = zoo.build("gat", in_dim=1433, out_dim=7, **kwargs)
@@ -220,7 +220,7 @@ def test_bad_scheduler_settings_fail_with_the_fix(kwargs, match):
 # --------------------------------------------------------------------------- the suite
 
 def test_suite_code_variants_carry_the_authors_setup_and_text_variants_do_not():
-    suite = load_suite("lipschitz_table3")
+    suite = load_suite("lipschitz_table3", validate_models=False)
     by_variant = {}
     for c in suite.cells:
         by_variant.setdefault(c.config["run"]["variant"], c.config)

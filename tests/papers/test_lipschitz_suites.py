@@ -78,7 +78,7 @@ def test_pairnorm_after_activation_placement():
     for suite in ("lipschitz_table1", "lipschitz_fig5"):
         from zoo.bench.spec.suite import load_suite
 
-        pn = [c for c in load_suite(suite).cells if c.config["model"]["norm"] == "pairnorm"]
+        pn = [c for c in load_suite(suite, validate_models=False).cells if c.config["model"]["norm"] == "pairnorm"]
         assert pn and all(c.config["model"]["norm_kwargs"].get("placement") == "post_activation" for c in pn)
 
 

@@ -10,7 +10,7 @@ def test_oxford_table4_gat_d_appends_degree_features(mirror, tmp_path, monkeypat
     from zoo.bench.spec.suite import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
-    cells = [c for c in load_suite("oxford_table4").cells
+    cells = [c for c in load_suite("oxford_table4", validate_models=False).cells
              if c.config["run"]["variant"] == "gat_d" and c.config["task"]["dataset"] == "cora"]
     assert cells
     task = TaskCache(root=tmp_path).get(cells[0].config["task"])

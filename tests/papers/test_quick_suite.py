@@ -10,7 +10,7 @@ from tests.papers.shipped import finding, suite
 def test_quick_suite_encodes_the_papers_protocols():
     from zoo.bench.spec.suite import load_suite
 
-    suite = load_suite("quick")
+    suite = load_suite("quick", validate_models=False)
     assert suite.leaderboard["metric"] == "train"
     twin = [c for c in suite.cells if c.config["task"]["dataset"] == "twin"]
     assert {c.config["model"]["name"] for c in twin} >= {"gat", "gatdb"}
