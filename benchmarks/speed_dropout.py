@@ -20,8 +20,10 @@ from typing import Callable, Dict, List
 import torch
 
 import zoo
-from zoo.bench.run.train import build_replicas, train_replicas, tune_allocator
-from zoo.bench.spec.config import TrainConfig
+from zoo.trainer.allocator import tune_allocator
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 CONFIGS: Dict[str, dict] = {

@@ -114,7 +114,7 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="torch.profiler table of the fused layer")
     args = p.parse_args()
     os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
-    from zoo.bench.run.train import tune_allocator
+    from zoo.trainer.allocator import tune_allocator
 
     tuned = tune_allocator()
     if args.threads:

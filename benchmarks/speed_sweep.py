@@ -20,8 +20,9 @@ import torch
 
 import zoo
 from zoo.bench.run.driver import resolve_device
-from zoo.bench.run.train import build_replicas, train_replicas
-from zoo.bench.spec.config import TrainConfig
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}

@@ -1,6 +1,6 @@
 """Training throughput: ms per replica-epoch of the zoo's training path vs a plain PyG loop.
 
-"Ours" is the runner's real path (``zoo.bench.run.train.build_replicas`` + ``train_replicas``: one
+"Ours" is the runner's real path (``zoo.trainer.replicas.build_replicas`` + ``train_replicas``: one
 training step and the per-epoch evaluation / selection / stopping of the protocol), with 1
 replica and with 15 stacked replicas (3 inits x 5 seeds).  "PyG" is what a user would write: a
 stack of ``GATv2Conv`` / ``GATConv`` / ``GCNConv`` with ReLU, ``torch.optim.SGD``, one training
@@ -27,8 +27,10 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from zoo.bench.run.train import build_replicas, train_replicas, tune_allocator
-from zoo.bench.spec.config import TrainConfig
+from zoo.trainer.allocator import tune_allocator
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = time.perf_counter
@@ -153,7 +155,7 @@ def main() -> None:
     p.add_argument("--clock", choices=sorted(CLOCK), default="wall",
                    help="wall time (default) or process CPU time (steadier on a shared machine)")
     p.add_argument("--plain-allocator", action="store_true",
-                   help="leave glibc's allocator as it is (zoo.bench.run.train.tune_allocator off) for both sides")
+                   help="leave glibc's allocator as it is (zoo.trainer.allocator.tune_allocator off) for both sides")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     global _clock

@@ -12,7 +12,7 @@ epoch, so that several model-selection rules and epoch budgets are read off the 
 that many epochs would have selected: the states up to epoch ``b`` do not depend on later ones).
 
 Trainers (``--trainer``): ``plain`` is a plain PyTorch loop (``torch.optim.Adam``/``AdamW``, global-RNG dropout
-unless ``--same-masks``); ``zoo`` is the benchmark's own trainer (``zoo.bench.run.train``: the stacked Adam,
+unless ``--same-masks``); ``zoo`` is the benchmark's own trainer (``zoo.trainer.loop``: the stacked Adam,
 replica dropout streams, the selection the suites use); ``both`` runs the two and prints how far their traces
 differ — with ``--same-masks`` (the plain loop draws its dropout masks from the zoo's stream for the seed) and
 ``--dtype float64`` the two must agree to rounding, which tests the trainer itself.
@@ -45,7 +45,9 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from zoo.bench.run.train import TrainConfig, build_replicas, train_replicas
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 from zoo.datasets import load
 from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 
@@ -132,7 +134,7 @@ class _Recorder:
 
 def zoo_trace(factory: Callable[[], torch.nn.Module], task, seed: int, optimizer: str, lr: float, wd: float,
               warmup: int, epochs: int, dtype: torch.dtype) -> Trace:
-    """The benchmark trainer's trace (``zoo.bench.run.train``, one replica, the suites' defaults)."""
+    """The benchmark trainer's trace (``zoo.trainer.loop``, one replica, the suites' defaults)."""
     cfg = TrainConfig(optimizer=optimizer, lr=lr, weight_decay=wd, warmup_epochs=warmup, epochs=epochs)
     replicas, view = build_replicas(task, [factory], [seed], torch.device("cpu"), dtype, cfg, stacked=True)
     recorder = _Recorder()

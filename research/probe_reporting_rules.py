@@ -36,7 +36,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
-from zoo.bench.run.train import build_replicas, train_replicas
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 from zoo.bench.spec.selection import parse_where, select
 from zoo.bench.spec.suite import load_suite
 from zoo.cli import parse_setting, settings_of  # the CLI's own --set parsing

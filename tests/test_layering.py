@@ -1,5 +1,6 @@
 """The package's import structure, checked statically: no import cycle anywhere in ``zoo/``, the
-benchmark layers import only downward, and the torch-free layers stay torch-free.
+benchmark layers import only downward, the training layer (``zoo.trainer``, under both ``zoo.fit``
+and ``zoo bench``) imports nothing from ``zoo.bench``, and the torch-free layers stay torch-free.
 
 The graph is read with ``ast`` from the source (module-level *and* function-level imports; imports
 under ``if TYPE_CHECKING:`` are skipped because they never run). An edge ``a -> b`` means module
@@ -31,7 +32,10 @@ LAYERS: Dict[str, Set[str]] = {
     "zoo.bench.render": {"zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze"},
     "zoo.bench.publish": {"zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render"},
 }
-TORCH_FREE = ("zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render")
+#: The training layer: ``zoo.bench`` and ``zoo.fit`` (:mod:`zoo.fitting`) build on it, so it imports neither.
+TRAINER = "zoo.trainer"
+#: ``zoo.trainer.config`` is the suite schema's ``TrainConfig``: the torch-free spec layer imports it.
+TORCH_FREE = ("zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render", "zoo.trainer.config")
 #: Function-level imports allowed inside zoo/bench/: optional dependencies only.
 OPTIONAL = {"ray", "matplotlib", "safetensors", "triton"}
 
@@ -165,6 +169,16 @@ def upward_imports(edges: Dict[str, Set[str]]) -> List[str]:
     return bad
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def trainer_imports_from_above(edges: Dict[str, Set[str]]) -> List[str]:
+    """Imports of ``zoo.bench`` or ``zoo.fitting`` by a module of the training layer."""
+    return sorted(f"{source} -> {target}" for source, targets in edges.items() if _within(source, TRAINER)
+                  for target in targets if _within(target, "zoo.bench") or _within(target, "zoo.fitting"))
+
+
 # ---------------------------------------------------------------------------------------------------
 def test_cycle_finder_finds_a_reintroduced_cycle(tmp_path: Path) -> None:
     """The checks below can fail: a package whose __init__ imports a plugin module that imports the
@@ -211,6 +225,26 @@ def test_bench_layers_import_only_downward() -> None:
     assert all(any(m == layer or m.startswith(layer + ".") for m in edges) for layer in LAYERS), \
         "every layer of zoo/bench exists"
     assert upward_imports(edges) == []
+
+
+def test_trainer_imports_nothing_from_bench(tmp_path: Path) -> None:
+    """The training layer is under zoo.bench and zoo.fit: a module of zoo/trainer that imports
+    either (at module or function level, absolutely or relatively) is reported."""
+    pkg = tmp_path / "zoo"
+    for sub in ("trainer", "bench", "bench/run"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "fitting.py").write_text("from zoo.trainer import loop\n")
+    (pkg / "bench" / "run" / "driver.py").write_text("from zoo.trainer.loop import train\n")
+    (pkg / "trainer" / "loop.py").write_text("def train():\n    from ..bench.run import driver\n")
+    (pkg / "trainer" / "state.py").write_text("import zoo.fitting\n")
+    edges, _ = import_graph(pkg)
+    assert trainer_imports_from_above(edges) == ["zoo.trainer.loop -> zoo.bench.run.driver",
+                                                 "zoo.trainer.state -> zoo.fitting"]
+    edges, _ = import_graph()
+    assert any(_within(m, TRAINER) for m in edges), "the training layer exists"
+    assert trainer_imports_from_above(edges) == []
 
 
 def test_no_function_level_imports_in_bench() -> None:

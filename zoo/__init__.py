@@ -27,7 +27,7 @@ _LAZY = {
     "list_models": "zoo.registry", "list_presets": "zoo.registry", "model_card": "zoo.registry",
     "register_model": "zoo.registry",
     # the training machinery, loaded on first use (nothing imported by zoo imports it: no cycle)
-    "fit": "zoo.trainer.fit", "save": "zoo.checkpoint", "load": "zoo.checkpoint",
+    "fit": "zoo.fitting", "save": "zoo.checkpoint", "load": "zoo.checkpoint",
     "diagnose": "zoo.diagnostics.diagnose",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "bench", "models", "nn", "inits", "norms", "registry", "graph",

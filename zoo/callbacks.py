@@ -6,7 +6,7 @@ replicas together (seeds x inits, stacked), so the state holds every parameter a
 ``(R, ...)`` tensor; :meth:`EpochState.replica` gives one replica as an ordinary module (with
 ``.grad`` set) for the diagnostics that read modules (:mod:`zoo.diagnostics`).
 
-Timing (the runner's protocol, :mod:`zoo.bench.run.train`): ``state.epoch = e`` is the state after
+Timing (the runner's protocol, :mod:`zoo.trainer.loop`): ``state.epoch = e`` is the state after
 ``e`` optimisation epochs; the callback runs after that state was evaluated and the stopping
 rule applied, before the next step.  ``state.grads`` is the gradient of state ``e``'s training
 loss, the one the next step uses (transductive tasks; ``None`` at the last state, where no

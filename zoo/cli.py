@@ -320,6 +320,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="write nothing; exit 1 if the Markdown on disk is out of date or an open cell has no note")
     rp.add_argument("--draft", action="store_true",
                     help="write the pages even if open cells have no note yet (marked; exit 1); --check refuses them")
+    rp.add_argument("--todo", action="store_true",
+                    help="write nothing; print the commands filling the paper cells not run, cheapest first")
+    rp.add_argument("--class", dest="todo_class", choices=("runs-here", "gpu"), default=None,
+                    help="with --todo: only this class of cells (default both)")
+    rp.add_argument("--max-hours", type=float, default=None,
+                    help="with --todo: the cheapest commands adding up to at most this many estimated hours")
+    rp.add_argument("--out-root", default=None,
+                    help="with --todo: add --out OUT_ROOT/<suite> to each command (pipe the list to sh to run it)")
     from zoo.cli_docs import add_docs_parser
     add_docs_parser(sub)
     sub.add_parser("build-kernels", help="compile the C++ attention kernels now (else: at first use); "
@@ -368,9 +376,9 @@ def _suites_table() -> str:
 
 
 def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
-    """``zoo train``'s suite: zoo.fit's cells for the same options (:func:`zoo.trainer.fit.fit_suite`),
+    """``zoo train``'s suite: zoo.fit's cells for the same options (:func:`zoo.fitting.fit_suite`),
     run by the runner so that they are recorded, resumable and on a leaderboard."""
-    from zoo.trainer.fit import fit_suite
+    from zoo.fitting import fit_suite
 
     keys: Dict[str, Any] = {}
     for key in ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs",
@@ -518,10 +526,27 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _todo(args: argparse.Namespace) -> int:
+    from zoo.bench.analyze.status import build_report
+    from zoo.bench.analyze.todo import todo
+    from zoo.bench.render.missing import todo_lines
+
+    commands = todo(build_report(args.records, args.notes), args.todo_class, args.max_hours)
+    if not commands:
+        print("zoo report: no paper cell left to run in that selection", file=sys.stderr)
+        return EXIT_NOTHING
+    print("\n".join(todo_lines(commands, args.out_root)))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from zoo.bench.analyze.status import MissingNotesError
     from zoo.bench.publish import write_report
 
+    if args.todo:
+        return _todo(args)
+    if args.todo_class is not None or args.max_hours is not None or args.out_root is not None:
+        raise CliError("--class, --max-hours and --out-root go with --todo (zoo report --todo --class runs-here)")
     try:
         report, problems = write_report(args.records, args.md, args.html, report_sources(), notes_path=args.notes,
                                         check=args.check, draft=args.draft)

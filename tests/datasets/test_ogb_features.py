@@ -253,8 +253,9 @@ def test_graph_task_through_model_factory_grouped_equals_sequential(model, reado
     mini-batches shared by the replicas; stacked replicas reproduce one-at-a-time runs at float64."""
     from zoo.bench.run.driver import model_factory
     from zoo.bench.spec.suite import Cell
-    from zoo.bench.run.train import build_replicas, train_replicas
-    from zoo.bench.spec.config import TrainConfig
+    from zoo.trainer.loop import train_replicas
+    from zoo.trainer.replicas import build_replicas
+    from zoo.trainer.config import TrainConfig
 
     task = tiny_molecule_task()
     m = {"name": model, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": readout,

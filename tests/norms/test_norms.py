@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 import zoo
 from zoo.graph import as_graph
+from zoo.norms.scores import AdditiveScores
 from zoo.norms.pairnorm import PairNorm
 
 
@@ -21,29 +22,31 @@ def test_list_norms():
 
 
 def capture(plugin, method):
-    """Wrap ``plugin.method`` to record the normalised scores it returns."""
-    seen = []
+    """Wrap ``plugin.method`` to record the normalised scores it returns (and its arguments)."""
+    seen, calls = [], []
     original = getattr(plugin, method)
 
     def wrapped(*args):
         out = original(*args)
         seen.append(out.detach())
+        calls.append(args)
         return out
 
     setattr(plugin, method, wrapped)
-    return seen
+    return seen, calls
 
 
-@pytest.mark.parametrize("name,method", [("gat", "normalize_gat"), ("gatv2", "normalize_gatv2"),
-                                         ("unimp", "normalize_dot"), ("graph_transformer", "normalize_dot")])
+@pytest.mark.parametrize("name,record", [("gat", "AdditiveScores"), ("gatv2", "MLPScores"),
+                                         ("unimp", "DotProductScores"), ("graph_transformer", "DotProductScores")])
 @pytest.mark.parametrize("alpha", [1.0, 0.3])
-def test_lipschitz_scores_bounded_for_huge_inputs(name, method, alpha):
+def test_lipschitz_scores_bounded_for_huge_inputs(name, record, alpha):
     ei = random_graph(30, 60)
     x = torch.randn(30, 6) * 1e6
     model = zoo.build(name, in_dim=6, out_dim=3, hidden_dim=8, num_layers=3, heads=2,
                       norm="lipschitz", norm_kwargs={"alpha": alpha}, **({"pe_dim": 0} if "transformer" in name else {}))
-    seen = capture(model.norm_plugin, method)
+    seen, records = capture(model.norm_plugin, "normalize")
     out = model(ei, x)
+    assert {type(r[0]).__name__ for r in records} == {record}  # the layers pass their kind's record
     assert torch.isfinite(out).all()
     assert len(seen) == 3
     for scores in seen:
@@ -69,7 +72,7 @@ def test_lipschitz_gat_matches_equation_17_neighbourwise():
     g = as_graph(ei, x, "add")
     xw = layer.lin(x).view(3, 2, -1)
     raw = (xw * layer.att_src).sum(-1)[g.src] + (xw * layer.att_dst).sum(-1)[g.dst]
-    got = model.norm_plugin.normalize_gat(layer, g, x, xw, raw)
+    got = model.norm_plugin.normalize(AdditiveScores(g, xw, layer.att_src, layer.att_dst, raw))
     a = torch.cat([layer.att_src, layer.att_dst], -1).norm(dim=-1)
     for e in range(g.num_edges):
         v = int(g.dst[e])

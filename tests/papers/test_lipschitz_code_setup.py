@@ -10,10 +10,11 @@ from torch_geometric.nn import GATConv
 
 import zoo
 from zoo.bench import load_suite
-from zoo.bench.run.optim import StackedPlateau, make_lr_scheduler
 from zoo.bench.spec.suite import SuiteError, parse_suite, resolve_cell
-from zoo.bench.run.train import build_replicas, train_replicas
-from zoo.bench.spec.config import TrainConfig
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.optim import StackedPlateau, make_lr_scheduler
+from zoo.trainer.replicas import build_replicas
 from tests.conftest import awkward_graph
 from tests.bench.run.test_train import _run, synthetic_task
 

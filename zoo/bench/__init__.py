@@ -25,7 +25,7 @@ from typing import Any
 
 _EXPORTS = {
     "load_suite": "zoo.bench.spec.suite", "parse_suite": "zoo.bench.spec.suite", "list_suites": "zoo.bench.spec.suite",
-    "Suite": "zoo.bench.spec.suite", "SuiteError": "zoo.bench.spec.suite", "TrainConfig": "zoo.bench.spec.config",
+    "Suite": "zoo.bench.spec.suite", "SuiteError": "zoo.bench.spec.suite", "TrainConfig": "zoo.trainer.config",
     "read_records": "zoo.bench.store.records", "append_record": "zoo.bench.store.records",
     "summarize": "zoo.bench.analyze.stats", "load_board": "zoo.bench.analyze.board",
     "write_leaderboard": "zoo.bench.publish", "run_suite": "zoo.bench.run.driver",

@@ -162,7 +162,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
                          out="diagnose.html")
         print(d.verdict)
     """
-    from zoo.trainer import fit
+    from zoo.fitting import fit
 
     start = time.perf_counter()
     source = _source_model(model, cell, seed)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
+from zoo.norms.scores import ADDITIVE, AdditiveScores, ScoreNorm
 from zoo.ops.dispatch import gat_attention
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
@@ -29,7 +30,8 @@ class GATLayer(nn.Module):
         \alpha_{uv} = \operatorname{softmax}_{u \in \mathcal N(v)} e_{uv},\qquad
         h'_v = \sum_{u \in \mathcal N(v)} \alpha_{uv} W h_u
 
-    per head; heads are concatenated (``concat=True``) or averaged.  Because the score is
+    per head; heads are concatenated (``concat=True``) or averaged.  A score norm normalises the
+    additive score inside the LeakyReLU (``score_kind="additive"``).  Because the score is
     additive in ``u`` and ``v``, the ranking of keys ``u`` is the same for every query ``v``:
     GAT's attention is *static* (Brody et al. 2022).
 
@@ -47,7 +49,7 @@ class GATLayer(nn.Module):
         negative_slope: float = 0.2,
         attn_dropout: float = 0.0,
         bias: bool = False,
-        score_norm: Any = None,
+        score_norm: Optional[ScoreNorm] = None,
     ) -> None:
         super().__init__()
         self.in_dim, self.channels, self.heads, self.concat = in_dim, channels, heads, concat
@@ -75,7 +77,8 @@ class GATLayer(nn.Module):
         xw = linear(x, self.lin.weight).view(n, self.heads, self.channels)
         normalize = None
         if self.score_norm is not None:
-            normalize = lambda scores: self.score_norm.normalize_gat(self, graph, x, xw, scores)  # noqa: E731
+            normalize = lambda scores: self.score_norm.normalize(  # noqa: E731
+                AdditiveScores(graph, xw, self.att_src, self.att_dst, scores))
         out, alpha = gat_attention(xw, self.att_src, self.att_dst, graph, self.negative_slope,
                                    bias=self.score_bias(graph), normalize=normalize,
                                    attn_dropout=self.attn_dropout, training=self.training)
@@ -101,6 +104,7 @@ class GAT(DeepGNN):
 
     family = "gat"
     layer_class = GATLayer
+    score_kind = ADDITIVE
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
         return self.layer_class(

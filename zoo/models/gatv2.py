@@ -10,6 +10,7 @@ from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
+from zoo.norms.scores import MLP, MLPScores, ScoreNorm
 from zoo.ops.dispatch import gatv2_attention
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
@@ -46,7 +47,7 @@ class GATv2Layer(nn.Module):
         negative_slope: float = 0.2,
         attn_dropout: float = 0.0,
         bias: bool = False,
-        score_norm: Any = None,
+        score_norm: Optional[ScoreNorm] = None,
         share_weights: bool = True,
         attention_bias: bool = False,
         update_weight: str = "source",
@@ -92,8 +93,8 @@ class GATv2Layer(nn.Module):
             terms.append(self.att_bias)
         score = None
         if self.score_norm is not None:
-            score = lambda hidden: self.score_norm.normalize_gatv2(  # noqa: E731
-                self, graph, x, x_src, x_src if x_dst is None else x_dst, hidden)
+            score = lambda hidden: self.score_norm.normalize(  # noqa: E731
+                MLPScores(graph, hidden, self.att, self.negative_slope))
         # U h_u with a third matrix (update_weight="separate"), else the messages are W_s h_u
         values = None if self.lin_update is None else linear(x, self.lin_update.weight).view(shape)
         out, alpha = gatv2_attention(x_src, x_dst, self.att, graph, self.negative_slope, values=values,
@@ -134,6 +135,7 @@ class GATv2(DeepGNN):
 
     family = "gatv2"
     supports_edge_features = True
+    score_kind = MLP
 
     def __init__(
         self,

@@ -117,5 +117,4 @@ class GCN(DeepGNN):
         super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        self.reject_score_norm(score_norm)
         return GCNLayer(in_dim, channels, self.normalization, self.bias)

@@ -81,5 +81,4 @@ class GGNN(DeepGNN):
         super().__init__(in_dim, out_dim, hidden_dim, num_layers, activation=activation, **common)
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        self.reject_score_norm(score_norm)
         return GGNNLayer(in_dim, channels, bias=True)

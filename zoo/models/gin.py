@@ -85,5 +85,4 @@ class GIN(DeepGNN):
         super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
 
     def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        self.reject_score_norm(score_norm)
         return GINLayer(in_dim, channels, self.eps, self.train_eps, self.bias)

@@ -22,7 +22,10 @@ from typing import Any, Dict, Optional
 from torch import Tensor, nn
 
 from zoo.graph import Graph
-from zoo.models.transformer import AttentionStack, TransformerBlock, _validate_common, check_nonlocal_norm, split_norm
+from zoo.models.transformer import TransformerBlock, check_nonlocal_norm
+from zoo.nn.attention_stack import AttentionStack
+from zoo.nn.validation import check_stack_options, probability, resolve_block_norms
+from zoo.norms.scores import DOT_PRODUCT
 from zoo.ops.dropout import dropout
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
@@ -63,21 +66,20 @@ class SAN(AttentionStack):
     family = "san"
     placement = "post"
     nonlocal_energy = False
+    score_kind = DOT_PRODUCT
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 32, num_layers: int = 2, *,
                  heads: int = 1, dropout: float = 0.0, attn_dropout: float = 0.0, ffn_dim: Optional[int] = None,
                  input_dropout: Optional[float] = None,
                  norm: Any = None, norm_kwargs: Optional[Dict[str, Any]] = None, nonlocal_norm: str = "n") -> None:
         super().__init__()
-        _validate_common(hidden_dim, heads, dropout, attn_dropout)
+        check_stack_options(hidden_dim, heads, dropout, attn_dropout)
         nonlocal_norm = check_nonlocal_norm(nonlocal_norm)
-        if input_dropout is not None and not 0.0 <= input_dropout < 1.0:
-            raise ValueError(f"input_dropout must be in [0, 1), got {input_dropout}")
-        self.input_dropout = dropout if input_dropout is None else float(input_dropout)
+        self.input_dropout = dropout if input_dropout is None else float(probability("input_dropout", input_dropout))
         if nonlocal_norm != "n" and not self.nonlocal_energy:
             raise ValueError(f"nonlocal_norm={nonlocal_norm!r} only applies to san_nonlocal (the nonlocal energy factor)")
         self.in_dim, self.out_dim, self.hidden_dim, self.heads, self.dropout = in_dim, out_dim, hidden_dim, heads, dropout
-        score_norm, feature_norm = split_norm(norm, norm_kwargs)
+        score_norm, feature_norm = resolve_block_norms(norm, norm_kwargs, self.family, self.score_kind)
         self.norm_plugin = score_norm or feature_norm
         self._init_stack(num_layers)
         self.encoder = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim))

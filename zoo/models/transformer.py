@@ -8,13 +8,13 @@
 * ``universal_transformer`` — the same with *one* transformer layer applied ``L`` times
   (Dehghani et al. 2018): the parameters of a one-layer model.
 
-The pieces (:class:`GraphSelfAttention`, :class:`TransformerBlock`, :class:`AttentionStack`)
-are shared with the SAN family (:mod:`zoo.models.san`).
+The pieces (:class:`GraphSelfAttention`, :class:`TransformerBlock`) are shared with the SAN family
+(:mod:`zoo.models.san`); both families stack them on :class:`zoo.nn.AttentionStack`.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -22,9 +22,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.graph import Graph, GraphLike, as_graph
-from zoo.nn.base import AttentionRecord
-from zoo.nn.validation import check_node_features, positive_int
+from zoo.graph import Graph
+from zoo.nn.attention_stack import AttentionStack
+from zoo.nn.validation import check_stack_options, resolve_block_norms
+from zoo.norms.scores import DOT_PRODUCT, DotProductScores, ScoreNorm
 from zoo.ops.dropout import dropout
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
@@ -57,7 +58,8 @@ class GraphSelfAttention(nn.Module):
     """
 
     def __init__(self, dim: int, heads: int = 1, *, scaled: bool = True, attn_dropout: float = 0.0,
-                 score_norm: Any = None, nonlocal_energy: bool = False, nonlocal_norm: str = "n") -> None:
+                 score_norm: Optional[ScoreNorm] = None, nonlocal_energy: bool = False,
+                 nonlocal_norm: str = "n") -> None:
         super().__init__()
         self.nonlocal_norm = check_nonlocal_norm(nonlocal_norm)
         if dim % heads:
@@ -65,8 +67,6 @@ class GraphSelfAttention(nn.Module):
         self.dim, self.heads, self.channels = dim, heads, dim // heads
         self.scale = 1.0 / math.sqrt(self.channels) if scaled else 1.0
         self.attn_dropout, self.score_norm, self.nonlocal_energy = attn_dropout, score_norm, nonlocal_energy
-        if score_norm is not None and not hasattr(score_norm, "normalize_dot"):
-            raise ValueError(f"norm {score_norm.name!r} cannot normalise dot-product attention scores")
         self.lin_query = nn.Linear(dim, dim, bias=False)
         self.lin_key = nn.Linear(dim, dim, bias=False)
         self.lin_value = nn.Linear(dim, dim, bias=False)
@@ -83,7 +83,7 @@ class GraphSelfAttention(nn.Module):
         query, key, value = (lin(x).view(shape) for lin in (self.lin_query, self.lin_key, self.lin_value))
         scores = (gather_rows(query, dst) * gather_rows(key, src)).sum(-1)  # (E, H)
         if self.score_norm is not None:
-            scores = self.score_norm.normalize_dot(self, graph, query, key, value, scores)
+            scores = self.score_norm.normalize(DotProductScores(graph, query, key, value, scores))
         else:
             scores = scores * self.scale
         alpha = segment_softmax(scores, dst, n)
@@ -126,7 +126,7 @@ class TransformerBlock(nn.Module):
     """
 
     def __init__(self, dim: int, heads: int, ffn_dim: int, *, placement: str = "post", dropout: float = 0.0,
-                 attn_dropout: float = 0.0, scaled: bool = True, score_norm: Any = None,
+                 attn_dropout: float = 0.0, scaled: bool = True, score_norm: Optional[ScoreNorm] = None,
                  feature_norm: Any = None, nonlocal_energy: bool = False, nonlocal_norm: str = "n") -> None:
         super().__init__()
         if placement not in PLACEMENTS:
@@ -160,80 +160,6 @@ class TransformerBlock(nn.Module):
         mp, alpha = self.attention(graph, self.norm1(x))
         y = x + self._sub(mp)
         return y + self._sub(self.ffn(self.norm2(y))), alpha
-
-
-def split_norm(norm: Any, norm_kwargs: Optional[Dict[str, Any]]) -> Tuple[Any, Any]:
-    """Resolve a norm plugin into ``(score_norm, feature_norm)`` for a transformer-style model:
-    a ``scores`` plugin normalises attention scores, a ``features`` plugin replaces the blocks'
-    LayerNorm, ``none`` keeps LayerNorm."""
-    from zoo.norms import resolve_norm
-
-    plugin = resolve_norm(norm, **(norm_kwargs or {}))
-    if plugin.kind == "scores":
-        if not hasattr(plugin, "normalize_dot"):
-            raise ValueError(f"norm {plugin.name!r} has no rule for dot-product scores (normalize_dot)")
-        return plugin, None
-    return None, (plugin if plugin.kind == "features" else None)
-
-
-class AttentionStack(nn.Module):
-    """Encoder -> ``num_layers`` blocks -> decoder, with the model protocol the zoo's tools use:
-    ``taps`` (one ``nn.Identity`` per layer output, for hooks), ``skipped_layers`` (layer pruning),
-    ``return_attention``.  Subclasses set ``layers`` and implement :meth:`encode` / :meth:`decode`."""
-
-    conservation_law_exception: Optional[str] = (
-        "dot-product attention is quadratic in the features and LayerNorm / residual blocks are not "
-        "positively homogeneous: the balance paper's rescaling symmetry (Thm. 2.2) does not hold"
-    )
-    graph_tied = False
-    attention_normalized = True
-    self_loops = "add"  # each node attends to its neighbourhood plus itself
-    check_inputs = True  # scan node features for NaN/inf (zoo.nn.validation.check_node_features)
-    layers: nn.ModuleList
-
-    def _init_stack(self, num_layers: int) -> None:
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        self.num_layers = num_layers
-        self.taps = nn.ModuleList(nn.Identity() for _ in range(num_layers))
-        self.skipped_layers: Set[int] = set()
-
-    def block(self, index: int) -> nn.Module:
-        return self.layers[index]
-
-    def encode(self, graph: Graph, x: Tensor) -> Tensor:
-        raise NotImplementedError
-
-    def decode(self, h: Tensor) -> Tensor:
-        raise NotImplementedError
-
-    def forward(self, graph: GraphLike, x: Tensor,
-                return_attention: bool = False) -> Union[Tensor, Tuple[Tensor, List[AttentionRecord]]]:
-        """Shapes: ``x`` ``(N, in_dim)`` -> ``(N, out_dim)``; with ``return_attention`` also one
-        :class:`AttentionRecord` per applied layer."""
-        check_node_features(self, x, self.in_dim)
-        g = as_graph(graph, x, self.self_loops)
-        h = self.encode(g, x)
-        records: List[AttentionRecord] = []
-        for index in range(self.num_layers):
-            if index not in self.skipped_layers:
-                h, alpha = self.block(index)(g, h)
-                if return_attention:
-                    records.append(AttentionRecord(g.edge_index, alpha))
-            h = self.taps[index](h)
-        out = self.decode(h)
-        return (out, records) if return_attention else out
-
-
-def _validate_common(hidden_dim: int, heads: int, dropout: float, attn_dropout: float) -> None:
-    positive_int("hidden_dim", hidden_dim)
-    positive_int("heads", heads)
-    if heads < 1 or hidden_dim % heads:
-        raise ValueError(f"hidden_dim={hidden_dim} must be a positive multiple of heads={heads} "
-                         f"(the heads split hidden_dim evenly), e.g. hidden_dim={heads * max(1, hidden_dim // max(heads, 1))}")
-    for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"{name} must be in [0, 1), got {p}")
 
 
 NONLOCAL_NORMS = ("n", "nd", "none", "mu")
@@ -337,19 +263,20 @@ class GraphTransformer(AttentionStack):
 
     family = "transformer"
     shared_block = False
+    score_kind = DOT_PRODUCT
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
                  heads: int = 1, dropout: float = 0.0, attn_dropout: float = 0.0, ffn_dim: Optional[int] = None,
                  pe_dim: int = 8, scaled: bool = False, placement: str = "post", norm: Any = None,
                  norm_kwargs: Optional[Dict[str, Any]] = None) -> None:
         super().__init__()
-        _validate_common(hidden_dim, heads, dropout, attn_dropout)
+        check_stack_options(hidden_dim, heads, dropout, attn_dropout)
         if pe_dim < 0:
             raise ValueError(f"pe_dim must be >= 0 (0 disables positional encodings), got {pe_dim}")
         placement = normalize_name(placement)
         self.in_dim, self.out_dim, self.hidden_dim, self.heads = in_dim, out_dim, hidden_dim, heads
         self.dropout, self.pe_dim = dropout, pe_dim
-        score_norm, feature_norm = split_norm(norm, norm_kwargs)
+        score_norm, feature_norm = resolve_block_norms(norm, norm_kwargs, self.family, self.score_kind)
         self.norm_plugin = score_norm or feature_norm
         self._init_stack(num_layers)
         self.lin_in = nn.Linear(in_dim, hidden_dim)

@@ -3,13 +3,14 @@ of the LipschitzNorm paper: dot-product attention plus a gated root weight."""
 from __future__ import annotations
 
 import math
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
+from zoo.norms.scores import DOT_PRODUCT, DotProductScores, ScoreNorm
 from zoo.ops.dropout import dropout
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
@@ -35,10 +36,9 @@ class UniMPLayer(nn.Module):
     """
 
     def __init__(self, in_dim: int, channels: int, heads: int = 1, concat: bool = True,
-                 attn_dropout: float = 0.0, bias: bool = False, score_norm: Any = None, gated: bool = True) -> None:
+                 attn_dropout: float = 0.0, bias: bool = False, score_norm: Optional[ScoreNorm] = None,
+                 gated: bool = True) -> None:
         super().__init__()
-        if score_norm is not None and not hasattr(score_norm, "normalize_dot"):
-            raise ValueError(f"norm {score_norm.name!r} cannot normalise dot-product attention scores")
         self.in_dim, self.channels, self.heads, self.concat = in_dim, channels, heads, concat
         self.attn_dropout, self.score_norm, self.gated = attn_dropout, score_norm, gated
         width = heads * channels
@@ -63,7 +63,7 @@ class UniMPLayer(nn.Module):
         query, key, value = (lin(x).view(shape) for lin in (self.lin_query, self.lin_key, self.lin_value))
         scores = (gather_rows(query, dst) * gather_rows(key, src)).sum(-1)
         if self.score_norm is not None:
-            scores = self.score_norm.normalize_dot(self, graph, query, key, value, scores)
+            scores = self.score_norm.normalize(DotProductScores(graph, query, key, value, scores))
         else:
             scores = scores / math.sqrt(self.channels)
         alpha = segment_softmax(scores, dst, n)
@@ -102,6 +102,7 @@ class UniMP(DeepGNN):
     """
 
     family = "unimp"
+    score_kind = DOT_PRODUCT
     default_self_loops = "keep"
     conservation_law_exception = (
         "dot-product attention is quadratic in the features and the sigmoid gate is not positively "

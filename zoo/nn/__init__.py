@@ -1,5 +1,7 @@
 """Building blocks shared by the model families."""
-from zoo.nn.base import DeepGNN, ACTIVATIONS, RESIDUALS
+from zoo.nn.attention_stack import AttentionStack
+from zoo.nn.base import DeepGNN
+from zoo.nn.validation import ACTIVATIONS, RESIDUALS
 from zoo.ops.segment import segment_softmax, segment_sum
 
-__all__ = ["DeepGNN", "ACTIVATIONS", "RESIDUALS", "segment_softmax", "segment_sum"]
+__all__ = ["AttentionStack", "DeepGNN", "ACTIVATIONS", "RESIDUALS", "segment_softmax", "segment_sum"]

@@ -16,28 +16,16 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph, read_edge_features, self_loop_policy
 from zoo.nn.encoders import align_edge_features, make_encoder
-from zoo.nn.heads import CLASSIFIERS, make_classifier
+from zoo.nn.heads import make_classifier
 from zoo.nn.replay import replayable
-from zoo.nn.validation import check_edge_inputs, check_node_features, positive_int, real_number
-from zoo.norms import resolve_norm
+from zoo.nn.validation import (check_edge_inputs, check_encoder_options, check_node_features, positive_int,
+                               probability, real_number, resolve_activation, resolve_classifier, resolve_hidden_heads,
+                               resolve_residual, resolve_score_norm)
+from zoo.norms import ScoreNorm, resolve_norm
 from zoo.ops._custom import under_vmap
 from zoo.ops.dropout import dropout
-
-# name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
-# is what the conservation law of the balance paper needs (Theorem 2.2).
-ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
-    "relu": (nn.ReLU, True),
-    "leaky_relu": (nn.LeakyReLU, True),
-    "identity": (nn.Identity, True),
-    "elu": (nn.ELU, False),
-    "gelu": (nn.GELU, False),
-    "tanh": (nn.Tanh, False),
-}
-RESIDUALS = ("none", "identity", "linear")
-HIDDEN_HEADS = ("concat", "mean")
 
 
 @runtime_checkable
@@ -52,6 +40,9 @@ class LayerProtocol(Protocol):
     balanced initialisations and conservation diagnostics (balance paper, Thm. 2.2/6.3/6.4):
     scaling output neuron ``i``'s *incoming* parameters by ``lambda`` and its *attention*
     parameters by ``1/lambda`` scales that neuron's output by ``lambda``.
+
+    A layer with attention scores talks to a score norm only through the record of its family's
+    ``score_kind`` (:mod:`zoo.norms.scores`): ``score_norm.normalize(AdditiveScores(...))`` etc.
     """
 
     in_dim: int
@@ -77,16 +68,6 @@ class AttentionRecord:
 
     edge_index: Tensor
     alpha: Tensor
-
-
-def resolve_activation(name: Union[str, nn.Module]) -> Tuple[nn.Module, bool]:
-    if isinstance(name, nn.Module):
-        return name, isinstance(name, (nn.ReLU, nn.LeakyReLU, nn.Identity))
-    key = normalize_name(name)
-    if key not in ACTIVATIONS:
-        raise unknown_name_error("activation", name, ACTIVATIONS)
-    factory, homogeneous = ACTIVATIONS[key]
-    return factory(), homogeneous
 
 
 class DeepGNN(nn.Module):
@@ -153,6 +134,9 @@ class DeepGNN(nn.Module):
     supports_edge_features: bool = False
     #: scan node features for NaN/inf (once per tensor); ``zoo.build(..., check_inputs=False)`` turns it off.
     check_inputs: bool = True
+    #: the kind of the layers' attention score (:mod:`zoo.norms.scores`: ``"additive"``, ``"mlp"``,
+    #: ``"dot_product"``), which decides the score norms the family accepts; ``None``: no attention scores.
+    score_kind: Optional[str] = None
 
     def __init__(
         self,
@@ -181,89 +165,58 @@ class DeepGNN(nn.Module):
         checkpoint: bool = False,
     ) -> None:
         super().__init__()
+        owner = self.family or type(self).__name__
         for name, value in (("in_dim", in_dim), ("out_dim", out_dim), ("hidden_dim", hidden_dim),
                             ("num_layers", num_layers), ("heads", heads)):
             positive_int(name, value)
         positive_int("out_heads", out_heads, allow_none=True)
         positive_int("input_encoder_dim", input_encoder_dim, allow_none=True)
-        classifier = CLASSIFIERS.canonical(classifier or "none")
-        if classifier != "none" and out_heads is not None:
-            raise ValueError(
-                f"out_heads={out_heads} sets the heads of the output attention layer, but with classifier="
-                f"{classifier!r} every message-passing layer is a hidden layer (heads concatenated) and the "
-                "classifier gives the output; drop out_heads"
-            )
-        if input_encoder_dim is not None and input_encoder is None:
-            raise ValueError(f"input_encoder_dim={input_encoder_dim} is the width of the input encoder's output, "
-                             "but no input_encoder is set; add e.g. input_encoder='affine' or drop input_encoder_dim")
-        if not self.supports_heads and (heads != 1 or out_heads not in (None, 1)):
-            raise ValueError(
-                f"{self.family or type(self).__name__} has no attention heads; leave heads/out_heads at 1 "
-                "(use an attention model such as gat for multi-head)"
-            )
-        if heads < 1 or (out_heads is not None and out_heads < 1):
-            raise ValueError(f"heads and out_heads must be >= 1, got heads={heads}, out_heads={out_heads}")
-        hidden_heads = normalize_name(hidden_heads)
-        if hidden_heads not in HIDDEN_HEADS:
-            raise unknown_name_error("hidden_heads", hidden_heads, HIDDEN_HEADS)
-        if hidden_heads == "mean" and not self.supports_heads:
-            raise ValueError(f"{self.family or type(self).__name__} has no attention heads to average; "
-                             "drop hidden_heads='mean'")
-        if hidden_heads == "concat" and hidden_dim % heads:
-            raise ValueError(
-                f"hidden_dim={hidden_dim} is not divisible by heads={heads}: hidden_dim is the width of all "
-                f"heads together; use e.g. hidden_dim={heads * max(1, hidden_dim // heads)}"
-            )
-        residual = normalize_name(residual)
-        if residual not in RESIDUALS:
-            raise unknown_name_error("residual", residual, RESIDUALS)
-        for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            real_number(name, p, 0.0, 1.0, high_open=True)
-        real_number("negative_slope", negative_slope)
+        self.classifier_kind = resolve_classifier(classifier, out_heads)
+        check_encoder_options(owner, input_encoder, input_encoder_dim, edge_encoder, self.supports_edge_features)
+        self.hidden_heads = resolve_hidden_heads(owner, hidden_heads, heads, out_heads, hidden_dim, self.supports_heads)
+        self.residual = resolve_residual(residual)
+        self.dropout, self.attn_dropout = probability("dropout", dropout), probability("attn_dropout", attn_dropout)
+        self.negative_slope = real_number("negative_slope", negative_slope)
         self.in_dim, self.out_dim, self.hidden_dim, self.num_layers = in_dim, out_dim, hidden_dim, num_layers
-        self.heads, self.hidden_heads = heads, hidden_heads
-        self.out_heads = heads if out_heads is None else out_heads
-        self.dropout, self.attn_dropout, self.bias, self.negative_slope = dropout, attn_dropout, bias, negative_slope
-        self.residual = residual
+        self.heads, self.bias, self.checkpoint = heads, bias, bool(checkpoint)
+        # a separate classifier makes every attention layer a hidden one (heads concatenated)
+        self.out_heads = heads if out_heads is None or self.classifier_kind != "none" else out_heads
         self.self_loops = self.default_self_loops if self_loops is None else self_loop_policy(self_loops)
-        self.classifier_kind = classifier
-        if classifier != "none":
-            self.out_heads = heads
         self.act, self.positively_homogeneous = resolve_activation(activation)
         self.activation = activation if isinstance(activation, str) else type(activation).__name__
-
         self.norm_plugin = resolve_norm(norm, **(norm_kwargs or {}))
-        score_norm = self.norm_plugin if self.norm_plugin.kind == "scores" else None
-
-        if edge_encoder is not None and not self.supports_edge_features:
-            raise ValueError(
-                f"{self.family or type(self).__name__} layers have no edge-feature term, so edge_encoder="
-                f"{edge_encoder!r} cannot be used; use gatv2 or gatdb (their attention score adds W_e e_uv), "
-                "or leave edge_encoder unset to ignore edge features"
-            )
+        score_norm = resolve_score_norm(self.norm_plugin, owner, self.score_kind)
         encoder_dim = hidden_dim if input_encoder_dim is None else input_encoder_dim
         self.input_encoder = make_encoder("input", input_encoder, in_dim, encoder_dim)
         self.edge_encoder = make_encoder("edge", edge_encoder, edge_dim, hidden_dim)
         #: width of the encoded edge features each layer reads (``None``: no edge term).
         self.edge_dim = hidden_dim if self.edge_encoder is not None else None
-        self.checkpoint = bool(checkpoint)
+        self._build_layers(in_dim if self.input_encoder is None else encoder_dim, score_norm)
+        # Identity taps after every layer: forward hooks here see each layer's representation
+        # (used by the energy / similarity diagnostics).  ``skipped_layers`` drives layer pruning.
+        self.taps = nn.ModuleList(nn.Identity() for _ in range(num_layers))
+        self.skipped_layers: Set[int] = set()
+        self.last_graph: Optional[Graph] = None
 
-        first_dim = in_dim if self.input_encoder is None else encoder_dim
-        stack_out = out_dim if classifier == "none" else hidden_dim
+    def _build_layers(self, first_dim: int, score_norm: Optional[ScoreNorm]) -> None:
+        """The ``num_layers`` layers (``make_layer``), the classifier, the linear skips and the feature norms."""
+        num_layers, hidden_dim, heads = self.num_layers, self.hidden_dim, self.heads
+        classifier = self.classifier_kind
+        stack_out = self.out_dim if classifier == "none" else hidden_dim
         dims = [first_dim] + [hidden_dim] * (num_layers - 1) + [stack_out]
         self.layers = nn.ModuleList()
         for index in range(num_layers):
             output_layer = index == num_layers - 1 and classifier == "none"
             layer_heads = self.out_heads if output_layer else heads
-            concat = not output_layer and hidden_heads == "concat"
+            concat = not output_layer and self.hidden_heads == "concat"
             channels = dims[index + 1] if output_layer else hidden_dim // heads if concat else hidden_dim
             self.layers.append(
                 self.make_layer(index, dims[index], channels, layer_heads, concat, score_norm=score_norm)
             )
         # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
-        self.classifier = make_classifier(classifier, hidden_dim, out_dim)
+        self.classifier = make_classifier(classifier, hidden_dim, self.out_dim)
         self.skips = nn.ModuleList()
-        if residual == "linear":
+        if self.residual == "linear":
             for index in range(num_layers):
                 skip = nn.Linear(dims[index], dims[index + 1], bias=False)
                 nn.init.zeros_(skip.weight)  # a zero skip keeps the network balanced at init
@@ -271,26 +224,18 @@ class DeepGNN(nn.Module):
         self.norms = nn.ModuleList()
         if self.norm_plugin.kind == "features":
             self.norms.extend(self.norm_plugin.make(hidden_dim) for _ in range(num_layers - 1))
-        # Identity taps after every layer: forward hooks here see each layer's representation
-        # (used by the energy / similarity diagnostics).  ``skipped_layers`` drives layer pruning.
-        self.taps = nn.ModuleList(nn.Identity() for _ in range(num_layers))
-        self.skipped_layers: Set[int] = set()
-        self.last_graph: Optional[Graph] = None
 
     # ------------------------------------------------------------------ family hook
     def make_layer(
-        self, index: int, in_dim: int, channels: int, heads: int, concat: bool, *, score_norm: Any = None
+        self, index: int, in_dim: int, channels: int, heads: int, concat: bool, *,
+        score_norm: Optional[ScoreNorm] = None
     ) -> nn.Module:
-        """Return layer ``index`` mapping ``in_dim`` to ``heads x channels`` (concatenated or averaged)."""
-        raise NotImplementedError
+        """Return layer ``index`` mapping ``in_dim`` to ``heads x channels`` (concatenated or averaged).
 
-    def reject_score_norm(self, score_norm: Any) -> None:
-        """Helper for families whose score has no attention to normalise."""
-        if score_norm is not None:
-            raise ValueError(
-                f"norm {score_norm.name!r} normalises attention scores, but {self.family or type(self).__name__} "
-                "has no attention scores; use a feature norm (pairnorm, layernorm) or an attention model"
-            )
+        ``score_norm`` (only for a family with a ``score_kind``; already checked to have a rule for
+        that kind) is handed to the layer, which calls ``score_norm.normalize(record)`` with a
+        record of its kind (:mod:`zoo.norms.scores`)."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ forward
     def forward(

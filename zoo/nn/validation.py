@@ -1,19 +1,30 @@
-"""Input validation shared by the models: option checks (:func:`positive_int`, :func:`real_number`)
-and the node-feature check (:func:`check_node_features`, with its once-per-tensor NaN/inf scan).
+"""Validation shared by the models, as resolvers (PyG ``nn/resolver.py`` style): each takes an
+option as the user wrote it and returns it in the form the model stores (a canonical name, a
+module, a plugin), or raises one clear line naming the problem and the fix.
 
-Each check raises one clear line naming the problem and the fix.
+* option checks: :func:`positive_int`, :func:`real_number`, :func:`probability`;
+* :class:`~zoo.nn.DeepGNN`'s options: :func:`resolve_classifier`, :func:`check_encoder_options`,
+  :func:`resolve_hidden_heads`, :func:`resolve_residual`, :func:`resolve_activation`;
+* norms: :func:`resolve_score_norm` (a ``scores`` plugin against the model's score kind) and
+  :func:`resolve_block_norms` (transformer-style blocks); :func:`check_stack_options`
+  (:class:`~zoo.nn.AttentionStack` families);
+* inputs at run time: :func:`check_node_features` (with its once-per-tensor NaN/inf scan) and
+  :func:`check_edge_inputs`.
 """
 from __future__ import annotations
 
 import math
 import os
 import weakref
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
+from zoo._names import normalize_name, unknown_name_error
 from zoo.nn.encoders import check_edge_features
+from zoo.nn.heads import CLASSIFIERS
+from zoo.norms import NormPlugin, ScoreNorm, resolve_norm
 
 #: Set ``ZOO_CHECK_INPUTS=0`` to skip the NaN/inf scan of node features in every model.
 CHECK_INPUTS_ENV = "ZOO_CHECK_INPUTS"
@@ -36,6 +47,129 @@ def real_number(name: str, value: Any, low: float = -math.inf, high: float = mat
     if not (low <= value and (value < high if high_open else value <= high)):
         raise ValueError(f"{name} must be in [{low}, {high}{')' if high_open else ']'}, got {value!r}")
     return value
+
+
+def probability(name: str, value: Any) -> float:
+    """``value`` if it is a real number in ``[0, 1)`` (a dropout probability)."""
+    return real_number(name, value, 0.0, 1.0, high_open=True)
+
+
+# name -> (module factory, positively homogeneous?).  Homogeneity (phi(ax) = a phi(x), a > 0)
+# is what the conservation law of the balance paper needs (Theorem 2.2).
+ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
+    "relu": (nn.ReLU, True),
+    "leaky_relu": (nn.LeakyReLU, True),
+    "identity": (nn.Identity, True),
+    "elu": (nn.ELU, False),
+    "gelu": (nn.GELU, False),
+    "tanh": (nn.Tanh, False),
+}
+RESIDUALS = ("none", "identity", "linear")
+HIDDEN_HEADS = ("concat", "mean")
+
+
+def resolve_activation(name: Union[str, nn.Module]) -> Tuple[nn.Module, bool]:
+    """``(module, positively homogeneous?)`` for an activation name (:data:`ACTIVATIONS`) or module."""
+    if isinstance(name, nn.Module):
+        return name, isinstance(name, (nn.ReLU, nn.LeakyReLU, nn.Identity))
+    key = normalize_name(name)
+    if key not in ACTIVATIONS:
+        raise unknown_name_error("activation", name, ACTIVATIONS)
+    factory, homogeneous = ACTIVATIONS[key]
+    return factory(), homogeneous
+
+
+def resolve_residual(name: str) -> str:
+    """The canonical residual name (:data:`RESIDUALS`)."""
+    key = normalize_name(name)
+    if key not in RESIDUALS:
+        raise unknown_name_error("residual", key, RESIDUALS)
+    return key
+
+
+def resolve_classifier(name: Optional[str], out_heads: Optional[int]) -> str:
+    """The canonical classifier name (``None`` -> ``"none"``); ``out_heads`` belongs to the output
+    attention layer, which a separate classifier replaces."""
+    classifier = CLASSIFIERS.canonical(name or "none")
+    if classifier != "none" and out_heads is not None:
+        raise ValueError(
+            f"out_heads={out_heads} sets the heads of the output attention layer, but with classifier="
+            f"{classifier!r} every message-passing layer is a hidden layer (heads concatenated) and the "
+            "classifier gives the output; drop out_heads"
+        )
+    return classifier
+
+
+def check_encoder_options(owner: str, input_encoder: Any, input_encoder_dim: Optional[int], edge_encoder: Any,
+                          supports_edge_features: bool) -> None:
+    """An encoder width needs its encoder; an edge encoder needs layers with an edge term."""
+    if input_encoder_dim is not None and input_encoder is None:
+        raise ValueError(f"input_encoder_dim={input_encoder_dim} is the width of the input encoder's output, "
+                         "but no input_encoder is set; add e.g. input_encoder='affine' or drop input_encoder_dim")
+    if edge_encoder is not None and not supports_edge_features:
+        raise ValueError(
+            f"{owner} layers have no edge-feature term, so edge_encoder={edge_encoder!r} cannot be used; use "
+            "gatv2 or gatdb (their attention score adds W_e e_uv), or leave edge_encoder unset to ignore edge features"
+        )
+
+
+def resolve_hidden_heads(owner: str, name: str, heads: int, out_heads: Optional[int], hidden_dim: int,
+                         supports_heads: bool) -> str:
+    """The canonical way hidden layers combine their heads (:data:`HIDDEN_HEADS`), checked against
+    the family (attention heads at all?) and the width (``concat`` splits ``hidden_dim``)."""
+    if not supports_heads and (heads != 1 or out_heads not in (None, 1)):
+        raise ValueError(f"{owner} has no attention heads; leave heads/out_heads at 1 "
+                         "(use an attention model such as gat for multi-head)")
+    key = normalize_name(name)
+    if key not in HIDDEN_HEADS:
+        raise unknown_name_error("hidden_heads", key, HIDDEN_HEADS)
+    if key == "mean" and not supports_heads:
+        raise ValueError(f"{owner} has no attention heads to average; drop hidden_heads='mean'")
+    if key == "concat" and hidden_dim % heads:
+        raise ValueError(
+            f"hidden_dim={hidden_dim} is not divisible by heads={heads}: hidden_dim is the width of all "
+            f"heads together; use e.g. hidden_dim={heads * max(1, hidden_dim // heads)}"
+        )
+    return key
+
+
+def resolve_score_norm(plugin: NormPlugin, owner: str, score_kind: Optional[str]) -> Optional[ScoreNorm]:
+    """``plugin`` if it normalises attention scores (kind ``"scores"``) and has a rule for the
+    model's ``score_kind`` (:mod:`zoo.norms.scores`), ``None`` for any other kind of norm."""
+    if plugin.kind != "scores":
+        return None
+    if score_kind is None:
+        raise ValueError(f"norm {plugin.name!r} normalises attention scores, but {owner} has no attention scores; "
+                         "use a feature norm (pairnorm, layernorm) or an attention model")
+    if not isinstance(plugin, ScoreNorm):
+        raise TypeError(f"norm {plugin.name!r} has kind 'scores' but no score_kinds / normalize(scores); "
+                        "give it both (contract: zoo.norms.ScoreNorm)")
+    if score_kind not in plugin.score_kinds:
+        raise ValueError(f"norm {plugin.name!r} has no rule for {score_kind} scores ({owner}'s kind; it has rules "
+                         f"for {', '.join(sorted(plugin.score_kinds))}); add one to the norm or use a feature norm")
+    return plugin
+
+
+def resolve_block_norms(norm: Any, norm_kwargs: Optional[Dict[str, Any]], owner: str,
+                        score_kind: Optional[str]) -> Tuple[Optional[ScoreNorm], Optional[NormPlugin]]:
+    """``(score_norm, feature_norm)`` for a transformer-style model: a ``scores`` plugin normalises
+    the attention scores, a ``features`` plugin replaces the blocks' LayerNorm, ``none`` keeps it."""
+    plugin = resolve_norm(norm, **(norm_kwargs or {}))
+    score_norm = resolve_score_norm(plugin, owner, score_kind)
+    if score_norm is not None:
+        return score_norm, None
+    return None, (plugin if plugin.kind == "features" else None)
+
+
+def check_stack_options(hidden_dim: int, heads: int, dropout: float, attn_dropout: float) -> None:
+    """The sizes and dropouts of an :class:`~zoo.nn.AttentionStack` family (heads split ``hidden_dim``)."""
+    positive_int("hidden_dim", hidden_dim)
+    positive_int("heads", heads)
+    if hidden_dim % heads:
+        raise ValueError(f"hidden_dim={hidden_dim} must be a positive multiple of heads={heads} "
+                         f"(the heads split hidden_dim evenly), e.g. hidden_dim={heads * max(1, hidden_dim // heads)}")
+    probability("dropout", dropout)
+    probability("attn_dropout", attn_dropout)
 
 
 class _SeenInputs:
@@ -133,7 +267,10 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
     _SEEN.add(x, version)
 
 
-__all__ = ["CHECK_INPUTS_ENV", "check_node_features", "check_edge_inputs", "positive_int", "real_number"]
+__all__ = ["ACTIVATIONS", "CHECK_INPUTS_ENV", "HIDDEN_HEADS", "RESIDUALS", "check_edge_inputs", "check_encoder_options",
+           "check_node_features", "check_stack_options", "positive_int", "probability", "real_number",
+           "resolve_activation", "resolve_block_norms", "resolve_classifier", "resolve_hidden_heads",
+           "resolve_residual", "resolve_score_norm"]
 
 
 def check_edge_inputs(model: nn.Module, edge_attr: Any, encoder: nn.Module, num_edges: int) -> None:

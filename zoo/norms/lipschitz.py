@@ -6,23 +6,25 @@ stays of the order of the input scale (Theorem 2).  Norms and maxima are taken *
 **neighbour-wise**: node ``v``'s attention is its own attention module (one query), so its
 bound uses the largest input norm over ``v``'s neighbourhood (paper, "Implementation details").
 
-Score types (one method each; the attention layer calls the one that matches its score):
+One rule per score kind (:mod:`zoo.norms.scores`; the attention layer passes a record of its
+kind to :meth:`LipschitzNorm.normalize`, whatever its family):
 
-* linear (GAT v1), Eq. 17 — the score of edge ``u -> v`` is ``a^T x_uv`` with query
-  ``a = [a_s ; a_t]`` and input ``x_uv = [W h_u ; W h_v]``:
+* additive (GAT v1 and every family with ``score_kind="additive"``), Eq. 17 — the score of edge
+  ``u -> v`` is ``a^T x_uv`` with query ``a = [a_s ; a_t]`` and input ``x_uv = [W h_u ; W h_v]``:
 
   .. math:: g_{uv} = \alpha\,\frac{a^\top x_{uv}}{\|a\|_2 \max_{u' \in \mathcal N(v)} \|x_{u'v}\|_2},
             \qquad \max_{u'} \|x_{u'v}\|^2 = \|W h_v\|^2 + \max_{u' \in \mathcal N(v)} \|W h_{u'}\|^2
 
   (Cauchy-Schwarz gives ``|g| <= alpha`` exactly).  ``W`` itself is covered by Theorem 1's
   ``||W_k||`` factor, as in the authors' GAT-Lip.
-* GATv2, Eq. 15 — see :meth:`LipschitzNorm.normalize_gatv2` for the bound used.
-* dot product (transformers, UniMP), Eq. 19 — ``g_uv = alpha q_v^T k_u / max{uv, uw, vw}``.
+* perceptron (GATv2, ``score_kind="mlp"``), Eq. 15 — see :meth:`LipschitzNorm._mlp` for the bound used.
+* dot product (transformers, SAN, UniMP; ``score_kind="dot_product"``), Eq. 19 —
+  ``g_uv = alpha q_v^T k_u / max{uv, uw, vw}``.
 
 Variants (``norm_kwargs={"variant": ...}``; ``docs/differences.md``):
 
 * ``"paper"`` (default) — the equations above.
-* ``"authors_code"`` — GAT (v1) scores as the authors' released code computes them
+* ``"authors_code"`` — additive (GAT v1) scores as the authors' released code computes them
   (``normalizations/lipschitznorm.py`` with ``scale_individually=False``, as their ``DeepGAT``
   builds it for ``norm="lipschitznorm"``):
 
@@ -42,16 +44,16 @@ Shapes: scores ``(E, heads)`` in and out; node tensors ``(N, heads, channels)``.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import FrozenSet
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph
 from zoo.ops.segment import segment_max
 from zoo.norms._registry import register_norm
+from zoo.norms.scores import ADDITIVE, DOT_PRODUCT, MLP, AdditiveScores, DotProductScores, MLPScores, Scores
 
 #: Floor of a denominator (an all-zero neighbourhood gives zero scores, not NaN).
 _TINY = 1e-12
@@ -73,7 +75,8 @@ def neighbourhood_max(per_edge: Tensor, graph: Graph) -> Tensor:
 
 @register_norm("lipschitz", aliases=("lipschitznorm", "lipschitz_norm", "lip"))
 class LipschitzNorm:
-    """LipschitzNorm plugin (kind ``scores``).
+    """LipschitzNorm plugin (kind ``scores``; a :class:`zoo.norms.scores.ScoreNorm` with a rule for
+    every score kind).
 
     Args:
         alpha: the bound on every normalised score (paper: ``alpha = 1``; ``alpha = 0`` gives
@@ -84,6 +87,7 @@ class LipschitzNorm:
 
     name = "lipschitz"
     kind = "scores"
+    score_kinds: FrozenSet[str] = frozenset({ADDITIVE, MLP, DOT_PRODUCT})
     placement = "post"  # unused: score norms act inside the attention layer
 
     def __init__(self, alpha: float = 1.0, variant: str = "paper") -> None:
@@ -107,36 +111,47 @@ class LipschitzNorm:
                 f"{score} normalisation of that form: use variant='paper' for this model"
             )
 
-    # ---------------------------------------------------------------- GAT (v1): Eq. 17
-    def normalize_gat(self, layer: Any, graph: Graph, x: Tensor, xw: Tensor, scores: Tensor) -> Tensor:
-        """Linear scores ``a_s^T W h_u + a_t^T W h_v`` (``(E, H)``, pre-LeakyReLU); ``xw`` ``(N, H, C)``."""
+    def normalize(self, scores: Scores) -> Tensor:
+        """Normalised scores ``(E, H)``: the rule of ``scores``' kind (Eq. 17, 15 or 19)."""
+        if isinstance(scores, AdditiveScores):
+            return self._additive(scores)
+        if isinstance(scores, MLPScores):
+            return self._mlp(scores)
+        if isinstance(scores, DotProductScores):
+            return self._dot_product(scores)
+        raise TypeError(f"lipschitz has rules for {sorted(self.score_kinds)} scores, got {type(scores).__name__}; "
+                        "pass one of zoo.norms.scores' records")
+
+    # ---------------------------------------------------------------- additive (GAT v1): Eq. 17
+    def _additive(self, s: AdditiveScores) -> Tensor:
+        """Eq. 17 on ``a_s^T x_u + a_t^T x_v`` (pre-LeakyReLU) with ``x = s.nodes``."""
         if self.variant != "paper":
-            return self._authors_code_gat(layer, graph, xw, scores)
-        query_norm = safe_norm(torch.cat([layer.att_src, layer.att_dst], dim=-1))  # (H,)
-        sq = xw.pow(2).sum(-1)  # (N, H)
+            return self._authors_code_additive(s)
+        graph = s.graph
+        query_norm = safe_norm(torch.cat([s.att_src, s.att_dst], dim=-1))  # (H,)
+        sq = s.nodes.pow(2).sum(-1)  # (N, H)
         max_src = neighbourhood_max(sq.index_select(0, graph.src), graph)
         input_norm = (sq.index_select(0, graph.dst) + max_src).clamp_min(_TINY**2).sqrt()
-        return self.alpha * scores / (query_norm * input_norm).clamp_min(_TINY)
+        return self.alpha * s.scores / (query_norm * input_norm).clamp_min(_TINY)
 
-    def _authors_code_gat(self, layer: Any, graph: Graph, xw: Tensor, scores: Tensor) -> Tensor:
+    def _authors_code_additive(self, s: AdditiveScores) -> Tensor:
         """The released ``LipschitzNorm.forward`` (see the module docstring), same inputs."""
-        att = torch.cat([layer.att_src, layer.att_dst], dim=-1)  # (H, 2C)
+        graph = s.graph
+        att = torch.cat([s.att_src, s.att_dst], dim=-1)  # (H, 2C)
         if self.variant == "authors_code":
             att_norm = 4.0 * att.pow(2).sum().sqrt()  # one norm over all heads
         else:
             att_norm = 4.0 * att.pow(2).sum(-1).sqrt()  # (H,)
-        norm_x = xw.pow(2).sum(-1).index_select(0, graph.src)  # (E, H): the edge's source norm
+        norm_x = s.nodes.pow(2).sum(-1).index_select(0, graph.src)  # (E, H): the edge's source norm
         per_node = segment_max(norm_x, graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
         flat_max = per_node.reshape(-1, 1).index_select(0, graph.dst)  # (E, 1): flat index v, as released
         divisor = (flat_max + norm_x).clamp_min(_TINY**2).sqrt()  # the floor only keeps 0-rows finite
-        return self.alpha * scores / (att_norm * divisor + 1e-12)
+        return self.alpha * s.scores / (att_norm * divisor + 1e-12)
 
-    # ---------------------------------------------------------------- GATv2: Eq. 15
-    def normalize_gatv2(
-        self, layer: Any, graph: Graph, x: Tensor, x_src: Tensor, x_dst: Tensor, hidden: Tensor
-    ) -> Tensor:
-        r"""GATv2 scores ``g~(z_uv) = a^T LeakyReLU(z_uv)`` with ``z_uv = W_s h_u + W_t h_v [+ b]``
-        (``hidden``, ``(E, H, C)``), normalised by Eq. 15 taking ``z`` as the attention input:
+    # ---------------------------------------------------------------- perceptron (GATv2): Eq. 15
+    def _mlp(self, s: MLPScores) -> Tensor:
+        r"""Perceptron scores ``g~(z_uv) = a^T LeakyReLU(z_uv)`` with ``z_uv = W_s h_u + W_t h_v [+ b]``
+        (``s.hidden``, ``(E, H, C)``), normalised by Eq. 15 taking ``z`` as the attention input:
 
         .. math:: g_{uv} = \frac{\alpha\,\tilde g(z_{uv})}{\max\{\max_{u'}|\tilde g(z_{u'v})|,\;
                   L\,\max_{u'}\|z_{u'v}\|\}},\qquad L = \|a\|_2 \max(1, |\text{slope}|)
@@ -146,17 +161,15 @@ class LipschitzNorm:
         first (``g~(0) = 0``): ``|g| <= alpha``.  Both are computed, as written in Eq. 15.
         ``W_s, W_t`` are again left to Theorem 1's ``||W_k||`` factor.
         """
-        self._paper_only("GATv2")
-        raw = (F.leaky_relu(hidden, layer.negative_slope) * layer.att).sum(-1)  # (E, H)
-        lipschitz = safe_norm(layer.att) * max(1.0, abs(layer.negative_slope))  # (H,)
-        score_bound = neighbourhood_max(raw.abs(), graph)
-        input_bound = lipschitz * neighbourhood_max(safe_norm(hidden), graph)
+        self._paper_only("perceptron (GATv2)")
+        raw = s.raw()  # (E, H)
+        lipschitz = safe_norm(s.att) * max(1.0, abs(s.negative_slope))  # (H,)
+        score_bound = neighbourhood_max(raw.abs(), s.graph)
+        input_bound = lipschitz * neighbourhood_max(safe_norm(s.hidden), s.graph)
         return self.alpha * raw / torch.maximum(score_bound, input_bound).clamp_min(_TINY)
 
     # ---------------------------------------------------------------- dot product: Eq. 19
-    def normalize_dot(
-        self, layer: Any, graph: Graph, query: Tensor, key: Tensor, value: Tensor, scores: Tensor
-    ) -> Tensor:
+    def _dot_product(self, s: DotProductScores) -> Tensor:
         """Raw dot-product scores ``q_v^T k_u`` (``(E, H)``, unscaled) divided by
         ``max{uv, uw, vw}`` with ``u = ||q_v||`` (node ``v``'s attention has the single query
         ``q_v``), ``v = max_{u in N(v)} ||k_u||``, ``w = max_{u in N(v)} ||v_u||``.
@@ -166,8 +179,9 @@ class LipschitzNorm:
         neighbour-wise, as §5 prescribes for graph attention, and still gives ``|g| <= alpha``.
         """
         self._paper_only("dot-product")
-        u = safe_norm(query).index_select(0, graph.dst)  # (E, H)
-        v = neighbourhood_max(safe_norm(key).index_select(0, graph.src), graph)
-        w = neighbourhood_max(safe_norm(value).index_select(0, graph.src), graph)
+        graph = s.graph
+        u = safe_norm(s.query).index_select(0, graph.dst)  # (E, H)
+        v = neighbourhood_max(safe_norm(s.key).index_select(0, graph.src), graph)
+        w = neighbourhood_max(safe_norm(s.value).index_select(0, graph.src), graph)
         bound = torch.maximum(torch.maximum(u * v, u * w), v * w)
-        return self.alpha * scores / bound.clamp_min(_TINY)
+        return self.alpha * s.scores / bound.clamp_min(_TINY)

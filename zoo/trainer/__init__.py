@@ -1,6 +1,10 @@
-"""``zoo.fit``: the benchmark runner's training protocol from Python (:mod:`zoo.trainer.fit`),
-returning a :class:`~zoo.trainer.history.History`."""
-from zoo.trainer.fit import fit
-from zoo.trainer.history import History
+"""The training layer under ``zoo.fit`` (:mod:`zoo.fitting`) and ``zoo bench`` (:mod:`zoo.bench.run`).
 
-__all__ = ["fit", "History"]
+R replicas of one architecture trained together under one :class:`~zoo.trainer.config.TrainConfig`:
+:mod:`~zoo.trainer.config` (the torch-free schema), :mod:`~zoo.trainer.replicas` (stacking),
+:mod:`~zoo.trainer.views` (a task's inputs, loss and metric), :mod:`~zoo.trainer.loop`
+(:func:`~zoo.trainer.loop.train_replicas`), :mod:`~zoo.trainer.epoch`, :mod:`~zoo.trainer.state`,
+:mod:`~zoo.trainer.stopping`, :mod:`~zoo.trainer.optim`, :mod:`~zoo.trainer.resume`,
+:mod:`~zoo.trainer.results`, :mod:`~zoo.trainer.history`.  Nothing here imports ``zoo.bench``, and
+importing this package imports nothing (``zoo.trainer.config`` stays torch-free).
+"""

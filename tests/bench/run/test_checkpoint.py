@@ -1,5 +1,6 @@
-"""Mid-run checkpoints (zoo.bench.run.checkpoint): a group killed part-way resumes from its last
-checkpoint and ends with the numbers of an uninterrupted run, bitwise (float64)."""
+"""Mid-run checkpoints (zoo.trainer.resume; the file per group: zoo.bench.run.checkpoint): a group
+killed part-way resumes from its last checkpoint and ends with the numbers of an uninterrupted run,
+bitwise (float64)."""
 from __future__ import annotations
 
 import json
@@ -13,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from zoo.bench.store.records import read_records
-from zoo.bench.run import checkpoint as ckpt
-from zoo.bench.run.checkpoint import CheckpointPolicy, Checkpointer, parse_every
 from zoo.bench.run.driver import run_suite
 from zoo.bench.spec.suite import parse_suite
+from zoo.trainer.resume import CheckpointPolicy, Checkpointer, parse_every
 
 # Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the uninterrupted reference run, trained once.
 pytestmark = pytest.mark.xdist_group("checkpoint")
@@ -114,7 +114,7 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
     out = tmp_path / "killed"
     script = textwrap.dedent(f"""
         import os, signal, json
-        from zoo.bench.run.checkpoint import Checkpointer
+        from zoo.trainer.resume import Checkpointer
         from zoo.bench.run.driver import run_suite
         from zoo.bench.spec.suite import parse_suite
         real = Checkpointer.save

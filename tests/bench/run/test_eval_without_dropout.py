@@ -11,7 +11,9 @@ import torch
 
 import zoo
 from tests.bench.run.test_train import synthetic_task
-from zoo.bench.run.train import TrainConfig, build_replicas, draws_dropout, train_replicas
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas, draws_dropout
 
 
 @pytest.mark.parametrize("kwargs", [{"input_dropout": 0.9}, {"attn_dropout": 0.9}])

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import zoo
-from zoo.bench.run.train import build_replicas, train_replicas
-from zoo.bench.spec.config import TrainConfig
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 from zoo.bench.spec.suite import parse_suite
 
 

@@ -8,9 +8,10 @@ import torch
 from torch_geometric.data import Data
 
 import zoo
-from zoo.bench.run.optim import make_optimizer
-from zoo.bench.run.train import build_replicas, train_replicas
-from zoo.bench.spec.config import TrainConfig
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.optim import make_optimizer
+from zoo.trainer.replicas import build_replicas
 from zoo.datasets import Task
 from zoo.ops._custom import HAS_CUSTOM_OPS
 
@@ -238,7 +239,7 @@ def test_grouped_equals_sequential_on_graph_level_task(model):
 ])
 def test_in_place_optimizer_step_equals_masked_step(name, kwargs, monkeypatch):
     """The all-active in-place fast path gives bitwise the masked path's parameters."""
-    import zoo.bench.run.optim as optim
+    import zoo.trainer.optim as optim
 
     g = torch.Generator().manual_seed(1)
     start = [torch.randn(3, 5, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64)]
@@ -285,13 +286,14 @@ def test_in_place_optimizer_step_matches_torch(name, torch_cls, kwargs):
 def test_transductive_scores_equal_the_per_split_masks():
     """One argmax over the labelled rows + a membership product == each split's masked accuracy, bitwise
     (ties, unlabelled nodes and overlapping splits included); rows() == boolean-mask indexing."""
-    from zoo.bench.run.train import SPLITS, _Transductive, score as _score
+    from zoo.trainer.config import SPLITS
+    from zoo.trainer.views import TransductiveView, score as _score
 
     task = synthetic_task(n=50)
     d = task.data
     d.test_mask[:8] = False  # unlabelled nodes
     d.val_mask[d.train_mask.nonzero()[:3]] = True  # a node in two splits
-    view = _Transductive(task, torch.device("cpu"), torch.float64)
+    view = TransductiveView(task, torch.device("cpu"), torch.float64)
     g = torch.Generator().manual_seed(3)
     logits = torch.randn(4, 50, 3, generator=g, dtype=torch.float64)
     logits[:, :10] = logits[:, :10].round()  # ties: argmax keeps the first maximum either way
@@ -308,7 +310,7 @@ def test_transductive_scores_equal_the_per_split_masks():
 def test_parameters_in_their_gradients_layout_train_the_same(optimizer, extra, monkeypatch):
     """Replicas.adopt_layout (parameters stored like their gradients: the stacked CSR first layer's
     (F, R*C) weight) changes no number: same metrics, losses, best and final parameters, bitwise."""
-    from zoo.bench.run.train import Replicas
+    from zoo.trainer.replicas import Replicas
 
     task = synthetic_task(n=40, features=60)
     g = torch.Generator().manual_seed(4)

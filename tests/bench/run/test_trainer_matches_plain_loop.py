@@ -1,7 +1,7 @@
 """The benchmark trainer is a plain PyTorch loop, state by state.
 
 A 2-layer SAN with input dropout, Adam with the L2 term (and a linear warm-up, the nonlocal Post-LN recipe):
-``zoo.bench.run.train`` and a textbook loop (``torch.optim.Adam``, eval-mode evaluation of every state, one
+``zoo.trainer.loop`` and a textbook loop (``torch.optim.Adam``, eval-mode evaluation of every state, one
 full-batch step per epoch) drawing the same dropout masks give the same train / val / test accuracies and
 validation losses at every epoch, in float64.  So a gap between the suite's numbers and a plain loop's is not
 the trainer's: the nonlocal probe traced its "86 vs 87+" to the split each run uses.
@@ -14,7 +14,9 @@ import torch.nn.functional as F
 
 import zoo
 from tests.bench.run.test_train import synthetic_task
-from zoo.bench.run.train import TrainConfig, build_replicas, train_replicas
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import html as h
-from typing import Any, Dict, List, Mapping, Sequence
+import shlex
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zoo.bench.analyze.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
 from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
@@ -75,3 +76,16 @@ def missing_html(suite: str, missing: Sequence[MissingCell], commands: Sequence[
             '<table class="sortable"><thead><tr><th>paper table</th><th>cell</th><th>runs</th><th>CPU time</th>'
             f"<th>class</th></tr></thead><tbody>{rows}</tbody></table>"
             + (f"<pre>{h.escape(cmds)}</pre>" if cmds else "") + "</details>")
+
+
+def todo_lines(commands: Sequence[FillCommand], out_root: Optional[str] = None) -> List[str]:
+    """``zoo report --todo``: one line per command, cheapest first, with its paper cells, runs, estimated
+    time and the running total.  Each line runs as it stands in a shell; ``out_root`` adds
+    ``--out OUT_ROOT/<suite>`` (e.g. a checkout's records folder: the runner skips finished runs)."""
+    lines, total = [], 0.0
+    for c in commands:
+        total += c.seconds
+        out = f" --out {shlex.quote(f'{out_root}/{c.suite}')}" if out_root else ""
+        lines.append(f"{c.command()}{out}   # {c.cells} paper cell(s), {c.runs} runs, ≈ {hours(c.seconds)} CPU "
+                     f"(total {hours(total)}), {c.cls}")
+    return lines

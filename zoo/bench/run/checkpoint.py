@@ -1,80 +1,18 @@
-"""Mid-run checkpoints: a long group saves its training state and a re-run resumes it.
+"""Where a suite group's mid-run resume state lives: ``OUT/checkpoints/<key>.pt``, keyed and
+fingerprinted by the group's cells, removed once the group's records are written.
 
-Records are written per finished group, so a group killed after hours of training (nonlocal
-L = 256: 6-7 h on the CPU) used to be lost whole.  Now a group that has trained longer than
-``every`` (wall seconds, default 10 minutes; or every N epochs) since its start or its last
-save writes ``OUT/checkpoints/<key>.pt`` — atomically (temporary file, fsync, rename), so a
-kill during the save leaves the previous checkpoint intact — and a re-run of the same group
-(same cells, dtype, stacking) resumes from it.  The driver removes it once the group's records
-are written.
-
-A checkpoint holds everything the epoch loop of :func:`zoo.bench.train.train_replicas` carries
-from one epoch to the next: the stacked parameters (in the layout the optimiser uses), the
-optimiser's and the learning-rate scheduler's state tensors, every replica's dropout stream
-(:class:`~zoo.nn.functional.ReplicaRandomness`), the mini-batch shuffling generator, torch's
-global generator, the epoch, the per-replica selection and stopping state (best score, its
-metrics and losses, epochs since the best, stop epoch and reason, divergence) and, when kept,
-the best parameters.  Restored, the loop continues exactly as if it had not stopped: the
-resumed numbers are bitwise those of an uninterrupted run (tested at float64).
-
-With the Ray executor the output folder must be on a file system the workers share (as it
-must be for ``--data-root``); a worker that cannot write there trains without checkpoints.
+The state itself, its saving policy and its atomic writes are the trainer's
+(:mod:`zoo.trainer.resume`); this module only names the file after the cells of a run.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
-import os
-import re
-import tempfile
-import time
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
-
-import torch
-from torch import Tensor
+from typing import Any, Dict, Sequence, Union
 
 CHECKPOINT_DIR = "checkpoints"
-DEFAULT_EVERY_S = 600.0
-FORMAT = 1
-
-
-@dataclass(frozen=True)
-class CheckpointPolicy:
-    """How often a group saves: every ``seconds`` of wall time or every ``epochs`` epochs
-    (one of them; ``None`` for both means never)."""
-
-    seconds: Optional[float] = DEFAULT_EVERY_S
-    epochs: Optional[int] = None
-
-    @property
-    def enabled(self) -> bool:
-        return self.seconds is not None or self.epochs is not None
-
-
-def parse_every(text: Union[str, float, int, None]) -> CheckpointPolicy:
-    """``--checkpoint-every``: ``600``/``600s``/``10m``/``2h`` (wall time), ``50ep`` (epochs),
-    ``off`` or ``0`` (never)."""
-    if text is None:
-        return CheckpointPolicy()
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return CheckpointPolicy(float(text)) if text > 0 else CheckpointPolicy(None)
-    raw = str(text).strip().lower()
-    if raw in ("off", "no", "never", "0"):
-        return CheckpointPolicy(None)
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m|h|ep|epochs?)?", raw)
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"--checkpoint-every takes a wall time (600, 600s, 10m, 2h), a number of epochs "
-                         f"(50ep) or 'off'; got {text!r}")
-    value, unit = float(m.group(1)), m.group(2) or "s"
-    if unit.startswith("ep"):
-        if not value.is_integer():
-            raise ValueError(f"--checkpoint-every {text}: a whole number of epochs (e.g. 50ep)")
-        return CheckpointPolicy(None, int(value))
-    return CheckpointPolicy(value * {"s": 1, "m": 60, "h": 3600}[unit])
 
 
 def checkpoint_key(cells: Sequence[Any], stacked: bool) -> str:
@@ -82,68 +20,6 @@ def checkpoint_key(cells: Sequence[Any], stacked: bool) -> str:
     same job of a re-run (same suite, ``--max-replicas``) finds it."""
     ids = ",".join(c.id for c in cells)
     return f"{cells[0].group}-{hashlib.sha1(f'{ids}|{int(stacked)}'.encode()).hexdigest()[:12]}"
-
-
-@dataclass
-class Checkpointer:
-    """Saves and loads one group's checkpoint at ``path`` (see the module docstring)."""
-
-    path: Path
-    policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
-    fingerprint: Mapping[str, Any] = field(default_factory=dict)
-    saves: int = 0
-    _last: float = field(default_factory=time.perf_counter)
-    _last_epoch: int = 0
-
-    def due(self, epoch: int) -> bool:
-        """Whether the state after training epoch ``epoch`` should be saved now."""
-        p = self.policy
-        if p.epochs is not None:
-            return epoch + 1 - self._last_epoch >= p.epochs
-        return p.seconds is not None and time.perf_counter() - self._last >= p.seconds
-
-    def save(self, state: Dict[str, Any]) -> None:
-        """Write ``state`` (with the fingerprint) atomically; an unwritable folder only warns."""
-        payload = {"format": FORMAT, "fingerprint": dict(self.fingerprint), "state": state}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    torch.save(payload, fh)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as e:
-            warnings.warn(f"checkpoint not written ({self.path}): {e}; the group goes on without it")
-            return
-        self.saves += 1
-        self._last = time.perf_counter()
-        self._last_epoch = int(state["next_epoch"])
-
-    def load(self) -> Optional[Dict[str, Any]]:
-        """The saved state, or ``None`` when there is none or it is another group's / format's
-        (then it is ignored with a warning and the group starts afresh)."""
-        if not self.path.exists():
-            return None
-        try:
-            payload = torch.load(self.path, map_location="cpu", weights_only=False)
-        except Exception as e:  # a truncated file cannot happen (atomic), but a foreign one can
-            warnings.warn(f"checkpoint {self.path} unreadable ({type(e).__name__}: {e}); starting the group afresh")
-            return None
-        if payload.get("format") != FORMAT or payload.get("fingerprint") != dict(self.fingerprint):
-            warnings.warn(f"checkpoint {self.path} belongs to another configuration; starting the group afresh")
-            return None
-        self._last_epoch = int(payload["state"]["next_epoch"])
-        return payload["state"]
-
-    def remove(self) -> None:
-        with contextlib.suppress(OSError):
-            self.path.unlink()
 
 
 def fingerprint(cells: Sequence[Any], stacked: bool) -> Dict[str, Any]:
@@ -160,69 +36,3 @@ def remove_checkpoint(out: Union[str, Path], cells: Sequence[Any], stacked: bool
         path.unlink()
     with contextlib.suppress(OSError):
         path.parent.rmdir()  # only when empty
-
-
-# --------------------------------------------------------------------------- state of objects
-
-
-def tensor_state(obj: Any) -> Dict[str, Any]:
-    """The tensor attributes (and lists of tensors) of an optimiser / scheduler, detached copies."""
-    out: Dict[str, Any] = {}
-    for name, value in vars(obj).items():
-        if isinstance(value, Tensor):
-            out[name] = value.detach().clone()
-        elif isinstance(value, list) and value and all(isinstance(v, Tensor) for v in value):
-            out[name] = [v.detach().clone() for v in value]
-    return out
-
-
-def load_tensor_state(obj: Any, state: Mapping[str, Any]) -> None:
-    """Copy ``state`` into ``obj``'s tensors *in place* (tensors shared between objects — the
-    scheduler's learning rates that the optimiser reads — stay shared)."""
-    for name, value in state.items():
-        have = getattr(obj, name)
-        if isinstance(value, list):
-            for h, v in zip(have, value):
-                h.copy_(v)
-        elif have is None:
-            setattr(obj, name, value.to(device=_device_of(obj)))
-        else:
-            have.copy_(value)
-
-
-def _device_of(obj: Any) -> Optional[torch.device]:
-    for value in vars(obj).values():
-        if isinstance(value, Tensor):
-            return value.device
-    return None
-
-
-def generator_states(rng: Any) -> Dict[Any, Tensor]:
-    return {key: state.clone() for key, state in rng.get_state().items()}
-
-
-def load_generator_states(rng: Any, states: Mapping[Any, Tensor]) -> None:
-    """Re-create every saved replica stream (they are made lazily) and rewind it."""
-    for (replica, device) in states:
-        rng.generator(replica, torch.device(device))
-    rng.set_state(dict(states))
-
-
-def to_device(tree: Any, device: torch.device) -> Any:
-    """Tensors of a loaded state back on the group's device (strides kept)."""
-    if isinstance(tree, Tensor):
-        return tree.to(device)
-    if isinstance(tree, dict):
-        return {k: to_device(v, device) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [to_device(v, device) for v in tree]
-    return tree
-
-
-def restore_params(params: List[Tensor], saved: Sequence[Tensor]) -> List[Tensor]:
-    """New leaf parameters with the saved values *and strides* (the optimiser's layout)."""
-    out = []
-    for p, s in zip(params, saved):
-        new = torch.empty_strided(s.shape, s.stride(), dtype=p.dtype, device=p.device)
-        out.append(new.copy_(s).requires_grad_(True))
-    return out

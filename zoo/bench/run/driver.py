@@ -12,7 +12,7 @@ The runner owns its output folder::
                              another --set is refused: records.check_same_suite)
     OUT/suite.lock           held (flock) while a runner works in OUT
     OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
-    OUT/checkpoints/         a long group's training state while it runs (zoo.bench.run.checkpoint)
+    OUT/checkpoints/         a long group's training state while it runs (zoo.bench.run.checkpoint, zoo.trainer.resume)
     OUT/leaderboard/         written by zoo.bench.publish
 
 Killing the process at any moment loses only the runs in flight: a record is appended only
@@ -43,21 +43,22 @@ from tqdm.auto import tqdm
 
 import zoo
 from zoo._io import write_atomic
-from zoo.bench.run.checkpoint import (CHECKPOINT_DIR, Checkpointer, CheckpointPolicy, checkpoint_key, fingerprint,
-                                      parse_every, remove_checkpoint)
+from zoo.bench.run.checkpoint import CHECKPOINT_DIR, checkpoint_key, fingerprint, remove_checkpoint
 from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers,
                                      format_error, make_executor)
 from zoo.bench.run.modes import get_mode
 from zoo.bench.run.provenance import provenance
-from zoo.bench.run.train import RunResult, build_replicas
 from zoo.bench.run.weights import weights_payload
-from zoo.bench.spec.config import TrainConfig
 from zoo.bench.spec.selection import group_cost, select, selection_info
 from zoo.bench.spec.suite import Cell, Suite
 from zoo.bench.store import records
 from zoo.bench.store.weights import check_save_weights, write_weights
 from zoo.datasets import MissingDataError, load
 from zoo.nn.readout import GraphPool
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.replicas import build_replicas
+from zoo.trainer.results import RunResult
+from zoo.trainer.resume import Checkpointer, CheckpointPolicy, parse_every
 
 PathLike = Union[str, Path]
 
@@ -190,7 +191,7 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
 
     ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``save_weights``
     (``best`` / ``last``) adds each replica's checkpoint bytes as ``extra["weights_data"]``;
-    ``checkpoint`` saves / resumes the training loop's state (:mod:`zoo.bench.run.checkpoint`).
+    ``checkpoint`` saves / resumes the training loop's state (:mod:`zoo.trainer.resume`).
     """
     dtype = getattr(torch, cells[0].config["run"]["dtype"])
     cfg = train_config(cells[0])
@@ -361,7 +362,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     each finished run's checkpoint in ``out/weights/<cell id>.safetensors``, named by its record
     (:mod:`zoo.bench.store.weights`; ``zoo.load(out, cell=..., seed=...)``); ``"none"`` (default).
     ``checkpoint_every``: a group training longer than this saves its state in ``out/checkpoints/``
-    and a re-run resumes it (:mod:`zoo.bench.run.checkpoint`; ``600``, ``10m``, ``50ep``, ``off``;
+    and a re-run resumes it (:mod:`zoo.trainer.resume`; ``600``, ``10m``, ``50ep``, ``off``;
     default 10 minutes).
     """
     check_save_weights(save_weights)

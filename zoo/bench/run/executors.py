@@ -54,7 +54,7 @@ class GroupJob:
     cost: float = 0.0                      # estimated seconds (zoo.bench.spec.cost): longest first
     save_weights: str = "none"             # "best" / "last": send each replica's state back (zoo.bench.run.weights)
     checkpoint_dir: Optional[str] = None   # where a long group saves its state (None: never)
-    checkpoint_every: Any = None           # zoo.bench.run.checkpoint.CheckpointPolicy
+    checkpoint_every: Any = None           # zoo.trainer.resume.CheckpointPolicy
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """The run modes as objects: what one group of cells produces once its replicas are built.
 
 Each mode implements a declaration of :mod:`zoo.bench.spec.measures` (its name and the metrics
-its records hold) and produces one :class:`~zoo.bench.run.train.RunResult` per replica; the
+its records hold) and produces one :class:`~zoo.trainer.results.RunResult` per replica; the
 runner calls :meth:`Mode.produce` and never names a metric.
 
-- ``train``: the training protocol (:func:`~zoo.bench.run.train.train_replicas`); cells with a
+- ``train``: the training protocol (:func:`~zoo.trainer.loop.train_replicas`); cells with a
   ``prune_layers`` list are also pruned (as in ``prune_layers``).
 - ``energy_at_init``: no training; the Laplacian energy of the last layer's output at
   initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
@@ -18,12 +18,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from zoo.bench.run.checkpoint import Checkpointer
-from zoo.bench.run.train import Replicas, RunResult, score, train_replicas
-from zoo.bench.spec.config import TrainConfig
 from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
 from zoo.bench.spec.suite import Cell
 from zoo.diagnostics import energy_trace, loglog_slope
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import Replicas
+from zoo.trainer.results import RunResult
+from zoo.trainer.resume import Checkpointer
+from zoo.trainer.views import score
 
 Progress = Optional[Callable[[int], None]]
 

@@ -42,7 +42,7 @@ from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
 from zoo.bench.spec import plugins as registries
 from zoo.bench.spec.cells import matches, cell_value
-from zoo.bench.spec.config import OPTIMIZERS, SELECT, TrainConfig
+from zoo.trainer.config import OPTIMIZERS, SELECT, TrainConfig
 from zoo.bench.spec.measures import METRICS, MODES, metric_spec
 from zoo.bench.spec.search import Search, SearchError, parse_search, point_settings
 

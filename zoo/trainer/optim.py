@@ -20,7 +20,9 @@ import torch
 from torch import Tensor
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.bench.spec.config import LR_SCHEDULERS, OPTIMIZERS, PLATEAU_DEFAULTS, plateau_options  # noqa: F401
+from zoo.trainer.config import LR_SCHEDULERS, OPTIMIZERS, TrainConfig, plateau_options
+from zoo.trainer.resume import load_tensor_state, tensor_state
+
 
 class StackedOptimizer(Protocol):
     def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
@@ -264,3 +266,43 @@ def optimizer_state(opt: StackedOptimizer) -> Dict[str, List[Tensor]]:
         if hasattr(opt, name):
             out[name] = getattr(opt, name)
     return out
+
+
+class ReplicaOptimizer:
+    """The stacked optimiser of ``cfg`` for a :class:`~zoo.trainer.replicas.Replicas`, reading the
+    scheduler's per-replica learning rates.
+
+    Made at once, so that a bad optimiser setting fails before any training.  Before the first
+    step the replicas may store their parameters in their gradients' layout
+    (:meth:`~zoo.trainer.replicas.Replicas.adopt_layout`); the optimiser is then made again, its
+    state (all zero so far) in the new layout.
+    """
+
+    def __init__(self, replicas: Any, cfg: TrainConfig, scheduler: Optional[StackedPlateau]) -> None:
+        self.replicas, self.cfg, self.scheduler = replicas, cfg, scheduler
+        self.fresh = True  # no step taken yet: the parameters may still take their gradients' layout
+        self.opt = self._make()
+
+    def _make(self) -> StackedOptimizer:
+        cfg = self.cfg
+        made = make_optimizer(cfg.optimizer, self.replicas.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                              momentum=cfg.momentum, betas=cfg.betas, warmup_epochs=cfg.warmup_epochs)
+        if self.scheduler is not None:
+            made.replica_lr = self.scheduler.lr  # type: ignore[attr-defined]  (updated in place by the scheduler)
+        return made
+
+    def step(self, grads: Sequence[Tensor], active: Tensor) -> None:
+        if self.fresh:
+            self.fresh = False
+            if self.replicas.adopt_layout(grads):
+                self.opt = self._make()
+        self.opt.step(self.replicas.params, grads, active)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return tensor_state(self.opt)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into an optimiser made for the replicas' (restored) parameters."""
+        self.fresh = False
+        self.opt = self._make()
+        load_tensor_state(self.opt, state)

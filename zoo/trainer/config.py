@@ -1,7 +1,7 @@
 """The training-config schema (torch-free): what a suite's trainer keys mean and which values are valid.
 
 :class:`TrainConfig` is a plain dataclass checked on construction; the trainer
-(:mod:`zoo.bench.run.train`) consumes it.  The optimiser and scheduler *names* and the plateau
+(:mod:`zoo.trainer.loop`) consumes it.  The optimiser and scheduler *names* and the plateau
 scheduler's options live here too, so a suite can be validated without importing torch.
 """
 from __future__ import annotations

@@ -1,27 +1,33 @@
 """``zoo.fit``: train a model (seeds x inits as stacked replicas) with the benchmark runner's protocol.
 
 The configuration is made into the same suite cells ``zoo bench`` / ``zoo train`` would run
-(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), and the cells
-are trained by the runner's own functions (:func:`zoo.bench.run.driver.model_factory`,
-:func:`~zoo.bench.run.driver.train_config`, :func:`zoo.bench.run.train.build_replicas`,
-:func:`~zoo.bench.run.train.train_replicas`): selection, stopping, evaluation reuse and stacking are
-the runner's, so ``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells (tested).
+(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), the models
+and the :class:`~zoo.trainer.config.TrainConfig` come from those cells as the runner makes them
+(:func:`zoo.bench.run.driver.model_factory`, :func:`~zoo.bench.run.driver.train_config`), and the
+training layer trains them (:func:`zoo.trainer.replicas.build_replicas`,
+:func:`zoo.trainer.loop.train_replicas`): selection, stopping, evaluation reuse and stacking are the
+runner's, so ``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells (tested).
+
+This entry point sits above both ``zoo.bench`` (it speaks in suite cells) and ``zoo.trainer`` (the
+loop, which imports nothing from ``zoo.bench``); it returns the trainer's
+:class:`~zoo.trainer.history.History`.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
-from zoo.bench.run.train import build_replicas, train_replicas
 from zoo.bench.spec.suite import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
+from zoo.trainer.loop import train_replicas
+from zoo.trainer.replicas import build_replicas
 
 __all__ = ["fit", "fit_suite"]
 
@@ -124,20 +130,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         model = history.model("seed=0 init=bal_o")
     """
     callbacks = check_callbacks(callbacks)
-    seed_list = _as_list("seeds", seeds)
-    for s in seed_list:
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise TypeError(f"seeds must be integers, got {s!r}")
-    init_list = [str(i) for i in _as_list("inits", inits)]
+    seed_list, init_list = _checked(model_or_name, task, seeds, inits, threads)
     from_weights = isinstance(model_or_name, nn.Module)
-    if from_weights and init_list:
-        raise ValueError("inits re-initialise a model, but zoo.fit was given a model to train from its weights; "
-                         "pass the model's name (e.g. 'gatv2') with its options to compare inits")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be an integer >= 1 (or None), got {threads!r}")
-    if not isinstance(task, str) and not hasattr(task, "kind"):
-        raise TypeError(f"task must be a dataset name (e.g. 'cora') or a task from zoo.datasets.load, "
-                        f"got {type(task).__name__}")
     if from_weights and options.get("dtype") is None:  # train a model's weights in their own precision
         dtypes = {p.dtype for p in model_or_name.parameters() if p.is_floating_point()}
         if dtypes == {torch.float64}:
@@ -174,14 +168,37 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         results = train_replicas(loaded, replicas, view, cfg, seeds_of, callbacks=[metrics, *callbacks],
                                  labels=labels)
         elapsed = time.perf_counter() - start
+    return _history(results, metrics, replicas, cells, labels, elapsed, keep_models)
+
+
+def _checked(model_or_name: Any, task: Any, seeds: Any, inits: Any, threads: Any) -> Tuple[List[int], List[str]]:
+    """``zoo.fit``'s arguments checked (one clear error each); returns the seeds and inits as lists."""
+    seed_list = _as_list("seeds", seeds)
+    for s in seed_list:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(f"seeds must be integers, got {s!r}")
+    init_list = [str(i) for i in _as_list("inits", inits)]
+    if isinstance(model_or_name, nn.Module) and init_list:
+        raise ValueError("inits re-initialise a model, but zoo.fit was given a model to train from its weights; "
+                         "pass the model's name (e.g. 'gatv2') with its options to compare inits")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be an integer >= 1 (or None), got {threads!r}")
+    if not isinstance(task, str) and not hasattr(task, "kind"):
+        raise TypeError(f"task must be a dataset name (e.g. 'cora') or a task from zoo.datasets.load, "
+                        f"got {type(task).__name__}")
+    return seed_list, init_list
+
+
+def _history(results: Sequence[Any], metrics: MetricsRecorder, replicas: Any, cells: Sequence[Any],
+             labels: List[str], elapsed: float, keep_models: bool) -> History:
     import numpy as np
 
     last = [replicas.state_of(r) for r in range(replicas.size)] if keep_models else None
     final = [{**res.metrics, "train_loss": res.train_loss, "val_loss": res.val_loss, "stop_reason": res.stop_reason,
               "epochs_run": res.epochs_run, "diverged": res.diverged} for res in results]
     return History(
-        labels=labels, seeds=seeds_of, inits=[c.config["model"]["init"] for c in cells],
+        labels=labels, seeds=[c.seed for c in cells], inits=[c.config["model"]["init"] for c in cells],
         epochs=np.array(metrics.epochs), metrics={k: np.array(v, dtype=float) for k, v in metrics.rows.items()},
-        best_epoch=[res.best_epoch for res in results], final=final, results=results, cells=cells,
+        best_epoch=[res.best_epoch for res in results], final=final, results=list(results), cells=list(cells),
         config=cells[0].config, wall_time_s=elapsed,
         _base=replicas.base if keep_models else None, _last=last)

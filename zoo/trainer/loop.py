@@ -1,0 +1,129 @@
+"""The training loop: R replicas of one architecture (:mod:`zoo.trainer.replicas`) trained together.
+
+Each replica has its own optimiser state (:mod:`zoo.trainer.optim`), early stopping and model
+selection (:mod:`zoo.trainer.stopping`, on the per-replica tensors of
+:class:`~zoo.trainer.state.LoopState`): a stopped replica's parameters and optimiser state are
+frozen by a mask.  An epoch's work and bookkeeping are device tensor ops; the host reads the
+device once an epoch (:func:`_host_flags`: does any replica still run?).
+
+Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
+``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
+keep it if it has the best validation score so far (ties keep the earlier epoch, or the later
+with ``select_ties = "last"``; the reported
+test score is the one at that epoch and ``best_epoch`` is the epochs-to-best); stop the replica
+if its training loss ``<= loss_threshold`` (``0``: never), if ``patience`` epochs passed without a better
+validation score, or at ``e = epochs``; otherwise train one epoch.  A non-finite training
+loss marks the replica *diverged* at that epoch and stops it; its best state before that
+still counts.  ``select = "last"`` keeps every state, so the reported one is the last (the LN
+authors' protocol: test accuracy after the final epoch).  With ``lr_scheduler = "plateau"``
+each replica's learning rate follows ``ReduceLROnPlateau`` on the validation loss of states
+``1, 2, ...`` (the state after each step, as the authors step it; state 0 is not seen).
+Transductive tasks: one full-batch step per epoch, and the training loss is the
+loss of state ``e``.  Inductive / graph tasks: one pass over mini-batches of graphs (batch
+order fixed by ``data_seed``, shared by all replicas), and the training loss is the pass mean.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from zoo.callbacks import EpochState
+from zoo.trainer.allocator import tune_allocator
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.epoch import evaluate, train_epoch
+from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
+from zoo.trainer.replicas import Replicas, draws_dropout
+from zoo.trainer.results import RunResult, run_results
+from zoo.trainer.resume import Checkpointer, restore, snapshot
+from zoo.trainer.state import LoopState
+from zoo.trainer.stopping import Evaluation, bookkeeping
+from zoo.trainer.views import TransductiveView, loss_function
+
+
+def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
+                   progress: Optional[Callable[[int], None]] = None, callbacks: Sequence[Any] = (),
+                   labels: Optional[Sequence[str]] = None,
+                   checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+    """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
+
+    ``callbacks``: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`), called
+    after every evaluated state, and optionally ``on_fit_end(state)`` with the last one; they only
+    read, so the training is the same with or without them.  ``labels`` names the replicas for them.
+    ``checkpoint``: resume from its saved state if it has one, and save the loop's state when it
+    is due (:mod:`zoo.trainer.resume`); the numbers are those of an uninterrupted run (the
+    callbacks' own state is not saved: a resumed group calls them from the resumed epoch on).
+    """
+    device = replicas.params[0].device
+    if device.type == "cpu":
+        tune_allocator()
+    loss_fn, _ = loss_function(task)
+    scheduler = make_lr_scheduler(cfg.lr_scheduler, replicas.size, cfg.lr, device, cfg.lr_scheduler_kwargs)
+    optimizer = ReplicaOptimizer(replicas, cfg, scheduler)  # now: a bad optimiser setting fails before training
+    rules = bookkeeping(cfg)
+    state = LoopState.start(replicas.size, device, replicas.params if cfg.keep_best_state else None)
+    deterministic = not draws_dropout(replicas.base)  # no dropout: the training logits are the evaluation logits
+    scratch: Dict[str, Any] = {}  # the callbacks' replica module, built once
+    seen: Optional[EpochState] = None
+
+    start = time.perf_counter()
+    first_epoch, resumed_s = 0, 0.0
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:  # the loop's state after epoch ``first_epoch - 1``'s training step
+        first_epoch, resumed_s = restore(saved, replicas, optimizer, scheduler, view, state)
+        start -= resumed_s
+        if progress is not None:
+            progress(first_epoch)
+    epochs_done = first_epoch
+    for epoch in range(first_epoch, cfg.epochs + 1):
+        ev = evaluate(task, replicas, view, loss_fn, with_grads=epoch < cfg.epochs, deterministic=deterministic,
+                      last_pass_loss=state.last_pass_loss)
+        improved = rules.update(state, epoch, ev)
+        running, any_improved = _host_flags(state, improved)
+        if any_improved:
+            state.keep_best(replicas.params, improved)
+        epochs_done = epoch
+        if progress is not None:
+            progress(1)
+        if callbacks:
+            seen = _epoch_state(epoch, replicas, view, ev, state.active, labels, scratch)
+            for cb in callbacks:
+                cb.on_epoch_end(seen)
+        if not running:
+            break
+        if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
+            scheduler.step(ev.val_loss, state.active)
+        state.last_pass_loss = train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads)
+        if checkpoint is not None and checkpoint.due(epoch):
+            checkpoint.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
+                                     state))
+
+    for cb in callbacks:
+        if callable(getattr(cb, "on_fit_end", None)):
+            cb.on_fit_end(seen)
+    resumed = {"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {}
+    return run_results(state, replicas, epochs_done, time.perf_counter() - start, scheduler, resumed)
+
+
+def _host_flags(state: LoopState, improved: Tensor) -> Tuple[bool, bool]:
+    """The epoch's one read of the device: whether any replica still runs and, when the best
+    parameters are kept, whether any replica's selected state is this one."""
+    if state.best_state is None:
+        return bool(state.active.any()), False
+    running, better = torch.stack([state.active.any(), improved.any()]).tolist()
+    return bool(running), bool(better)
+
+
+def _epoch_state(epoch: int, replicas: Replicas, view: Any, ev: Evaluation, active: Tensor,
+                 labels: Optional[Sequence[str]], scratch: Dict[str, Any]) -> EpochState:
+    """What callbacks see of state ``epoch`` (the tensors themselves, not copies)."""
+    return EpochState(
+        epoch=epoch, names=replicas.names, params=replicas.params,
+        grads=None if ev.grads is None else list(ev.grads),
+        metrics={"train": ev.scores[:, 0], "val": ev.scores[:, 1], "test": ev.scores[:, 2],
+                 "train_loss": ev.train_loss, "val_loss": ev.val_loss},
+        active=active, labels=list(labels) if labels is not None else [str(r) for r in range(replicas.size)],
+        base=replicas.base, inputs=view.inputs() if isinstance(view, TransductiveView) else None,
+        buffers=replicas.buffers, scratch=scratch)

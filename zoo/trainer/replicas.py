@@ -1,0 +1,147 @@
+"""R models of one architecture as stacked tensors, trained together.
+
+A *group* is a list of models with identical architecture that differ only in seed and/or
+initialisation.  Their parameters are stacked along a leading replica dimension
+(``torch.func.stack_module_state``) and the forward pass is ``vmap(functional_call)``; with
+``stacked=False`` every replica is run by a plain Python loop over ``functional_call`` — the
+one-at-a-time reference that grouped training must reproduce.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from zoo.nn.functional import ReplicaRandomness, replica_randomness
+from zoo.trainer.config import TrainConfig
+from zoo.trainer.resume import generator_states, load_generator_states, restore_params
+from zoo.trainer.views import GraphListView, TransductiveView
+
+
+class Replicas:
+    """R models of one architecture as stacked tensors, with a batched forward.
+
+    ``stacked=True`` runs all replicas in one ``vmap`` call; ``False`` loops over them (the
+    reference path).  Dropout (:func:`zoo.nn.functional.dropout`) draws replica ``r``'s masks
+    from a stream seeded by ``seeds[r]`` alone, so a replica's numbers do not depend on its group
+    or on the path.
+    """
+
+    def __init__(self, models: Sequence[nn.Module], stacked: bool = True,
+                 seeds: Optional[Sequence[int]] = None) -> None:
+        if not models:
+            raise ValueError("a group needs at least one model")
+        self.base = models[0]
+        self.stacked = stacked
+        params, buffers = stack_module_state(list(models))
+        self.names = list(params)
+        self.params: List[Tensor] = [params[n].detach().requires_grad_(True) for n in self.names]
+        self.buffers = buffers
+        self.size = len(models)
+        self.rng = ReplicaRandomness(range(self.size) if seeds is None else seeds)
+        self.tokens = torch.arange(self.size, device=self.params[0].device)
+
+    def num_parameters(self) -> int:
+        return sum(p[0].numel() for p in self.params)
+
+    def adopt_layout(self, grads: Sequence[Tensor]) -> bool:
+        """Store a stacked parameter whose gradient interleaves the replicas in that gradient's layout.
+
+        An op that folds the replicas into one product hands back such a gradient: the first
+        layer's stacked CSR product ``X @ [W_1 .. W_R]^T`` multiplies by one ``(F, R*C)`` matrix,
+        and its weight gradient comes back in that layout.  With the parameter in ``(R, C, F)``
+        order the forward copied it into ``(F, R*C)`` every step and the optimiser read a
+        transposed gradient against a row-major parameter (strided; on Cornell, 15 replicas, the
+        step took 10 % of the epoch).  Stored like the gradient, the forward's transpose is a view
+        and every optimiser pass is contiguous; the values are the same (tested bitwise).
+        Gradients that keep the replicas outermost (a per-replica transpose, from batched
+        matmuls) are left alone: a transposed operand changes a BLAS product's rounding.
+        Call before the optimiser's state exists.  Returns whether any parameter moved.
+        """
+        moved = False
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            if g.shape != p.shape or g.dim() < 2 or g.stride() == p.stride() or g.stride(0) == max(g.stride()):
+                continue
+            new = torch.empty_like(g, dtype=p.dtype)  # keeps g's strides only if dense and non-overlapping
+            if new.stride() != g.stride():
+                continue
+            self.params[i] = new.copy_(p.detach()).requires_grad_(True)
+            moved = True
+        return moved
+
+    def _call(self, params: Dict[str, Tensor], buffers: Dict[str, Tensor], token: Tensor, *args: Any) -> Tensor:
+        with replica_randomness(self.rng, token):
+            return functional_call(self.base, (params, buffers), args)
+
+    def forward(self, *args: Any, train: bool, params: Optional[List[Tensor]] = None) -> Tensor:
+        """``(R, ...)`` outputs of every replica on the same inputs ``args``."""
+        params = self.params if params is None else params
+        self.base.train(train)
+        named = dict(zip(self.names, params))
+        if self.stacked and self.size > 1:  # one replica: a plain call (vmap costs dispatch per op)
+            fn = vmap(self._call, in_dims=(0, 0, 0, *([None] * len(args))), randomness="different")
+            return fn(named, self.buffers, self.tokens, *args)
+        outs = []
+        for r in range(self.size):
+            outs.append(self._call({n: p[r] for n, p in named.items()},
+                                   {n: b[r] for n, b in self.buffers.items()}, self.tokens[r], *args))
+        return outs[0].unsqueeze(0) if self.size == 1 else torch.stack(outs)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The stacked parameters (in their layout), buffers and dropout streams, for the resume state."""
+        return {"params": [p.detach() for p in self.params],
+                "buffers": {n: b.detach() for n, b in self.buffers.items()},
+                "replica_rng": generator_states(self.rng)}
+
+    def load_state_dict(self, saved: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (tensors on this device): new leaf parameters with the saved
+        values and strides, running statistics (if a norm keeps any), every dropout stream."""
+        self.params = restore_params(self.params, saved["params"])
+        for n, b in self.buffers.items():
+            b.copy_(saved["buffers"][n])
+        load_generator_states(self.rng, saved["replica_rng"])
+
+    def state_of(self, r: int, params: Optional[List[Tensor]] = None) -> Dict[str, Tensor]:
+        params = self.params if params is None else params
+        return {n: p[r].detach().clone() for n, p in zip(self.names, params)}
+
+
+def draws_dropout(model: nn.Module) -> bool:
+    """Whether a training-mode forward of ``model`` draws dropout masks: an ``nn.Dropout`` with
+    ``p > 0``, or any sub-module's dropout rate above 0 — every numeric attribute whose name ends
+    in ``dropout`` (``dropout``, ``attn_dropout``, SAN's ``input_dropout``, ...), since the
+    models call :func:`zoo.nn.functional.dropout` with their own rate attributes.
+
+    Reading only the top-level ``dropout`` / ``attn_dropout`` missed SAN's ``input_dropout``:
+    its validation and test accuracies were then measured with the input dropout on (issue 23).
+    """
+    for module in model.modules():
+        if isinstance(module, nn.Dropout) and module.p > 0:
+            return True
+        for name, value in vars(module).items():
+            if name.endswith("dropout") and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and value > 0:
+                return True
+    return False
+
+
+def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seeds: Sequence[int],
+                   device: torch.device, dtype: torch.dtype, cfg: TrainConfig, stacked: bool
+                   ) -> Tuple[Replicas, Any]:
+    """Seed, build, move and dry-run every replica, then stack them."""
+    models = []
+    view: Any = None
+    for factory, seed in zip(factories, seeds):
+        torch.manual_seed(int(seed))
+        model = factory().to(device=device, dtype=dtype)
+        if view is None:
+            gnn = getattr(model, "gnn", model)
+            tied = bool(getattr(gnn, "graph_tied", False))
+            edges = getattr(gnn, "edge_encoder", None) is not None
+            view = (TransductiveView(task, device, dtype) if task.kind == "transductive"
+                    else GraphListView(task, device, dtype, cfg.batch_size, cfg.data_seed, tied, edges))
+        view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
+        models.append(model)
+    return Replicas(models, stacked=stacked, seeds=seeds), view
