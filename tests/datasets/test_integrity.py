@@ -290,3 +290,27 @@ def test_ogb_never_reads_stdin_in_a_subprocess_with_stdin_closed(tmp_path):
     assert proc.returncode == 1
     assert "MissingDataError" in proc.stderr and "not a complete OGB release" in proc.stderr, proc.stderr[-1500:]
     assert "EOFError" not in proc.stderr and "Will you update" not in proc.stdout
+
+
+# ----------------------------------------------------------------------- two processes, one data root
+def test_two_processes_stage_and_process_one_root_at_once(env, tmp_path):
+    """Two pytest workers (or runs) loading Cora into one fresh data root at the same moment: both
+    get the whole dataset, one processed folder wins, and no staging or temporary file is left."""
+    code = textwrap.dedent(f"""
+        import hashlib, sys, time
+        import zoo.datasets as zd
+        time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # start together
+        data = zd.load("cora", root={str(env)!r}, download=False).data
+        print(data.num_nodes, data.num_features, hashlib.sha256(data.x.numpy().tobytes()).hexdigest()[:16])
+    """)
+    start = str(__import__("time").time() + 5.0)
+    full = {**os.environ, mirror.MIRROR_ENV: str(REAL_MIRROR), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, start], cwd=REPO, env=full, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+    first, second = (out.split() for out, _ in results)
+    assert first == second and first[:2] == ["2708", "1433"]
+    leftovers = [p for p in env.rglob("*") if p.name.endswith((".part", ".tmp")) or cache._TMP_TAG in p.name]
+    assert leftovers == []
+    assert cache.read_stamp(processed(env)) is not None
