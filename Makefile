@@ -3,6 +3,8 @@
 #   make test    - the test suite
 #   make test-dgl - (slow: ~3 GB of wheels the first time) the DGL tests against real DGL, in .venv-dgl
 #   make test-gpu - on a GPU machine: the CUDA checks (fail, not skip, without a GPU)
+#   make gpu-check - on a GPU machine, with no .venv and no package index: tests, speed, GPU busy and the
+#                    Cornell slice of balance_table2 in <= 8 minutes, one summary file (benchmarks/gpu_check.py)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -20,7 +22,7 @@ DGL_PINS := torch==2.2.1 torchdata==0.7.1 dgl==2.1.0 "numpy<2" "pandas<2.3" pyda
 SUITE  ?= quick
 OUT    ?= results/$(SUITE)
 
-.PHONY: install test test-all test-dgl test-gpu bench clean
+.PHONY: install test test-all test-dgl test-gpu gpu-check bench clean
 
 install: $(STAMP)
 
@@ -63,6 +65,12 @@ test-dgl: $(DGL_VENV)/.installed
 test-gpu: $(STAMP)
 	ZOO_REQUIRE_CUDA=1 TRITON_INTERPRET=0 $(BIN)/python -m pytest -q -rs tests/ops/compiled/test_triton_cuda.py \
 		tests/models/test_hidden_heads.py
+
+# The GPU check with the machine's own Python (torch, torch_geometric, triton, pytest; no .venv, nothing
+# downloaded): GPU_CHECK_ARGS='--data DIR --wheels DIR' as in benchmarks/gpu_check.py's docstring.
+GPU_CHECK_OUT ?= gpu-check
+gpu-check:
+	$(PYTHON) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
 bench: $(STAMP)
 	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/zoo bench $(SUITE) --out $(OUT)

@@ -16,10 +16,15 @@ dropout ``P`` while training (the compiled op then stands aside: its column repe
 ``agg`` and ``fused`` take the mask inside the sparse product, and ``fused`` has GATv2's fused
 score too, so for GATv2 fused/agg is that score's gain under dropout).
 ``--profile`` prints a ``torch.profiler`` table (CPU self time) of the fused layer instead.
+``--host`` prints the host cost of the compiled GATv2 attention instead: microseconds per call of its
+forward op, its backward op and the attention's forward + backward through autograd, on an 8-node
+graph where the kernels' own work is negligible (on CUDA, timed without synchronising inside the
+loop: what the host spends issuing a call), at 1 replica and ``--replicas`` stacked under vmap.
 
     python benchmarks/speed_kernels.py --threads 1 --clock cpu
     python benchmarks/speed_kernels.py --configs cora-gatv2 --replicas 15 --profile
     python benchmarks/speed_kernels.py --configs pubmed-gat4x64,cora-gat --attn-dropout 0.3
+    python benchmarks/speed_kernels.py --host --clock cpu --threads 1 [--device cuda]
 """
 from __future__ import annotations
 
@@ -103,6 +108,55 @@ def time_variants(step: Callable[[], None], repeat: int, clock: Callable[[], flo
     return best
 
 
+def host_costs(device: str, replicas: int, repeat: int, clock: Callable[[], float]) -> Dict[str, float]:
+    """Microseconds per call of the compiled GATv2 attention on an 8-node ring with self-loops:
+    ``forward op`` and ``backward op`` (the backend's ops called directly, no autograd) and
+    ``fwd+bwd`` (:func:`zoo.ops.dispatch.gatv2_attention` and its backward through autograd, the
+    graph's per-graph arguments already built), best of ``repeat``; ``replicas`` > 1: the last one
+    under vmap."""
+    from zoo.graph import as_graph
+    from zoo.ops import dispatch
+    from zoo.ops._compiled import ops
+
+    n, c, dev = 8, 16, torch.device(device)
+    ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n]).to(dev)
+    graph = as_graph(ring, torch.empty(n, c, device=dev))
+    backend = ops.backend(dev)
+    if backend is None:
+        raise SystemExit(f"no compiled attention for {device}: nothing to time")
+    args = ops.graph_arguments_of(graph)
+    x = torch.randn(replicas, n, 1, c, device=dev, requires_grad=True)
+    att = torch.randn(replicas, 1, c, device=dev, requires_grad=True)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+    def attention(xr: torch.Tensor, ar: torch.Tensor) -> torch.Tensor:
+        return dispatch.gatv2_attention(xr, None, ar, graph, 0.2)[0]
+
+    stacked = vmap(attention) if replicas > 1 else (lambda xr, ar: attention(xr[0], ar[0]))
+    x0, a0 = x[0].detach(), att[0].detach()
+    out, _, lse = backend.gatv2_forward(x0, x0, x0, a0, *args, 0.2)
+    grad = torch.ones_like(out)
+    calls = {
+        "forward op": lambda: backend.gatv2_forward(x0, x0, x0, a0, *args, 0.2),
+        "backward op": lambda: backend.gatv2_backward(grad, None, x0, x0, x0, a0, out, lse, *args, 0.2),
+        "fwd+bwd": lambda: stacked(x, att).sum().backward(),
+    }
+    best = {}
+    for name, call in calls.items():
+        for _ in range(20):
+            call()
+        sync()
+        times = []
+        for _ in range(repeat):
+            start = clock()
+            for _ in range(200):
+                call()
+            sync()
+            times.append((clock() - start) / 200)
+        best[name] = 1e6 * min(times)
+    return best
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", default=",".join(CONFIGS))
@@ -112,6 +166,8 @@ def main() -> None:
     p.add_argument("--clock", choices=sorted(CLOCK), default="wall")
     p.add_argument("--attn-dropout", type=float, default=0.0, help="attention dropout while training")
     p.add_argument("--profile", action="store_true", help="torch.profiler table of the fused layer")
+    p.add_argument("--host", action="store_true", help="host microseconds per call of the compiled attention")
+    p.add_argument("--device", default="cpu", help="--host: cpu (C++ ops) or cuda (Triton ops)")
     args = p.parse_args()
     os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
     from zoo.trainer.allocator import tune_allocator
@@ -120,6 +176,13 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    if args.host:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock, load average "
+              f"{load:.2f}; host microseconds per call, compiled GATv2 attention on {args.device}, 8 nodes")
+        for replicas in (int(r) for r in args.replicas.split(",")):
+            costs = host_costs(args.device, replicas, args.repeat, CLOCK[args.clock])
+            print(f"R={replicas:<3}" + "".join(f"  {k} {v:8.1f}" for k, v in costs.items()), flush=True)
+        return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock, allocator tuned: "
           f"{tuned}, load average {load:.2f}; ms per forward+backward of one hidden layer")
     for config in args.configs.split(","):

@@ -7,11 +7,14 @@ stack of ``GATv2Conv`` / ``GATConv`` / ``GCNConv`` with ReLU, ``torch.optim.SGD`
 step and one eval forward (train / val / test accuracy) per epoch.  Both run in this process, one
 after the other, ``--repeat`` times (the best time of each is kept), so the ratio is meaningful
 even on a loaded machine.  ``--clock cpu`` times process CPU time instead of wall time (steadier
-when other processes share the cores; use it with ``--threads 1``).
+when other processes share the cores; use it with ``--threads 1``).  ``--device cuda`` runs both
+sides on the GPU and times them by wall clock with ``torch.cuda.synchronize`` at each end of a
+timing (both sides alike; the GPU's queued work is inside the figure), after 3 warm-up epochs.
 
     python benchmarks/speed_train.py            # Cora gatv2 L=10 w64, Cornell gatv2 L=2, PubMed gat L=5 8x8
     python benchmarks/speed_train.py --quick    # fewer epochs, one repeat
     python benchmarks/speed_train.py --configs cornell --threads 1
+    python benchmarks/speed_train.py --device cuda --epochs 30 --repeat 2
 
 Targets: ours / PyG <= 0.4 at 1 replica and <= 0.1 at 15 replicas.
 """
@@ -34,6 +37,7 @@ from zoo.trainer.replicas import build_replicas
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = time.perf_counter
+_device = torch.device("cpu")
 INITS = ("xavier", "balanced_xavier", "balanced_orthogonal")
 CONFIGS: Dict[str, dict] = {
     "cora": dict(dataset="cora", model="gatv2", layers=10, hidden=64, heads=1, lr=0.05),
@@ -82,14 +86,31 @@ def _pyg_model(c: dict, in_dim: int, out_dim: int) -> torch.nn.Module:
     return Net()
 
 
+def synchronised_clock(clock: Callable[[], float], device: torch.device) -> Callable[[], float]:
+    """``clock``, read after the device's queued work is done (CUDA: ``torch.cuda.synchronize``)."""
+    if device.type != "cuda":
+        return clock
+
+    def now() -> float:
+        torch.cuda.synchronize(device)
+        return clock()
+
+    return now
+
+
+def warmup_epochs(device: torch.device) -> int:
+    """Epochs run before a timing: 1 on the CPU; 3 on a GPU (kernel compilation, allocator pools)."""
+    return 3 if device.type == "cuda" else 1
+
+
 def time_pyg(task, c: dict, epochs: int) -> float:
     """Seconds per epoch of a plain PyG loop (train step + eval forward + accuracies)."""
     d = task.data
     torch.manual_seed(0)
-    model = _pyg_model(c, task.num_features, task.num_classes)
+    model = _pyg_model(c, task.num_features, task.num_classes).to(_device)
     opt = torch.optim.SGD(model.parameters(), lr=c["lr"])
-    x, ei, y = d.x, d.edge_index, d.y
-    masks = [d.train_mask, d.val_mask, d.test_mask]
+    x, ei, y = d.x.to(_device), d.edge_index.to(_device), d.y.to(_device)
+    masks = [m.to(_device) for m in (d.train_mask, d.val_mask, d.test_mask)]
 
     def epoch() -> None:
         model.train()
@@ -102,7 +123,8 @@ def time_pyg(task, c: dict, epochs: int) -> float:
             pred = model(x, ei).argmax(-1)
             [float((pred[m] == y[m]).float().mean()) for m in masks]
 
-    epoch()  # warm-up
+    for _ in range(warmup_epochs(_device)):
+        epoch()
     start = _clock()
     for _ in range(epochs):
         epoch()
@@ -123,17 +145,19 @@ def time_ours(task, c: dict, replicas: int, epochs: int, stacked: bool = True) -
 
     # loss_threshold=0, no patience: every replica runs exactly `epochs` epochs
     cfg = TrainConfig(optimizer="sgd", lr=c["lr"], epochs=epochs, loss_threshold=0.0)
-    reps, view = build_replicas(task, [factory(i) for i in inits], seeds, torch.device("cpu"), torch.float32,
-                                cfg, stacked)
-    train_replicas(task, reps, view, TrainConfig(**{**cfg.__dict__, "epochs": 1}), seeds)  # warm-up
-    reps, view = build_replicas(task, [factory(i) for i in inits], seeds, torch.device("cpu"), torch.float32,
-                                cfg, stacked)
+    reps, view = build_replicas(task, [factory(i) for i in inits], seeds, _device, torch.float32, cfg, stacked)
+    warm = TrainConfig(**{**cfg.__dict__, "epochs": warmup_epochs(_device)})
+    train_replicas(task, reps, view, warm, seeds)
+    reps, view = build_replicas(task, [factory(i) for i in inits], seeds, _device, torch.float32, cfg, stacked)
     start = _clock()
     train_replicas(task, reps, view, cfg, seeds)
     return (_clock() - start) / (epochs * replicas)
 
 
 def machine() -> str:
+    if _device.type == "cuda":
+        return (f"{torch.cuda.get_device_name(_device)}, torch {torch.__version__}, "
+                f"CUDA {torch.version.cuda}, {os.cpu_count()} CPU cores")
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -156,10 +180,16 @@ def main() -> None:
                    help="wall time (default) or process CPU time (steadier on a shared machine)")
     p.add_argument("--plain-allocator", action="store_true",
                    help="leave glibc's allocator as it is (zoo.trainer.allocator.tune_allocator off) for both sides")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]: both sides run there")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
-    global _clock
-    _clock = CLOCK[args.clock]
+    global _clock, _device
+    _device = torch.device(args.device)
+    if _device.type == "cuda" and args.clock == "cpu":
+        p.error("--clock cpu times the host only; on --device cuda the timing is the synchronised wall clock")
+    if _device.type == "cuda" and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: this torch sees no CUDA device (torch {torch.__version__})")
+    _clock = synchronised_clock(CLOCK[args.clock], _device)
     if args.plain_allocator:
         os.environ["ZOO_TUNE_ALLOCATOR"] = "0"
     # both sides run with the same allocator settings (train_replicas would tune it anyway)
@@ -171,7 +201,8 @@ def main() -> None:
     repeat = args.repeat or (1 if args.quick else 3)
     counts = [int(r) for r in args.replicas.split(",")]
     print(f"machine: {machine()}; allocator tuned (both sides): {tuned}")
-    print(f"{epochs} epochs per timing, best of {repeat}, {args.clock} clock; ms per replica-epoch (train step + per-epoch evaluation)")
+    clock = "wall clock, CUDA-synchronised" if _device.type == "cuda" else f"{args.clock} clock"
+    print(f"{epochs} epochs per timing, best of {repeat}, {clock}; ms per replica-epoch (train step + per-epoch evaluation)")
     header = f"{'config':34} {'PyG loop':>9}" + "".join(f" {f'ours R={r}':>10} {'ratio':>6}" for r in counts)
     print(header)
     print("-" * len(header))

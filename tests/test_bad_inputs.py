@@ -49,6 +49,7 @@ def test_relative_grad_norms_before_backward():
 
 def _task(metric="accuracy", **kw):
     data = Data(x=torch.randn(3, 2), edge_index=torch.tensor([[0], [1]]), y=torch.tensor([0, 1, 0]))
+    data.train_mask, data.val_mask, data.test_mask = torch.eye(3, dtype=torch.bool)  # a task is made with its splits
     return Task(name="toy", kind="transductive", metric=metric, num_features=2, num_classes=2,
                 multilabel=False, data=data, **kw)
 

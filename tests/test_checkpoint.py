@@ -116,3 +116,44 @@ def test_read_header(tmp_path):
     path = zoo.save(zoo.build("gatv2", in_dim=6, out_dim=3, num_layers=2, init="bal_o"), tmp_path / "m")
     header = read_header(path)
     assert header["build"]["init"] == "bal_o" and header["head"] is None
+
+
+def test_load_takes_the_name_given_to_save(tmp_path):
+    model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2)
+    written = zoo.save(model, tmp_path / "m.ckpt")
+    assert written.name == "m.ckpt.safetensors"
+    again = zoo.load(tmp_path / "m.ckpt")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_save_warns_before_replacing_a_file(tmp_path):
+    model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2)
+    zoo.save(model, tmp_path / "m")
+    with pytest.warns(UserWarning, match=r"zoo.save: replacing .*m.safetensors"):
+        zoo.save(model, tmp_path / "m")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zoo.save(model, tmp_path / "m", overwrite=True)
+
+
+def test_a_full_disk_leaves_no_temporary_file_and_names_the_path(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from zoo.bench.store.weights import write_weights
+    from zoo.cli import _os_error
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2)
+    with pytest.raises(OSError) as info:
+        zoo.save(model, tmp_path / "m")
+    assert _os_error(info.value) == f"No space left on device: {tmp_path / 'm.safetensors'}"
+    with pytest.raises(OSError, match="No space left on device"):
+        write_weights(tmp_path / "out", "abc", b"bytes")
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
+    assert _os_error(OSError(errno.EPIPE, "Broken pipe")) == "Broken pipe"

@@ -115,3 +115,44 @@ def test_registry_is_complete_when_read_before_the_families_are_imported():
             "assert 'gatdb' in r.MODELS and len(r.MODELS) >= 13\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_the_same_definition_registered_again_replaces_it_with_a_warning():
+    reg = Registry("thing")
+
+    def make():
+        def plugin():
+            return 1
+        return plugin
+
+    first, again = make(), make()  # one definition (same module and qualified name), as a re-run cell makes
+    reg.add("p", first, aliases=("q",))
+    with pytest.warns(UserWarning, match="'p' was registered already by the same definition"):
+        reg.add("p", again, aliases=("q",))
+    assert reg.get("q") is again
+    with pytest.raises(ValueError, match="already registered"):
+        reg.add("p", lambda: 2)  # another definition still may not shadow it
+
+
+def test_a_notebook_model_and_init_can_be_registered_twice():
+    from zoo.inits import INITS, register_init
+    from zoo.registry import MODELS
+
+    def cell():
+        @zoo.register_model("test_rerun_model")
+        class RerunModel(torch.nn.Module):
+            pass
+
+        @register_init("test_rerun_init")
+        def rerun_init(model):
+            pass
+        return RerunModel, rerun_init
+
+    try:
+        cell()
+        with pytest.warns(UserWarning, match="registered already"):
+            model_cls, init_fn = cell()
+        assert MODELS.get("test_rerun_model") is model_cls and INITS.get("test_rerun_init") is init_fn
+    finally:
+        MODELS._items.pop("test_rerun_model", None)
+        INITS._items.pop("test_rerun_init", None)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from typing import Callable, Dict, Generic, Iterable, Iterator, List, Optional, TypeVar
+import warnings
+from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -63,20 +64,29 @@ def unknown_kwargs_error(owner: str, unknown: Iterable[str], valid: Iterable[str
     )
 
 
+def definition(obj: Any) -> tuple:
+    """Where ``obj`` was defined: ``(module, qualified name)`` (a registry's default identity)."""
+    return (getattr(obj, "__module__", None), getattr(obj, "__qualname__", None) or type(obj).__qualname__)
+
+
 class Registry(Generic[T]):
     """A name -> object map with normalised names, aliases and helpful errors.
 
-    Registering a name (or alias) twice raises, so two plugins can never silently
-    shadow each other.  ``populate``, if given, is called once before the first lookup: it imports
-    the modules that register the entries, so a registry read before its plugins were imported
-    (``import zoo.registry`` alone) is still complete.
+    Registering a taken name (or alias) for *another* plugin raises, so two plugins can never
+    shadow each other; the *same* definition registered again (a notebook cell run twice: same
+    module and qualified name, as ``identity`` reads them) replaces the old one with a warning.
+    ``populate``, if given, is called once before the first lookup: it imports the modules that
+    register the entries, so a registry read before its plugins were imported (``import
+    zoo.registry`` alone) is still complete.
     """
 
-    def __init__(self, kind: str, populate: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, kind: str, populate: Optional[Callable[[], None]] = None,
+                 identity: Optional[Callable[[T], Any]] = None) -> None:
         self.kind = kind
         self._items: Dict[str, T] = {}
         self._aliases: Dict[str, str] = {}
         self._populate = populate
+        self._identity = identity or definition
 
     def _populated(self) -> None:
         populate, self._populate = self._populate, None  # once; registering inside it must not recurse
@@ -85,6 +95,12 @@ class Registry(Generic[T]):
 
     def add(self, name: str, item: T, aliases: Iterable[str] = ()) -> T:
         key = normalize_name(name)
+        aliases = tuple(aliases)
+        if key in self._items and self._identity(self._items[key]) == self._identity(item):
+            warnings.warn(f"{self.kind} {key!r} was registered already by the same definition "
+                          f"({'.'.join(map(str, self._identity(item)))}); replacing it", UserWarning, stacklevel=3)
+            self._aliases = {a: k for a, k in self._aliases.items() if k != key}
+            del self._items[key]
         for k in (key, *map(normalize_name, aliases)):
             if k in self._items or k in self._aliases:
                 raise ValueError(f"{self.kind} {k!r} is already registered; pick another name.")

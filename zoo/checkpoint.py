@@ -17,11 +17,14 @@ line naming the problem and the fix (``ValueError``), never a half-built model.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
+
+from zoo._io import write_atomic
 
 PathLike = Union[str, Path]
 
@@ -103,9 +106,11 @@ def state_bytes(model_or_state: Any, header: Dict[str, Any]) -> bytes:
     return save(state, metadata={META_KEY: json.dumps(meta, sort_keys=True)})
 
 
-def save(model: nn.Module, path: PathLike, *, extra: Optional[Dict[str, Any]] = None) -> Path:
+def save(model: nn.Module, path: PathLike, *, extra: Optional[Dict[str, Any]] = None,
+         overwrite: bool = False) -> Path:
     """Write ``model``'s weights and build configuration to ``path`` (``.safetensors`` is appended
-    when missing); ``extra``: JSON values kept in the header (read back by :func:`read_header`).
+    when missing: :func:`load` takes either name); ``extra``: JSON values kept in the header (read
+    back by :func:`read_header`).  Replacing an existing file warns unless ``overwrite``.
 
     The model must come from ``zoo.build`` (or be a ``GraphPool`` around one): its build
     configuration is what :func:`load` rebuilds from.  Returns the path written (atomically).
@@ -118,9 +123,10 @@ def save(model: nn.Module, path: PathLike, *, extra: Optional[Dict[str, Any]] = 
     state = _state(model)
     data = to_bytes(state, metadata=_header(model, state, extra))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    if path.exists() and not overwrite:
+        warnings.warn(f"zoo.save: replacing {path} (pass overwrite=True to replace without this warning)",
+                      UserWarning, stacklevel=2)
+    write_atomic(path, data)
     return path
 
 
@@ -232,6 +238,8 @@ def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed
         path = find_weights(path, cell=cell, seed=seed)
     elif cell is not None or seed is not None:
         raise ValueError(f"cell= and seed= pick a run in a results folder, but {path} is a file; pass the folder")
+    elif not path.exists() and path.suffix != SUFFIX and path.with_name(path.name + SUFFIX).is_file():
+        path = path.with_name(path.name + SUFFIX)  # the name given to save, which appended the suffix
     header = read_header(path)
     model = rebuild(header, str(path))
     state = load_file(str(path))

@@ -20,11 +20,13 @@ docs/reliability.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import json
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -38,8 +40,14 @@ REPORT_DEFAULTS = ReportSources(records="docs/reproduction/records", notes="docs
                                 root=Path(__file__).resolve().parents[1])
 
 
-def report_sources() -> ReportSources:
-    """The paths ``zoo report`` names on its pages (this repository's layout)."""
+def report_sources(records: "Optional[str | Path]" = None) -> ReportSources:
+    """The paths ``zoo report`` names on its pages (this repository's layout).  With ``records``, the
+    root is the checkout (or copy of one) holding that folder at the layout's place, so a copy of the
+    repository regenerates the same pages; elsewhere, this package's checkout."""
+    if records is not None:
+        folder, tail = Path(records).resolve(), Path(REPORT_DEFAULTS.records).parts
+        if folder.parts[-len(tail):] == tail:
+            return dataclasses.replace(REPORT_DEFAULTS, root=Path(*folder.parts[:-len(tail)]))
     return REPORT_DEFAULTS
 
 LISTABLE = ("models", "inits", "norms", "datasets", "suites")
@@ -47,6 +55,7 @@ EXIT_FAILED = 1     # some runs failed (recorded as failed; a re-run retries the
 EXIT_ERROR = 2      # bad input, unusable folder, corrupt file
 EXIT_NOTHING = 3    # nothing ran / nothing to show
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_BROKEN_PIPE = 141  # the output's reader went away (128 + SIGPIPE, as shells report it)
 
 
 class CliError(Exception):
@@ -98,9 +107,19 @@ def writable_dir(path: Path, flag: str, probe: bool = True) -> Path:
     return path
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (captured): nothing to flush there
+        pass
+
+
 def _os_error(e: OSError) -> str:
     if not e.strerror:  # raised with a full message (ours), not by the OS
         return str(e)
+    if e.filename is None:  # a full disk or a closed pipe names no file: "No space left on device: None"
+        return e.strerror
     return f"{e.strerror}: {e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
 
 
@@ -350,8 +369,19 @@ def _list(what: Optional[str]) -> int:
             print("suites:\n" + _suites_table())
             continue
         names = {"models": zoo.list_models, "inits": zoo.list_inits, "norms": zoo.list_norms}[s]()
-        print(f"{s}: {', '.join(names)}")
+        print(f"{s}: {', '.join(_with_aliases(s, names))}")
     return 0
+
+
+def _with_aliases(section: str, names: Sequence[str]) -> List[str]:
+    """``balanced_orthogonal (bal_o, balo, ...)``: the short names the README and suites use."""
+    from zoo.bench.spec.plugins import registry
+
+    aliases = registry({"models": "model", "inits": "init", "norms": "norm"}[section]).aliases()
+    by_name: Dict[str, List[str]] = {}
+    for alias, name in aliases.items():
+        by_name.setdefault(name, []).append(alias)
+    return [f"{n} ({', '.join(sorted(by_name[n]))})" if n in by_name else n for n in names]
 
 
 def _suites_table() -> str:
@@ -389,7 +419,7 @@ def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
     inits = [v for v in (args.init or "").split(",") if v]
     for key, value in args.set:
         if key in keys or (key == "init" and inits):
-            raise SystemExit(f"zoo train: {key!r} is given twice (as an option and with --set)")
+            raise CliError(f"{key!r} is given twice (as an option and with --set); give it once")
         keys[key] = value
     return fit_suite(args.model, args.dataset, seeds=args.seeds, inits=inits, name="train",
                      title=f"zoo train {args.model} on {args.dataset}", **keys)
@@ -505,9 +535,13 @@ def _diagnose(args: argparse.Namespace) -> int:
             raise CliError(f"{key!r} is given twice (as an option and with --set)")
         options[key] = value
     writable_dir(Path(args.out).resolve().parent, "--out")
-    d = diagnose(args.model, args.dataset, inits=args.init, epochs=args.epochs, seeds=args.seeds,
-                 optimizer=args.optimizer, lr=args.lr, every=args.every, out=args.out, cell=args.cell,
-                 seed=args.seed, device=args.device, **options)
+    with warnings.catch_warnings(record=True) as caught:  # one line each, not Python's two-line format
+        warnings.simplefilter("always", UserWarning)
+        d = diagnose(args.model, args.dataset, inits=args.init, epochs=args.epochs, seeds=args.seeds,
+                     optimizer=args.optimizer, lr=args.lr, every=args.every, out=args.out, cell=args.cell,
+                     seed=args.seed, device=args.device, **options)
+    for w in caught:
+        print(f"zoo diagnose: warning: {str(w.message).removeprefix('zoo.diagnose: ')}", file=sys.stderr)
     for history in d.history if isinstance(d.history, list) else [d.history]:
         print(history.summary())
     print(f"verdict: {d.verdict}")
@@ -548,7 +582,8 @@ def _report(args: argparse.Namespace) -> int:
     if args.todo_class is not None or args.max_hours is not None or args.out_root is not None:
         raise CliError("--class, --max-hours and --out-root go with --todo (zoo report --todo --class runs-here)")
     try:
-        report, problems = write_report(args.records, args.md, args.html, report_sources(), notes_path=args.notes,
+        report, problems = write_report(args.records, args.md, args.html, report_sources(args.records),
+                                        notes_path=args.notes,
                                         check=args.check, draft=args.draft)
     except MissingNotesError as e:
         print(f"zoo report: {e}", file=sys.stderr)
@@ -590,7 +625,9 @@ def _calibrate(argv: Sequence[str]) -> int:
         obs = [o for o in every if o.mode == "train"]
         per_suite = not args.no_suite_factors
         model = cost.fit(every, table, per_suite, device=args.device,
-                         fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s)")
+                         fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s) on "
+                                   + ", ".join(sorted({str(r.get("device") or "cpu") for r in rows
+                                                       if cost.device_kind(r) == args.device.split(":")[0]})))
         loo = cost.leave_one_out(obs, table, per_suite)
         plain = cost.leave_one_out(obs, table, False) if per_suite else loo
         old = cost.proportional_leave_one_out(obs, [cost.size_cost(o.config, o.replicas, o.epochs) for o in obs])
@@ -677,6 +714,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
+    except BrokenPipeError:  # the reader closed the pipe (`zoo list | head -1`): it has what it wanted
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         out = getattr(args, "bench_out", None)
         if out is None:

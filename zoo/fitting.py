@@ -23,13 +23,17 @@ import torch
 from torch import nn
 
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
+from zoo.bench.spec import plugins as registries
+from zoo.bench.spec.plugins import user_datasets
 from zoo.bench.spec.suite import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
 from zoo.trainer.loop import train_replicas
+from zoo.trainer.progress import ProgressBar, interactive
 from zoo.trainer.replicas import build_replicas
+from zoo.trainer.tasks import TaskInput, task_input
 
-__all__ = ["fit", "fit_suite"]
+__all__ = ["fit", "fit_suite", "incompatible_inits"]
 
 
 @contextlib.contextmanager
@@ -75,10 +79,11 @@ def _model_defaults(model_or_name: Any) -> Dict[str, Any]:
 def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Sequence[str] = (),
               name: str = "fit", title: Optional[str] = None, **keys: Any) -> Dict[str, Any]:
     """The raw suite of a fit: ``keys`` (trainer, model, run and dataset keys; ``None`` = the suite
-    default) in ``[defaults]``, one grid point per seed and init.  ``zoo.fit`` and ``zoo train``
-    both make their cells here, so the same options give the same cells (and cell ids)."""
-    dataset = task if isinstance(task, str) else getattr(task, "name", None)
-    defaults: Dict[str, Any] = {**_model_defaults(model_or_name), "dataset": dataset}
+    default) in ``[defaults]``, one grid point per seed and init.  ``task`` is a dataset name or the
+    task keys of :func:`zoo.trainer.tasks.task_input`.  ``zoo.fit`` and ``zoo train`` both make their
+    cells here, so the same options give the same cells (and cell ids)."""
+    task_keys = {"dataset": task} if isinstance(task, str) else dict(task)
+    defaults: Dict[str, Any] = {**_model_defaults(model_or_name), **task_keys}
     for key, value in keys.items():
         if value is not None:
             defaults[key] = value
@@ -91,11 +96,28 @@ def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Seq
     return {"suite": meta, "defaults": defaults, "grid": grid}
 
 
+def incompatible_inits(model_or_name: Union[str, nn.Module], task: Any, inits: Sequence[str],
+                       **options: Any) -> Dict[str, str]:
+    """``{init: why}`` for each of ``inits`` that does not apply to the architecture ``zoo.fit`` would
+    build from ``model_or_name`` and ``options`` (e.g. a balanced init with ``norm="lipschitz"``)."""
+    options = dict(options)
+    given = task_input(task, options)
+    raw = fit_suite(model_or_name, given.keys, seeds=[0], inits=list(inits), **options)
+    with user_datasets(given.user_specs):
+        cells = parse_suite(raw, source="zoo.fit", validate_models=False, check_inits=False).cells
+    out = {}
+    for init, cell in zip(inits, cells):  # one seed: one cell per init, in order
+        reason = registries.init_incompatibility(cell.config["model"])
+        if reason is not None:
+            out[init] = reason
+    return out
+
+
 def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sgd", lr: float = 0.05,
         epochs: int = 200, seeds: Union[int, Sequence[int]] = (0,), inits: Union[None, str, Sequence[str]] = None,
         callbacks: Sequence[Any] = (), device: Optional[str] = None, threads: Optional[int] = None,
         stacked: bool = True, keep_models: bool = True, data_root: Optional[str] = None,
-        **options: Any) -> History:
+        progress: Optional[bool] = None, **options: Any) -> History:
     """Train ``model_or_name`` on ``task`` with the benchmark runner's protocol; returns a :class:`History`.
 
     Args:
@@ -103,8 +125,11 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             from ``options``, or a model from ``zoo.build`` / ``zoo.load``: then every replica
             *starts from that model's weights* (``inits`` must be unset; ``seeds`` only seed
             dropout; a float64 model trains in float64), and the model itself is not changed.
-        task: a dataset name (``"cora"``; dataset options as ``split=...``, ``data.KEY=...``) or a
-            task from :func:`zoo.datasets.load`.
+        task: a dataset name (``"cora"``; dataset options as ``split=...``, ``data.KEY=...``), a
+            task from :func:`zoo.datasets.load` (its split, seed, transforms and options enter the
+            cells as those keys), or your own graph: a PyG ``Data`` or ``dgl.DGLGraph`` with masks
+            (or ``split=(train_ratio, val_ratio)``), or ``zoo.datasets.Task.from_data(...)``; its
+            content's fingerprint enters the cell id.
         optimizer, lr, epochs: the trainer's keys; every other trainer key (``patience``,
             ``select``, ``loss_threshold``, ``weight_decay``...), model option (``num_layers``,
             ``hidden_dim``, ``norm``...) and run key (``dtype="float64"``) goes in ``options``, as
@@ -121,6 +146,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             shared (a GATv2 L = 16 Cora step: 5.8 s with torch's 2 threads vs 0.22 s with one, on
             a shared 2-core machine); ``None`` on a GPU leaves torch's setting.
         keep_models: keep each replica's selected and last parameters for :meth:`History.model`.
+        progress: a tqdm bar over the epochs (:class:`zoo.trainer.progress.ProgressBar`); ``None``:
+            shown where stderr is a terminal or in a notebook, not when writing to a log.
 
     Example::
 
@@ -130,18 +157,40 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         model = history.model("seed=0 init=bal_o")
     """
     callbacks = check_callbacks(callbacks)
-    seed_list, init_list = _checked(model_or_name, task, seeds, inits, threads)
+    if progress or (progress is None and interactive()):
+        callbacks = [*callbacks, ProgressBar(epochs)]
+    if inits is not None and options.get("init") is not None:
+        raise ValueError(f"zoo.fit got init={options['init']!r} and inits={inits!r}: give one (inits compares several "
+                         "inits side by side; init is one)")
+    seed_list, init_list = _checked(model_or_name, seeds, inits, threads)
     from_weights = isinstance(model_or_name, nn.Module)
+    options = dict(options)
+    given = task_input(task, options)  # a task of the wrong type is refused here
     if from_weights and options.get("dtype") is None:  # train a model's weights in their own precision
         dtypes = {p.dtype for p in model_or_name.parameters() if p.is_floating_point()}
         if dtypes == {torch.float64}:
             options = {**options, "dtype": "float64"}
-    raw = fit_suite(model_or_name, task, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr, epochs=epochs,
-                    **options)
+    raw = fit_suite(model_or_name, given.keys, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr,
+                    epochs=epochs, **options)
     if from_weights:
         init_name = model_or_name.build_config.get("init")
         if isinstance(init_name, str):
             raw["defaults"]["init"] = init_name  # recorded, not applied: the weights are the model's
+    try:
+        with user_datasets(given.user_specs):
+            return _fit_cells(model_or_name, given, raw, device=device, threads=threads, stacked=stacked,
+                              keep_models=keep_models, data_root=data_root, callbacks=callbacks)
+    finally:  # a bar left by an error or Ctrl-C would stay on the screen
+        for cb in callbacks:
+            if isinstance(cb, ProgressBar):
+                cb.close()
+
+
+def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, device: Optional[str],
+               threads: Optional[int], stacked: bool, keep_models: bool, data_root: Optional[str],
+               callbacks: Sequence[Any]) -> History:
+    """Resolve the fit's suite into cells and train them (a user's graph is a dataset meanwhile)."""
+    from_weights = isinstance(model_or_name, nn.Module)
     suite = parse_suite(raw, source="zoo.fit", validate_models=False)
     cells = suite.cells
     if len({c.group for c in cells}) != 1:  # pragma: no cover - seeds and inits are group-free keys
@@ -150,7 +199,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
     if threads is None and dev.type == "cpu":
         threads = 1
     with _torch_threads(threads):
-        loaded = TaskCache(data_root).get(cells[0].config["task"]) if isinstance(task, str) else task
+        loaded = TaskCache(data_root).get(cells[0].config["task"]) if given.task is None else given.task
         if from_weights:
             template = model_or_name
             factories = [lambda: copy.deepcopy(template) for _ in cells]
@@ -171,7 +220,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
     return _history(results, metrics, replicas, cells, labels, elapsed, keep_models)
 
 
-def _checked(model_or_name: Any, task: Any, seeds: Any, inits: Any, threads: Any) -> Tuple[List[int], List[str]]:
+def _checked(model_or_name: Any, seeds: Any, inits: Any, threads: Any) -> Tuple[List[int], List[str]]:
     """``zoo.fit``'s arguments checked (one clear error each); returns the seeds and inits as lists."""
     seed_list = _as_list("seeds", seeds)
     for s in seed_list:
@@ -183,9 +232,6 @@ def _checked(model_or_name: Any, task: Any, seeds: Any, inits: Any, threads: Any
                          "pass the model's name (e.g. 'gatv2') with its options to compare inits")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be an integer >= 1 (or None), got {threads!r}")
-    if not isinstance(task, str) and not hasattr(task, "kind"):
-        raise TypeError(f"task must be a dataset name (e.g. 'cora') or a task from zoo.datasets.load, "
-                        f"got {type(task).__name__}")
     return seed_list, init_list
 
 

@@ -25,7 +25,7 @@ from torch import Tensor
 from zoo._names import normalize_name, unknown_name_error
 
 SELF_LOOP_POLICIES = ("add", "keep", "remove")
-GraphLike = Union[Tensor, Any]  # (2, E) LongTensor | torch_geometric.data.Data | dgl.DGLGraph
+GraphLike = Union[Tensor, Any]  # (2, E) LongTensor | sparse (N, N) adjacency | torch_geometric Data | dgl.DGLGraph
 
 
 def self_loop_policy(value: Any) -> str:
@@ -174,6 +174,8 @@ def _stamp(graph: GraphLike, x: Optional[Tensor]) -> Any:
     Computed before any edges are read, so a cache hit costs no tensor work beyond the
     content comparison of small graphs.
     """
+    if isinstance(graph, Tensor) and graph.layout != torch.strided:
+        return None  # a sparse adjacency has no single storage to fingerprint: read it every call
     if isinstance(graph, Tensor):  # the node count comes from x: part of the fingerprint
         return _tensor_stamp(graph), None if x is None else x.size(0)
     if _is_dgl_graph(graph):
@@ -199,6 +201,8 @@ def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int]:
     """Return (edge_index, num_nodes) for any supported graph type."""
     if isinstance(graph, Graph):
         return graph.edge_index, graph.num_nodes
+    if isinstance(graph, Tensor) and graph.layout != torch.strided:
+        return _sparse_edges(graph)
     if isinstance(graph, Tensor):
         if x is None:
             raise ValueError("an edge_index graph needs the node features x to know the number of nodes")
@@ -217,6 +221,20 @@ def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int]:
         f"cannot read a graph from {type(graph).__name__}: pass a (2, E) edge_index LongTensor, "
         "a torch_geometric.data.Data with edge_index, or a dgl.DGLGraph"
     )
+
+
+def _sparse_edges(adj: Tensor) -> Tuple[Tensor, int]:
+    """``(edge_index, N)`` of a sparse ``(N, N)`` adjacency (COO or CSR): an edge ``u -> v`` per stored
+    entry ``adj[u, v]`` (PyG's ``to_edge_index``), in row-major order."""
+    if adj.dim() != 2 or adj.size(0) != adj.size(1):
+        raise ValueError(f"a sparse adjacency must be square (N, N), got shape {tuple(adj.shape)}")
+    coo = (adj if adj.layout == torch.sparse_coo else adj.to_sparse_coo()).coalesce()
+    values = coo.values()
+    if values.numel() and not bool((values == 1).all()):
+        raise ValueError("the sparse adjacency has values other than 1 (edge weights), which the zoo's layers do not "
+                         "take: pass its structure (adj.coalesce().indices()) and the weights as edge_attr if the "
+                         "model has an edge encoder")
+    return coo.indices(), int(adj.size(0))
 
 
 def _check_dgl_supported(graph: Any) -> None:
@@ -241,7 +259,7 @@ def _check_dgl_supported(graph: Any) -> None:
 def _raw_edges(graph: GraphLike) -> Optional[Tensor]:
     """The input's own edges in its own order, for the content check (``None``: nothing to compare)."""
     if isinstance(graph, Tensor):
-        return graph
+        return graph if graph.layout == torch.strided else _sparse_edges(graph)[0]
     if _is_dgl_graph(graph):
         src, dst = graph.edges(order="eid")
         return torch.stack([src, dst]).long()  # as _read_edges returns them

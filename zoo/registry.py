@@ -35,7 +35,8 @@ MODELS: Registry[type] = Registry("model", populate=_register_families)
 
 
 def register_model(name: str, *, aliases: tuple = ()) -> Callable[[Type], Type]:
-    """Class decorator: register a model under ``name`` (raises if the name is taken)."""
+    """Class decorator: register a model under ``name`` (raises if another model holds the name; the
+    same class defined again, a notebook cell run twice, replaces it with a warning)."""
 
     def decorator(cls: Type) -> Type:
         MODELS.add(name, cls, aliases)

@@ -53,3 +53,17 @@ def test_power_of_ten():
     assert power_of_ten(1.3e-6) == "10⁻⁶"
     assert power_of_ten(0.5) == "10⁻¹"
     assert power_of_ten(0.0) == "0"
+
+
+def test_an_untrained_model_is_not_said_to_stall():
+    data = _data([0.1] * 4, train_end=0.15, change=0.0, T=1)
+    text = verdict(data)
+    assert text.startswith("r0 (not trained: epochs = 0): training metric 15.0 %")
+    assert "stalls" not in text and "in 0 epochs" not in text and "moved by less" not in text
+
+
+def test_one_line_per_replica():
+    text = verdict(_data([0.1] * 4, train_end=0.95, R=3))
+    lines = text.splitlines()
+    assert len(lines) == 4 and [line.split()[0] for line in lines[:3]] == ["r0", "r1", "r2"]
+    assert lines[-1].startswith("Best: ")

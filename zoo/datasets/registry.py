@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torch_geometric.data import Data
 
-from .._names import Registry, normalize_name, unknown_kwargs_error, unknown_name_error
+from .._names import Registry, definition, normalize_name, unknown_kwargs_error, unknown_name_error
 from . import cache, mirror
 from .splits import RATIO_ROUNDINGS, column, per_class_split, ratio_split
 from .task import Task
@@ -42,9 +42,10 @@ class DatasetSpec:
     stats: Mapping[str, Any] = field(default_factory=dict)  # nodes, edges, features, classes, splits
     synthetic: bool = False
     note: str = ""
+    fingerprint: Optional[str] = None    # a user's graph (zoo.fit(model, data)): its content hash
 
 
-DATASETS: "Registry[DatasetSpec]" = Registry("dataset")
+DATASETS: "Registry[DatasetSpec]" = Registry("dataset", identity=lambda spec: definition(spec.loader))
 
 
 def register_dataset(name: str, *, kind: str, metric: str, source: str, options: Mapping[str, Any] = (),
@@ -134,6 +135,7 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
         transforms = [transforms]  # a single transform given bare
     opts = {**spec.options, **options}
     task = spec.loader(root=mirror.checked_root(root), split=split, seed=int(seed), **opts)
+    task.provenance = provenance(spec.name, split, int(seed), transforms, options)
     resolved = [make_transform(t, int(seed)) for t in transforms]
     if resolved:
         fns = [t for t, _ in resolved]
@@ -150,6 +152,30 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
         task.preprocessing = tuple(task.preprocessing) + tuple(
             t.describe() if isinstance(t, GraphTransform) else d for t, d in resolved)
     return task
+
+
+def _described(t: TransformSpec) -> Any:
+    """A transform as a suite names it (canonical name, or ``[name, {options}]``); ``None``: a callable."""
+    from .transforms import TRANSFORMS
+
+    if isinstance(t, str):
+        return TRANSFORMS.canonical(t)
+    if isinstance(t, (tuple, list)) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], Mapping):
+        return [TRANSFORMS.canonical(t[0]), dict(t[1])]
+    return None
+
+
+def provenance(dataset: str, split: Union[int, str, None], seed: int, transforms: Sequence[TransformSpec],
+               options: Mapping[str, Any]) -> Dict[str, Any]:
+    """What :func:`load` was asked, as suite task keys; callables, which no key can name, go to
+    ``undescribed``."""
+    named = [_described(t) for t in transforms]
+    out: Dict[str, Any] = {"dataset": dataset, "split": split, "data_seed": seed,
+                           "transforms": [t for t in named if t is not None], "options": dict(options)}
+    callables = [getattr(t, "__name__", type(t).__name__) for t, n in zip(transforms, named) if n is None]
+    if callables:
+        out["undescribed"] = f"the callable transform(s) {', '.join(callables)}"
+    return out
 
 
 # --------------------------------------------------------------------------- helpers for loaders

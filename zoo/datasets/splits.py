@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .task import mask_from_index
+from .checks import mask_from_index
 
 Masks = Tuple[Tensor, Tensor, Tensor]
 

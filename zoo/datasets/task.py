@@ -19,6 +19,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from .checks import check_task, mask_from_index  # noqa: F401  (re-exported for the loaders)
+
 KINDS = ("transductive", "inductive", "graph")
 METRICS = ("accuracy", "micro_f1", "rocauc")
 
@@ -37,6 +39,10 @@ class Task:
     preprocessing: Tuple[str, ...] = ()
     source: str = ""
     ogb_evaluator: Optional[str] = field(default=None, repr=False)  # OGB name whose Evaluator scores
+    #: How the task was made, as suite task keys (``dataset``, ``split``, ``data_seed``, ``transforms``,
+    #: ``options``): set by :func:`zoo.datasets.load`.  ``None`` for a task built from a user's data,
+    #: which :meth:`fingerprint` describes instead.  ``undescribed`` names what could not be recorded.
+    provenance: Optional[Dict[str, Any]] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -45,6 +51,34 @@ class Task:
             raise ValueError(f"Task.metric must be one of {METRICS}, got {self.metric!r}")
         if (self.data is None) == (self.graphs is None):
             raise ValueError("a Task holds either `data` (transductive) or `graphs` (inductive/graph), not both")
+        check_task(self)
+
+    @classmethod
+    def from_data(cls, data: Any, *, name: str = "my_graph", num_classes: Optional[int] = None,
+                  split: Optional[Tuple[float, float]] = None, seed: int = 0, metric: str = "accuracy",
+                  multilabel: bool = False) -> "Task":
+        """A node-classification task on one graph of the user's: a PyG ``Data`` or a ``dgl.DGLGraph``.
+
+        The graph carries features ``x`` and labels ``y`` (DGL: ``ndata["feat"]`` / ``ndata["label"]``)
+        and either bool ``train_mask`` / ``val_mask`` / ``test_mask`` (index tensors are turned into
+        masks) or ``split=(train_ratio, val_ratio)``: a random partition drawn from ``seed``, the rest
+        being test.  ``num_classes`` defaults to the largest label + 1.  Labels and masks are checked
+        here (one line per problem); :meth:`fingerprint` identifies the data in a cell's id.
+        """
+        from .user import task_from_data
+
+        return task_from_data(cls, data, name=name, num_classes=num_classes, split=split, seed=seed,
+                              metric=metric, multilabel=multilabel)
+
+    def fingerprint(self) -> str:
+        """A hash of the task's content (graph tensors, splits, classes, metric): equal data, equal
+        fingerprint; computed once (the data of a task is not meant to change after it is made)."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None:
+            from .user import fingerprint
+
+            cached = self.__dict__["_fingerprint"] = fingerprint(self)
+        return cached
 
     def __repr__(self) -> str:
         """A summary, not the data: the dataclass repr of ogbg-molhiv's 41k graphs is 2.7 MB."""
@@ -147,8 +181,3 @@ class Task:
         out["split_sizes"] = self.split_sizes()
         return out
 
-
-def mask_from_index(index: Tensor, num_nodes: int) -> Tensor:
-    mask = torch.zeros(num_nodes, dtype=torch.bool)
-    mask[index] = True
-    return mask

@@ -9,6 +9,7 @@ the replicas of that fit (``inits`` x ``seeds``).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -85,6 +86,22 @@ def _dataset_of(model: Any, dataset: Any) -> Any:
                      "say which task it was trained on")
 
 
+def _compatible_inits(model: Any, dataset: Any, inits: Union[None, str, Sequence[str]], variant: Mapping[str, Any],
+                      **options: Any) -> Optional[List[str]]:
+    """``inits`` without those that do not apply to this configuration (a balanced init with a norm
+    that breaks the conservation law), each excluded one named in a warning; ``None``: no inits given."""
+    if inits is None or isinstance(model, nn.Module):
+        return None
+    from zoo.fitting import incompatible_inits
+
+    wanted = [inits] if isinstance(inits, str) else list(inits)
+    dropped = incompatible_inits(model, dataset, wanted, **options)
+    where = ", ".join(f"{k}={v}" for k, v in variant.items()) or "the configuration"
+    for init, reason in dropped.items():
+        warnings.warn(f"zoo.diagnose: init {init!r} excluded for {where}: {reason}", UserWarning, stacklevel=3)
+    return [i for i in wanted if i not in dropped]
+
+
 def _variants(model: Any, compare: Optional[Sequence[Mapping[str, Any]]], options: Dict[str, Any]
               ) -> List[Dict[str, Any]]:
     """The separately trained configurations: ``compare`` as given, else one per model of a
@@ -139,7 +156,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
              every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
              compare: Optional[Sequence[Mapping[str, Any]]] = None,
              cell: Optional[str] = None, seed: Optional[int] = None, device: Optional[str] = None,
-             **options: Any) -> Diagnosis:
+             progress: Optional[bool] = None, **options: Any) -> Diagnosis:
     """Diagnose ``model`` on ``dataset`` and render the page (written to ``out`` when given).
 
     Args:
@@ -155,6 +172,7 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
             compare configurations that are trained separately (other models, norms, depths).
         epochs, optimizer, lr, options: the training (``zoo.fit``); ``every``: record every
             ``every`` epochs (the first and last state always).
+        progress: ``zoo.fit``'s progress bar (``None``: where stderr is a terminal or in a notebook).
 
     Example::
 
@@ -172,9 +190,13 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
     for variant in variants:
         chosen = variant.get("model", source)
         opts = {**options, **{k: v for k, v in variant.items() if k != "model"}}
+        kept = _compatible_inits(chosen, dataset, inits, variant, optimizer=optimizer, lr=lr, epochs=epochs,
+                                 **opts)
+        if kept == []:
+            continue
         recorder = LayerRecorder(every=every)
-        history = fit(chosen, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=inits,
-                      callbacks=[recorder], device=device, keep_models=False, **opts)
+        history = fit(chosen, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=kept,
+                      callbacks=[recorder], device=device, keep_models=False, progress=progress, **opts)
         data = recorder.arrays()
         data["labels"] = short_labels(history)
         data["best_epoch"] = list(history.best_epoch)
@@ -183,6 +205,8 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
         names.append(", ".join(f"{v}" if k == "model" else f"{k}={v}" for k, v in variant.items()) or "")
         histories.append(history)
         configs += [flat_config(c.config) for c in history.cells]
+    if not parts:
+        raise ValueError(f"zoo.diagnose: no init of {inits!r} applies to any configuration compared (see the warnings)")
     data = _merge(parts, names)
     text = verdict(data)
     first = configs[0]

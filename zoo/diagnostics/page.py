@@ -168,7 +168,7 @@ def render_page(data: Dict[str, Any], *, title: str, configs: Optional[Sequence[
         f"<h1>{_esc(title)}</h1>",
         f'<div class="sub">{_esc(subtitle)}{" · " if subtitle else ""}recorded at epochs '
         f'{epochs[0]}–{epochs[-1]} ({len(epochs)} states)</div>',
-        "<h2>Verdict</h2>", f'<p class="verdict">{_esc(text)}</p>',
+        "<h2>Verdict</h2>", f'<p class="verdict">{"<br>".join(_esc(line) for line in text.splitlines())}</p>',
         "<h2>Configurations</h2>", _config_table(labels, configs, findings, final, best),
         "<h2>Training</h2>", _curves(data),
         "<h2>Layer × epoch</h2>", _heatmap_rows(data),

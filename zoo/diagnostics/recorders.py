@@ -194,7 +194,7 @@ class LayerRecorder:
         result = {"entropy": list(nan), "attention_change": list(nan), "dirichlet": list(nan), "laplacian": list(nan)}
         if not (self.energies or self.attention):
             return result
-        graph, x = state.inputs
+        graph, x = state.inputs[:2]  # (edge_index, x[, False, edge_attr])
         if getattr(model, "taps", None) is None:  # no layer outputs to read: energies stay nan
             with torch.no_grad():
                 _, records = model(graph, x, return_attention=True)
@@ -265,6 +265,6 @@ class EnergyRecorder:
             raise ValueError("EnergyRecorder needs a transductive task (one graph) to trace energies over")
         from zoo.diagnostics.oversmoothing import energy_trace
 
-        graph, x = state.inputs
+        graph, x = state.inputs[:2]  # (edge_index, x[, False, edge_attr])
         traces = [energy_trace(state.replica(r), graph, x, energy=self.energy).tolist() for r in range(state.size)]
         self.history.append({"epoch": int(state.epoch), "trace": traces})

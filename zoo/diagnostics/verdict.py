@@ -136,7 +136,11 @@ def _sentence(f: Dict[str, Any], num_layers: int, epochs: int) -> str:
     if f.get("vanishing_a"):
         parts.append(f"the attention parameters of {_layers(f['vanishing_a'])} receive "
                      f"{power_of_ten(f['vanishing_a_ratio'])} of layer {f['reference_layer_a']}'s relative gradient")
-    if f["status"] == "untrainable":
+    if epochs == 0:  # weights looked at, not trained: no "stalls" or "untrainable" without a step
+        head = f"{name} (not trained: epochs = 0): training metric {_pct(f.get('train_start'))}"
+        if parts:
+            head += f"; {'; '.join(parts)}"
+    elif f["status"] == "untrainable":
         head = f"{name}: " + ("; ".join(parts) + ": " if parts else "") + "the model is untrainable at this init"
         head += f" (training metric {_pct(f.get('train_start'))} → {_pct(f.get('train_end'))} in {epochs} epochs)"
     elif f["status"] == "trains":
@@ -150,7 +154,7 @@ def _sentence(f: Dict[str, Any], num_layers: int, epochs: int) -> str:
         if parts:
             head += f"; {parts[0]}"
     extra: List[str] = []
-    frozen = f.get("frozen") or []
+    frozen = (f.get("frozen") or []) if epochs else []  # nothing moves without a step
     if frozen and len(frozen) < num_layers:
         extra.append(f"{_layers(frozen)} moved by less than {FROZEN:.0%} of {'their' if len(frozen) > 1 else 'its'} norm")
     elif frozen:
@@ -167,18 +171,18 @@ def _sentence(f: Dict[str, Any], num_layers: int, epochs: int) -> str:
 
 
 def verdict(data: Dict[str, Any]) -> str:
-    """One paragraph: a sentence per replica, then which one trains best."""
+    """A line per replica (configuration and init), then which one trains best."""
     R = len(data["labels"])
     num_layers = data["grad_w"].shape[-1]
     epochs = int(data["epochs"][-1]) if len(data["epochs"]) else 0
     findings = [replica_findings(data, r) for r in range(R)]
-    text = " ".join(_sentence(f, num_layers, epochs) for f in findings)
+    text = "\n".join(_sentence(f, num_layers, epochs) for f in findings)
     scored = [(f.get("test_end"), f["label"]) for f in findings if f.get("test_end") is not None]
     if len(scored) > 1:
         scored.sort(reverse=True)
         (best, name), rest = scored[0], scored[1:]
         others = ", ".join(f"{n} {_pct(v)}" for v, n in rest)
-        text += f" Best: {name} with {_pct(best)} test ({others})."
+        text += f"\nBest: {name} with {_pct(best)} test ({others})."
     grads = [(f["largest_grad"], f["label"]) for f in findings if f.get("largest_grad")]
     if len(grads) > 1:
         (lo, lo_name), (hi, hi_name) = min(grads), max(grads)

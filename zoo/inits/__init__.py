@@ -4,11 +4,11 @@ An init is a callable ``init(model, **options) -> None`` that sets the model's p
 place (:data:`InitFn`).  Register one with :func:`register_init`; choose it by name
 (normalised: ``"Bal-O"`` == ``"bal_o"``) or pass the callable itself.
 """
-from zoo.inits._registry import INITS, InitFn, apply_init, list_inits, register_init
+from zoo.inits._registry import INITS, InitCheck, InitFn, apply_init, has_check, init_incompatibility, list_inits, register_init
 
 # One import per plugin module (each registers its inits).
 from zoo.inits import builtin as _builtin  # noqa: E402,F401  xavier, xavier_zero_att
 from zoo.inits import orthogonal as _orthogonal  # noqa: E402,F401  ll_orthogonal, identity, ll_identity
 from zoo.inits import balanced as _balanced  # noqa: E402,F401  balanced_* (bal_x, bal_o, ...)
 
-__all__ = ["INITS", "InitFn", "apply_init", "list_inits", "register_init"]
+__all__ = ["INITS", "InitCheck", "InitFn", "apply_init", "has_check", "init_incompatibility", "list_inits", "register_init"]

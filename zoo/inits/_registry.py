@@ -3,24 +3,47 @@ whose ``__init__`` imports them).  Public names are re-exported by :mod:`zoo.ini
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, List, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from torch import nn
 
 from zoo._names import Registry, unknown_kwargs_error
 
 InitFn = Callable[..., None]
+#: ``check(model, **options) -> reasons``: why the init cannot be applied to ``model`` (empty: it can)
+InitCheck = Callable[..., List[str]]
 INITS: Registry[InitFn] = Registry("init")
+_CHECKS: Dict[str, InitCheck] = {}
 
 
-def register_init(name: str, aliases: tuple = ()) -> Callable[[InitFn], InitFn]:
-    """Decorator registering an init function under ``name`` (and ``aliases``)."""
+def register_init(name: str, aliases: tuple = (), check: Optional[InitCheck] = None) -> Callable[[InitFn], InitFn]:
+    """Decorator registering an init function under ``name`` (and ``aliases``).
+
+    ``check(model, **options)`` (optional) returns why the init does not apply to a built model
+    (e.g. a balanced init on a model whose conservation law does not hold); suites, ``zoo.fit`` and
+    ``zoo diagnose`` call it through :func:`init_incompatibility` before training anything."""
 
     def decorator(fn: InitFn) -> InitFn:
         INITS.add(name, fn, aliases)
+        _CHECKS.pop(INITS.canonical(name), None)  # a re-registered init keeps no stale check
+        if check is not None:
+            _CHECKS[INITS.canonical(name)] = check
         return fn
 
     return decorator
+
+
+def has_check(init: str) -> bool:
+    """Whether init ``init`` declares a compatibility check."""
+    return INITS.canonical(init) in _CHECKS
+
+
+def init_incompatibility(model: nn.Module, init: str, **options: Any) -> Optional[str]:
+    """Why init ``init`` (a registered name) with ``options`` cannot be applied to ``model``;
+    ``None`` when it can (or the init declares no check)."""
+    check = _CHECKS.get(INITS.canonical(init))
+    reasons = list(check(model, **options)) if check is not None else []
+    return "; ".join(reasons) or None
 
 
 def list_inits() -> List[str]:
@@ -43,4 +66,4 @@ def apply_init(model: nn.Module, init: Union[str, InitFn, None] = "xavier", **op
     fn(model, **options)
 
 
-__all__ = ["INITS", "InitFn", "apply_init", "list_inits", "register_init"]
+__all__ = ["INITS", "InitCheck", "InitFn", "apply_init", "has_check", "init_incompatibility", "list_inits", "register_init"]

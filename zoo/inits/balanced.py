@@ -35,7 +35,7 @@ layer's columns have squared norm 2, and balance then propagates 2 back to layer
 from __future__ import annotations
 
 import warnings
-from typing import Callable, List, Union
+from typing import Any, Callable, List, Union
 
 import torch
 from torch import Tensor, nn
@@ -89,6 +89,13 @@ def check_law(model: nn.Module, init_name: str, strict: bool) -> None:
         raise ConservationLawError(msg + ". Use an unbalanced init (xavier, ll_orthogonal) or pass "
                                    "init_kwargs={'strict': False} to rescale anyway (c = 0 will not be conserved).")
     warnings.warn(msg + "; rescaling anyway (strict=False): c = 0 at init but not conserved.", stacklevel=3)
+
+
+def law_reasons(model: nn.Module, strict: bool = True, **_: Any) -> List[str]:
+    """The balanced inits' compatibility check: with ``strict`` (the default) a model whose
+    conservation law does not hold is refused, for the reasons :func:`check_law` would raise."""
+    reasons = list(conservation_violations(model)) if strict else []
+    return reasons + ["init_kwargs = {strict = false} balances anyway, without the law"] if reasons else []
 
 
 def _fill_dead(view: Tensor, norms: Tensor, target: Tensor) -> None:
@@ -186,7 +193,7 @@ def _balanced(init_name: str, base: Callable[[nn.Module], None], model: nn.Modul
     balance_(model, beta, direction, unshared)
 
 
-@register_init("balanced_xavier", aliases=("bal_x", "balx", "xavier_balanced"))
+@register_init("balanced_xavier", aliases=("bal_x", "balx", "xavier_balanced"), check=law_reasons)
 def balanced_xavier(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True,
                      unshared: str = "zero_target", distribution: str = "uniform") -> None:
     """Bal_X: Xavier feature matrices, zero attention, balanced (Procedure 2.6).
@@ -199,7 +206,7 @@ def balanced_xavier(model: nn.Module, beta: Beta = 2.0, direction: str = "forwar
     _balanced("balanced_xavier", base, model, beta, direction, strict, unshared)
 
 
-@register_init("balanced_orthogonal", aliases=("bal_o", "balo", "ll_orthogonal_balanced", "llortho_bal"))
+@register_init("balanced_orthogonal", aliases=("bal_o", "balo", "ll_orthogonal_balanced", "llortho_bal"), check=law_reasons)
 def balanced_orthogonal(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True,
                      unshared: str = "zero_target") -> None:
     """Bal_O: looks-linear orthogonal feature matrices, zero attention, balanced with ``beta = 2``."""
@@ -207,14 +214,14 @@ def balanced_orthogonal(model: nn.Module, beta: Beta = 2.0, direction: str = "fo
               strict, unshared)
 
 
-@register_init("balanced_identity", aliases=("identity_balanced", "bal_id"))
+@register_init("balanced_identity", aliases=("identity_balanced", "bal_id"), check=law_reasons)
 def balanced_identity(model: nn.Module, beta: Beta = 1.0, direction: str = "forward", strict: bool = True,
                      unshared: str = "zero_target") -> None:
     """Identity hidden layers, balanced with first/last-layer norms ``beta = 1`` (appendix, Fig. 9)."""
     _balanced("balanced_identity", identity_init_, model, beta, direction, strict, unshared)
 
 
-@register_init("balanced_ll_identity", aliases=("ll_identity_balanced", "bal_llid"))
+@register_init("balanced_ll_identity", aliases=("ll_identity_balanced", "bal_llid"), check=law_reasons)
 def balanced_ll_identity(model: nn.Module, beta: Beta = 2.0, direction: str = "forward", strict: bool = True,
                      unshared: str = "zero_target") -> None:
     """LLidentity hidden layers, balanced with first/last-layer norms ``beta = 2`` (appendix, Fig. 9)."""

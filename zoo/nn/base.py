@@ -62,6 +62,10 @@ class LayerProtocol(Protocol):
         """Parameters whose dim 1 indexes this layer's ``in_dim`` input neurons."""
 
 
+#: the methods of :class:`LayerProtocol` that describe a layer's rescaling symmetry
+SYMMETRY_METHODS = ("incoming_params", "attention_params", "outgoing_params")
+
+
 @dataclass
 class AttentionRecord:
     """Coefficients of one layer: ``alpha[e, h]`` belongs to edge ``edge_index[:, e]``, head ``h``."""
@@ -284,7 +288,12 @@ class DeepGNN(nn.Module):
         post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
         h = self.norms[index - 1](x) if pre_norm and index > 0 else x
         h = dropout(h, self.dropout, self.training)
-        out, alpha = layer(g, h) if edges is None else layer(g, h, edges)
+        result = layer(g, h) if edges is None else layer(g, h, edges)
+        if not (isinstance(result, tuple) and len(result) == 2):  # a custom layer's forward: say which contract
+            raise TypeError(f"{type(layer).__name__}.forward must return (out, alpha) — the output features and "
+                            f"the (E, heads) edge coefficients, see zoo.nn.base.LayerProtocol — got "
+                            f"{type(result).__name__}")
+        out, alpha = result
         if self.residual == "linear":
             out = out + self.skips[index](h)
         elif self.residual == "identity" and out.shape == h.shape:
@@ -334,6 +343,11 @@ class DeepGNN(nn.Module):
         with the linear skip weights added to the incoming and outgoing sides."""
         groups = []
         for index, layer in enumerate(self.layers):
+            missing = [m for m in SYMMETRY_METHODS if not callable(getattr(layer, m, None))]
+            if missing:
+                raise TypeError(f"layer {index} ({type(layer).__name__}) does not implement LayerProtocol's "
+                                f"{', '.join(missing)}, which balanced inits and conservation diagnostics need "
+                                "(docs/usage.md, 'A model family of your own')")
             g = {
                 "incoming": list(layer.incoming_params()),
                 "attention": list(layer.attention_params()),
@@ -362,6 +376,12 @@ class DeepGNN(nn.Module):
             reasons.append("identity skips have no parameter to absorb the rescaling (use residual='linear')")
         if self.norm_plugin.name != "none":
             reasons.append(f"norm {self.norm_plugin.name!r} between/inside layers breaks the rescaling symmetry")
+        for index, layer in enumerate(self.layers):
+            missing = [m for m in SYMMETRY_METHODS if not callable(getattr(layer, m, None))]
+            if missing:
+                reasons.append(f"layer {index} ({type(layer).__name__}) does not implement LayerProtocol's "
+                               f"{', '.join(missing)}")
+                break
         if self.classifier is not None:
             reasons.append(f"the separate classifier (classifier={self.classifier_kind!r}) and its parameters are "
                            "outside the layers' rescaling groups (use classifier='none')")

@@ -177,7 +177,7 @@ def gat_attention(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, ne
     """
     if normalize is None and compiled_serves(x, attn_dropout, training):
         score_src, score_dst = node_scores(x, att_src, att_dst)
-        return compiled.gat_attention(score_src, score_dst, bias, x, negative_slope, graph_orders(graph))
+        return compiled.gat_attention(score_src, score_dst, bias, x, negative_slope, compiled.graph_arguments_of(graph))
     scores = gat_scores(x, att_src, att_dst, graph, negative_slope, bias=bias, normalize=normalize)
     return attention(scores, x, graph, attn_dropout=attn_dropout, training=training)
 
@@ -193,7 +193,7 @@ def gatv2_attention(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: 
     messages = x_src if values is None else values
     if not terms and score is None and compiled_serves(messages, attn_dropout, training):
         return compiled.gatv2_attention(x_src, x_src if x_dst is None else x_dst, messages, att, negative_slope,
-                                        graph_orders(graph))
+                                        compiled.graph_arguments_of(graph))
     scores, src_rows = gatv2_scores(x_src, x_dst, att, graph, negative_slope, terms=terms, score=score,
                                     attn_dropout=attn_dropout, training=training)
     return attention(scores, messages, graph, attn_dropout=attn_dropout, training=training,

@@ -65,12 +65,31 @@ class History:
 
     def _index(self, replica: Any) -> int:
         if isinstance(replica, str):
-            if replica not in self.labels:
-                raise KeyError(f"no replica {replica!r}; replicas: {self.labels}")
-            return self.labels.index(replica)
+            if replica in self.labels:
+                return self.labels.index(replica)
+            found = [r for r in range(self.size) if self._matches(r, replica)]
+            if len(found) != 1:
+                raise KeyError(f"{'no' if not found else 'several'} replica(s) {replica!r}; replicas: {self.labels}")
+            return found[0]
         if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < self.size:
             raise IndexError(f"replica must be 0..{self.size - 1} or one of {self.labels}, got {replica!r}")
         return replica
+
+    def _matches(self, r: int, label: str) -> bool:
+        """Whether ``label`` (``"seed=0 init=bal_o"``: any of the two, inits by any alias) names replica ``r``."""
+        from zoo.inits import INITS
+
+        for part in label.split():
+            key, _, value = part.partition("=")
+            try:
+                if key == "seed" and int(value) == self.seeds[r]:
+                    continue
+                if key == "init" and INITS.canonical(value) == INITS.canonical(self.inits[r]):
+                    continue
+            except ValueError:  # not a number / not an init name
+                pass
+            return False
+        return True
 
     def state(self, replica: Any = 0, which: str = "best") -> Dict[str, Tensor]:
         """Replica ``replica``'s parameters (a ``state_dict`` of its trained model)."""
@@ -107,6 +126,20 @@ class History:
     def models(self, which: str = "best") -> List[nn.Module]:
         """Every replica's trained model (see :meth:`model`)."""
         return [self.model(r, which) for r in range(self.size)]
+
+    def to_dataframe(self) -> Any:
+        """The per-epoch metrics as a pandas DataFrame, one row per epoch and replica
+        (:func:`zoo.trainer.frames.history_frame`; needs pandas)."""
+        from zoo.trainer.frames import history_frame
+
+        return history_frame(self)
+
+    def plot(self, metric: str = "val", ax: Any = None) -> Any:
+        """``metric`` over the epochs, a line per replica with its selected epoch marked; returns the
+        matplotlib axes (:func:`zoo.trainer.frames.plot_history`)."""
+        from zoo.trainer.frames import plot_history
+
+        return plot_history(self, metric, ax)
 
     def summary(self) -> str:
         """One line per replica: selected epoch and metrics."""

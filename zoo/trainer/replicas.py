@@ -140,7 +140,7 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
             gnn = getattr(model, "gnn", model)
             tied = bool(getattr(gnn, "graph_tied", False))
             edges = getattr(gnn, "edge_encoder", None) is not None
-            view = (TransductiveView(task, device, dtype) if task.kind == "transductive"
+            view = (TransductiveView(task, device, dtype, edges) if task.kind == "transductive"
                     else GraphListView(task, device, dtype, cfg.batch_size, cfg.data_seed, tied, edges))
         view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
         models.append(model)

@@ -57,10 +57,16 @@ def score(task: Any, logits: Tensor, y: Tensor) -> Tensor:
 class TransductiveView:
     """One graph, masks per split; one full-batch step per epoch."""
 
-    def __init__(self, task: Any, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(self, task: Any, device: torch.device, dtype: torch.dtype, edge_features: bool = False) -> None:
         d = task.data
         self.x = d.x.to(device=device, dtype=dtype)
         self.edge_index = d.edge_index.to(device)
+        self.edge_attr: Optional[Tensor] = None
+        if edge_features:  # a model with an edge encoder reads the graph's edge_attr every step
+            if getattr(d, "edge_attr", None) is None:
+                raise ValueError(f"{task.name}: the model has an edge encoder but the graph has no edge_attr; "
+                                 "set data.edge_attr (one row per edge) or build the model without edge_encoder")
+            self.edge_attr = d.edge_attr.to(device)
         self.y = d.y.to(device)
         self.masks = {s: getattr(d, f"{s}_mask").to(device) for s in SPLITS}
         for s, m in self.masks.items():
@@ -94,7 +100,11 @@ class TransductiveView:
         return torch.stack([score(task, self.rows(logits, s), self.targets[s]) for s in SPLITS], 1)
 
     def inputs(self) -> Tuple[Any, ...]:
-        return (self.edge_index, self.x)
+        """The model's positional arguments: ``(edge_index, x)``, and with edge features
+        ``(edge_index, x, False, edge_attr)`` (``DeepGNN.forward``'s ``return_attention``, ``edge_attr``)."""
+        if self.edge_attr is None:
+            return (self.edge_index, self.x)
+        return (self.edge_index, self.x, False, self.edge_attr)
 
     def dry_run(self, model: nn.Module) -> None:
         with torch.no_grad():

@@ -6,6 +6,7 @@ import pytest
 
 from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, fill_commands, missing_cells, pending_seconds
 from zoo.bench.spec import cost
+from zoo.bench.spec.estimate import hours
 
 TABLE = cost.load_dataset_table()
 MODEL = cost.load_cost_model()
@@ -88,3 +89,42 @@ def test_fill_commands_narrow_only_where_needed():
     entries = [{"dataset": "texas_npz", "num_layers": 2, "variant": "a", "table": "T", "value": 60.0}]
     (_, cmds) = commands(cells(), entries)
     assert [c.command() for c in cmds] == ["zoo bench s --where dataset=texas_npz --where num_layers=2"]
+
+
+GPU = cost.load_cost_model("cuda")
+
+
+def test_gpu_hours_of_each_command_are_the_cuda_models_estimate_of_its_runs():
+    """Each fill command carries the GPU time of the runs it selects (the cuda entry, each pending cell's
+    share of its group, shared cells once), and the paper cells carry theirs."""
+    from zoo.bench.analyze.missing_cost import gpu_hours
+
+    all_cells, entries = cells(), ENTRIES + [dict(ENTRIES[2], table="U")]
+    seconds = pending_seconds("s", "train", all_cells, [], MODEL, TABLE)
+    gpu = pending_seconds("s", "train", all_cells, [], GPU, TABLE)
+    miss = missing_cells("s", "train", all_cells, entries, [], MODEL, TABLE, value_of, seconds=seconds, gpu_seconds=gpu)
+    cmds = fill_commands("s", miss, value_of, all_cells, seconds, gpu_seconds=gpu)
+    pubmed = GPU.group_seconds([c["config"] for c in all_cells[6:9]], 5000, TABLE, "train", "s")
+    assert miss[2].gpu_seconds == pytest.approx(pubmed) and cmds[-1].gpu_seconds == pytest.approx(pubmed)
+    assert gpu_hours(cmds[-1]) == pytest.approx(pubmed / 3600)
+    assert 0 < pubmed < miss[2].seconds  # the GPU is faster than the records' 2-core CPU
+    plain = fill_commands("s", miss, value_of, all_cells, seconds)  # built without the cuda estimate
+    assert plain[-1].gpu_seconds is None
+    with pytest.raises(ValueError, match="no GPU estimate"):
+        gpu_hours(plain[-1])
+
+
+def test_the_page_shows_needs_a_gpu_cells_in_gpu_hours():
+    from zoo.bench.render.missing import command_line, missing_markdown, totals_line
+
+    all_cells = cells()
+    seconds = pending_seconds("s", "train", all_cells, [], MODEL, TABLE)
+    gpu = pending_seconds("s", "train", all_cells, [], GPU, TABLE)
+    miss = missing_cells("s", "train", all_cells, ENTRIES, [], MODEL, TABLE, value_of, seconds=seconds, gpu_seconds=gpu)
+    cmds = fill_commands("s", miss, value_of, all_cells, seconds, gpu_seconds=gpu)
+    total = sum(gpu[c["id"]] for c in all_cells[6:9]) / 3600
+    assert f"1 *need a GPU* (3 runs, ≈ {total:,.1f} GPU-hours;" in totals_line(miss)
+    assert command_line(cmds[-1]).endswith(f"needs a GPU, ≈ {hours(cmds[-1].gpu_seconds)} on one GPU")
+    assert "on one GPU" not in command_line(cmds[0])  # runs here: CPU time only
+    md = "\n".join(missing_markdown("s", miss, cmds))
+    assert "| CPU time | GPU time | class |" in md

@@ -46,3 +46,8 @@ def test_todo_lines_run_as_they_stand_with_a_running_total() -> None:
 def test_todo_options_need_todo(capsys: pytest.CaptureFixture) -> None:
     assert main(["report", "--class", "gpu"]) == 2
     assert "go with --todo" in capsys.readouterr().err
+
+
+def test_todo_lines_give_a_gpu_commands_gpu_time() -> None:
+    gpu = FillCommand("t2", (("dataset", ("cora",)),), runs=5, seconds=30 * 3600.0, cells=1, gpu_seconds=1200.0)
+    assert todo_lines([gpu])[0].endswith("needs a GPU, ≈ 20 min on one GPU")

@@ -113,12 +113,43 @@ def test_shipped_model_beats_group_cost_on_the_records():
     assert model.median_factor < 2.0 < old.median_factor and model.r2_log > 0.7 > old.r2_log
 
 
-def test_shipped_file_has_a_cpu_fit_and_an_empty_cuda_entry():
+def test_shipped_file_has_a_cpu_and_a_cuda_fit():
     data = json.loads(cost.MODEL_FILE.read_text())
     assert set(data["devices"]["cpu"]["coefficients"]) == set(cost.TERMS)
-    assert data["devices"]["cuda"] == {}
+    assert set(data["devices"]["cuda"]["coefficients"]) == set(cost.TERMS)
     m = cost.load_cost_model("cuda:0")
-    assert m.coefficients == cost.load_cost_model("cpu").coefficients and "no cuda entry" in m.fitted_on
+    assert m.device == "cuda" and "NVIDIA H200" in m.fitted_on
+    assert m.coefficients != cost.load_cost_model("cpu").coefficients
+
+
+def test_shipped_cuda_fit_reproduces_the_gpu_records():
+    """The cuda entry is the fit of the committed GPU records (the H200's Cornell slice of balance_table2
+    and its lipschitz_table1 groups): refitting gives it back, and each group's time is within 1.5x."""
+    from zoo.bench.store.records import read_records
+
+    rows = read_records(ROOT / "docs" / "reproduction" / "devices" / "h200-2026-11-28")
+    rows += read_records(RECORDS / "lipschitz_table1")
+    obs = cost.observations(rows, device="cuda")
+    assert len(obs) == 5 and not cost.observations(rows[:45], device="cpu")
+    refit = cost.fit(obs, TABLE, per_suite=False)
+    shipped = cost.load_cost_model("cuda")
+    for term in cost.TERMS:
+        assert refit.coefficients[term] == pytest.approx(shipped.coefficients[term], rel=1e-6, abs=1e-18)
+    for o in obs:
+        predicted = shipped.group_seconds([o.config] * o.replicas, o.epochs, TABLE, o.mode, o.suite)
+        assert 1 / 1.5 < predicted / o.wall_time_s < 1.5, o.group
+
+
+def test_a_mode_the_device_did_not_measure_takes_the_cpu_factor(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"devices": {
+        "cpu": {"coefficients": {"dense_macs": 1.0}, "mode_factors": {"energy_at_init": 50.0}},
+        "cuda": {"coefficients": {"dense_macs": 0.1}, "mode_factors": {}}}}))
+    assert cost.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 50.0}
+    path.write_text(json.dumps({"devices": {
+        "cpu": {"coefficients": {"dense_macs": 1.0}, "mode_factors": {"energy_at_init": 50.0}},
+        "cuda": {"coefficients": {"dense_macs": 0.1}, "mode_factors": {"energy_at_init": 3.0}}}}))
+    assert cost.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 3.0}
 
 
 def test_dataset_table_matches_the_registry():

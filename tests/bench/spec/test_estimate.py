@@ -74,6 +74,20 @@ def test_cli_estimate_runs_nothing(tmp_path, capsys):
     assert len(shard) == 1 and " 15 " in shard[0]  # 5 texas groups over 5 shards: one group each
 
 
+def test_cli_estimate_on_cuda_gives_gpu_time_from_the_cuda_entry(tmp_path, capsys):
+    """``--estimate --device cuda``: the cuda entry's times (the H200's Cornell slice took 44 / 80 /
+    132 s at L = 2 / 5 / 10 and about 8 min at L = 40 with 5 workers), headed GPU time, no CPU class."""
+    from zoo.cli import main
+
+    assert main(["bench", "balance_table2", "--estimate", "--where", "dataset=cornell_npz", "--device", "cuda",
+                 "--workers", "5", "--out", str(tmp_path / "never")]) == 0
+    text = capsys.readouterr().out
+    assert "on cuda (cost model: 5 trained groups in 2 records folder(s) on NVIDIA H200)" in text
+    assert "GPU time" in text and "CPU time" not in text and "needs a GPU" not in text
+    rows = {ln.split()[1]: ln.split() for ln in text.splitlines() if ln.startswith("--where")}
+    assert rows["num_layers=2"][5:7] == ["38", "s"] and rows["num_layers=40"][5:7] == ["9", "min"]
+
+
 def test_list_suites_shows_runs_and_cpu_hours(capsys):
     from zoo.cli import main
 

@@ -68,11 +68,15 @@ def reference(family: str, case: Dict[str, object]) -> Callable[..., Tuple[Tenso
     return lambda score_src, score_dst, bias, values: plain_gat(score_src, score_dst, bias, values, src, dst, n)
 
 
-def fused(family: str, case: Dict[str, object], gatv2_fn, gat_fn) -> Callable[..., Tuple[Tensor, Tensor]]:
-    orders = case["orders"]
+def fused(family: str, case: Dict[str, object], gatv2_fn, gat_fn, triton: bool = False) -> Callable[..., Tuple[Tensor, Tensor]]:
+    """The compiled op of ``family`` on the case's graph, its arguments built once for the backend
+    (``triton``: with the degree buckets) and passed to ``gatv2_fn`` / ``gat_fn`` last."""
+    from zoo.ops._compiled.ops import graph_arguments
+
+    graph = graph_arguments(case["orders"], triton)
     if family == "gatv2":
-        return lambda x_src, x_dst, values, att: gatv2_fn(x_src, x_dst, values, att, SLOPE, orders)
-    return lambda score_src, score_dst, bias, values: gat_fn(score_src, score_dst, bias, values, SLOPE, orders)
+        return lambda x_src, x_dst, values, att: gatv2_fn(x_src, x_dst, values, att, SLOPE, graph)
+    return lambda score_src, score_dst, bias, values: gat_fn(score_src, score_dst, bias, values, SLOPE, graph)
 
 
 def assert_same(f, ref, inputs, tol=TOL) -> None:

@@ -87,7 +87,7 @@ def test_a_replica_is_bitwise_the_same_alone_and_in_any_thread_count(family):
 def test_opcheck(family):
     case = make_inputs(family, heads=2, channels=3)
     t = {k: v for k, v in case["tensors"].items()}
-    graph = ops._graph(case["orders"])
+    graph = ops.graph_arguments(case["orders"], triton=False)
     if family == "gatv2":
         args = (t["x_src"], t["x_dst"], t["values"], t["att"], *graph, 0.2)
         fwd, bwd = torch.ops.zoo_kernels.gatv2_forward, torch.ops.zoo_kernels.gatv2_backward
@@ -120,12 +120,12 @@ def test_equals_plain_when_heads_are_processed_in_blocks(family):
     if family == "gatv2":
         tensors = dict(x_src=rand(n, heads, channels), x_dst=rand(n, heads, channels),
                        values=rand(n, heads, channels), att=rand(heads, channels))
-        f = lambda *t: ops.gatv2_attention(*t, 0.2, orders)  # noqa: E731
+        f = lambda *t: ops.gatv2_attention(*t, 0.2, ops.graph_arguments(orders, False))  # noqa: E731
         ref = lambda *t: plain_gatv2(*t, src, dst, n)  # noqa: E731
     else:
         tensors = dict(score_src=rand(n, heads), score_dst=rand(n, heads), bias=rand(src.numel(), heads),
                        values=rand(n, heads, channels))
-        f = lambda s, t, b, v: ops.gat_attention(s, t, b, v, 0.2, orders)  # noqa: E731
+        f = lambda s, t, b, v: ops.gat_attention(s, t, b, v, 0.2, ops.graph_arguments(orders, False))  # noqa: E731
         ref = lambda s, t, b, v: plain_gat(s, t, b, v, src, dst, n)  # noqa: E731
     assert_same(f, ref, tensors)
 

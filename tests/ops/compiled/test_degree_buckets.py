@@ -1,8 +1,6 @@
 """The light/heavy degree buckets of the Triton kernels (no Triton needed): a partition of the rows
-at the threshold, heaviest rows first, computed once per row pointer and dropped with it."""
+at the threshold, heaviest rows first (made once per graph: tests/ops/compiled/test_graph_arguments.py)."""
 from __future__ import annotations
-
-import gc
 
 import pytest
 import torch
@@ -33,27 +31,6 @@ def test_the_hub_graph_has_both_buckets_in_both_directions():
         assert sorted(split.light.tolist() + split.heavy.tolist()) == list(range(n))
         assert split.heavy.tolist() == [7]
         assert int(row_pointer[8] - row_pointer[7]) == hub_degree
-
-
-def test_computed_once_per_row_pointer_and_block(monkeypatch):
-    calls = []
-    original = buckets.split_by_degree
-    monkeypatch.setattr(buckets, "split_by_degree", lambda crow, block: calls.append(block) or original(crow, block))
-    crow = _crow([1, 6, 2])
-    first = buckets.degree_buckets(crow, 4)
-    assert buckets.degree_buckets(crow, 4) is first
-    assert buckets.degree_buckets(crow, 2) is not first  # another block size: another split
-    assert buckets.degree_buckets(crow.clone(), 4) is not first  # another graph, even with equal values
-    assert calls == [4, 2, 4]
-
-
-def test_the_cache_lets_go_of_a_dead_graph():
-    crow = _crow([1, 6, 2])
-    buckets.degree_buckets(crow, 4)
-    size = len(buckets._CACHE)
-    del crow
-    gc.collect()
-    assert len(buckets._CACHE) == size - 1
 
 
 def test_a_block_below_one_is_refused_in_one_line():

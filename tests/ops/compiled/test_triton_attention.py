@@ -21,7 +21,7 @@ if TRITON_IMPORTED_EARLY:
 
 from tests.ops.compiled.cases import assert_same, fused, make_inputs, reference  # noqa: E402
 from tests.ops.compiled.test_cpu_attention import _stack  # noqa: E402
-from zoo.ops._compiled import degree_buckets, ops, triton_attention  # noqa: E402
+from zoo.ops._compiled import ops, triton_attention  # noqa: E402
 from zoo.ops._compiled.degree_buckets import split_by_degree  # noqa: E402
 
 FAMILIES = ["gatv2", "gat"]
@@ -48,13 +48,13 @@ def _call(name):
     return getattr(torch.ops.zoo_triton, name)
 
 
-def gatv2(x_src, x_dst, values, att, slope, orders):
-    out, alpha, _ = _call("gatv2_forward")(x_src, x_dst, values, att, *ops._graph(orders), slope)
+def gatv2(x_src, x_dst, values, att, slope, graph):
+    out, alpha, _ = _call("gatv2_forward")(x_src, x_dst, values, att, *graph, slope)
     return out, alpha
 
 
-def gat(score_src, score_dst, bias, values, slope, orders):
-    out, alpha, _ = _call("gat_forward")(score_src, score_dst, bias, values, *ops._graph(orders), slope)
+def gat(score_src, score_dst, bias, values, slope, graph):
+    out, alpha, _ = _call("gat_forward")(score_src, score_dst, bias, values, *graph, slope)
     return out, alpha
 
 
@@ -70,7 +70,7 @@ def _bucket_sizes(case):
 def test_interpreted_equals_plain(family, heads, channels, value_channels):
     case = make_inputs(family, heads, channels, value_channels, extra=EXTRA)
     assert triton_attention.BLOCK_E < int(torch.bincount(case["dst"]).max())  # a row spans several blocks
-    assert_same(fused(family, case, gatv2, gat), reference(family, case), case["tensors"])
+    assert_same(fused(family, case, gatv2, gat, triton=True), reference(family, case), case["tensors"])
 
 
 #: The default run covers both buckets (test_interpreted_equals_plain) and light rows only; the
@@ -90,22 +90,24 @@ def test_interpreted_equals_plain_in_every_bucket_layout(family, blocks, monkeyp
         assert heavy == heavy_s == 0
     else:  # the hub: in-degree 7 and out-degree 5 > 4
         assert (heavy, heavy_s) == (1, 1) and light and light_s
-    assert_same(fused(family, case, gatv2, gat), reference(family, case), case["tensors"])
-    out, alpha = fused(family, case, gatv2, gat)(*case["tensors"].values())
+    assert_same(fused(family, case, gatv2, gat, triton=True), reference(family, case), case["tensors"])
+    out, alpha = fused(family, case, gatv2, gat, triton=True)(*case["tensors"].values())
     assert out[6].abs().max() == 0
 
 
 def test_interpreted_buckets_are_computed_once_per_graph(monkeypatch):
-    """Forward and backward twice on one graph: one split by destination, one by source."""
+    """The buckets are made with the graph's arguments, one split by destination and one by source;
+    forward and backward twice make none (the ops take them as arguments)."""
     calls = []
 
     def counting(crow, block):
         calls.append(block)
         return split_by_degree(crow, block)
 
-    monkeypatch.setattr(degree_buckets, "split_by_degree", counting)
+    monkeypatch.setattr(ops, "split_by_degree", counting)
     case = make_inputs("gat", heads=1, channels=3, extra=EXTRA)
-    f = fused("gat", case, gatv2, gat)
+    f = fused("gat", case, gatv2, gat, triton=True)
+    assert calls == [4, 4]
     for _ in range(2):
         out, alpha = f(*case["tensors"].values())
         torch.autograd.grad(out.sum() + alpha.square().sum(), case["tensors"]["values"])
@@ -114,7 +116,7 @@ def test_interpreted_buckets_are_computed_once_per_graph(monkeypatch):
 
 def test_interpreted_gat_without_bias():
     case = make_inputs("gat", heads=1, bias=False, extra=EXTRA)
-    assert_same(fused("gat", case, gatv2, gat), reference("gat", case), case["tensors"])
+    assert_same(fused("gat", case, gatv2, gat, triton=True), reference("gat", case), case["tensors"])
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -122,7 +124,7 @@ def test_interpreted_under_vmap(family):
     case = make_inputs(family, heads=1, channels=3, extra=EXTRA)  # R = 3 replicas: 3 heads folded
     stacked = _stack(case["tensors"], 3)
     dims = tuple(None if v is None else 0 for v in stacked.values())
-    assert_same(vmap(fused(family, case, gatv2, gat), in_dims=dims), vmap(reference(family, case), in_dims=dims),
+    assert_same(vmap(fused(family, case, gatv2, gat, triton=True), in_dims=dims), vmap(reference(family, case), in_dims=dims),
                 stacked)
 
 
@@ -136,7 +138,7 @@ def test_opcheck(family, checks):
     kwargs = {} if checks is None else dict(test_utils=checks)
     case = make_inputs(family, heads=1, channels=3, extra=5)
     t = case["tensors"]
-    graph = ops._graph(case["orders"])
+    graph = ops.graph_arguments(case["orders"], triton=True)
     if family == "gatv2":
         fixed = (t["x_src"], t["x_dst"], t["values"], t["att"])
     else:

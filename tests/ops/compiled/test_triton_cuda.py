@@ -56,12 +56,12 @@ def _cuda_case(family, dtype=torch.float64, **kwargs):
     return case
 
 
-def _gatv2(x_src, x_dst, values, att, slope, orders):
-    return ops.gatv2_attention(x_src, x_dst, values, att, slope, orders)
+def _gatv2(x_src, x_dst, values, att, slope, graph):
+    return ops.gatv2_attention(x_src, x_dst, values, att, slope, graph)
 
 
-def _gat(score_src, score_dst, bias, values, slope, orders):
-    return ops.gat_attention(score_src, score_dst, bias, values, slope, orders)
+def _gat(score_src, score_dst, bias, values, slope, graph):
+    return ops.gat_attention(score_src, score_dst, bias, values, slope, graph)
 
 
 #: The compiled ops through their entry points (on CUDA tensors: Triton), as ``cases.fused`` takes them.
@@ -77,15 +77,15 @@ def test_the_shipped_blocks_make_a_multi_block_heavy_row():
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 def test_cuda_ops_equal_plain(family, dtype):
     case = _cuda_case(family, dtype=dtype, heads=3, channels=5, value_channels=7)
-    out, alpha = fused(family, case, *OPS)(*case["tensors"].values())
+    out, alpha = fused(family, case, *OPS, triton=True)(*case["tensors"].values())
     assert out.is_cuda and out.dtype == dtype and alpha.is_cuda
-    assert_same(fused(family, case, *OPS), reference(family, case), case["tensors"],
+    assert_same(fused(family, case, *OPS, triton=True), reference(family, case), case["tensors"],
                 tol=dict(rtol=0, atol=1e-10) if dtype == torch.float64 else F32)
 
 
 def test_cuda_gat_without_bias():
     case = _cuda_case("gat", heads=1, bias=False)
-    assert_same(fused("gat", case, *OPS), reference("gat", case), case["tensors"])
+    assert_same(fused("gat", case, *OPS, triton=True), reference("gat", case), case["tensors"])
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -93,7 +93,7 @@ def test_cuda_ops_under_vmap(family):
     case = _cuda_case(family, heads=2, channels=3)
     stacked = _stack(case["tensors"], 3)
     dims = tuple(None if v is None else 0 for v in stacked.values())
-    assert_same(vmap(fused(family, case, *OPS), in_dims=dims), vmap(reference(family, case), in_dims=dims),
+    assert_same(vmap(fused(family, case, *OPS, triton=True), in_dims=dims), vmap(reference(family, case), in_dims=dims),
                 stacked)
 
 
@@ -113,7 +113,7 @@ def test_cuda_ops_on_a_random_graph_float32():
             shapes = dict(score_src=(n, heads), score_dst=(n, heads), bias=(e, heads), values=(n, heads, c))
         case["tensors"] = {k: torch.randn(s, generator=g).cuda().requires_grad_() for k, s in shapes.items()}
         # Hub rows of in-degree ~1000: float32 sums over them in another order differ by ~2e-5.
-        assert_same(fused(family, case, *OPS), reference(family, case), case["tensors"],
+        assert_same(fused(family, case, *OPS, triton=True), reference(family, case), case["tensors"],
                     tol=dict(rtol=1e-4, atol=1e-4))
 
 

@@ -4,7 +4,8 @@ A paper cell (an entry of a suite's ``reported`` numbers) is filled by the suite
 match the entry's (as the leaderboard matches them).  Its cost is its pending cells' share of
 their groups' estimated wall time (:mod:`zoo.bench.spec.cost`: a group of R seed replicas costs
 more than one replica, less than R); its class is *runs here* when that fits
-:data:`~zoo.bench.spec.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*.
+:data:`~zoo.bench.spec.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*,
+and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`).
 The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands, each
 narrowed to the paper cells' keys so that it runs what it says it costs.
 """
@@ -31,10 +32,16 @@ class MissingCell:
     entry: Mapping[str, Any]
     cells: List[Mapping[str, Any]]          # resolved cells ({"id", "group", "config"}) not yet run
     cell_seconds: Dict[str, float]          # each cell's share of its group's estimate
+    cell_gpu_seconds: Dict[str, float] = field(default_factory=dict)  # the same by the cuda model
 
     @property
     def seconds(self) -> float:
         return sum(self.cell_seconds.values())
+
+    @property
+    def gpu_seconds(self) -> Optional[float]:
+        """Estimated GPU time (the ``cuda`` cost model), None where it was not estimated."""
+        return sum(self.cell_gpu_seconds.values()) if self.cell_gpu_seconds else None
 
     @property
     def cls(self) -> str:
@@ -51,6 +58,8 @@ class FillCommand:
     seconds: float
     cells: int = 0
     extra: List[str] = field(default_factory=list)
+    #: the same runs' estimated time on one GPU (the ``cuda`` cost model); None where not estimated
+    gpu_seconds: Optional[float] = None
 
     @property
     def cls(self) -> str:
@@ -94,9 +103,11 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
                   done: Sequence[str], model: CostModel, table: Mapping[str, Mapping[str, Any]],
                   value_of: Callable[[Mapping[str, Any], str], Any],
                   norm: Callable[[Any], Any] = lambda v: v, ignore: Sequence[str] = (),
-                  seconds: Optional[Mapping[str, float]] = None) -> List[MissingCell]:
+                  seconds: Optional[Mapping[str, float]] = None,
+                  gpu_seconds: Optional[Mapping[str, float]] = None) -> List[MissingCell]:
     """The cost of each paper ``entries`` item (entries without records) from the suite's resolved
-    ``cells`` not in ``done`` (ids); ``seconds``: :func:`pending_seconds` of the same, if already known."""
+    ``cells`` not in ``done`` (ids); ``seconds``: :func:`pending_seconds` of the same, if already known;
+    ``gpu_seconds``: the same by the ``cuda`` cost model (kept per cell; ``None``: not estimated)."""
     per_cell = pending_seconds(suite, mode, cells, done, model, table) if seconds is None else seconds
     pending = [c for c in cells if c["id"] in per_cell]
     indexes: Dict[Tuple[str, ...], Optional[Dict[Any, List[Mapping[str, Any]]]]] = {}
@@ -113,7 +124,8 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
                 mine = index.get(tuple(norm(e[k]) for k in keys), [])
             except TypeError:
                 mine = [c for c in pending if entry_matches(e, c["config"], value_of, norm, ignore)]
-        out.append(MissingCell(e, mine, {c["id"]: per_cell[c["id"]] for c in mine}))
+        gpu = {c["id"]: gpu_seconds[c["id"]] for c in mine} if gpu_seconds is not None else {}
+        out.append(MissingCell(e, mine, {c["id"]: per_cell[c["id"]] for c in mine}, gpu))
     return out
 
 
@@ -135,7 +147,7 @@ def _index_by(cells: Sequence[Mapping[str, Any]], keys: Tuple[str, ...],
 def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
                   pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float],
                   by: Sequence[str] = SLICE_KEYS, extra: Sequence[str] = (),
-                  ignore: Sequence[str] = ()) -> List[FillCommand]:
+                  ignore: Sequence[str] = (), gpu_seconds: Optional[Mapping[str, float]] = None) -> List[FillCommand]:
     """One command per slice (the values of ``by``) of the missing cells, cheapest first.
 
     A slice's command also names the paper cells' other keys (``--where variant=a,b``) wherever the
@@ -143,6 +155,7 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     are those of every ``pending`` cell (``seconds``: :func:`pending_seconds`) its ``--where``
     selects, each counted once, paper cell or not (``--where`` clauses select a product; values are
     compared as ``--where`` compares them, :func:`~zoo.bench.spec.cells.comparable`).
+    ``gpu_seconds`` (the same by the ``cuda`` cost model) sets each command's ``gpu_seconds``.
     """
     slices: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for i, m in enumerate(missing):
@@ -163,6 +176,16 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
             if len(narrowed) < len(here):
                 where.append((k, tuple(wanted[r] for r in sorted(wanted))))
                 here = narrowed
+        gpu = sum(gpu_seconds[c["id"]] for c in here) if gpu_seconds is not None else None
         out.append(FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here), len(s["entries"]),
-                               list(extra)))
+                               list(extra), gpu))
     return sorted(out, key=lambda f: (f.seconds, f.command()))
+
+
+def gpu_hours(command: FillCommand) -> float:
+    """GPU-hours of ``command`` on one GPU by the shipped ``cuda`` cost model (fitted on H200 records:
+    ``zoo/bench/spec/cost_model.json``), for ordering a GPU queue cheapest first."""
+    if command.gpu_seconds is None:
+        raise ValueError(f"{command.command()}: no GPU estimate; build the commands with "
+                         "fill_commands(..., gpu_seconds=pending_seconds(..., shipped_model('cuda'), ...))")
+    return command.gpu_seconds / 3600.0

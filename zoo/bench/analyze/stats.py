@@ -14,35 +14,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Dict, Iterable, Optional
 
-try:  # an optional dependency: without it, t quantiles come from integrating the density
-    from scipy.stats import t as _student_t  # type: ignore
-except ImportError:  # pragma: no cover
-    _student_t = None
+from scipy.stats import t as student_t
 
 
 def t_quantile(p: float, dof: int) -> float:
-    """Quantile ``p`` of Student's t with ``dof`` degrees of freedom (scipy if present, else bisection)."""
+    """Quantile ``p`` of Student's t with ``dof`` degrees of freedom (``scipy.stats.t.ppf``)."""
     if dof < 1:
         raise ValueError(f"Student t needs dof >= 1, got {dof}")
-    if _student_t is not None:
-        return float(_student_t.ppf(p, dof))
-    # pragma: no cover - scipy is a dependency of scikit-learn
-    lo, hi = 0.0, 1e3
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        # regularised incomplete beta via the t CDF is heavy; integrate the density instead
-        if _t_cdf(mid, dof) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def _t_cdf(x: float, dof: int, steps: int = 20000) -> float:  # pragma: no cover - fallback only
-    c = math.gamma((dof + 1) / 2) / (math.sqrt(dof * math.pi) * math.gamma(dof / 2))
-    h = x / steps
-    s = sum(c * (1 + ((i + 0.5) * h) ** 2 / dof) ** (-(dof + 1) / 2) for i in range(steps)) * h
-    return 0.5 + s
+    return float(student_t.ppf(p, dof))
 
 
 @dataclass(frozen=True)

@@ -586,7 +586,8 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
                   info: Optional[Mapping[str, Any]], recs: Sequence[Mapping[str, Any]],
                   layout: Mapping[str, Any]) -> Tuple[List[MissingCell], List[FillCommand]]:
     """Cost and class of paper ``entries`` without records (cells of the full shipped suite, else
-    of the records' own suite), and one ``zoo bench --where`` command per slice filling them."""
+    of the records' own suite), and one ``zoo bench --where`` command per slice filling them; CPU
+    time by the shipped ``cpu`` cost model, GPU time (``gpu_seconds``) by its ``cuda`` entry."""
     if not entries:
         return [], []
     if shipped:
@@ -597,9 +598,10 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     ignore = ("layer",) if layout.get("metric") == "pruned" else ()
     model, table = shipped_model("cpu"), shipped_table()
     seconds = pending_seconds(name, mode, cells, done, model, table)
-    missing = missing_cells(name, mode, cells, entries, done, model, table, cell_value, lb._norm, ignore, seconds)
+    gpu = pending_seconds(name, mode, cells, done, shipped_model("cuda"), table)  # the same cells on one GPU
+    missing = missing_cells(name, mode, cells, entries, done, model, table, cell_value, lb._norm, ignore, seconds, gpu)
     pending = [c for c in cells if c["id"] in seconds]
-    return missing, fill_commands(name, missing, cell_value, pending, seconds, ignore=ignore)
+    return missing, fill_commands(name, missing, cell_value, pending, seconds, ignore=ignore, gpu_seconds=gpu)
 
 
 def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],

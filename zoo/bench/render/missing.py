@@ -16,9 +16,10 @@ def describe_entry(entry: Mapping[str, Any]) -> str:
 
 
 def totals(missing: Sequence[MissingCell]) -> Dict[str, Dict[str, float]]:
-    """``{class: {"cells": n, "runs": r, "seconds": s}}`` (a suite cell shared by paper cells once)."""
-    out: Dict[str, Dict[str, float]] = {RUNS_HERE: {"cells": 0, "runs": 0, "seconds": 0.0},
-                                        NEEDS_GPU: {"cells": 0, "runs": 0, "seconds": 0.0}}
+    """``{class: {"cells": n, "runs": r, "seconds": s, "gpu_seconds": g}}`` (a suite cell shared by
+    paper cells once; ``gpu_seconds``: by the ``cuda`` cost model)."""
+    out: Dict[str, Dict[str, float]] = {c: {"cells": 0, "runs": 0, "seconds": 0.0, "gpu_seconds": 0.0}
+                                        for c in (RUNS_HERE, NEEDS_GPU)}
     seen: Dict[str, float] = {}
     for m in missing:
         t = out[m.cls]
@@ -28,6 +29,7 @@ def totals(missing: Sequence[MissingCell]) -> Dict[str, Dict[str, float]]:
                 seen[cid] = s
                 t["runs"] += 1
                 t["seconds"] += s
+                t["gpu_seconds"] += m.cell_gpu_seconds.get(cid, 0.0)
     return out
 
 
@@ -36,7 +38,17 @@ def totals_line(missing: Sequence[MissingCell]) -> str:
     return (f"{t[RUNS_HERE]['cells']:.0f} *runs here* (≤ {RUNS_HERE_CPU_HOURS:g} CPU-hours each; "
             f"{t[RUNS_HERE]['runs']:.0f} runs, ≈ {t[RUNS_HERE]['seconds'] / 3600:,.0f} CPU-hours), "
             f"{t[NEEDS_GPU]['cells']:.0f} *need a GPU* ({t[NEEDS_GPU]['runs']:.0f} runs, "
-            f"≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours)")
+            f"≈ {t[NEEDS_GPU]['gpu_seconds'] / 3600:,.1f} GPU-hours; ≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours)")
+
+
+def _gpu_time(seconds: Any) -> str:
+    return "–" if seconds is None else hours(seconds)
+
+
+def command_line(c: FillCommand) -> str:
+    """A fill command with its runs and estimated time: CPU time, and for *needs a GPU* its GPU time."""
+    gpu = f", ≈ {hours(c.gpu_seconds)} on one GPU" if c.cls == NEEDS_GPU and c.gpu_seconds is not None else ""
+    return f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {c.cls}{gpu}"
 
 
 def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Sequence[FillCommand]) -> List[str]:
@@ -45,15 +57,17 @@ def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Seque
         return []
     lines = [f"### {suite}: paper cells not run — estimated cost", "",
              f"{totals_line(missing)}; estimated by the cost model fitted on the records' shared 2-core CPU "
-             "(`zoo bench SUITE --estimate`).", "",
-             "| paper table | cell | runs | CPU time | class |", "|---|---|---|---|---|"]
+             "(`zoo bench SUITE --estimate`), GPU time by its `cuda` entry, fitted on one H200's records "
+             "(`--estimate --device cuda`).", "",
+             "| paper table | cell | runs | CPU time | GPU time | class |", "|---|---|---|---|---|---|"]
     for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))):
         lines.append(f"| {m.entry.get('table', '')} | {describe_entry(m.entry)} | {len(m.cells)} | "
-                     f"{hours(m.seconds) if m.cells else '–'} | {m.cls if m.cells else 'no cell of the suite'} |")
+                     f"{hours(m.seconds) if m.cells else '–'} | {_gpu_time(m.gpu_seconds) if m.cells else '–'} | "
+                     f"{m.cls if m.cells else 'no cell of the suite'} |")
     if commands:
         lines += ["", "Commands filling them (one slice each, cheapest first; add `--out` to run into a copy of the "
                       "records folder):", "", "```"]
-        lines += [f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {c.cls}" for c in commands]
+        lines += [command_line(c) for c in commands]
         if any(c.cls == NEEDS_GPU for c in commands):
             lines += ["# on a cluster: the same with --executor ray [--gpus-per-group F], or --shard I/N per job"]
         lines.append("```")
@@ -68,13 +82,14 @@ def missing_html(suite: str, missing: Sequence[MissingCell], commands: Sequence[
     rows = "".join(
         f"<tr><td>{h.escape(str(m.entry.get('table', '')))}</td><td class=k>{h.escape(describe_entry(m.entry))}</td>"
         f"<td>{len(m.cells)}</td><td>{h.escape(hours(m.seconds)) if m.cells else '–'}</td>"
+        f"<td>{h.escape(_gpu_time(m.gpu_seconds)) if m.cells else '–'}</td>"
         f"<td>{h.escape(m.cls if m.cells else 'no cell of the suite')}</td></tr>"
         for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))))
-    cmds = "\n".join(f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {c.cls}" for c in commands)
+    cmds = "\n".join(command_line(c) for c in commands)
     return (f"<details><summary>{h.escape(suite)}: {len(missing)} paper cells not run — "
             f"{h.escape(totals_line(missing).replace('*', ''))}</summary>"
             '<table class="sortable"><thead><tr><th>paper table</th><th>cell</th><th>runs</th><th>CPU time</th>'
-            f"<th>class</th></tr></thead><tbody>{rows}</tbody></table>"
+            f"<th>GPU time</th><th>class</th></tr></thead><tbody>{rows}</tbody></table>"
             + (f"<pre>{h.escape(cmds)}</pre>" if cmds else "") + "</details>")
 
 
@@ -86,6 +101,7 @@ def todo_lines(commands: Sequence[FillCommand], out_root: Optional[str] = None) 
     for c in commands:
         total += c.seconds
         out = f" --out {shlex.quote(f'{out_root}/{c.suite}')}" if out_root else ""
+        gpu = f", ≈ {hours(c.gpu_seconds)} on one GPU" if c.cls == NEEDS_GPU and c.gpu_seconds is not None else ""
         lines.append(f"{c.command()}{out}   # {c.cells} paper cell(s), {c.runs} runs, ≈ {hours(c.seconds)} CPU "
-                     f"(total {hours(total)}), {c.cls}")
+                     f"(total {hours(total)}), {c.cls}{gpu}")
     return lines

@@ -25,6 +25,7 @@ the leaderboard ignores such records and a re-run retries them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import fcntl
 import functools
@@ -82,7 +83,8 @@ def resolve_device(device: Optional[str]) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+        raise ValueError(f"device {device!r} requested but CUDA is not available here; use device='cpu' "
+                         "(CLI: --device cpu)")
     return dev
 
 
@@ -269,7 +271,28 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
                                     **extra}))
         return Outcome(job, "ok", out)
     except Exception as e:  # recorded as failed; the suite goes on and a re-run retries it
+        if len(job.cells) > 1:
+            return _replica_by_replica(job, progress, tasks)
         return Outcome(job, "failed", error=format_error(e))
+
+
+def _replica_by_replica(job: GroupJob, progress: Optional[Callable[[int], None]],
+                        tasks: Optional[TaskCache]) -> Outcome:
+    """A stacked group that failed, run again one replica at a time: the replicas that fail are
+    recorded failed on their own, the others finish (a replica's numbers do not depend on its
+    group: each is seeded by its own seed, tested equal alone and stacked)."""
+    results, failures, errors = [], {}, []
+    for cell in job.cells:
+        alone = execute_group(dataclasses.replace(job, cells=[cell]), progress, tasks)
+        if alone.status == "ok":
+            results += alone.results
+        elif alone.status == "failed":
+            failures[cell.id], errors = alone.error, errors + [alone.error]
+        else:  # skipped: the data went away; the whole job says so
+            return Outcome(job, alone.status, error=alone.error)
+    if not results:
+        return Outcome(job, "failed", error=errors[0])
+    return Outcome(job, "ok", results, failures=failures)
 
 
 # --------------------------------------------------------------------------- records
@@ -443,6 +466,11 @@ def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: Ru
             records.append_record(results_path, failed_record(suite, c, outcome.error, outcome.attempts, executor))
             summary.failed[c.id] = outcome.error
     else:
+        for c in cells:
+            if c.id in outcome.failures:  # failed on its own; its group's other replicas finished
+                records.append_record(results_path, failed_record(suite, c, outcome.failures[c.id], outcome.attempts,
+                                                                  executor))
+                summary.failed[c.id] = outcome.failures[c.id]
         for cell, res, extra in outcome.results:
             data = extra.pop("weights_data", None)
             if data is not None:  # the checkpoint first: a record never names a file that is not there

@@ -60,13 +60,15 @@ class GroupJob:
 @dataclass
 class Outcome:
     """What came back for one job: ``ok`` with ``(cell, RunResult, extra)`` per cell, or
-    ``skipped`` (data unavailable) / ``failed`` with a reason."""
+    ``skipped`` (data unavailable) / ``failed`` with a reason.  An ``ok`` job may still hold
+    ``failures`` (cell id -> reason): replicas that failed on their own while the others finished."""
 
     job: GroupJob
     status: str
     results: List[Tuple[Any, Any, Dict[str, Any]]] = field(default_factory=list)
     error: str = ""
     attempts: int = 1
+    failures: Dict[str, str] = field(default_factory=dict)
 
 
 def failed(job: GroupJob, error: str) -> Outcome:
@@ -114,7 +116,9 @@ class _LazyBar:
         if self.quiet:
             return
         if self.bar is None:
-            self.bar = tqdm(total=self.steps, desc=group_label(self.job), leave=False, unit="ep", dynamic_ncols=True)
+            # disable=None: no bar when stderr is not a terminal (a log file would get its escapes every epoch)
+            self.bar = tqdm(total=self.steps, desc=group_label(self.job), leave=False, unit="ep", dynamic_ncols=True,
+                            disable=None)
         self.bar.update(n)
 
     def close(self) -> None:

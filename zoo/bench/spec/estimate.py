@@ -161,23 +161,31 @@ def hours(seconds: float) -> str:
 
 
 def format_estimate(est: Estimate, command: str) -> str:
-    """The ``--estimate`` table (plain text, one line per slice, then the total)."""
+    """The ``--estimate`` table (plain text, one line per slice, then the total); on a ``cuda`` device
+    the times are GPU times by the model's ``cuda`` entry, and the CPU class column is left out."""
+    gpu = est.device.split(":")[0] == "cuda"
     head = (f"{est.suite}: estimate for {est.executor} with {est.workers} worker(s) on {est.device} "
             f"(cost model: {est.fitted_on})")
-    rows = [("slice", "runs", "groups", "epochs", "CPU time", "wall time", "class")]
+    rows = [("slice", "runs", "groups", "epochs", "GPU time" if gpu else "CPU time", "wall time", "class")]
     for s in est.slices:
         ep = s.expected_epochs
         rows.append((s.where() or "(all)", str(s.runs) + (f" (+{s.done} done)" if s.done else ""), str(s.groups),
                      "-" if ep is None else f"{ep:.0f}", hours(s.cpu_seconds), hours(s.wall_seconds(est.workers)),
                      "runs here" if s.runs_here else "needs a GPU"))
     rows.append(("total", str(est.runs), str(est.groups), "", hours(est.cpu_seconds), hours(est.wall_seconds), ""))
+    if gpu:
+        rows = [r[:-1] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head, ""] + ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w)
                                     in enumerate(zip(r, widths))).rstrip() for r in rows]
     lines.append("")
-    lines.append(f"run a slice: {command} --where ...  (the estimate assumes the records' machine: a "
-                 "shared 2-core CPU; 'runs here' = at most "
-                 f"{RUNS_HERE_CPU_HOURS:g} CPU-hours)")
+    if gpu:
+        lines.append(f"run a slice: {command} --where ... --device cuda  (the estimate assumes the records' GPU; "
+                     "a group's time is its wall time beside the other workers' groups on that one GPU)")
+    else:
+        lines.append(f"run a slice: {command} --where ...  (the estimate assumes the records' machine: a "
+                     "shared 2-core CPU; 'runs here' = at most "
+                     f"{RUNS_HERE_CPU_HOURS:g} CPU-hours)")
     return "\n".join(lines)
 
 

@@ -8,9 +8,11 @@ Reading a suite therefore loads torch only when it checks a model or dataset nam
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Tuple
 
 from zoo._names import normalize_name
 
@@ -26,6 +28,22 @@ REGISTRIES: Dict[str, Tuple[str, str]] = {
 PLUGIN_KINDS = ("model", "init", "norm", "dataset", "readout")
 #: importing these registers every model family (and one paper's encoders and heads) in zoo.registry
 _PLUGIN_MODULES = ("zoo.models", "zoo.papers")
+
+
+#: A user's graphs (``zoo.fit(model, data)``), seen as datasets only while that fit resolves and trains
+#: its cells: a context, not a registration, so a notebook's data never outlives the call that uses it.
+_USER_DATASETS: "contextvars.ContextVar[Mapping[str, DatasetSpec]]" = contextvars.ContextVar("user_datasets",
+                                                                                              default={})
+
+
+@contextlib.contextmanager
+def user_datasets(specs: Mapping[str, "DatasetSpec"]) -> Iterator[None]:
+    """Within the block, dataset names in ``specs`` resolve to those cards (before the registry)."""
+    token = _USER_DATASETS.set({**_USER_DATASETS.get(), **{normalize_name(k): v for k, v in specs.items()}})
+    try:
+        yield
+    finally:
+        _USER_DATASETS.reset(token)
 
 
 def _module(name: str) -> Any:
@@ -53,8 +71,10 @@ def model_options(model: str) -> Dict[str, Any]:
 
 
 def dataset_spec(dataset: str) -> "DatasetSpec":
-    """The dataset registry's card for ``dataset`` (sizes, options, kind)."""
-    return _module("zoo.datasets").get_spec(dataset)
+    """The dataset registry's card for ``dataset`` (sizes, options, kind); a user's graph in
+    :func:`user_datasets` first."""
+    user = _USER_DATASETS.get().get(normalize_name(dataset))
+    return user if user is not None else _module("zoo.datasets").get_spec(dataset)
 
 
 def dataset_options(dataset: str) -> Dict[str, Any]:
@@ -70,6 +90,8 @@ def check_dataset_options(dataset: str, options: Dict[str, Any]) -> None:
 def canonical_name(kind: str, name: str) -> str:
     """The registered spelling of plugin ``name`` of ``kind`` (one of :data:`PLUGIN_KINDS`);
     an unknown name raises ``ValueError`` listing the close matches."""
+    if kind == "dataset" and normalize_name(name) in _USER_DATASETS.get():
+        return normalize_name(name)
     if kind == "model":
         base, _, tag = name.partition(".")
         return registry("model").canonical(base) + (f".{normalize_name(tag)}" if tag else "")
@@ -85,3 +107,16 @@ def try_build(name: str, norm: str, norm_kwargs: Any, kwargs: Dict[str, Any]) ->
     """Build model ``name`` once on a toy size (8 -> 4); bad options raise ``TypeError``/``ValueError``."""
     build = _module("zoo").build  # the package's build: registers the model families first
     build(name, in_dim=8, out_dim=4, init="xavier", norm=norm, norm_kwargs=norm_kwargs or None, **kwargs)
+
+
+def init_incompatibility(model: Dict[str, Any]) -> "str | None":
+    """Why the init of a resolved cell's ``model`` table does not apply to its architecture (built
+    once on a toy size), or ``None``; only inits that declare a check
+    (:func:`zoo.inits.register_init`'s ``check``) build anything."""
+    inits = _module("zoo.inits")
+    if not inits.has_check(model["init"]):
+        return None
+    build = _module("zoo").build
+    net = build(model["name"], in_dim=8, out_dim=4, init="xavier", norm=model["norm"],
+                norm_kwargs=model["norm_kwargs"] or None, **model["kwargs"])
+    return inits.init_incompatibility(net, model["init"], **(model.get("init_kwargs") or {}))

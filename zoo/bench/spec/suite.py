@@ -146,7 +146,13 @@ def list_suites() -> List[str]:
 
 
 def find_suite(name_or_path: Union[str, Path]) -> Path:
+    """A suite file: a ``.toml`` path, a shipped suite's name, or another existing path.  A bare name
+    of a shipped suite is that suite even where the working directory holds something of that name
+    (``zoo bench quick --out quick`` run twice)."""
     p = Path(name_or_path)
+    shipped = suites_dir() / f"{normalize_name(str(name_or_path))}.toml"
+    if p.suffix != ".toml" and str(name_or_path) == p.name and shipped.is_file():
+        return shipped
     if p.suffix == ".toml" or p.exists():
         if p.is_dir():
             raise SuiteError(f"{p} is a directory, not a suite file; pass a .toml file or a suite name "
@@ -154,10 +160,6 @@ def find_suite(name_or_path: Union[str, Path]) -> Path:
         if not p.is_file():
             raise SuiteError(f"suite file {p} does not exist")
         return p
-    key = normalize_name(str(name_or_path))
-    candidate = suites_dir() / f"{key}.toml"
-    if candidate.is_file():
-        return candidate
     raise unknown_name_error("suite", str(name_or_path), list_suites(),
                              hint="Pass a suite name (`zoo list suites`) or a path to a .toml file.")
 
@@ -185,12 +187,22 @@ def load_suite(name_or_path: Union[str, Path], quick: bool = False, validate_mod
 # --------------------------------------------------------------------------- validation helpers
 
 
+#: other libraries' names for the zoo's keys (PyTorch Lightning, PyG examples...): what a typo matcher
+#: cannot guess (``learning_rate`` is closer to ``train_ratio`` than to ``lr`` by spelling)
+KEY_SYNONYMS = {"learning_rate": "lr", "num_epochs": "epochs", "max_epochs": "epochs", "n_epochs": "epochs",
+                "layers": "num_layers", "n_layers": "num_layers", "depth": "num_layers", "hidden": "hidden_dim",
+                "hidden_channels": "hidden_dim", "hidden_size": "hidden_dim", "wd": "weight_decay",
+                "optim": "optimizer", "dataset_name": "dataset", "initialization": "init", "init_method": "init",
+                "normalization": "norm"}
+
+
 def _check_keys(where: str, got: Mapping[str, Any], valid: Sequence[str]) -> None:
     unknown = [k for k in got if k not in valid]
     if unknown:
         parts = []
         for k in unknown:
-            near = close_matches(k, valid)
+            synonym = KEY_SYNONYMS.get(normalize_name(k)) if isinstance(k, str) else None
+            near = [synonym] if synonym in valid else close_matches(k, valid)
             parts.append(repr(k) + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""))
         raise SuiteError(f"{where}: unknown key(s) {', '.join(parts)}. Valid keys: {', '.join(sorted(valid))}.")
 
@@ -325,6 +337,9 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
         else:
             _check_keys(where, {key: value}, valid_all)
     task["data_seed"] = _data_seed(where, task["data_seed"], run["seed"])
+    fingerprint = registries.dataset_spec(dataset).fingerprint
+    if fingerprint is not None:  # a user's graph: its content, not its name, says which data the cell ran on
+        task["fingerprint"] = fingerprint
     _check_split(where, dataset, task["split"])
     try:  # a switch takes true/false only: "False" or "no" would switch a transform on
         registries.check_dataset_options(dataset, task["options"])
@@ -440,11 +455,13 @@ def group_id(config: Mapping[str, Any]) -> str:
 
 def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>",
                 validate_models: bool = True, settings: Optional[Mapping[str, Any]] = None,
-                where: Optional[Mapping[str, Sequence[Any]]] = None) -> Suite:
+                where: Optional[Mapping[str, Sequence[Any]]] = None, check_inits: bool = True) -> Suite:
     """Validate a suite's tables and expand them into cells (see the module docstring).
 
     ``settings`` (``zoo bench --set``) are set in every cell after the overrides; they change the
-    cells' configurations, hence their ids, and are recorded with the values they replaced."""
+    cells' configurations, hence their ids, and are recorded with the values they replaced.
+    ``check_inits``: refuse a cell whose init does not apply to its architecture
+    (:func:`check_init_compatibility`); off only for a caller that excludes such cells itself."""
     _check_keys(source, raw, TOP_LEVEL)
     meta = dict(raw.get("suite") or {})
     if not meta.get("name"):
@@ -573,6 +590,8 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     _check_board_keys(source, board, cells)
     if validate_models:
         _dry_build(source, cells)
+    if check_inits:
+        check_init_compatibility(source, cells)
     reported = None
     if meta.get("reported"):
         reported = load_reported(Path(source).parent / meta["reported"] if source != "<suite>" else Path(meta["reported"]))
@@ -740,6 +759,24 @@ def _dry_build(source: str, cells: Sequence[Cell]) -> None:
         if error is not None:
             raise SuiteError(f"{source}: model {m['name']!r} with {m['kwargs']} (norm {m['norm']!r}) "
                              f"cannot be built: {error}")
+
+
+def check_init_compatibility(source: str, cells: Sequence[Cell]) -> None:
+    """Refuse, before any training, a cell whose init does not apply to its architecture (a balanced
+    init with a norm that breaks the conservation law): its whole stacked group would fail."""
+    seen = set()
+    for c in cells:
+        m = c.config["model"]
+        key = json.dumps([_model_key(m), m["init"], m["init_kwargs"]], sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        reason = registries.init_incompatibility(m)
+        if reason is not None:
+            raise SuiteError(f"{source}: init {m['init']!r} does not apply to model {m['name']!r} with norm "
+                             f"{m['norm']!r} and {m['kwargs'] or 'its defaults'} ({reason}); choose another init or "
+                             "change what the reason names (in a suite: [[exclude]] those cells, e.g. when = "
+                             f"{{init = \"{m['init']}\", norm = \"{m['norm']}\"}})")
 
 
 def load_reported(path: Path) -> Dict[str, Any]:

@@ -8,10 +8,10 @@ the run's record names it (``"weights": "weights/<id>.safetensors"``, ``"weights
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
+from zoo._io import write_atomic
 from zoo.bench.store import records
 
 PathLike = Union[str, Path]
@@ -40,12 +40,7 @@ def write_weights(out: PathLike, cell_id: str, data: bytes) -> str:
     rel = weights_file(cell_id)
     path = Path(out) / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, data)
     return rel
 
 

@@ -84,7 +84,12 @@ def _build_lock(directory: Path) -> Iterator[None]:
         yield
         return
     with open(directory.parent / f"{directory.name}.zoo-lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process is building: say why this one waits (a build takes ~10 s)
+            print(f"zoo: waiting for another process building the compiled attention kernels in {directory}",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -5,18 +5,16 @@ loads the whole row at once, with no loop and no online-softmax rescaling.  A *h
 over its edges in blocks.  Splitting the rows keeps the many short rows of a real graph from
 paying for the loop that its few hubs need, and lets the hubs start first (heaviest first).
 
-The split is computed once per graph: it is cached on the CSR row pointer, which the graph's own
-cache keeps alive (:func:`zoo.ops.aggregate.graph_orders`); the ops receive tensors only, so the
-row pointer is the graph's identity here (the same scheme as ``aggregate._block_layout``).
+The split needs the degrees on the host (``nonzero``: a synchronisation on a GPU), so it is made
+once per graph, with the graph's other arguments of the ops (:func:`zoo.ops._compiled.ops.graph_arguments`,
+cached on the graph), and passed to every call.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict
 
 import torch
 from torch import Tensor
-from torch.utils.weak import WeakIdKeyDictionary
 
 
 @dataclass(frozen=True)
@@ -28,10 +26,6 @@ class DegreeBuckets:
     block: int
 
 
-#: crow tensor -> {block: buckets}; entries vanish with their graph's row pointer.
-_CACHE: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-
 def split_by_degree(crow: Tensor, block: int) -> DegreeBuckets:
     """The light/heavy split of the rows of ``crow`` (``(N + 1,)`` CSR row pointer)."""
     if block < 1:
@@ -40,11 +34,3 @@ def split_by_degree(crow: Tensor, block: int) -> DegreeBuckets:
     heavy = torch.nonzero(degree > block).flatten()
     heavy = heavy.index_select(0, torch.argsort(degree.index_select(0, heavy), descending=True, stable=True))
     return DegreeBuckets(torch.nonzero(degree <= block).flatten(), heavy, block)
-
-
-def degree_buckets(crow: Tensor, block: int) -> DegreeBuckets:
-    """:func:`split_by_degree`, computed once per row pointer tensor and block size."""
-    per_block: Dict[int, DegreeBuckets] = _CACHE.setdefault(crow, {})
-    if block not in per_block:
-        per_block[block] = split_by_degree(crow, block)
-    return per_block[block]

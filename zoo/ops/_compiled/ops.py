@@ -2,8 +2,11 @@
 
 ``gatv2_attention`` / ``gat_attention`` return ``(out, alpha)`` like the plain path, or raise
 :class:`KernelsUnavailable` when no compiled backend serves the device (the caller then keeps the
-plain torch ops: :func:`available` asks first).  The graph comes as :func:`zoo.ops.aggregate.graph_orders`
-gives it, ``(perm, crow, col, perm_s, crow_s, col_s)``.
+plain torch ops: :func:`available` asks first).  The graph comes as the ops take it, every per-graph
+tensor built beforehand (:func:`graph_arguments`; :func:`graph_arguments_of` builds it once per
+:class:`zoo.graph.Graph` and device, in the graph's cache), so that a call computes nothing from the
+graph: the CSR by destination and by source, and for the Triton ops the light / heavy degree buckets
+of both (:mod:`.degree_buckets`), whose split needs a host synchronisation (``nonzero``).
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import torch
 from torch import Tensor
 
 from zoo.ops._compiled import build, rules
+from zoo.ops._compiled.degree_buckets import split_by_degree
+from zoo.ops.aggregate import graph_orders
 
 
 class KernelsUnavailable(RuntimeError):
@@ -38,9 +43,10 @@ def _triton_ops() -> Optional[Any]:
 
 
 def backend(device: torch.device) -> Optional[Any]:
-    """The ``torch.ops`` namespace serving ``device``, or None (also while ``ZOO_KERNELS=off``)."""
-    if build.kernels_disabled():
-        return None
+    """The ``torch.ops`` namespace serving ``device``, or None (also while ``ZOO_KERNELS=off``, and on a
+    torch too old to register the ops' rules: :func:`zoo.ops._compiled.rules.unavailable_reason`)."""
+    if build.kernels_disabled() or rules.unavailable_reason() is not None:
+        return None  # on a torch without torch.library.register_fake: not available, nothing is built
     if device.type == "cpu":
         return _cpu_ops()
     if device.type == "cuda":
@@ -53,9 +59,27 @@ def available(device: torch.device) -> bool:
     return backend(device) is not None
 
 
-def _graph(orders: Sequence[Tensor]) -> Tuple[Tensor, ...]:
+def graph_arguments(orders: Sequence[Tensor], triton: bool) -> Tuple[Tensor, ...]:
+    """The graph's arguments of the compiled ops from its two CSR layouts (``orders``:
+    :func:`zoo.ops.aggregate.edge_orders`, ``(perm, crow, col, perm_s, crow_s, col_s)``):
+    ``(crow, col, perm, crow_s, col_s, perm_s)``, and for the Triton ops (``triton``) the light and
+    heavy rows of each, ``(light, heavy, light_s, heavy_s)`` at the kernels' block size."""
     perm, crow, col, perm_s, crow_s, col_s = orders
-    return crow, col, perm, crow_s, col_s, perm_s
+    args: Tuple[Tensor, ...] = (crow, col, perm, crow_s, col_s, perm_s)
+    if triton:
+        from zoo.ops._compiled import triton_attention  # only where triton is installed
+
+        for row_pointer in (crow, crow_s):
+            split = split_by_degree(row_pointer, triton_attention.BLOCK_E)
+            args += (split.light, split.heavy)
+    return args
+
+
+def graph_arguments_of(graph: Any) -> Tuple[Tensor, ...]:
+    """:func:`graph_arguments` of a :class:`zoo.graph.Graph` for the backend of its device, built once
+    per graph and device (the graph's cache; a changed graph is a new :class:`~zoo.graph.Graph`)."""
+    triton = graph.device.type == "cuda"
+    return graph.cached("compiled_attention_arguments", lambda: graph_arguments(graph_orders(graph), triton))
 
 
 def _ops_for(t: Tensor) -> Any:
@@ -67,25 +91,25 @@ def _ops_for(t: Tensor) -> Any:
 
 
 def gatv2_attention(x_src: Tensor, x_dst: Tensor, values: Tensor, att: Tensor, negative_slope: float,
-                    orders: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
+                    graph: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
     r"""GATv2's attention in one op: ``e_uv = a^T LeakyReLU(x_src[u] + x_dst[v])`` per head,
     ``alpha = softmax_u e_uv``, ``out_v = sum_u alpha_uv values[u]``.
 
-    Shapes: x_src, x_dst ``(N, H, C)``; values ``(N, H, Cv)``; att ``(H, C)``; orders: the
-    graph's six CSR tensors -> out ``(N, H, Cv)``, alpha ``(E, H)`` (original edge order).
+    Shapes: x_src, x_dst ``(N, H, C)``; values ``(N, H, Cv)``; att ``(H, C)``; graph: the graph's
+    arguments for the backend (:func:`graph_arguments`) -> out ``(N, H, Cv)``, alpha ``(E, H)``
+    (original edge order).
     """
-    out, alpha, _ = _ops_for(values).gatv2_forward(x_src, x_dst, values, att, *_graph(orders), float(negative_slope))
+    out, alpha, _ = _ops_for(values).gatv2_forward(x_src, x_dst, values, att, *graph, float(negative_slope))
     return out, alpha
 
 
 def gat_attention(score_src: Tensor, score_dst: Tensor, bias: Optional[Tensor], values: Tensor,
-                  negative_slope: float, orders: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
+                  negative_slope: float, graph: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
     r"""GAT's attention in one op: ``e_uv = LeakyReLU(score_src[u] + score_dst[v] [+ bias_uv])``,
     ``alpha = softmax_u e_uv``, ``out_v = sum_u alpha_uv values[u]`` (GATDB / GATNB: ``bias``).
 
     Shapes: score_src, score_dst ``(N, H)``; bias ``(E, H)`` or None; values ``(N, H, Cv)`` ->
-    out ``(N, H, Cv)``, alpha ``(E, H)`` (original edge order).
+    out ``(N, H, Cv)``, alpha ``(E, H)`` (original edge order); graph: as :func:`gatv2_attention`.
     """
-    out, alpha, _ = _ops_for(values).gat_forward(score_src, score_dst, bias, values, *_graph(orders),
-                                                 float(negative_slope))
+    out, alpha, _ = _ops_for(values).gat_forward(score_src, score_dst, bias, values, *graph, float(negative_slope))
     return out, alpha

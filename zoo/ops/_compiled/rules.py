@@ -17,7 +17,9 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-GRAPH_ARGS = 6  # crow, col, perm (CSR by destination), crow_s, col_s, perm_s (by source)
+#: crow, col, perm (CSR by destination), crow_s, col_s, perm_s (by source): the C++ ops' graph arguments;
+#: the Triton ops take four more, the light / heavy degree buckets by destination and by source
+GRAPH_ARGS = 6
 
 
 def _fold(t: Optional[Tensor], dim: Optional[int], batch: int) -> Optional[Tensor]:
@@ -81,11 +83,34 @@ def _shared_graph(dims: Sequence[Optional[int]]) -> None:
                          "(vmap over parameters and features, not over edge indices)")
 
 
-def register(ns: str, replica_major: bool = False) -> None:
+#: the torch.library registrations the compiled ops need (all from torch 2.4)
+NEEDED = ("custom_op", "register_fake", "register_autograd", "register_vmap")
+
+
+class RulesUnavailable(RuntimeError):
+    """This torch cannot register the compiled ops' rules (it predates ``torch.library.register_fake``)."""
+
+
+def unavailable_reason() -> Optional[str]:
+    """Why the rules cannot be registered on this torch, or ``None`` when they can."""
+    missing = [name for name in NEEDED if not hasattr(torch.library, name)]
+    if not missing:
+        return None
+    return (f"torch {torch.__version__} has no torch.library.{', torch.library.'.join(missing)} "
+            "(torch >= 2.4): the compiled attention is not available, the plain torch ops are used")
+
+
+def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS) -> None:
     """Register the fake, autograd and vmap rules of ``ns::{gatv2,gat}_{forward,backward}``.
 
     ``replica_major``: the ops take tensors with a leading replica dimension and a trailing
-    ``replicas_outer`` flag (the C++ ops); otherwise replicas are folded into the heads."""
+    ``replicas_outer`` flag (the C++ ops); otherwise replicas are folded into the heads.
+    ``graph_args``: how many graph tensors follow the ops' feature tensors (they are shared by all
+    replicas and get no gradient).  Raises :class:`RulesUnavailable` on a torch without the
+    registration API."""
+    reason = unavailable_reason()
+    if reason is not None:
+        raise RulesUnavailable(reason)
     ops = getattr(torch.ops, ns)
     lib = f"{ns}::"
 
@@ -116,12 +141,12 @@ def register(ns: str, replica_major: bool = False) -> None:
                                                                   score_src.shape[-1])))
 
     # ------------------------------------------------------------------ autograd
-    # inputs: 4 tensors, the 6 graph tensors, slope [, replicas_outer]: the backward gets the same
+    # inputs: 4 tensors, the graph tensors, slope [, replicas_outer]: the backward gets the same
     # trailing arguments, and no gradient for any of them.
     def gatv2_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
         x_src, x_dst, values, att = inputs[:4]
-        ctx.save_for_backward(x_src, x_dst, values, att, output[0], output[2], *inputs[4:4 + GRAPH_ARGS])
-        ctx.trailing = tuple(inputs[4 + GRAPH_ARGS:])
+        ctx.save_for_backward(x_src, x_dst, values, att, output[0], output[2], *inputs[4:4 + graph_args])
+        ctx.trailing = tuple(inputs[4 + graph_args:])
 
     def gatv2_grad(ctx: Any, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
                    _grad_lse: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
@@ -130,15 +155,15 @@ def register(ns: str, replica_major: bool = False) -> None:
             grad_out = torch.zeros_like(out)
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(grad_out.contiguous(), grad_alpha, x_src, x_dst, values,
                                                         att, out, lse, *graph, *ctx.trailing)
-        return (d_src, d_dst, d_val, d_att) + (None,) * (GRAPH_ARGS + len(ctx.trailing))
+        return (d_src, d_dst, d_val, d_att) + (None,) * (graph_args + len(ctx.trailing))
 
     torch.library.register_autograd(lib + "gatv2_forward", gatv2_grad, setup_context=gatv2_setup)
 
     def gat_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
         score_src, score_dst, bias, values = inputs[:4]
         ctx.has_bias = bias is not None
-        ctx.save_for_backward(score_src, score_dst, bias, values, output[0], output[2], *inputs[4:4 + GRAPH_ARGS])
-        ctx.trailing = tuple(inputs[4 + GRAPH_ARGS:])
+        ctx.save_for_backward(score_src, score_dst, bias, values, output[0], output[2], *inputs[4:4 + graph_args])
+        ctx.trailing = tuple(inputs[4 + graph_args:])
 
     def gat_grad(ctx: Any, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
                  _grad_lse: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
@@ -147,7 +172,7 @@ def register(ns: str, replica_major: bool = False) -> None:
             grad_out = torch.zeros_like(out)
         d_s, d_t, d_val, d_bias = ops.gat_backward(grad_out.contiguous(), grad_alpha, score_src, score_dst, bias,
                                                    values, out, lse, *graph, *ctx.trailing)
-        return (d_s, d_t, d_bias if ctx.has_bias else None, d_val) + (None,) * (GRAPH_ARGS + len(ctx.trailing))
+        return (d_s, d_t, d_bias if ctx.has_bias else None, d_val) + (None,) * (graph_args + len(ctx.trailing))
 
     torch.library.register_autograd(lib + "gat_forward", gat_grad, setup_context=gat_setup)
 
@@ -158,7 +183,7 @@ def register(ns: str, replica_major: bool = False) -> None:
         arguments carry replicas; ``values_at``: the values' position).  None: fold instead."""
         if not replica_major:
             return None
-        _shared_graph(dims[tensors:tensors + GRAPH_ARGS])
+        _shared_graph(dims[tensors:tensors + graph_args])
         b = info.batch_size
         values, value_dim = args[values_at], dims[values_at]
         nested = values.dim() - (value_dim is not None) == 4  # already replicas first (a nested vmap)
@@ -166,7 +191,7 @@ def register(ns: str, replica_major: bool = False) -> None:
             return None  # rows of all replicas side by side: one contiguous read per edge
         outer = not _fold_fits(values, value_dim, b)
         results = op(*[_first(t, d, b, nested) for t, d in zip(args[:tensors], dims[:tensors])],
-                     *args[tensors:tensors + GRAPH_ARGS + 1], outer)
+                     *args[tensors:tensors + graph_args + 1], outer)
         if nested:
             results = tuple(r.unflatten(0, (b, -1)) for r in results)
         return tuple(results), (0,) * len(results)
@@ -177,8 +202,8 @@ def register(ns: str, replica_major: bool = False) -> None:
             return done
         x_src, x_dst, values, att, *rest = args
         xs, xd, xv, xa = in_dims[:4]
-        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
-        _shared_graph(in_dims[4:4 + GRAPH_ARGS])
+        graph, slope = rest[:graph_args], rest[graph_args]
+        _shared_graph(in_dims[4:4 + graph_args])
         b = info.batch_size
         out, alpha, lse = ops.gatv2_forward(_fold(x_src, xs, b), _fold(x_dst, xd, b), _fold(values, xv, b),
                                             _fold_att(att, xa, b), *graph, slope)
@@ -190,8 +215,8 @@ def register(ns: str, replica_major: bool = False) -> None:
             return done
         grad_out, grad_alpha, x_src, x_dst, values, att, out, lse, *rest = args
         dg, dga, xs, xd, xv, xa, do, dl = in_dims[:8]
-        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
-        _shared_graph(in_dims[8:8 + GRAPH_ARGS])
+        graph, slope = rest[:graph_args], rest[graph_args]
+        _shared_graph(in_dims[8:8 + graph_args])
         b = info.batch_size
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(x_src, xs, b), _fold(x_dst, xd, b),
@@ -205,8 +230,8 @@ def register(ns: str, replica_major: bool = False) -> None:
             return done
         score_src, score_dst, bias, values, *rest = args
         ds, dt, dbias, dv = in_dims[:4]
-        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
-        _shared_graph(in_dims[4:4 + GRAPH_ARGS])
+        graph, slope = rest[:graph_args], rest[graph_args]
+        _shared_graph(in_dims[4:4 + graph_args])
         b = info.batch_size
         out, alpha, lse = ops.gat_forward(_fold(score_src, ds, b), _fold(score_dst, dt, b), _fold(bias, dbias, b),
                                           _fold(values, dv, b), *graph, slope)
@@ -218,8 +243,8 @@ def register(ns: str, replica_major: bool = False) -> None:
             return done
         grad_out, grad_alpha, score_src, score_dst, bias, values, out, lse, *rest = args
         dg, dga, ds, dt, dbias, dv, do, dl = in_dims[:8]
-        graph, slope = rest[:GRAPH_ARGS], rest[GRAPH_ARGS]
-        _shared_graph(in_dims[8:8 + GRAPH_ARGS])
+        graph, slope = rest[:graph_args], rest[graph_args]
+        _shared_graph(in_dims[8:8 + graph_args])
         b = info.batch_size
         d_s, d_t, d_val, d_bias = ops.gat_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(score_src, ds, b),

@@ -1,0 +1,124 @@
+"""How busy the device is during the runner's stacked training epochs: kernel time / wall time.
+
+``torch.profiler`` over ``--epochs`` epochs of ``train_replicas`` (SGD, no stopping, ``--replicas``
+stacked replicas: 3 inits x seeds, as ``speed_train.py``), after 3 warm-up epochs.  On CUDA the
+kernel time is the profiler's device time of every kernel; on the CPU it is the self time of the
+operators that compute (``aten::`` and the zoo's compiled ops), so the share left over is the host's
+Python, dispatch and autograd bookkeeping.  Prints one line: wall per epoch, kernel time per
+epoch, busy %, kernels per epoch, and wall per kernel; ``--table`` adds the profiler's top kernels.
+
+    python benchmarks/gpu_busy.py --device cuda                          # cornell_npz gatv2 L=40 R=15
+    python benchmarks/gpu_busy.py --device cpu --layers 2 --replicas 3 --epochs 3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import torch
+
+#: operator namespaces whose self time is computation (CPU profiles)
+COMPUTE_PREFIXES = ("aten::", "zoo_kernels::", "zoo_triton::")
+INITS = ("xavier", "balanced_xavier", "balanced_orthogonal")
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Kernel time against wall time over ``epochs`` profiled epochs."""
+
+    epochs: int
+    wall_s: float
+    kernel_s: float
+    kernels: int
+
+    @property
+    def fraction(self) -> float:
+        return self.kernel_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+    def line(self, label: str) -> str:
+        e = max(self.epochs, 1)
+        return (f"{label}: wall/epoch {1e3 * self.wall_s / e:.2f} ms, kernel time/epoch {1e3 * self.kernel_s / e:.2f} ms "
+                f"({100 * self.fraction:.1f}% busy), kernels/epoch {self.kernels / e:.0f}, "
+                f"us wall per kernel {1e6 * self.wall_s / max(self.kernels, 1):.1f}")
+
+
+def _device_us(event: Any) -> float:
+    return float(getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0)) or 0.0)
+
+
+def kernel_time(events: Iterable[Any], device: torch.device) -> tuple:
+    """``(seconds, count)`` of the kernels in profiler ``events`` (``key_averages()`` rows): device time
+    on CUDA; on the CPU the self time of the computing operators (:data:`COMPUTE_PREFIXES`)."""
+    total_us, count = 0.0, 0
+    for e in events:
+        if device.type == "cuda":
+            us = _device_us(e)
+        else:
+            us = float(e.self_cpu_time_total) if str(e.key).startswith(COMPUTE_PREFIXES) else 0.0
+        if us > 0:
+            total_us += us
+            count += int(e.count)
+    return total_us / 1e6, count
+
+
+def profile(dataset: str, model: str, layers: int, replicas: int, epochs: int, device: torch.device,
+            hidden: int = 64, table: bool = False) -> Busy:
+    """Profile ``epochs`` stacked epochs of ``model`` on ``dataset`` (the runner's path)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    import zoo
+    from zoo.datasets import load
+    from zoo.trainer.config import TrainConfig
+    from zoo.trainer.loop import train_replicas
+    from zoo.trainer.replicas import build_replicas
+
+    task = load(dataset)
+    inits = [INITS[i % len(INITS)] for i in range(replicas)]
+    seeds = [i // len(INITS) for i in range(replicas)]
+    factories = [(lambda init=init: zoo.build(model, in_dim=task.num_features, out_dim=task.num_classes,
+                                              hidden_dim=hidden, num_layers=layers, heads=1, init=init))
+                 for init in inits]
+    cfg = TrainConfig(optimizer="sgd", lr=0.05, epochs=epochs, loss_threshold=0.0)
+    reps, view = build_replicas(task, factories, seeds, device, torch.float32, cfg, True)
+    train_replicas(task, reps, view, TrainConfig(**{**cfg.__dict__, "epochs": 3}), seeds)  # warm-up
+    reps, view = build_replicas(task, factories, seeds, device, torch.float32, cfg, True)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync()
+    with torch_profile(activities=activities) as prof:
+        start = time.perf_counter()
+        train_replicas(task, reps, view, cfg, seeds)
+        sync()
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+    seconds, count = kernel_time(events, device)
+    if table:
+        key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        print(events.table(sort_by=key, row_limit=8, max_name_column_width=50), flush=True)
+    return Busy(epochs, wall, seconds, count)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--dataset", default="cornell_npz")
+    p.add_argument("--model", default="gatv2")
+    p.add_argument("--layers", type=int, default=40)
+    p.add_argument("--replicas", type=int, default=15)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--table", action="store_true", help="also the profiler's top kernels")
+    args = p.parse_args()
+    os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: this torch sees no CUDA device (torch {torch.__version__})")
+    busy = profile(args.dataset, args.model, args.layers, args.replicas, args.epochs, device, table=args.table)
+    print(busy.line(f"{args.dataset} {args.model} L={args.layers} R={args.replicas} on {args.device}"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
