@@ -31,7 +31,10 @@ class Callback(Protocol):
 
 @dataclass
 class EpochState:
-    """One evaluated epoch of ``R`` replicas (read-only for callbacks: do not modify the tensors).
+    """One evaluated epoch of ``R`` replicas (read-only for callbacks, with one exception: a
+    callback may change ``params`` in place by a symmetry of the network, provided it transforms
+    ``grads`` so that they stay the gradients at the new parameters, as
+    :class:`zoo.rescale.DynamicRescaling` does; the next step then trains the same function).
 
     Shapes: ``params[i]`` / ``grads[i]`` ``(R, *shape of parameter names[i])``; every entry of
     ``metrics`` ``(R,)`` float64: ``train`` / ``val`` / ``test`` (the task's metric), ``train_loss``,

@@ -55,6 +55,11 @@ def list_models(pattern: Optional[str] = None) -> List[str]:
 
 
 def _catalogue_dir() -> Path:
+    # A source tree's own registry/ first: an editable install maps zoo._catalogue to the one
+    # checkout it was installed from, which is not this one in a second worktree.
+    beside = Path(__file__).resolve().parents[1] / "registry"
+    if (beside / "__init__.py").is_file() and any(beside.glob("*.toml")):
+        return beside
     try:
         import importlib.resources as resources
 

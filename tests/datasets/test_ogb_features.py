@@ -139,7 +139,7 @@ def test_readouts(name):
     else:
         from torch_geometric.nn.aggr import AttentionalAggregation
 
-        ref = AttentionalAggregation(r.gate)(h, batch, dim_size=3)
+        ref = AttentionalAggregation(r.score)(h, batch, dim_size=3)
     assert torch.allclose(out, ref, atol=1e-12)
 
 

@@ -42,6 +42,9 @@ RELU_VARIANTS = {
     "gcn_residual": ("gcn", dict(normalization="mean", residual="linear")),
     "gatdb": ("gatdb", dict(heads=2)),
     "gatnb_residual": ("gatnb", dict(residual="linear")),
+    "gate_h1": ("gate", {}),
+    "gate_h2_bias_leaky": ("gate", dict(heads=2, bias=True, negative_slope=0.2)),
+    "gate_shared_h2": ("gate", dict(heads=2, share_weights=True)),
 }
 
 
@@ -119,12 +122,14 @@ def test_gradient_identity_needs_a_backward_pass():
         gradient_identity(model)
 
 
-@pytest.mark.parametrize("init, kw", [("xavier", dict(share_weights=False, heads=2)), ("bal_o", {}),
-                                      ("bal_x", dict(residual="linear"))])
-def test_gradient_descent_conserves_c(init, kw):
+@pytest.mark.parametrize("name, init, kw", [("gatv2", "xavier", dict(share_weights=False, heads=2)),
+                                            ("gatv2", "bal_o", {}), ("gatv2", "bal_x", dict(residual="linear")),
+                                            ("gate", "xavier", dict(heads=2)), ("gate", "bal_o", {}),
+                                            ("gate", "ll_orthogonal", {})])
+def test_gradient_descent_conserves_c(name, init, kw):
     """Plain GD, small learning rate, 200 steps: c moves by O(lr^2) per step, stays within 1e-3."""
     torch.manual_seed(0)
-    model = zoo.build("gatv2", in_dim=IN, out_dim=OUT, hidden_dim=8, num_layers=4, init=init, **kw).double()
+    model = zoo.build(name, in_dim=IN, out_dim=OUT, hidden_dim=8, num_layers=4, init=init, **kw).double()
     x = torch.randn(N, IN, dtype=torch.float64)
     y = torch.randint(0, OUT, (N,))
     c0 = balance(model)

@@ -20,7 +20,7 @@ from tests.conftest import awkward_graph, small_kwargs
 
 pytestmark = pytest.mark.fallback
 
-MODELS = ["gat", "gatv2", "gatdb", "gatnb", "gcn", "unimp", "graph_transformer"]
+MODELS = ["gat", "gatv2", "gatdb", "gatnb", "gate", "gcn", "unimp", "graph_transformer"]
 
 
 def _replicas(name):

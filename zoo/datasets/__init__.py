@@ -13,6 +13,7 @@ from .task import Task
 
 # Importing the family modules registers their names.
 from . import planetoid, heterophilic, heterophilous_npz, coauthor_amazon, ogb_datasets, synthetic  # noqa: E402,F401  isort:skip
+from . import gate_synthetic  # noqa: E402,F401  isort:skip
 
 __all__ = [
     "load", "list_datasets", "format_datasets_table", "Task", "register_dataset", "transforms",

@@ -1,5 +1,8 @@
-"""Diagnostics: conservation law and trainability (balance paper) and oversmoothing (energies,
-similarities, layer pruning).  Each submodule defines ``__all__``."""
+"""Diagnostics: conservation law and trainability (balance paper), oversmoothing (energies,
+similarities, layer pruning, feature rank) and attention distribution (self-attention, entropy).
+Each submodule defines ``__all__``."""
+from zoo.diagnostics.attention import *  # noqa: F401,F403
 from zoo.diagnostics.conservation import *  # noqa: F401,F403
 from zoo.diagnostics.oversmoothing import *  # noqa: F401,F403
+from zoo.diagnostics.rank import *  # noqa: F401,F403
 from zoo.diagnostics.recorders import *  # noqa: F401,F403

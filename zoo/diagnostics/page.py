@@ -5,7 +5,7 @@ network) from the numbers of a :class:`~zoo.diagnostics.recorders.LayerRecorder`
 Sections: the verdict (:mod:`zoo.diagnostics.verdict`); the configurations side by side with
 their selected-epoch metrics; training curves; one row of layer x epoch heat maps per quantity
 (one map per configuration, a shared colour scale per row); per-layer curves of the relative
-gradient norm; the energy against depth at the first and last epoch.
+gradient norm; the energy and the effective rank against depth at the first and last epoch.
 """
 from __future__ import annotations
 
@@ -29,10 +29,16 @@ HEATMAPS = [
     ("change_a", "attention parameter change ‖a−a₀‖", True, "Absolute, since balanced inits start at a = 0."),
     ("entropy", "attention entropy (1 = uniform)", False,
      "Mean entropy of each node's attention over its neighbours, divided by its maximum log(degree)."),
+    ("self_attention", "self-attention α_vv", False,
+     "Mean attention of each node on itself (GATE paper): 1 = the layer ignores the neighbours (a perceptron)."),
     ("attention_change", "attention change |α−α₀|", True, "Mean change of the attention coefficients per edge."),
     ("laplacian", "Laplacian energy of X^l", True,
      "Node dissimilarity of each layer's output (nonlocal paper §2); collapsing with depth = oversmoothing."),
     ("dirichlet", "Dirichlet energy of X^l", True, "As above, with the Dirichlet energy."),
+    ("effective_rank", "effective rank of X^l", True,
+     "exp(entropy of the normalised singular values) of each layer's output (Zhang et al. 2025): falling to 1 = "
+     "rank collapse, which can show where the energies stay put."),
+    ("numerical_rank", "numerical rank ‖X‖²_F/‖X‖²_2 of X^l", True, "As above, with the numerical (stable) rank."),
     ("c", "balance max|c| (hidden layers)", True,
      "Degree of balancedness (Eq. 5); 0 after a balanced init, conserved by gradient flow."),
     ("delta", "gradient identity max|δ|", True,
@@ -139,7 +145,23 @@ def _layer_curves(data: Dict[str, Any]) -> str:
             dashed += [True, False]
         charts.append(line_chart(series, title="Laplacian energy vs depth (dashed: first epoch)", xlabel="layer",
                                  log=True, dashed=dashed))
+    rank = data.get("effective_rank")
+    if rank is not None and np.isfinite(rank).any():
+        charts.append(_first_last(data, rank, "effective rank vs depth (dashed: first epoch)"))
     return '<div class="row">' + "".join(charts) + "</div>"
+
+
+def _first_last(data: Dict[str, Any], arr: Any, title: str) -> str:
+    """A per-layer quantity against depth at the first (dashed) and last recorded epoch."""
+    epochs, labels = list(map(int, data["epochs"])), data["labels"]
+    layers = list(range(1, arr.shape[-1] + 1))
+    series, dashed = [], []
+    for r in range(len(labels)):
+        color = PALETTE[r % len(PALETTE)]
+        series.append((f"{labels[r]} epoch {epochs[0]}", layers, arr[0, r, :].tolist(), color))
+        series.append((f"{labels[r]} epoch {epochs[-1]}", layers, arr[-1, r, :].tolist(), color))
+        dashed += [True, False]
+    return line_chart(series, title=title, xlabel="layer", log=True, dashed=dashed)
 
 
 def _layer_color(i: int, L: int) -> str:

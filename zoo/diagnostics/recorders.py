@@ -15,9 +15,13 @@ r"""Training callbacks that record per-layer diagnostics of every replica (``zoo
   ``entropy``           mean over nodes and heads of the attention entropy over a node's incoming
                         edges, divided by log(in-degree) (1 = uniform attention; nodes of degree 1
                         left out)
+  ``self_attention``    mean over nodes and heads of alpha_vv (GATE paper; 1 = no aggregation)
   ``attention_change``  mean over edges and heads of |alpha_e - alpha_0|
   ``dirichlet``         Dirichlet energy of the layer's output X^l (:func:`dirichlet_energy`)
   ``laplacian``         Laplacian energy of X^l (:func:`laplacian_energy`)
+  ``numerical_rank``    ||X^l||_F^2 / ||X^l||_2^2 (:func:`zoo.diagnostics.numerical_rank`)
+  ``effective_rank``    exp of the entropy of X^l's normalised singular values
+                        (:func:`zoo.diagnostics.effective_rank`)
   ====================  ==========================================================================
 
   and per replica and epoch the metrics ``train`` / ``val`` / ``test`` / ``train_loss`` / ``val_loss``.
@@ -32,13 +36,15 @@ import torch
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedParameter
 
+from zoo.diagnostics.attention import attention_entropy, self_attention
 from zoo.diagnostics.conservation import balance, gradient_identity
 from zoo.diagnostics.oversmoothing import ENERGIES, _hooked_taps
+from zoo.diagnostics.rank import RANKS
 
 __all__ = ["LayerRecorder", "EnergyRecorder", "layer_parameters", "LAYER_KEYS", "METRIC_KEYS"]
 
-LAYER_KEYS = ("c", "delta", "grad_w", "grad_a", "change_w", "change_a", "entropy", "attention_change",
-              "dirichlet", "laplacian")
+LAYER_KEYS = ("c", "delta", "grad_w", "grad_a", "change_w", "change_a", "entropy", "self_attention",
+              "attention_change", "dirichlet", "laplacian", "numerical_rank", "effective_rank")
 METRIC_KEYS = ("train", "val", "test", "train_loss", "val_loss")
 
 
@@ -94,22 +100,6 @@ def _weights(model: nn.Module) -> List[Dict[str, Tensor]]:
         feats, atts = layer_parameters(layer)
         out.append({"w": _flat(feats).clone(), "a": _flat(atts).clone()})
     return out
-
-
-def _entropy(edge_index: Tensor, alpha: Tensor, num_nodes: int) -> float:
-    """Mean normalised entropy of the attention over every node's incoming edges (``alpha`` ``(E, H)``)."""
-    dst = edge_index[1]
-    a = alpha.detach().double().clamp_min(1e-300)
-    if a.dim() == 1:
-        a = a.unsqueeze(-1)
-    plogp = -(a * a.log())
-    h = plogp.new_zeros(num_nodes, a.size(1)).index_add(0, dst, plogp)
-    deg = torch.zeros(num_nodes, dtype=torch.float64, device=a.device).index_add(
-        0, dst, torch.ones_like(dst, dtype=torch.float64))
-    keep = deg > 1
-    if not bool(keep.any()):
-        return float("nan")
-    return float((h[keep] / deg[keep].log().unsqueeze(-1)).mean())
 
 
 class LayerRecorder:
@@ -191,7 +181,8 @@ class LayerRecorder:
 
     def _forward(self, model: nn.Module, state: Any, r: int, first: bool, L: int) -> Dict[str, List[float]]:
         nan = [math.nan] * L
-        result = {"entropy": list(nan), "attention_change": list(nan), "dirichlet": list(nan), "laplacian": list(nan)}
+        result = {k: list(nan) for k in ("entropy", "self_attention", "attention_change", "dirichlet", "laplacian",
+                                         *RANKS)}
         if not (self.energies or self.attention):
             return result
         graph, x = state.inputs[:2]  # (edge_index, x[, False, edge_attr])
@@ -206,13 +197,16 @@ class LayerRecorder:
             reps = [captured[k] for k in sorted(captured)]
             for name in ("dirichlet", "laplacian"):
                 result[name] = [float(ENERGIES[name](graph, rep.double())) for rep in reps]
+            for name, fn in RANKS.items():
+                result[name] = [fn(rep) for rep in reps]
         if self.attention and records:
             n = x.size(0)
             alphas = [rec.alpha.detach().double() for rec in records]
             if first:
                 self._initial_alpha.append(alphas)
             start = self._initial_alpha[r]
-            result["entropy"] = [_entropy(rec.edge_index, rec.alpha, n) for rec in records]
+            result["entropy"] = [attention_entropy(rec.edge_index, rec.alpha, n) for rec in records]
+            result["self_attention"] = [self_attention(rec.edge_index, rec.alpha) for rec in records]
             result["attention_change"] = [float((a - a0).abs().mean()) if a.shape == a0.shape and a.numel() else math.nan
                                           for a, a0 in zip(alphas, start)]
         return result

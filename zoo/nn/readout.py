@@ -48,10 +48,10 @@ class AttentionReadout(nn.Module):
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.gate = nn.Linear(dim, 1)
+        self.score = nn.Linear(dim, 1)  # the linear gate w^T h_v + b
 
     def forward(self, h: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
-        weights = segment_softmax(self.gate(h), batch, num_graphs)  # (N, 1)
+        weights = segment_softmax(self.score(h), batch, num_graphs)  # (N, 1)
         return segment_sum(weights * h, batch, num_graphs)
 
 

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import papers_dir
 from zoo.bench.analyze import findings as fd
 from zoo.bench.analyze import status as rp
+from zoo.bench.spec.papers import PAPERS
 
 SHIPPED = rp._shipped_suites()
 WITH_FINDINGS = sorted(name for name, s in SHIPPED.items() if s["findings"])
@@ -43,6 +44,8 @@ def test_a_quote_from_our_own_docs_is_refused():
 def test_every_quote_is_the_papers_text(name):
     papers = _papers()
     paper = SHIPPED[name]["meta"].get("paper")
+    if paper in PAPERS and paper not in papers:  # a known paper whose text this machine lacks
+        pytest.skip(f"{name}: the text of {paper!r} is not in {papers_dir()}; add {paper}.md there to check its quotes")
     # a suite of one paper: its text; the quick suite names two papers: either
     texts = [papers[paper]] if paper in papers else list(papers.values())
     bad = [f.id for f in SHIPPED[name]["findings"] if not any(fd.quote_in_text(f.quote, t) for t in texts)]

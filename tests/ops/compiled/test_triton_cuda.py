@@ -21,6 +21,9 @@ if os.environ.get("ZOO_REQUIRE_CUDA") == "1" and not (torch.cuda.is_available() 
     raise RuntimeError("ZOO_REQUIRE_CUDA=1 but torch sees no CUDA device or triton is not installed: run `make "
                        "test-gpu` on a GPU machine with a CUDA build of torch and `pip install gat-zoo[cuda]`")
 pytest.importorskip("triton", reason="triton is not installed (pip install gat-zoo[cuda])")
+from zoo.ops._compiled import rules as _rules  # noqa: E402
+if _rules.unavailable_reason():  # a torch without the op-registration API (< 2.4): the plain ops serve
+    pytest.skip(_rules.unavailable_reason(), allow_module_level=True)
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
 from tests.conftest import seeded_double_models  # noqa: E402

@@ -29,7 +29,8 @@ leaderboard's rows / columns / table_by and any other key the suite sets, as in 
 --where``; plugin aliases allowed), or a list of such (their union).  ``where`` (a selector)
 restricts every cell the check reads; ``over`` names the leaderboard's column key (optional,
 checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``, or on a
-test-accuracy suite ``"train"`` / ``"val"`` (the same selected state's other splits).
+test-accuracy suite ``"train"`` / ``"val"`` (the same selected state's other splits) or a metric its mode
+records beside the accuracy (``"self_attention"``, mode ``train_attention``).
 
 Sources: a ``quote`` is the paper's own text, verbatim modulo whitespace; a sentence
 the text extraction splits is two excerpts joined by ``[...]`` (:func:`quote_in_text`).  A check
@@ -82,6 +83,9 @@ EPOCHS = "epochs_to_best"
 #: a test-accuracy suite records the training and validation accuracies of the same selected state:
 #: a finding about them ("no degradation in training or validation accuracy") reads that split
 OTHER_SPLITS = ("train", "val")
+#: Metrics a finding may read on a test-accuracy board besides the other splits: recorded beside
+#: the accuracy by a mode (``train_attention``'s ``self_attention``); cells without it are not run.
+OTHER_METRICS = OTHER_SPLITS + ("self_attention",)
 _EPS = 1e-9  # thresholds are rounded decimals: a value on the bound satisfies at_least / at_most
 
 
@@ -296,7 +300,7 @@ def validate(findings: Sequence[Finding], board: lb.Board, keys: Sequence[str], 
         if f.metric not in (None, lay["metric"], EPOCHS) and not other_split(f, lay):
             raise FindingsError(f"{where}: check.metric {f.metric!r} is not this suite's metric; use "
                                 f"{lay['metric']!r} (default) or {EPOCHS!r}"
-                                + (f" or another split ({', '.join(OTHER_SPLITS)})" if lay["metric"] == "test"
+                                + (f" or another recorded metric ({', '.join(OTHER_METRICS)})" if lay["metric"] == "test"
                                    else ""))
         for name, sels in [("where", [f.where]), *f.selectors.items()]:
             for sel in sels:
@@ -560,8 +564,9 @@ class Result:
 
 
 def other_split(f: Finding, layout: Mapping[str, Any]) -> bool:
-    """Whether ``f`` reads another split's accuracy than the board's (``metric = "val"`` on a test board)."""
-    return f.metric in OTHER_SPLITS and layout.get("metric") == "test"
+    """Whether ``f`` reads another recorded metric than the board's (``metric = "val"`` or
+    ``"self_attention"`` on a test board)."""
+    return f.metric in OTHER_METRICS and layout.get("metric") == "test"
 
 
 def with_metric(board: lb.Board, metric: str) -> lb.Board:

@@ -128,10 +128,14 @@ class TaskCache:
 
 
 def output_size(task: Any) -> int:
-    """Logits per row: classes, or the width of the target matrix for multi-label / ROC-AUC tasks."""
+    """Logits per row: classes, or the width of the target matrix for multi-label / ROC-AUC tasks
+    (one logit for a binary ROC-AUC task with class labels, such as minesweeper: the trainer's
+    ROC-AUC loss is binary cross-entropy against the label column)."""
     y = task.data.y if task.data is not None else task.graphs["train"][0].y
     if (task.multilabel or task.metric == "rocauc") and y.dim() == 2:
         return int(y.size(1))
+    if task.metric == "rocauc" and y.dim() == 1 and int(task.num_classes) == 2:
+        return 1
     return int(task.num_classes)
 
 

@@ -5,11 +5,15 @@ its records hold) and produces one :class:`~zoo.trainer.results.RunResult` per r
 runner calls :meth:`Mode.produce` and never names a metric.
 
 - ``train``: the training protocol (:func:`~zoo.trainer.loop.train_replicas`); cells with a
-  ``prune_layers`` list are also pruned (as in ``prune_layers``).
+  ``prune_layers`` list are also pruned (as in ``prune_layers``); cells with ``rescale`` train
+  with dynamic rescaling (:class:`zoo.rescale.DynamicRescaling`).
 - ``energy_at_init``: no training; the Laplacian energy of the last layer's output at
   initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
 - ``prune_layers``: train, then the test accuracy of the best state with one layer skipped
   (nonlocal paper Table 8).
+- ``train_attention``: train, then how the last state distributes its attention (GATE paper):
+  the mean self-attention ``alpha_vv`` over layers as a metric, per layer ``alpha_vv`` and
+  attention entropy in the record's extra.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ import torch
 
 from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
 from zoo.bench.spec.suite import Cell
-from zoo.diagnostics import energy_trace, loglog_slope
+from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
+from zoo.rescale import DynamicRescaling
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import Replicas
@@ -60,10 +65,17 @@ class Train(Mode):
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
                 progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
         results = train_replicas(task, replicas, view, cfg, [c.seed for c in cells], progress=progress,
-                                 checkpoint=checkpoint)
+                                 callbacks=training_callbacks(cells), checkpoint=checkpoint)
         if self.prunes(cells):
             prune(task, replicas, view, cells, results)
         return results
+
+
+def training_callbacks(cells: Sequence[Cell]) -> List[Any]:
+    """The training plugins a group's cells ask for: ``rescale = "<criterion>"`` adds
+    :class:`zoo.rescale.DynamicRescaling` with the authors' schedule."""
+    criterion = cells[0].config["run"].get("rescale")
+    return [DynamicRescaling(criterion=criterion)] if criterion else []
 
 
 class PruneLayers(Train):
@@ -96,7 +108,26 @@ class EnergyAtInit(Mode):
                 for trace in traces]
 
 
-MODES: Dict[str, Mode] = {m.name: m for m in (Train(), EnergyAtInit(), PruneLayers())}
+class TrainAttention(Train):
+    spec = MODE_SPECS["train_attention"]
+
+    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
+                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+        results = super().produce(task, replicas, view, cells, cfg, progress, started, checkpoint)
+        if task.kind != "transductive":
+            raise ValueError("train_attention reads the attention over one graph: it needs a transductive dataset")
+        for r, res in enumerate(results):
+            replicas.base.load_state_dict(replicas.state_of(r), strict=False)
+            replicas.base.eval()
+            dist = attention_distribution(replicas.base, view.edge_index, view.x)
+            selfs = [a for a in dist["self_attention"] if a == a]  # nan: a layer without self-loops
+            res.metrics["self_attention"] = sum(selfs) / len(selfs) if selfs else None
+            res.extra["self_attention_per_layer"] = dist["self_attention"]
+            res.extra["attention_entropy_per_layer"] = dist["entropy"]
+        return results
+
+
+MODES: Dict[str, Mode] = {m.name: m for m in (Train(), EnergyAtInit(), PruneLayers(), TrainAttention())}
 assert set(MODES) == set(MODE_SPECS), "every declared mode has an implementation"
 
 

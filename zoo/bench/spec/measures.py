@@ -48,11 +48,14 @@ METRIC_SPECS: Dict[str, Metric] = {m.name: m for m in (
            selected=False),
     Metric("pruned", "test accuracy of the best state with one layer skipped", percent=True, per_layer=True,
            selected=False),
+    Metric("self_attention", "mean over layers, nodes and heads of the self-attention alpha_vv at the last state",
+           selected=False),
 )}
 MODE_SPECS: Dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("train", ("train", "val", "test")),
     ModeSpec("energy_at_init", ("laplacian_energy",), trains=False),
     ModeSpec("prune_layers", ("train", "val", "test", "pruned")),
+    ModeSpec("train_attention", ("train", "val", "test", "self_attention")),
 )}
 MODES: Tuple[str, ...] = tuple(MODE_SPECS)
 METRICS: Tuple[str, ...] = tuple(METRIC_SPECS)

@@ -16,6 +16,8 @@ PAPERS: Dict[str, str] = {
     "nonlocal-message-passing-oversmoothing": ("Solving Oversmoothing in GNNs via Nonlocal Message Passing: "
                                                "Algebraic Smoothing and Depth Scalability (Guan, He et al.)"),
     "a-critical-look-at-heterophily": "A critical look at the evaluation of GNNs under heterophily",
+    "gate-intrusive-neighbors": "GATE: How to Keep Out Intrusive Neighbors (Mustafa, Burkholz; ICML 2024)",
+    "dynamic-rescaling-gnns": "Training GNNs in Balance by Dynamic Rescaling (Mustafa, Burkholz; NeurIPS 2024)",
 }
 
 _SLUG = re.compile("|".join(sorted(map(re.escape, PAPERS), key=len, reverse=True)))

@@ -64,7 +64,11 @@ OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs", "select_ties")
 TASK_KEYS = {"dataset": None, "split": None, "transforms": [], "data_seed": 0}
 # readout (graph tasks; zoo.nn.readout) enters a cell's config only where set: other suites' cell ids stay as they were.
 PLUGIN_KEYS = {"model": None, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": None}
-RUN_KEYS = {"seed": 0, "dtype": "float32", "variant": None, "prune_layers": []}
+RUN_KEYS = {"seed": 0, "dtype": "float32", "variant": None, "prune_layers": [], "rescale": None}
+# Run keys that enter a cell's config only where set (added later: the other cells' ids stay as they were).
+OPTIONAL_RUN_KEYS = ("rescale",)
+#: ``rescale``: a dynamic-rescaling criterion (zoo.rescale.CRITERIA; the callback runs with its defaults).
+RESCALE_CRITERIA = ("relative_gradients", "weight_norms")
 FIXED_BY_TASK = ("in_dim", "out_dim")
 GROUP_FREE = ("seed", "init", "init_kwargs")  # what replicas of one group may differ in
 DTYPES = ("float32", "float64")
@@ -75,7 +79,7 @@ KEY_TYPES: Dict[str, Tuple[type, ...]] = {
     "patience_on": (str,), "dataset": (str,), "model": (str,), "init": (str,), "norm": (str,),
     "transforms": (list,), "init_kwargs": (dict,), "norm_kwargs": (dict,), "prune_layers": (list,),
     "betas": (list,), "keep_best_state": (bool,), "variant": (str,), "lr_scheduler": (str,),
-    "lr_scheduler_kwargs": (dict,),
+    "lr_scheduler_kwargs": (dict,), "rescale": (str,),
 }
 
 
@@ -135,7 +139,13 @@ class Suite:
 
 
 def suites_dir() -> Path:
-    """The shipped suites: package ``zoo._suites`` (= ``benchmarks/suites`` in a source tree)."""
+    """The shipped suites: package ``zoo._suites`` (= ``benchmarks/suites`` in a source tree).
+
+    A source tree's own ``benchmarks/suites`` comes first: an editable install maps ``zoo._suites``
+    to the checkout it was installed from, which is not this one in a second worktree."""
+    beside = Path(__file__).resolve().parents[3] / "benchmarks" / "suites"
+    if (beside / "__init__.py").is_file() and any(beside.glob("*.toml")):
+        return beside
     if importlib.util.find_spec("zoo._suites") is not None:
         return Path(str(resources.files("zoo._suites")))
     return Path(__file__).resolve().parents[3] / "benchmarks" / "suites"  # a source tree that is not installed
@@ -290,7 +300,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     arch: Dict[str, Any] = {}
     train = {k: v for k, v in TRAIN_KEYS.items() if k not in OPTIONAL_TRAIN_KEYS}
     train["betas"] = list(train["betas"])
-    run = dict(RUN_KEYS)
+    run = {k: v for k, v in RUN_KEYS.items() if k not in OPTIONAL_RUN_KEYS}
     plugins: Dict[str, Any] = {"init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}}
     valid_all = sorted(set(fixed) | {k for k in model_opts if k not in FIXED_BY_TASK} | set(data_opts)
                        | {f"arch.{k}" for k in model_opts} | {f"data.{k}" for k in data_opts})
@@ -323,6 +333,8 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
         elif key in TRAIN_KEYS:
             train[key] = list(value) if key == "betas" else _as_declared(key, value)
         elif key in RUN_KEYS:
+            if key == "rescale" and value not in RESCALE_CRITERIA:
+                raise SuiteError(f"{where}: rescale must be one of {', '.join(RESCALE_CRITERIA)}, got {value!r}")
             run[key] = value
         elif key in model_opts and key in data_opts:
             raise SuiteError(f"{where}: {key!r} is an option of model {model!r} and of dataset {dataset!r}; "
