@@ -35,11 +35,16 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install -q $(DGL) || echo "warning: $(DGL) could not be installed; DGL adapter tests will be skipped"
 	touch $@
 
+# Two workers (pytest-xdist; CI machines have 2 cores). --dist loadgroup keeps the modules marked
+# xdist_group (an expensive module-scoped fixture) in one worker. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+XDIST  = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+
 test: $(STAMP)
-	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/python -m pytest -q
+	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/python -m pytest -q $(XDIST)
 
 test-all: $(STAMP)
-	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/python -m pytest -q -m "slow or not slow"
+	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/python -m pytest -q $(XDIST) -m "slow or not slow"
 
 $(DGL_VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(DGL_VENV)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.bench.suite import list_suites, load_suite
+from zoo.bench.spec.suite import list_suites, load_suite
 from zoo.datasets import MissingDataError, get_spec, load
 
 OUT = Path(__file__).resolve().parents[1] / "zoo" / "bench" / "spec" / "dataset_sizes.json"

@@ -2,7 +2,7 @@
 
 Trains the same R cells (one architecture, R seeds) twice in this process — one replica at a
 time, then all R stacked — and prints runs/hour for both and their ratio.  The issue's target
-is >= 5x on a GPU for Cora-size graphs and >= 3x on CPU (issue 9).  On the CPU it runs with
+is >= 5x on a GPU for Cora-size graphs and >= 3x on CPU.  On the CPU it runs with
 one torch thread by default, as ``zoo bench`` does (``--threads``); ``--clock cpu`` times process
 CPU time (steadier when other jobs share the cores).
 

@@ -16,7 +16,7 @@ timing (both sides alike; the GPU's queued work is inside the figure), after 3 w
     python benchmarks/speed_train.py --configs cornell --threads 1
     python benchmarks/speed_train.py --device cuda --epochs 30 --repeat 2
 
-Targets (issue 9): ours / PyG <= 0.4 at 1 replica and <= 0.1 at 15 replicas.
+Targets: ours / PyG <= 0.4 at 1 replica and <= 0.1 at 15 replicas.
 """
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def main() -> None:
         line = f"{label:34} {1e3 * pyg:>9.2f}" + "".join(f" {1e3 * ours[r]:>10.2f} {ours[r] / pyg:>5.2f}x" for r in counts)
         print(line, flush=True)
         rows.append((label, pyg, [ours[r] for r in counts]))
-    print("targets: ratio <= 0.40x at R=1, <= 0.10x at R=15 (issue 9)")
+    print("targets: ratio <= 0.40x at R=1, <= 0.10x at R=15")
 
 
 if __name__ == "__main__":

@@ -40,9 +40,9 @@ def papers_dir() -> Path:
     pytest.skip("the papers' text is not here: set ZOO_PAPERS to the folder of the papers' .md files")
 
 
-def benchmark_script(name: str) -> ModuleType:
-    """A script under benchmarks/ as a module (the scripts are not a package), for testing its functions."""
-    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), REPO / "benchmarks" / name)
+def research_script(name: str) -> ModuleType:
+    """A script under research/ as a module (the scripts are not a package), for testing its functions."""
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), REPO / "research" / name)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses under postponed annotations look their module up there
     spec.loader.exec_module(module)

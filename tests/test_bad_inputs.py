@@ -1,4 +1,4 @@
-"""One clear line for bad inputs and no silent non-finite values (issue 26, items 5, 6, 7)."""
+"""One clear line for bad inputs and no silent non-finite values."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Dataset options are validated like model options (issue 26, items 3 and 5): a switch takes only
+"""Dataset options are validated like model options: a switch takes only
 true/false, numbers take numbers, the seed is an integer, the root is a folder — one line each."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""zoo.graph's cache never serves a graph whose edges changed (issue 26, item 2).
+"""zoo.graph's cache never serves a graph whose edges changed.
 
 Each edit keeps the number of nodes and edges, so only the edges' content tells the graphs
 apart; every test compares with the output on a fresh copy of the edited graph.
@@ -97,3 +97,15 @@ def test_owned_edges_skip_the_per_call_comparison():
     before = as_graph(owned, x)
     owned[0, 0] = 3  # an in-place edit still bumps the version: a new normalisation
     assert as_graph(owned, x) is not before
+
+
+def test_graph_cache_follows_dtype_and_device():
+    from zoo.graph import as_graph
+
+    edge_index, n = awkward_graph()
+    g = as_graph(edge_index, torch.randn(n, 2))
+    assert g.in_degree().dtype == torch.get_default_dtype()
+    d64 = g.in_degree(torch.float64)
+    assert d64.dtype == torch.float64 and d64.device == edge_index.device
+    assert g.in_degree(torch.float32).dtype == torch.float32
+    assert g.cached("k", lambda: 1, dtype=torch.float32) != g.cached("k", lambda: 2, dtype=torch.float64)

@@ -164,7 +164,7 @@ def upward_imports(edges: Dict[str, Set[str]]) -> List[str]:
             if theirs is not None and theirs != mine and theirs not in LAYERS[mine]:
                 bad.append(f"{source} -> {target} ({mine} may import only {sorted(LAYERS[mine]) or 'nothing'})")
             elif theirs is None and target.startswith("zoo.bench") and target not in ("zoo.bench",):
-                # an old-path stub or a module outside the layers: only stubs may re-export, layers may not use them
+                # a module of zoo.bench outside the layers (publish is a layer of its own)
                 bad.append(f"{source} -> {target} (a layer imports a module outside the layers)")
     return bad
 
@@ -257,17 +257,31 @@ def test_no_function_level_imports_in_bench() -> None:
 
 
 def test_torch_free_layers_do_not_import_torch() -> None:
-    """Statically (no module of these layers names torch) and at run time (importing them, with the
-    parent packages Python initialises, leaves torch out of sys.modules)."""
+    """Statically (no module of these layers names torch) and at run time (importing every module
+    of them, with the parent packages Python initialises, leaves torch out of sys.modules)."""
     _, raw = import_graph()
     named = sorted(f"{m}:{line}" for m, found in raw.items() if m.startswith(TORCH_FREE)
                    for target, line, _ in found if target.split(".")[0] == "torch")
     assert named == []
-    code = ("import sys\nimport " + ", ".join(TORCH_FREE) +
-            "\nloaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))"
-            "\nassert not loaded, loaded[:5]\n")
+    code = ("import importlib, pkgutil, sys\n"
+            f"for name in {TORCH_FREE!r}:\n"
+            "    pkg = importlib.import_module(name)\n"
+            "    for m in pkgutil.iter_modules(getattr(pkg, '__path__', [])):  # a package: each module\n"
+            "        importlib.import_module(f'{name}.{m.name}')\n"
+            "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+            "assert not loaded, loaded[:5]\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_lazy_subpackage_of_zoo_is_a_module() -> None:
+    """``zoo.<name>`` for each name ``zoo.__getattr__`` offers as a subpackage finds a module
+    (a stale name, such as a removed ``train``, would raise ModuleNotFoundError on first use)."""
+    import importlib.util
+
+    import zoo
+
+    assert [n for n in zoo._SUBPACKAGES if importlib.util.find_spec(f"zoo.{n}") is None] == []
 
 
 def _summary() -> str:

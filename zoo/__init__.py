@@ -30,7 +30,7 @@ _LAZY = {
     "fit": "zoo.fitting", "save": "zoo.checkpoint", "load": "zoo.checkpoint",
     "diagnose": "zoo.diagnostics.diagnose",
 }
-_SUBPACKAGES = ("datasets", "diagnostics", "bench", "train", "models", "nn", "inits", "norms", "registry", "graph",
+_SUBPACKAGES = ("datasets", "diagnostics", "bench", "models", "nn", "inits", "norms", "registry", "graph",
                 "papers", "ops", "trainer", "callbacks", "checkpoint")
 #: importing these registers every model family and one paper's encoders and heads (and loads torch)
 _PLUGIN_MODULES = ("zoo.models", "zoo.papers")

@@ -7,6 +7,7 @@ choices, so a typo costs one glance at the error rather than a trip to the docs.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import warnings
 from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Optional, TypeVar
@@ -20,6 +21,12 @@ def normalize_name(name: str) -> str:
     """Lower-case ``name`` and map spaces and dashes to underscores."""
     if not isinstance(name, str):
         raise TypeError(f"expected a name (str), got {type(name).__name__}: {name!r}")
+    return _normalized(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized(name: str) -> str:
+    # Cached: building the report normalises the same few hundred names over a million times.
     return _SEPARATORS.sub("_", name.strip()).lower()
 
 

@@ -87,6 +87,13 @@ def catalogue() -> Dict[str, Dict[str, Any]]:
 
 def constructor_options(cls: type) -> Dict[str, Any]:
     """Every keyword a model class accepts, with its default (``inspect.Parameter.empty`` if required)."""
+    return dict(_constructor_options(cls))  # a copy: callers may edit theirs
+
+
+@functools.lru_cache(maxsize=None)
+def _constructor_options(cls: type) -> Dict[str, Any]:
+    # Cached per class: resolving a suite asks once per cell (10k cells in lipschitz_table1), and
+    # inspect.signature over the MRO was most of a suite's load time.
     options: Dict[str, Any] = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")

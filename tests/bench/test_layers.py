@@ -1,4 +1,5 @@
-"""The layers of zoo.bench (issue 22): torch-free layers stay torch-free, old import paths still work."""
+"""The layers of zoo.bench as packages: each exists with modules, the old flat import paths are gone, the
+package's lazy API resolves."""
 import importlib
 import pkgutil
 import subprocess
@@ -8,43 +9,26 @@ import pytest
 
 import zoo.bench
 
-TORCH_FREE = ("spec", "store", "analyze", "render")
-OLD_PATHS = {  # old module -> a name it re-exports, and the module that now defines it
-    "runner": ("run_suite", "zoo.bench.run.driver"), "records": ("append_record", "zoo.bench.store.records"),
-    "suite": ("parse_suite", "zoo.bench.spec.suite"), "selection": ("parse_where", "zoo.bench.spec.selection"),
-    "leaderboard": ("load_board", "zoo.bench.analyze.board"), "report": ("build_report", "zoo.bench.analyze.status"),
-    "findings": ("evaluate", "zoo.bench.analyze.findings"), "html": ("to_html", "zoo.bench.render.html"),
-    "train": ("train_replicas", "zoo.trainer.loop"), "optim": ("make_optimizer", "zoo.trainer.optim"),
-    "executors": ("make_executor", "zoo.bench.run.executors"), "merge": ("merge", "zoo.bench.store.merge"),
-    "stats": ("summarize", "zoo.bench.analyze.stats"),
-}
-
-
-@pytest.mark.parametrize("layer", TORCH_FREE)
-def test_torch_free_layers_import_without_torch(layer):
-    """Every module of spec/, store/, analyze/ and render/ imports in a fresh interpreter without torch."""
-    code = (f"import importlib, pkgutil, sys, zoo.bench.{layer} as pkg\n"
-            "for m in pkgutil.iter_modules(pkg.__path__):\n"
-            "    importlib.import_module(f'{pkg.__name__}.{m.name}')\n"
-            "bad = sorted(k for k in sys.modules if k == 'torch' or k.startswith('torch.'))\n"
-            "assert not bad, bad[:3]\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+LAYERS = ("spec", "store", "run", "analyze", "render")
+#: the modules of the flat zoo.bench (and of zoo.nn's edge primitives) before the layers: removed, not kept as shims
+REMOVED = ("zoo.bench.executors", "zoo.bench.findings", "zoo.bench.html", "zoo.bench.leaderboard", "zoo.bench.merge",
+           "zoo.bench.optim", "zoo.bench.records", "zoo.bench.report", "zoo.bench.runner", "zoo.bench.selection",
+           "zoo.bench.stats", "zoo.bench.suite", "zoo.bench.train", "zoo.nn.fused", "zoo.nn.fused_score")
 
 
 def test_layer_modules_exist():
-    """Each layer is a package with modules (a missing layer would make the torch-free check vacuous)."""
-    for layer in (*TORCH_FREE, "run"):
+    """Each layer is a package with modules (a missing layer would make the torch-free check of
+    tests/test_layering.py vacuous)."""
+    for layer in LAYERS:
         pkg = importlib.import_module(f"zoo.bench.{layer}")
         assert list(pkgutil.iter_modules(pkg.__path__)), layer
 
 
-@pytest.mark.parametrize("old", sorted(OLD_PATHS))
-def test_old_import_paths_reexport_the_new_modules(old):
-    name, new = OLD_PATHS[old]
-    stub = importlib.import_module(f"zoo.bench.{old}")
-    assert getattr(stub, name) is getattr(importlib.import_module(new), name)
-    assert "Old import path" in stub.__doc__
+@pytest.mark.parametrize("old", REMOVED)
+def test_old_import_paths_are_gone(old):
+    """No deprecated shims: a caller of an old path fails at import, not on a re-export that drifts."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
 def test_package_api_is_kept():

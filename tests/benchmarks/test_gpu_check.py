@@ -37,7 +37,7 @@ config                              PyG loop   ours R=1  ratio  ours R=15  ratio
 cora gatv2 L=10 w64                    31.78      16.89  0.53x       1.85  0.06x
 cornell gatv2 L=2 w64                   7.88       0.15  0.02x       0.05  0.01x
 pubmed gat L=5 w64 8h                  16.26      15.06  0.93x       3.37  0.21x
-targets: ratio <= 0.40x at R=1, <= 0.10x at R=15 (issue 9)
+targets: ratio <= 0.40x at R=1, <= 0.10x at R=15
 """
 BUSY_OUT = ("cornell_npz gatv2 L=40 R=15 on cuda: wall/epoch 158.00 ms, kernel time/epoch 9.70 ms (6.1% busy), "
             "kernels/epoch 2502, us wall per kernel 63.1\n")

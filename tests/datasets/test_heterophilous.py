@@ -1,4 +1,4 @@
-"""The yandex-research heterophilous npz datasets (issue 10 item 4, issue 12 item 5).
+"""The yandex-research heterophilous npz datasets.
 
 Expected values are read from the mirror's npz files with numpy here (and the mirror README's
 Cornell figures), not from the zoo's registry.

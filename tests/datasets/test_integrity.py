@@ -1,4 +1,4 @@
-"""Data integrity of the data root (issue 11, items 1, 2, 3, 13, 14).
+"""Data integrity of the data root.
 
 The processed cache is verified against its stamp and the registry's statistics, processing
 is atomic, processed files are unpickled only with an allow-list, staged files are readable
@@ -55,7 +55,7 @@ def restamp(folder: Path) -> None:
     (folder / cache.STAMP_FILE).write_text(json.dumps(stamp))
 
 
-# ----------------------------------------------------------------------------- item 1
+# ---------------------------------------------------------------------- a processed file of another dataset
 
 def test_citeseer_processed_file_over_cora_is_detected(env):
     ref = reference_cora(env)
@@ -105,7 +105,7 @@ def test_flipped_bytes_in_processed_file_are_detected(env):
         assert_cora(zd.load("cora", root=env, download=False).data, ref)
 
 
-# ----------------------------------------------------------------------------- item 2
+# ----------------------------------------------------------------------- truncated or empty processed files
 
 @pytest.mark.parametrize("keep", [0.5, 0.0])
 def test_truncated_or_empty_processed_file_is_reprocessed(env, keep):
@@ -143,7 +143,7 @@ def test_kill_9_during_first_processing_leaves_nothing_half_written(env):
     assert not [p for p in (env / "Cora").iterdir() if "tmp" in p.name], "stale temporary folder removed"
 
 
-# ----------------------------------------------------------------------------- item 13
+# ---------------------------------------------------------------------- processed files that would run code
 
 class _RunsCode:
     def __init__(self, marker: Path) -> None:
@@ -195,7 +195,7 @@ def test_safe_torch_load_accepts_pyg_files_only(tmp_path):
     assert not marker.exists()
 
 
-# ----------------------------------------------------------------------------- item 14
+# ------------------------------------------------------------------------- file modes in a shared data root
 
 def test_staged_and_processed_files_are_readable_by_others(env):
     old = os.umask(0o022)
@@ -210,7 +210,7 @@ def test_staged_and_processed_files_are_readable_by_others(env):
         assert (env / rel).stat().st_mode & 0o777 == 0o755, rel
 
 
-# ----------------------------------------------------------------------------- item 3
+# ----------------------------------------------------------------------------- a partial OGB folder
 
 def _toy_molhiv(tmp: Path):
     from ogb.io import DatasetSaver
@@ -290,3 +290,27 @@ def test_ogb_never_reads_stdin_in_a_subprocess_with_stdin_closed(tmp_path):
     assert proc.returncode == 1
     assert "MissingDataError" in proc.stderr and "not a complete OGB release" in proc.stderr, proc.stderr[-1500:]
     assert "EOFError" not in proc.stderr and "Will you update" not in proc.stdout
+
+
+# ----------------------------------------------------------------------- two processes, one data root
+def test_two_processes_stage_and_process_one_root_at_once(env, tmp_path):
+    """Two pytest workers (or runs) loading Cora into one fresh data root at the same moment: both
+    get the whole dataset, one processed folder wins, and no staging or temporary file is left."""
+    code = textwrap.dedent(f"""
+        import hashlib, sys, time
+        import zoo.datasets as zd
+        time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # start together
+        data = zd.load("cora", root={str(env)!r}, download=False).data
+        print(data.num_nodes, data.num_features, hashlib.sha256(data.x.numpy().tobytes()).hexdigest()[:16])
+    """)
+    start = str(__import__("time").time() + 5.0)
+    full = {**os.environ, mirror.MIRROR_ENV: str(REAL_MIRROR), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, start], cwd=REPO, env=full, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+    first, second = (out.split() for out, _ in results)
+    assert first == second and first[:2] == ["2708", "1433"]
+    leftovers = [p for p in env.rglob("*") if p.name.endswith((".part", ".tmp")) or cache._TMP_TAG in p.name]
+    assert leftovers == []
+    assert cache.read_stamp(processed(env)) is not None

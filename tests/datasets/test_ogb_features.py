@@ -7,7 +7,7 @@ import torch
 import zoo
 from zoo.graph import as_graph
 from zoo.nn.encoders import align_edge_features
-from zoo.nn.readout import GraphPool, make_readout
+from zoo.nn.readout import make_readout
 
 
 def _graph(n=7, seed=0, loops=True):
@@ -149,12 +149,6 @@ def test_readout_names():
         make_readout("meen", 4)
 
 
-def test_graph_pool_moved_but_importable_from_train():
-    from zoo.bench.train import GraphPool as Old
-
-    assert Old is GraphPool
-
-
 @pytest.mark.parametrize("name", ["gatv2", "gcn", "gat"])
 def test_checkpoint_does_not_change_numbers(name):
     torch.manual_seed(0)
@@ -178,7 +172,7 @@ def test_checkpoint_does_not_change_numbers(name):
 def test_checkpoint_replays_per_replica_dropout(name):
     """zoo.bench's per-replica dropout streams are not torch's RNG: the recomputation in the
     backward must draw the same masks (else the gradients belong to other masks)."""
-    from zoo.nn.functional import ReplicaRandomness, replica_randomness
+    from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 
     ei, x = _graph(), torch.randn(7, 5, dtype=torch.float64)
     kw = dict(in_dim=5, out_dim=3, hidden_dim=8, num_layers=4, dropout=0.5, residual="linear")
@@ -257,9 +251,11 @@ def tiny_molecule_task(graphs_per_split=(12, 6, 6), seed=0):
 def test_graph_task_through_model_factory_grouped_equals_sequential(model, readout, extra):
     """ogbg-molhiv's path on tiny data: atom encoder, bond features, readout, OGB Evaluator,
     mini-batches shared by the replicas; stacked replicas reproduce one-at-a-time runs at float64."""
-    from zoo.bench.runner import model_factory
-    from zoo.bench.suite import Cell
-    from zoo.bench.train import TrainConfig, build_replicas, train_replicas
+    from zoo.bench.run.driver import model_factory
+    from zoo.bench.spec.suite import Cell
+    from zoo.trainer.loop import train_replicas
+    from zoo.trainer.replicas import build_replicas
+    from zoo.trainer.config import TrainConfig
 
     task = tiny_molecule_task()
     m = {"name": model, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": readout,
@@ -287,8 +283,8 @@ def test_graph_task_through_model_factory_grouped_equals_sequential(model, reado
 
 
 def test_readout_on_node_task_is_refused():
-    from zoo.bench.runner import model_factory
-    from zoo.bench.suite import Cell
+    from zoo.bench.run.driver import model_factory
+    from zoo.bench.spec.suite import Cell
 
     task = tiny_molecule_task()
     task.kind = "transductive"
@@ -299,7 +295,7 @@ def test_readout_on_node_task_is_refused():
 
 
 def test_suite_readout_key_is_validated_and_optional():
-    from zoo.bench.suite import SuiteError, load_suite
+    from zoo.bench.spec.suite import SuiteError, load_suite
 
     suite = load_suite("benchmarks/suites/ogb_molhiv.toml", quick=True)
     assert {c.config["model"]["readout"] for c in suite.cells} == {"mean"}
@@ -307,7 +303,7 @@ def test_suite_readout_key_is_validated_and_optional():
             if c.config["model"]["name"] == "gatv2"} == {"bond"}
     quick = load_suite("benchmarks/suites/quick.toml", quick=True)
     assert all("readout" not in c.config["model"] for c in quick.cells)  # other suites' ids unchanged
-    from zoo.bench.suite import parse_suite
+    from zoo.bench.spec.suite import parse_suite
 
     raw = {"suite": {"name": "x"}, "defaults": {"dataset": "ogbg_molhiv", "model": "gcn", "readout": "meen"}}
     with pytest.raises(SuiteError, match="Did you mean 'mean'"):
@@ -345,8 +341,8 @@ def test_conservation_identity_holds_with_edge_features(name):
 
 
 def test_graph_tied_model_on_graph_task_is_refused():
-    from zoo.bench.runner import model_factory
-    from zoo.bench.suite import Cell
+    from zoo.bench.run.driver import model_factory
+    from zoo.bench.spec.suite import Cell
 
     m = {"name": "gatdb", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "kwargs": {}}
     with pytest.raises(ValueError, match="tied to one graph"):

@@ -1,6 +1,6 @@
 """The ratio split's sizes: rounded (the default) or floored, the nonlocal paper's 1624 / 541 / 543 on Cora.
 
-The paper's Cora accuracies are multiples of 1/1624 (train), 1/541 (val) and 1/543 (test) (issue 23): its
+The paper's Cora accuracies are multiples of 1/1624 (train), 1/541 (val) and 1/543 (test): its
 60/20/20 split floors ``0.6 n`` and ``0.2 n`` and gives the remainder to test; rounding gives 1625 / 542 / 541.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bal_X against Procedure 2.6 step by step, and its Xavier draw (issue 14, Bal_X at L = 10).
+"""Bal_X against Procedure 2.6 step by step, and its Xavier draw (Bal_X at L = 10).
 
 The balance paper's text says "Xavier initialization [19]" (Glorot & Bengio: uniform, the zoo's
 default); the authors' code draws ``xavier_normal_`` before balancing.  ``init_kwargs=

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -189,9 +190,30 @@ def test_families_without_the_law_refuse_balanced_inits(name):
         zoo.build(name, init="bal_x", **small_kwargs(name))
 
 
-def test_unbalanced_inits_accept_any_model():
-    for init in ("xavier", "xav_z", "ll_orthogonal", "identity", "ll_identity"):
-        make("gatv2", init=init, activation="elu")
+UNBALANCED = ("xavier", "xav_z", "ll_orthogonal", "identity", "ll_identity")
+
+
+@pytest.mark.parametrize("kw", [dict(activation="elu"), dict(residual="identity")], ids=["elu", "identity_skips"])
+def test_unbalanced_inits_accept_any_model(kw):
+    """Where the conservation law fails (the balanced inits refuse these models), the unbalanced inits
+    build them without a warning and draw exactly the weights they draw where the law holds; each
+    init draws its own (none falls back to another)."""
+    drawn = {}
+    for init in UNBALANCED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            torch.manual_seed(0)
+            model = make("gatv2", init=init, **kw)
+        torch.manual_seed(0)
+        reference = dict(make("gatv2", init=init).named_parameters())
+        params = dict(model.named_parameters())
+        assert params.keys() == reference.keys()
+        for name, p in params.items():
+            torch.testing.assert_close(p, reference[name], rtol=0, atol=0, msg=f"{init}: {name}")
+        drawn[init] = torch.cat([p.detach().flatten() for p in params.values()])
+    for i, a in enumerate(UNBALANCED):
+        for b in UNBALANCED[i + 1:]:
+            assert not torch.equal(drawn[a], drawn[b]), f"{a} and {b} drew the same weights"
 
 
 # ---------------------------------------------------------------------------- looks-linear structure

@@ -6,7 +6,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 import zoo
-from zoo.nn.functional import segment_sum
+from zoo.ops.segment import segment_sum
 from tests.conftest import awkward_graph, small_kwargs
 
 MODELS = zoo.list_models()

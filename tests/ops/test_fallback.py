@@ -1,5 +1,5 @@
 """The edge operations without ``torch.library.custom_op`` / ``register_vmap`` (torch < 2.4, e.g. the
-DGL environment's torch 2.2) give the same numbers as with them (issue 26).
+DGL environment's torch 2.2) give the same numbers as with them.
 
 :func:`zoo.ops._custom.custom_ops_disabled` runs that path on any torch: plain ops, fused
 kernels only outside vmap, vmap over the plain ops.  Compared at float64 with the custom-op path

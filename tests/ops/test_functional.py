@@ -95,7 +95,7 @@ def test_sparse_input_models_equal_dense_and_grouped_equals_sequential(model, mo
     """Training with CSR first-layer inputs gives the dense path's numbers (1e-10, float64),
     and grouped == sequential on that path."""
     from tests.bench.run.test_train import _run, _sequential, synthetic_task
-    from zoo.bench.train import TrainConfig
+    from zoo.trainer.config import TrainConfig
     from zoo.ops import sparse_linear as zf
 
     task = synthetic_task(n=60, features=30)

@@ -1,4 +1,4 @@
-"""Autograd keeps no (E, H, C) tensor the backward does not need (issue 12 item 3)."""
+"""Autograd keeps no (E, H, C) tensor the backward does not need."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""LipschitzNorm Table 1's readings (issue 23, stop 31): why a bias-free model cannot score on a featureless
+"""LipschitzNorm Table 1's readings (stop 31 of the third fidelity audit): why a bias-free model cannot score on a featureless
 neighbourhood, GGNN's output model, and the Zhao & Akoglu / reference-configuration alternatives as the
 suite states them."""
 from __future__ import annotations

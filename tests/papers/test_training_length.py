@@ -13,7 +13,7 @@ import pytest
 from zoo._toml import tomllib
 from zoo.bench import load_suite
 from zoo.bench.spec.suite import cell_id
-from tests.conftest import REPO, benchmark_script
+from tests.conftest import REPO, research_script
 
 SUITES = ("lipschitz_table1", "lipschitz_table3", "lipschitz_fig5", "nonlocal_accuracy", "oxford_table3",
           "oxford_table4", "ogb_molhiv")
@@ -64,7 +64,7 @@ def _synthetic_records(tmp_path, cells):
 
 
 def test_rekey_keeps_runs_the_stop_never_ended_and_drops_the_others(tmp_path):
-    rekey = benchmark_script("rekey_loss_stop.py")
+    rekey = research_script("rekey_loss_stop.py")
     shipped = load_suite("lipschitz_table3", validate_models=False).cells
     cells = shipped[:3]
     folder, recs = _synthetic_records(tmp_path, cells)
@@ -89,7 +89,7 @@ def test_rekey_keeps_runs_the_stop_never_ended_and_drops_the_others(tmp_path):
 
 
 def test_rekey_refuses_a_record_that_is_not_a_cell_and_writes_nothing(tmp_path):
-    rekey = benchmark_script("rekey_loss_stop.py")
+    rekey = research_script("rekey_loss_stop.py")
     cells = load_suite("lipschitz_table3", validate_models=False).cells[:3]
     folder, recs = _synthetic_records(tmp_path, cells)
     text = "".join(json.dumps(r) + "\n" for r in (recs[0], recs[2]))

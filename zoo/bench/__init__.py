@@ -7,7 +7,7 @@
 
 Command line: ``zoo bench SUITE``, ``zoo train ...``, ``zoo leaderboard ...`` (``zoo --help``).
 
-Layers, imported only downward (issue 22)::
+Layers, imported only downward::
 
     spec/     suites, keys, the training-config schema, metrics and modes      (no torch)
     store/    run records, results folders, merge                             (no torch)

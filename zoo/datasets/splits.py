@@ -66,7 +66,7 @@ def per_class_split(y: Tensor, seed: int, train_per_class: int = 20, val_per_cla
 #: How ``ratio_split`` turns ``ratio * n`` into a size: ``"round"`` (nearest, the zoo's default) or
 #: ``"floor"`` (rounded down; the remainder goes to test).  On Cora (n = 2708) 60/20/20 gives
 #: 1625 / 542 / 541 nodes with ``"round"`` and 1624 / 541 / 543 with ``"floor"`` — the nonlocal
-#: paper's sizes: all its stored accuracies on five datasets are counts of the floored parts (issue 23).
+#: paper's sizes: all its stored accuracies on five datasets are counts of the floored parts.
 RATIO_ROUNDINGS = ("round", "floor")
 
 

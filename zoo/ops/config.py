@@ -34,10 +34,9 @@ FUSED_ENV = "ZOO_FUSED"
 KERNELS = ("score", "aggregate")
 
 #: Unbatched (one replica), graphs with fewer ``E * heads * channels`` edge-tensor elements than
-#: this keep the plain path: fused/plain fwd+bwd per layer measured 1.02-1.14 on Cornell
-#: (~650 edges x 64), 0.61-0.94 on Cora (13k x 64); under vmap the fused op always won (0.2-0.7).
-#: (GATv2's fused score: on Cornell, one replica, fused/plain per layer 0.81-1.21 — the
-#: autograd.Function's own cost eats the saving.)
+#: this keep the plain path: below it the autograd.Function's own cost eats what fusing saves
+#: (Cornell-size graphs), above it (Cora-size) and under vmap at every size the fused op wins
+#: (figures: docs/notes/performance.md, "Dispatch thresholds").
 FUSED_MIN_ELEMENTS = 2 ** 18
 
 Choice = Union[bool, str, Iterable[str]]

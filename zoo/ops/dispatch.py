@@ -24,9 +24,9 @@ rounding (same dropout masks included); the per-family rules below are each meas
   call): the *compiled* op (:mod:`zoo.ops._compiled`: C++ on the CPU, Triton on CUDA) when both
   kernels and ``compiled`` are on, attention dropout is inactive, the score is the family's plain
   one (GAT: with or without an edge term; no score normalisation; GATv2: no extra terms) and a
-  backend serves the device — at every size: it beats the plain ops at one replica even on
-  Cornell (attention fwd+bwd 0.27-0.31 vs 0.67-0.77 ms), so no size threshold applies to it.
-  Otherwise the two steps above.
+  backend serves the device — at every size: it beats the plain ops at one replica even on the
+  smallest suite graphs, so no size threshold applies to it (figures: docs/notes/performance.md,
+  "Dispatch thresholds").  Otherwise the two steps above.
 * Without custom ops (torch < 2.4, :func:`zoo.ops._custom.vmap_without_rules`) no fused kernel
   runs under vmap: their autograd.Functions have no vmap rule there; the plain ops are vmapped.
 """

@@ -25,7 +25,7 @@ class ReplicaRandomness:
     Inside :func:`replica_randomness`, :func:`dropout` draws replica ``r``'s mask from stream
     ``r`` with the replica's own shape, whether the replicas run stacked under ``vmap`` or one at
     a time — so a replica's dropout masks (and numbers) do not depend on which other replicas
-    share its group (issue 11 item 6).
+    share its group.
     """
 
     def __init__(self, seeds: Sequence[int]) -> None:

@@ -1,4 +1,4 @@
-"""Energy cells print the interval that decides their status (issue 23 item 6): the 95 % CI of the
+"""Energy cells print the interval that decides their status: the 95 % CI of the
 geometric mean, beside the [min … max] range, so every status can be checked from the page."""
 from __future__ import annotations
 

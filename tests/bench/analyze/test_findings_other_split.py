@@ -1,4 +1,4 @@
-"""A finding may read another split's accuracy than the board's (issue 23 item 6: the nonlocal
+"""A finding may read another split's accuracy than the board's (the nonlocal
 paper's "no degradation in training or validation accuracy" is about train / val, not test)."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_a_validation_finding_reads_the_validation_accuracy():
     info = _info()
     board = fd.skeleton(info)
     (f,) = _finding("val")
-    fd.validate([f], board, ["model", "num_layers"], "t")  # refused before issue 23
+    fd.validate([f], board, ["model", "num_layers"], "t")  # was refused: a finding could read the board's split only
     recs = [{"id": c["id"], "config": c["config"], "metrics": {"test": t, "val": v}}
             for c, t, v in zip(info["cells"], (0.9, 0.5), (0.80, 0.79))]  # test spans 40 points, val 1
     val = lb.aggregate({**info, "leaderboard": {**info["leaderboard"], "metric": "val"}}, recs)

@@ -1,4 +1,4 @@
-"""The rule for the papers' findings (issue 23 item 6): each quote is the paper's own text, and each
+"""The rule for the papers' findings: each quote is the paper's own text, and each
 check holds on the paper's own numbers wherever the suite stores them.
 
 * every quote is found verbatim in ``../shared/papers/<paper>.md`` (whitespace ignored; a sentence

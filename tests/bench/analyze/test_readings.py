@@ -1,4 +1,4 @@
-"""Alternative readings (issue 23 item 3): where several cells carry one paper number, only the
+"""Alternative readings: where several cells carry one paper number, only the
 reading the suite declares as the text's gets a status; the others are shown, not counted."""
 from __future__ import annotations
 

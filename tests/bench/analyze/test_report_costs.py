@@ -12,6 +12,9 @@ from zoo.bench.spec.selection import select_where
 from zoo.bench.spec.suite import load_suite
 from zoo.bench.store.folders import read_folder
 
+# Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the report of every committed record, built once.
+pytestmark = pytest.mark.xdist_group("report_costs")
+
 ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "docs" / "reproduction" / "records"
 

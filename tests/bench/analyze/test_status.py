@@ -53,7 +53,7 @@ def test_accuracy_status_one_point_where_a_ci_is_missing():
 
 
 def test_two_runs_far_apart_do_not_reproduce_any_paper_number():
-    """Regression (issue 23, lipschitz_table3 gat_code_1h at lr 0.001: 32.9 / 11.7 vs the paper's
+    """Regression (lipschitz_table3 gat_code_1h at lr 0.001: 32.9 / 11.7 vs the paper's
     38.2): with n = 2 Student's t is 12.7, so the old rule's ±134-point CI called it reproduced."""
     two = summarize([32.9, 11.7])
     assert two.ci95 > 100
@@ -203,6 +203,9 @@ def test_most_specific_note_wins(records, tmp_path):
     assert rows[("xavier", 4)].status == "differs — explained"
 
 
+# slow: four report builds; test_committed_report_is_up_to_date covers the claim on every run (a rebuild
+# in a fresh process gives the committed page byte for byte, which a dated or unordered page could not)
+@pytest.mark.slow
 def test_the_report_is_deterministic(records, tmp_path):
     write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE)
     first = (render_rp.to_markdown(rp.build_report(records), REPORT_DEFAULTS), render_rp.to_html(rp.build_report(records), REPORT_DEFAULTS))

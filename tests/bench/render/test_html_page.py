@@ -1,4 +1,4 @@
-"""The leaderboard page as a reader sees it (issue 26, item 7): no literal Markdown backticks, a
+"""The leaderboard page as a reader sees it: no literal Markdown backticks, a
 labelled epochs column, the paper by title, epochs-to-best whiskers that stop at 0."""
 from __future__ import annotations
 

@@ -18,6 +18,9 @@ from zoo.bench.run.driver import run_suite
 from zoo.bench.spec.suite import parse_suite
 from zoo.trainer.resume import CheckpointPolicy, Checkpointer, parse_every
 
+# Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the uninterrupted reference run, trained once.
+pytestmark = pytest.mark.xdist_group("checkpoint")
+
 ROOT = Path(__file__).resolve().parents[3]
 
 #: dropout (per-replica streams), Adam, a plateau scheduler, shuffled mini-batches: every piece of

@@ -1,4 +1,4 @@
-"""Validation / test accuracies are measured in evaluation mode, with no dropout drawn (issue 23).
+"""Validation / test accuracies are measured in evaluation mode, with no dropout drawn.
 
 The trainer reuses the training-mode logits for evaluation when the model draws no dropout; it
 read only the top-level ``dropout`` / ``attn_dropout``, so SAN's ``input_dropout`` (the nonlocal

@@ -25,6 +25,9 @@ from zoo.bench.spec.suite import find_suite, parse_suite
 
 from tests.bench.spec.test_selection import TINY, by_id, same_numbers
 
+# Under `pytest -n 2 --dist loadgroup` this module runs in one worker: one local Ray cluster, started once.
+pytestmark = pytest.mark.xdist_group("ray_cluster")
+
 
 @pytest.fixture
 def data_root(tmp_path, monkeypatch):

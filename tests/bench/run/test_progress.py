@@ -1,4 +1,4 @@
-"""Progress as a user sees it (issue 26, item 7): work in flight is shown, and nothing is drawn when
+"""Progress as a user sees it: work in flight is shown, and nothing is drawn when
 nothing runs."""
 from __future__ import annotations
 

@@ -175,7 +175,7 @@ def test_warmup_is_linear():
 @pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="per-replica dropout streams need torch.library.custom_op (torch >= 2.4)")
 @pytest.mark.parametrize("model", ["gat", "gatv2"])
 def test_dropout_replica_depends_only_on_its_seed(model):
-    """Issue 11 item 6: seed 1 alone == seed 1 next to seed 0 (stacked or not), with dropout 0.5."""
+    """Replica independence: seed 1 alone == seed 1 next to seed 0 (stacked or not), with dropout 0.5."""
     task = synthetic_task()
     cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=8, loss_threshold=0.0)
     kw = dict(dropout=0.5, attn_dropout=0.5)
@@ -209,7 +209,7 @@ def graph_level_task(seed: int = 0) -> Task:
 
 @pytest.mark.parametrize("model", ["gatv2", "gcn"])
 def test_grouped_equals_sequential_on_graph_level_task(model):
-    """Issue 12 item 2: mini-batches of graphs, replicas share the (shuffled) batches; float64."""
+    """Mini-batches of graphs, replicas share the (shuffled) batches; float64."""
     from zoo.nn.readout import GraphPool
 
     task = graph_level_task()

@@ -1,4 +1,4 @@
-"""The benchmark trainer is a plain PyTorch loop, state by state (issue 23).
+"""The benchmark trainer is a plain PyTorch loop, state by state.
 
 A 2-layer SAN with input dropout, Adam with the L2 term (and a linear warm-up, the nonlocal Post-LN recipe):
 ``zoo.trainer.loop`` and a textbook loop (``torch.optim.Adam``, eval-mode evaluation of every state, one

@@ -1,4 +1,4 @@
-"""``data_seed = "seed"``: each run draws its random split from its own seed (issue 23).
+"""``data_seed = "seed"``: each run draws its random split from its own seed.
 
 With the default ``data_seed = 0`` the nonlocal suite's five seeds shared one Cora split, so their mean carried
 that split's luck; the paper's single run is one draw of split and initialisation.

@@ -1,4 +1,4 @@
-"""``--set`` is checked against the cells ``--where`` selects, not the whole suite (issue 26, item 7)."""
+"""``--set`` is checked against the cells ``--where`` selects, not the whole suite."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""``zoo bench SUITE --set KEY=VALUE``: a stated-reduced protocol (issue 14).
+"""``zoo bench SUITE --set KEY=VALUE``: a stated-reduced protocol.
 
 The set values apply to every cell after everything else in the suite, are validated like the
 suite file's keys, change the cells' ids (a reduced run never passes for a full one), are stored

@@ -1,4 +1,4 @@
-"""A trailing blank line in results.jsonl (an editor's extra newline) is tolerated (issue 26, item 7)."""
+"""A trailing blank line in results.jsonl (an editor's extra newline) is tolerated."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,6 @@
-"""Issue 11 (reliability): records are never lost or mixed up, every bad input is one clear line.
+"""Reliability: records are never lost or mixed up, every bad input is one clear line.
 
-Each test reproduces a defect the issue lists (item number in the test's docstring); all run
+Each test reproduces a defect found in a reliability review (its section names the kind); all run
 on tiny data (the generated ``twin`` dataset, a few epochs).
 """
 from __future__ import annotations
@@ -23,6 +23,9 @@ from zoo.bench.run.driver import run_suite
 from zoo.bench.spec.suite import SuiteError, load_suite, parse_suite
 from zoo.cli import main
 from tests.conftest import tiny_twin_suite
+
+# Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the finished two-seed run, trained once.
+pytestmark = pytest.mark.xdist_group("reliability")
 
 TINY = tiny_twin_suite("rel")
 
@@ -62,11 +65,11 @@ def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
     return dst
 
 
-# --------------------------------------------------------------------------- item 4: what the leaderboard pools
+# --------------------------------------------------------------------------- what the leaderboard pools
 
 
 def test_leaderboard_drops_duplicate_and_foreign_records(finished, tmp_path):
-    """Item 4: a duplicated line is counted once; a record of a cell not in the suite is left out."""
+    """A duplicated line is counted once; a record of a cell not in the suite is left out."""
     out = _copy(finished, tmp_path / "run")
     lines = (out / "results.jsonl").read_text().splitlines()
     foreign = json.loads(lines[0])
@@ -81,7 +84,7 @@ def test_leaderboard_drops_duplicate_and_foreign_records(finished, tmp_path):
 
 
 def test_changed_suite_into_existing_out_is_refused(finished, tmp_path, data_root):
-    """Item 4: an edited suite run into a used --out is refused (nothing rewritten), or kept apart
+    """An edited suite run into a used --out is refused (nothing rewritten), or kept apart
     with force_new; an extension (more seeds) resumes."""
     out = _copy(finished, tmp_path / "run")
     before = (out / "suite.resolved.json").read_text()
@@ -100,7 +103,7 @@ def test_changed_suite_into_existing_out_is_refused(finished, tmp_path, data_roo
 
 
 def test_cli_refuses_other_suite_in_out(finished, tmp_path, data_root, capsys):
-    """Item 4 through the CLI: one line naming the fix, exit 2."""
+    """Through the CLI: one line naming the fix, exit 2."""
     out = _copy(finished, tmp_path / "run")
     argv = ["train", "--model", "gat", "--dataset", "twin", "--epochs", "2", "--quiet", "--out", str(out)]
     assert main(argv) == 2
@@ -108,11 +111,11 @@ def test_cli_refuses_other_suite_in_out(finished, tmp_path, data_root, capsys):
     assert "another suite" in err and "--force-new" in err and len(err.strip().splitlines()) == 1
 
 
-# --------------------------------------------------------------------------- item 5: disk full
+# --------------------------------------------------------------------------- disk full
 
 
 def test_short_write_is_rolled_back(tmp_path, monkeypatch):
-    """Item 5: a short write (disk full) leaves the file as it was and says the run is not recorded."""
+    """A short write (disk full) leaves the file as it was and says the run is not recorded."""
     path = tmp_path / "results.jsonl"
     append_record(path, {"id": "a", "x": 1})
     size = path.stat().st_size
@@ -131,7 +134,7 @@ def test_short_write_is_rolled_back(tmp_path, monkeypatch):
 
 
 def test_disk_full_during_a_suite_is_one_line_and_resumable(tmp_path, data_root, monkeypatch, capsys):
-    """Item 5 end to end: ENOSPC while recording -> exit 2, one line, no partial line; a re-run completes."""
+    """End to end: ENOSPC while recording -> exit 2, one line, no partial line; a re-run completes."""
     out = tmp_path / "run"
     real_write = os.write
 
@@ -150,7 +153,7 @@ def test_disk_full_during_a_suite_is_one_line_and_resumable(tmp_path, data_root,
     assert main(argv) == 0 and len(read_records(out)) == 2
 
 
-# --------------------------------------------------------------------------- item 7: filesystem errors
+# --------------------------------------------------------------------------- filesystem errors
 
 
 def _train_argv(*extra):
@@ -160,7 +163,7 @@ def _train_argv(*extra):
 @pytest.mark.parametrize("flag", ["--out", "--data-root"])
 @pytest.mark.parametrize("where", ["file", "below_file", "read_only"])
 def test_unusable_folders_are_one_line(flag, where, tmp_path, data_root, monkeypatch, capsys):
-    """Item 7: --out / --data-root that is a file, below a file or read-only: one line, exit 2."""
+    """--out / --data-root that is a file, below a file or read-only: one line, exit 2."""
     afile = tmp_path / "afile"
     afile.write_text("x")
     target = {"file": afile, "below_file": afile / "sub", "read_only": tmp_path / "ro" / "sub"}[where]
@@ -181,14 +184,14 @@ def test_unusable_folders_are_one_line(flag, where, tmp_path, data_root, monkeyp
 
 
 def test_leaderboard_out_that_is_a_file(finished, tmp_path, capsys):
-    """Item 7: `zoo leaderboard --out FILE` is one line, exit 2."""
+    """`zoo leaderboard --out FILE` is one line, exit 2."""
     afile = tmp_path / "afile"
     afile.write_text("x")
     assert main(["leaderboard", str(finished), "--out", str(afile)]) == 2
     assert "--out" in capsys.readouterr().err and afile.read_text() == "x"
 
 
-# --------------------------------------------------------------------------- items 8, 9: validated at load
+# --------------------------------------------------------------------------- validated at load
 
 
 @pytest.mark.parametrize("change,needle", [
@@ -210,7 +213,7 @@ def test_leaderboard_out_that_is_a_file(finished, tmp_path, capsys):
     ({"leaderboard": {"columns": "layers"}}, "columns names 'layers'.*did you mean 'num_layers'"),
 ])
 def test_bad_values_fail_at_load_for_every_cell(change, needle):
-    """Items 8/9/10: every cell (grid points, overrides) is validated before anything trains."""
+    """Every cell (grid points, overrides) is validated before anything trains."""
     raw = copy.deepcopy(TINY)
     for table, value in change.items():
         if table == "defaults":
@@ -224,7 +227,7 @@ def test_bad_values_fail_at_load_for_every_cell(change, needle):
 
 
 def test_cli_lr_nan_fails_before_training(tmp_path, data_root, capsys):
-    """Item 8: `--lr nan` is refused at load (it used to train, then fail writing JSON)."""
+    """`--lr nan` is refused at load (it used to train, then fail writing JSON)."""
     out = tmp_path / "o"
     assert main(_train_argv("--lr", "nan", "--out", str(out))) == 2
     assert "lr must be a number, got nan" in capsys.readouterr().err
@@ -232,7 +235,7 @@ def test_cli_lr_nan_fails_before_training(tmp_path, data_root, capsys):
 
 
 def test_max_replicas_must_be_positive(tmp_path, data_root, capsys):
-    """Item 9: --max-replicas -1 ran nothing and exited 0."""
+    """--max-replicas -1 ran nothing and exited 0."""
     with pytest.raises(SystemExit) as e:
         main(["bench", "quick", "--quick", "--max-replicas", "-1"])
     assert e.value.code == 2 and "--max-replicas: must be a positive integer" in capsys.readouterr().err
@@ -251,17 +254,17 @@ def test_max_replicas_must_be_positive(tmp_path, data_root, capsys):
 ])
 @pytest.mark.parametrize("name", ["gat", "gatv2", "graph_transformer"])
 def test_build_rejects_wrong_typed_options(name, kwargs, needle):
-    """Items 9/10: wrong-typed or zero sizes are named (not a raw torch/format error)."""
+    """Wrong-typed or zero sizes are named (not a raw torch/format error)."""
     options = {"in_dim": 4, "out_dim": 2, **kwargs}
     with pytest.raises(ValueError, match=needle):
         zoo.build(name, **options)
 
 
-# --------------------------------------------------------------------------- item 10: messages
+# --------------------------------------------------------------------------- messages
 
 
 def test_binary_file_or_directory_as_suite(tmp_path):
-    """Item 10: a binary file / a directory given as the suite."""
+    """A binary file / a directory given as the suite."""
     binary = tmp_path / "suite.toml"
     binary.write_bytes(bytes(range(256)))
     with pytest.raises(SuiteError, match="not a text"):
@@ -271,14 +274,14 @@ def test_binary_file_or_directory_as_suite(tmp_path):
 
 
 def test_missing_leaderboard_path_is_named(tmp_path, capsys):
-    """Item 10: the missing path itself is named (not its parent)."""
+    """The missing path itself is named (not its parent)."""
     missing = tmp_path / "nope"
     assert main(["leaderboard", str(missing), "--out", str(tmp_path / "lb")]) == 2
     assert f"{missing} does not exist" in capsys.readouterr().err
 
 
 def test_corrupt_resolved_suite_is_named(finished, tmp_path, data_root):
-    """Item 10: a corrupt suite.resolved.json is named, by the leaderboard and by the runner."""
+    """A corrupt suite.resolved.json is named, by the leaderboard and by the runner."""
     out = _copy(finished, tmp_path / "run")
     (out / "suite.resolved.json").write_text('{"name": "rel", "cel')
     with pytest.raises(CorruptRecordsError, match=f"{out}/suite.resolved.json is corrupt"):
@@ -288,7 +291,7 @@ def test_corrupt_resolved_suite_is_named(finished, tmp_path, data_root):
 
 
 def test_record_without_config_names_file_and_line(finished, tmp_path):
-    """Item 10: a record without `config` names the file and line (was a KeyError traceback)."""
+    """A record without `config` names the file and line (was a KeyError traceback)."""
     out = _copy(finished, tmp_path / "run")
     lines = (out / "results.jsonl").read_text().splitlines()
     rec = json.loads(lines[1])
@@ -305,7 +308,7 @@ def _registered():
 
 @pytest.mark.parametrize("name", _registered())
 def test_every_model_handles_empty_graphs_and_rejects_bad_features(name):
-    """Item 10: 0-node graphs give a (0, out_dim) output (five models crashed); wrong feature width /
+    """0-node graphs give a (0, out_dim) output (five models crashed); wrong feature width /
     dtype is a clear error from the model, not a raw torch error."""
     from tests.conftest import small_kwargs
 
@@ -327,11 +330,11 @@ def test_every_model_handles_empty_graphs_and_rejects_bad_features(name):
         model(edges, x)
 
 
-# --------------------------------------------------------------------------- item 11: exit codes
+# --------------------------------------------------------------------------- exit codes
 
 
 def test_nothing_ran_exits_3(tmp_path, monkeypatch, capsys):
-    """Item 11: a suite whose only dataset is missing said "0 runs" and exited 0."""
+    """A suite whose only dataset is missing said "0 runs" and exited 0."""
     monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(tmp_path / "empty_mirror"))
     monkeypatch.setenv("ZOO_OFFLINE", "1")
@@ -343,11 +346,11 @@ def test_nothing_ran_exits_3(tmp_path, monkeypatch, capsys):
     assert "nothing to show" in capsys.readouterr().err
 
 
-# --------------------------------------------------------------------------- item 12: NaN/inf inputs
+# --------------------------------------------------------------------------- NaN/inf inputs
 
 
 def test_nan_features_raise_once_per_tensor_with_opt_outs(monkeypatch):
-    """Item 12: NaN/inf in node features raise; the scan runs once per tensor (version-checked);
+    """NaN/inf in node features raise; the scan runs once per tensor (version-checked);
     check_inputs=False and ZOO_CHECK_INPUTS=0 switch it off."""
     edges = torch.tensor([[0, 1, 2], [1, 2, 0]])
     model = zoo.build("gat", in_dim=3, out_dim=2, hidden_dim=4)

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tests.conftest import awkward_graph
-from zoo.nn.fused import edge_orders
-from zoo.nn.functional import segment_softmax, segment_sum
+from zoo.ops.aggregate import edge_orders
+from zoo.ops.segment import segment_softmax, segment_sum
 
 TOL = dict(rtol=0, atol=1e-10)
 SLOPE = 0.2

@@ -101,3 +101,47 @@ def test_cli_build_kernels_fails_in_one_line_without_a_compiler(tiny_source, mon
     assert main(["build-kernels"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("zoo build-kernels: error:")
+
+
+def test_a_library_being_built_is_not_loaded_half_written(tiny_source):
+    """The linker writes the library in place: while another process holds the build lock, a build
+    waits for it instead of returning the half-written file it sees (two pytest workers at once)."""
+    import threading
+
+    whole = build.build(timeout_s=120)  # a real library, to stand in for the other process's result
+    content = whole.read_bytes()
+    directory = whole.parent
+    returned = []
+    with build._build_lock(directory):  # "another process" is linking
+        whole.write_bytes(content[:64])
+        waiter = threading.Thread(target=lambda: returned.append(build.build(timeout_s=120)))
+        waiter.start()
+        waiter.join(timeout=1.0)
+        assert returned == []  # still waiting on the lock, not holding a half-written path
+        whole.write_bytes(content)
+    waiter.join(timeout=60)
+    assert returned == [whole] and whole.read_bytes() == content
+
+
+def test_concurrent_first_builds_compile_once_and_all_load(tiny_source, tmp_path):
+    """Two processes (two pytest workers) build the same extension at the same moment: one compiles,
+    the other waits on the lock, and both get a library that loads."""
+    code = textwrap.dedent(f"""
+        import ctypes, pathlib, sys, time
+        from zoo.ops._compiled import build
+        build.SOURCE = pathlib.Path({str(tiny_source)!r})
+        compiled = []
+        run = build._run_build
+        build._run_build = lambda *a: (compiled.append(1), run(*a))
+        time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # start together
+        library = build.build(timeout_s=300)
+        print(len(compiled), ctypes.CDLL(str(library)).zoo_tiny())
+    """)
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "OMP_NUM_THREADS": "1"}
+    start = str(time.time() + 3.0)
+    procs = [subprocess.Popen([sys.executable, "-c", code, start], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+    lines = sorted(out.split() for out, _ in results)
+    assert lines == [["0", "1"], ["1", "1"]]

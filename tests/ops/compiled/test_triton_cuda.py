@@ -29,7 +29,7 @@ from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 from tests.conftest import seeded_double_models  # noqa: E402
 from tests.ops.compiled.cases import assert_same, fused, hub_graph, make_inputs, reference  # noqa: E402
 from tests.ops.compiled.test_cpu_attention import _stack  # noqa: E402
-from zoo.nn.fused import edge_orders  # noqa: E402
+from zoo.ops.aggregate import edge_orders  # noqa: E402
 from zoo.ops import fused as fused_switch  # noqa: E402
 from zoo.ops._compiled import ops, triton_attention, triton_kernels  # noqa: E402
 

@@ -32,7 +32,7 @@ checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``
 test-accuracy suite ``"train"`` / ``"val"`` (the same selected state's other splits) or a metric its mode
 records beside the accuracy (``"self_attention"``, mode ``train_attention``).
 
-Sources (issue 23): a ``quote`` is the paper's own text, verbatim modulo whitespace; a sentence
+Sources: a ``quote`` is the paper's own text, verbatim modulo whitespace; a sentence
 the text extraction splits is two excerpts joined by ``[...]`` (:func:`quote_in_text`).  A check
 must hold on the paper's own stored numbers wherever it has them (the report shows that verdict
 beside ours); both rules are tested on every shipped finding.

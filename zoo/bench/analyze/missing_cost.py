@@ -18,7 +18,7 @@ from zoo.bench.spec.cells import comparable
 from zoo.bench.spec.cost import CostModel
 from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value
 
-#: keys of a paper entry that are not cell keys (zoo.bench.leaderboard.KEY_META)
+#: keys of a paper entry that are not cell keys (zoo.bench.analyze.board.KEY_META)
 ENTRY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
 RUNS_HERE = "runs here"
 NEEDS_GPU = "needs a GPU"
@@ -110,12 +110,38 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
     ``gpu_seconds``: the same by the ``cuda`` cost model (kept per cell; ``None``: not estimated)."""
     per_cell = pending_seconds(suite, mode, cells, done, model, table) if seconds is None else seconds
     pending = [c for c in cells if c["id"] in per_cell]
+    indexes: Dict[Tuple[str, ...], Optional[Dict[Any, List[Mapping[str, Any]]]]] = {}
     out = []
     for e in entries:
-        mine = [c for c in pending if entry_matches(e, c["config"], value_of, norm, ignore)]
+        keys = tuple(k for k in e if k not in ENTRY_META and k not in ignore)
+        if keys not in indexes:
+            indexes[keys] = _index_by(pending, keys, value_of, norm)
+        index = indexes[keys]
+        if index is None:  # a value that cannot be hashed: compare cell by cell
+            mine = [c for c in pending if entry_matches(e, c["config"], value_of, norm, ignore)]
+        else:
+            try:
+                mine = index.get(tuple(norm(e[k]) for k in keys), [])
+            except TypeError:
+                mine = [c for c in pending if entry_matches(e, c["config"], value_of, norm, ignore)]
         gpu = {c["id"]: gpu_seconds[c["id"]] for c in mine} if gpu_seconds is not None else {}
         out.append(MissingCell(e, mine, {c["id"]: per_cell[c["id"]] for c in mine}, gpu))
     return out
+
+
+def _index_by(cells: Sequence[Mapping[str, Any]], keys: Tuple[str, ...],
+              value_of: Callable[[Mapping[str, Any], str], Any],
+              norm: Callable[[Any], Any]) -> Optional[Dict[Any, List[Mapping[str, Any]]]]:
+    """``cells`` (in order) by their normalised values of ``keys``, or None if one cannot be hashed:
+    the same cells as :func:`entry_matches` for every entry with those keys (a dict lookup is
+    ``==`` for hashable values), once per key set instead of once per entry."""
+    index: Dict[Any, List[Mapping[str, Any]]] = {}
+    try:
+        for c in cells:
+            index.setdefault(tuple(norm(value_of(c["config"], k)) for k in keys), []).append(c)
+    except TypeError:
+        return None
+    return index
 
 
 def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],

@@ -563,15 +563,23 @@ def _shipped_suites() -> Dict[str, Dict[str, Any]]:
 def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ...]]:
     """The full shipped suite's cells (:func:`zoo.bench.analyze.findings.skeleton`) and cell keys; cached
     per file version (expanding a suite costs ~0.1-0.5 s, and tests build many reports)."""
-    info = load_suite(path, validate_models=False).resolved()
+    _, info = _shipped_resolved(path, mtime_ns)
     return fd.skeleton(info), tuple(cell_keys(info["leaderboard"], info["cells"]))
 
 
 @functools.lru_cache(maxsize=64)
 def _shipped_cells(path: str, mtime_ns: int) -> Tuple[str, Tuple[Dict[str, Any], ...]]:
     """The full shipped suite's mode and resolved cells (cached per file version)."""
+    mode, info = _shipped_resolved(path, mtime_ns)
+    return mode, tuple(info["cells"])
+
+
+@functools.lru_cache(maxsize=64)
+def _shipped_resolved(path: str, mtime_ns: int) -> Tuple[str, Dict[str, Any]]:
+    """The full shipped suite's mode and resolved form, expanded once per file version for both the
+    findings' skeleton and the missing cells' costs (lipschitz_table1 expands to 10k cells)."""
     suite = load_suite(path, validate_models=False)
-    return suite.mode, tuple(suite.resolved()["cells"])
+    return suite.mode, suite.resolved()
 
 
 def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Optional[Mapping[str, Any]],

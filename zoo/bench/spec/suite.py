@@ -255,7 +255,7 @@ def _data_seed(where: str, value: Any, seed: int) -> int:
 
     A paper that reports one run on "a random split" measured one draw of split *and*
     initialisation; runs that share one split (the default ``data_seed = 0``) only vary the
-    initialisation, so their mean carries that one split's luck (issue 23: a 2-layer GCN gets 87.4 %
+    initialisation, so their mean carries that one split's luck (measured: a 2-layer GCN gets 87.4 %
     on Cora's 60/20/20 split 0 and 88.7 / 88.0 % on splits 1 / 2).  The resolved integer is what the
     cell stores, so a ``"seed"`` cell with seed 0 is the ``data_seed = 0`` cell.
     """
@@ -354,7 +354,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     if fingerprint is not None:  # a user's graph: its content, not its name, says which data the cell ran on
         task["fingerprint"] = fingerprint
     _check_split(where, dataset, task["split"])
-    try:  # a switch takes true/false only: "False" or "no" would switch a transform on (issue 26)
+    try:  # a switch takes true/false only: "False" or "no" would switch a transform on
         registries.check_dataset_options(dataset, task["options"])
     except (TypeError, ValueError) as e:
         raise SuiteError(f"{where}: {e}") from None

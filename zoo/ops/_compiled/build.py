@@ -128,10 +128,16 @@ def build(timeout_s: Optional[float] = None) -> Path:
     name = extension_name()
     directory = build_directory(name)
     library = directory / f"{name}.so"
-    if library.exists():
-        return library
     timeout_s = float(os.environ.get("ZOO_KERNELS_BUILD_TIMEOUT", DEFAULT_TIMEOUT_S)) if timeout_s is None else timeout_s
-    with _build_lock(directory):
+    # The existence check waits for the lock too: the linker writes the library in place, so a
+    # library seen while another process builds it may be half written (two pytest workers at once).
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(_build_lock(directory))
+        except OSError:  # a read-only cache: nothing builds there, so a library there is whole
+            if library.exists():
+                return library
+            raise
         if not library.exists():  # (another process may have built it while we waited)
             clear_stale_baton(directory)
             _run_build(name, directory, timeout_s)

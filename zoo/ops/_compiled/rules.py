@@ -50,12 +50,11 @@ def _first(t: Optional[Tensor], dim: Optional[int], batch: int, merge: bool) -> 
 #:   of rows (Cornell);
 #: * one replica's fit and all do not: one call, replicas first, replica by replica over the
 #:   graph — the row gathers jump around the graph and one replica's rows stay in cache where all
-#:   replicas' do not (Cora, 15 replicas x 64 channels: attention fwd+bwd 48 ms before with one
-#:   call per replica, 39 ms in one call);
+#:   replicas' do not (Cora, 15 replicas x 64 channels);
 #: * not even one replica's fit (PubMed, 8 heads x 8 channels: 5 MB per replica): replicas
 #:   folded into the heads (a copy to ``(N, R*H, C)``), so that each edge reads all replicas'
-#:   rows as one contiguous block; replicas first, all per group of rows, measured 2.6x slower
-#:   (15 scattered 256-byte rows per edge), replica by replica 1.2x slower (attention fwd+bwd).
+#:   rows as one contiguous block instead of R scattered rows.
+#: The measurements behind each case: docs/notes/performance.md, "Dispatch thresholds".
 FOLD_MAX_BYTES = 2 << 20
 
 
