@@ -13,7 +13,8 @@ LAYERS = ("spec", "store", "run", "analyze", "render")
 #: the modules of the flat zoo.bench (and of zoo.nn's edge primitives) before the layers: removed, not kept as shims
 REMOVED = ("zoo.bench.executors", "zoo.bench.findings", "zoo.bench.html", "zoo.bench.leaderboard", "zoo.bench.merge",
            "zoo.bench.optim", "zoo.bench.records", "zoo.bench.report", "zoo.bench.runner", "zoo.bench.selection",
-           "zoo.bench.stats", "zoo.bench.suite", "zoo.bench.train", "zoo.nn.fused", "zoo.nn.fused_score")
+           "zoo.bench.stats", "zoo.bench.suite", "zoo.bench.train", "zoo.nn.fused", "zoo.nn.fused_score",
+           "zoo.nn.functional")
 
 
 def test_layer_modules_exist():

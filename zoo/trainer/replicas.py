@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from zoo.nn.functional import ReplicaRandomness, replica_randomness
+from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.resume import generator_states, load_generator_states, restore_params
 from zoo.trainer.views import GraphListView, TransductiveView
@@ -24,7 +24,7 @@ class Replicas:
     """R models of one architecture as stacked tensors, with a batched forward.
 
     ``stacked=True`` runs all replicas in one ``vmap`` call; ``False`` loops over them (the
-    reference path).  Dropout (:func:`zoo.nn.functional.dropout`) draws replica ``r``'s masks
+    reference path).  Dropout (:func:`zoo.ops.dropout.dropout`) draws replica ``r``'s masks
     from a stream seeded by ``seeds[r]`` alone, so a replica's numbers do not depend on its group
     or on the path.
     """
@@ -112,10 +112,10 @@ def draws_dropout(model: nn.Module) -> bool:
     """Whether a training-mode forward of ``model`` draws dropout masks: an ``nn.Dropout`` with
     ``p > 0``, or any sub-module's dropout rate above 0 — every numeric attribute whose name ends
     in ``dropout`` (``dropout``, ``attn_dropout``, SAN's ``input_dropout``, ...), since the
-    models call :func:`zoo.nn.functional.dropout` with their own rate attributes.
+    models call :func:`zoo.ops.dropout.dropout` with their own rate attributes.
 
     Reading only the top-level ``dropout`` / ``attn_dropout`` missed SAN's ``input_dropout``:
-    its validation and test accuracies were then measured with the input dropout on (issue 23).
+    its validation and test accuracies were then measured with the input dropout on.
     """
     for module in model.modules():
         if isinstance(module, nn.Dropout) and module.p > 0:
