@@ -198,7 +198,7 @@ def test_list_datasets_marks_availability(data_root):
     from zoo.datasets.heterophilous_npz import NPZ
 
     expected = set(KNOWN) | set(NPZ) | {"ppi", "ogbn_arxiv", "ogbn_proteins", "ogbg_molhiv", "trees", "twin",
-                                        "arxiv_like"}
+                                        "arxiv_like", "gate_synthetic"}
     assert set(rows) == expected
     assert rows["twin"]["available"] and rows["twin"]["where"] == "synthetic"
     require_mirrored("cora")
