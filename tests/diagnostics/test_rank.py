@@ -64,3 +64,23 @@ def test_recorders_and_page_carry_the_ranks(tmp_path):
     assert "effective rank of X^l" in page.html and "effective rank vs depth" in page.html
     with pytest.raises(ValueError, match="every"):
         RankRecorder(every=0)
+
+
+def test_rank_recorder_reads_the_graph_of_a_task_with_edge_features() -> None:
+    """The trainer passes ``(edge_index, x, False, edge_attr)`` where a task has edge features: the
+    recorder reads the graph and x from it (as EnergyRecorder does), and skips epochs not due."""
+    from types import SimpleNamespace
+
+    import zoo
+    from zoo.diagnostics.rank import RankRecorder
+
+    torch.manual_seed(0)
+    x, edge_index = torch.randn(6, 3), torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2, hidden_dim=4).eval()
+    rec = RankRecorder(every=2)
+    for epoch in (0, 1):
+        rec.on_epoch_end(SimpleNamespace(epoch=epoch, inputs=(edge_index, x, False, torch.randn(6, 2)), size=1,
+                                         replica=lambda r: model))
+    assert [e["epoch"] for e in rec.history] == [0] and len(rec.history[0]["effective_rank"][0]) == 2
+    with pytest.raises(ValueError, match="RankRecorder needs a transductive task"):
+        rec.on_epoch_end(SimpleNamespace(epoch=2, inputs=None))

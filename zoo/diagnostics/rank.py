@@ -15,11 +15,12 @@ rank 0 by convention.  Computed in float64 on the CPU or the features' device.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import torch
 from torch import Tensor, nn
 
+from zoo.diagnostics.schedule import GraphRecorder
 from zoo.graph import GraphLike
 
 __all__ = ["numerical_rank", "effective_rank", "RANKS", "rank_trace", "RankRecorder"]
@@ -68,25 +69,18 @@ def rank_trace(model: nn.Module, graph: GraphLike, x: Tensor, rank: str = "effec
     return torch.tensor([RANKS[rank](r) for r in reps], dtype=torch.float64)
 
 
-class RankRecorder:
+class RankRecorder(GraphRecorder):
     """The companion of :class:`~zoo.diagnostics.EnergyRecorder`: both ranks of every layer's
     output, of every replica, every ``every`` epochs.  ``history`` is a list of
     ``{"epoch": e, "numerical_rank": [[per layer] per replica], "effective_rank": [...]}``."""
 
-    def __init__(self, every: int = 10) -> None:
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be an integer >= 1, got {every!r}")
-        self.every = every
-        self.history: List[Dict[str, Any]] = []
-
     def on_epoch_end(self, state: Any) -> None:
-        if state.epoch % self.every:
+        inputs = self.due(state)
+        if inputs is None:
             return
-        if state.inputs is None:
-            raise ValueError("RankRecorder needs a transductive task (one graph) to read the layer outputs of")
         from zoo.diagnostics.oversmoothing import layer_representations
 
-        graph, x = state.inputs
+        graph, x = inputs
         entry: Dict[str, Any] = {"epoch": int(state.epoch), **{k: [] for k in RANKS}}
         for r in range(state.size):
             reps = layer_representations(state.replica(r), graph, x)

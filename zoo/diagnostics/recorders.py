@@ -40,6 +40,7 @@ from zoo.diagnostics.attention import attention_entropy, self_attention
 from zoo.diagnostics.conservation import balance, gradient_identity
 from zoo.diagnostics.oversmoothing import ENERGIES, _hooked_taps
 from zoo.diagnostics.rank import RANKS
+from zoo.diagnostics.schedule import GraphRecorder
 
 __all__ = ["LayerRecorder", "EnergyRecorder", "layer_parameters", "LAYER_KEYS", "METRIC_KEYS"]
 
@@ -238,27 +239,26 @@ class LayerRecorder:
         return {k: (v if k == "labels" else clean(v.tolist())) for k, v in arrays.items()}
 
 
-class EnergyRecorder:
+class EnergyRecorder(GraphRecorder):
     """The nonlocal paper's per-layer energy trace of every replica every ``every`` epochs:
     ``history`` is a list of ``{"epoch": e, "trace": [[E(X^1), ..., E(X^L)] per replica]}``."""
+
+    reads = "trace energies over"
 
     def __init__(self, every: int = 10, energy: str = "laplacian") -> None:
         if energy not in ENERGIES:
             from zoo._names import unknown_name_error
 
             raise unknown_name_error("energy", energy, ENERGIES)
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be an integer >= 1, got {every!r}")
-        self.every, self.energy = every, energy
-        self.history: List[Dict[str, Any]] = []
+        super().__init__(every)
+        self.energy = energy
 
     def on_epoch_end(self, state: Any) -> None:
-        if state.epoch % self.every:
+        inputs = self.due(state)
+        if inputs is None:
             return
-        if state.inputs is None:
-            raise ValueError("EnergyRecorder needs a transductive task (one graph) to trace energies over")
         from zoo.diagnostics.oversmoothing import energy_trace
 
-        graph, x = state.inputs[:2]  # (edge_index, x[, False, edge_attr])
+        graph, x = inputs
         traces = [energy_trace(state.replica(r), graph, x, energy=self.energy).tolist() for r in range(state.size)]
         self.history.append({"epoch": int(state.epoch), "trace": traces})
