@@ -117,14 +117,22 @@ def test_unknown_step_is_one_line(tmp_path):
     assert e.value.code == 2
 
 
-def test_speed_train_refuses_cuda_without_a_device_and_the_cpu_clock_on_cuda():
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}  # this checkout
-    run = lambda *a: subprocess.run([sys.executable, "benchmarks/speed_train.py", *a], cwd=REPO, env=env,
-                                    capture_output=True, text=True, timeout=300)
-    done = run("--device", "cuda")
-    assert done.returncode == 2 and "--device cuda: this torch sees no CUDA device" in done.stderr.splitlines()[-1]
-    done = run("--device", "cuda", "--clock", "cpu")
-    assert done.returncode == 2 and "--clock cpu times the host only" in done.stderr.splitlines()[-1]
+def test_speed_train_refuses_cuda_without_a_device_and_the_cpu_clock_on_cuda(monkeypatch, capsys):
+    """In this process (the checks come before any timing), with torch seeing no CUDA device as under
+    ``CUDA_VISIBLE_DEVICES=""``: exit code 2 and one line naming the problem."""
+    st = _module("speed_train")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+    def run(*args):
+        monkeypatch.setattr(sys, "argv", ["speed_train.py", *args])
+        with pytest.raises(SystemExit) as e:
+            st.main()
+        return e.value.code, capsys.readouterr().err.splitlines()[-1]
+
+    code, last = run("--device", "cuda")
+    assert code == 2 and "--device cuda: this torch sees no CUDA device" in last
+    code, last = run("--device", "cuda", "--clock", "cpu")
+    assert code == 2 and "--clock cpu times the host only" in last
 
 
 def test_synchronised_clock_is_the_clock_on_the_cpu():

@@ -158,13 +158,20 @@ SLOWER_QUICK_FORMS = ("nonlocal_accuracy", "oxford_table3", "lipschitz_table3", 
                       "oxford_fig1")
 
 
+#: quick forms run here with fewer epochs (``--set epochs=N``: the same cells otherwise), where the
+#: epochs are most of the time and no schedule depends on them; that every quick cell trains at
+#: most its [quick] epochs is tests/bench/spec/test_suite.py's
+FEWER_EPOCHS = {"gate_synthetic": 20}  # 1000-node graphs, [quick] 200 epochs
+
+
 @pytest.mark.parametrize("name", [n for n in list_suites() if n not in SLOWER_QUICK_FORMS])
 def test_quick_forms_run_end_to_end(name, tmp_path, data_root, mirror):
     missing = _missing_models(name)
     if missing:
         pytest.skip(f"suite {name} needs model(s) {missing} that are not registered yet")
     out = tmp_path / name
-    summary = run_suite(load_suite(name, quick=True), out, device="cpu", quiet=True)
+    settings = {"epochs": FEWER_EPOCHS[name]} if name in FEWER_EPOCHS else None
+    summary = run_suite(load_suite(name, quick=True, settings=settings), out, device="cpu", quiet=True)
     assert summary.ran + len(summary.skipped) == summary.total
     assert summary.ran > 0, f"every cell skipped: {set(summary.skipped.values())}"
     paths = write_leaderboard([out], out / "leaderboard")

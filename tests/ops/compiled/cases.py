@@ -79,8 +79,9 @@ def fused(family: str, case: Dict[str, object], gatv2_fn, gat_fn, triton: bool =
     return lambda score_src, score_dst, bias, values: gat_fn(score_src, score_dst, bias, values, SLOPE, graph)
 
 
-def assert_same(f, ref, inputs, tol=TOL) -> None:
-    """Values, then gradients of a loss on ``out`` and ``alpha``, then of one on ``out`` alone."""
+def assert_same(f, ref, inputs, tol=TOL) -> Tuple[Tensor, Tensor]:
+    """Values, then gradients of a loss on ``out`` and ``alpha``, then of one on ``out`` alone; returns
+    ``f``'s ``(out, alpha)`` for further checks (no second call of ``f``)."""
     names = [k for k, v in inputs.items() if v is not None]
     args = list(inputs.values())
     out, alpha = f(*args)
@@ -99,3 +100,4 @@ def assert_same(f, ref, inputs, tol=TOL) -> None:
         r_grads = torch.autograd.grad(r_loss, leaves, retain_graph=True)
         for name, a, b in zip(names, grads, r_grads):
             torch.testing.assert_close(a, b, **tol, msg=lambda m: f"d {name} (alpha in loss: {with_alpha}): {m}")
+    return out, alpha
