@@ -196,7 +196,7 @@ def default_bench_out(suite: Any, quick: bool) -> Path:
     (the hash of its --set values), so it never meets the full protocol's records."""
     name = f"results/{suite.name}{'-quick' if quick else ''}"
     if suite.settings:
-        from zoo.bench.suite.load import cell_id  # the same content hash as the cells' ids
+        from zoo.bench.suite.schema import cell_id  # the same content hash as the cells' ids
 
         name += f"-set-{cell_id(suite.settings)[:8]}"
     return Path(name)
@@ -663,7 +663,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:2] == ["bench", "calibrate"]:  # a sub-command of bench, not a suite named "calibrate"
         return _calibrate(argv[2:])
     args = _parser().parse_args(argv)
-    from zoo.bench.suite.load import SuiteError
+    from zoo.bench.suite.schema import SuiteError
 
     try:
         if args.command == "list":
@@ -680,7 +680,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 return _estimate(suite, out, args)
             return _bench(suite, out, args, leaderboard=not args.no_leaderboard)
         if args.command == "train":
-            from zoo.bench.suite.load import cell_id, parse_suite
+            from zoo.bench.suite.load import parse_suite
+            from zoo.bench.suite.schema import cell_id
 
             raw = _train_suite(args)
             suite = parse_suite(raw, source="zoo train")
