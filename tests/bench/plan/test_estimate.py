@@ -5,11 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from zoo.bench.plan import cost
+from zoo.bench.plan import cost, cost_file
 from zoo.bench.plan.estimate import estimate, format_estimate, hours, makespan
 
 TABLE = cost.load_dataset_table()
-MODEL = cost.load_cost_model("cpu")
+MODEL = cost_file.load_cost_model("cpu")
 
 
 def cell(cid, group, dataset="cora", layers=2, patience=None, epochs=1000):
