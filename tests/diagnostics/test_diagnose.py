@@ -33,10 +33,10 @@ def test_diagnose_from_a_checkpoint(tmp_path):
 
 def test_cli_diagnose(tmp_path, capsys):
     out = tmp_path / "d.html"
-    assert main(["diagnose", "gat", "--dataset", "cornell", "--layers", "2", "--init", "xavier,bal_o",
+    assert main(["diagnose", "gat", "--dataset", "cornell", "--num-layers", "2", "--inits", "xavier,bal_o",
                  "--epochs", "2", "--out", str(out)]) == 0
     assert out.is_file() and "verdict:" in capsys.readouterr().out
-    assert main(["diagnose", "gat", "--dataset", "cornell", "--layers", "2", "--set", "warp=1",
+    assert main(["diagnose", "gat", "--dataset", "cornell", "--num-layers", "2", "--set", "warp=1",
                  "--epochs", "1", "--out", str(out)]) == 2
     assert "warp" in capsys.readouterr().err
 
