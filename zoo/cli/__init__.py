@@ -67,7 +67,7 @@ def _interrupted(args: argparse.Namespace) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``zoo`` command; returns its exit code (:mod:`zoo.cli.errors`)."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from zoo.bench.suite.load import SuiteError
+    from zoo.bench.suite.schema import SuiteError
 
     try:
         return args.handler(args)

@@ -109,7 +109,7 @@ def default_bench_out(suite: Any, quick: bool) -> Path:
     (the hash of its --set values), so it never meets the full protocol's records."""
     name = f"results/{suite.name}{'-quick' if quick else ''}"
     if suite.settings:
-        from zoo.bench.suite.load import cell_id  # the same content hash as the cells' ids
+        from zoo.bench.suite.schema import cell_id  # the same content hash as the cells' ids
 
         name += f"-set-{cell_id(suite.settings)[:8]}"
     return Path(name)

@@ -62,7 +62,8 @@ def train_suite(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zoo.bench.suite.load import cell_id, parse_suite
+    from zoo.bench.suite.load import parse_suite
+    from zoo.bench.suite.schema import cell_id
     from zoo.cli.bench import run_bench
 
     raw = train_suite(args)

@@ -23,7 +23,9 @@ from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.store.merge import MergeError, merge
 from zoo.bench.store.records import SuiteMismatchError, read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.suite.load import SuiteError, describe_settings, parse_suite
+from zoo.bench.suite.load import parse_suite
+from zoo.bench.suite.schema import SuiteError
+from zoo.bench.suite.settings import describe_settings
 from zoo.cli import main
 from zoo.cli.args import parse_setting, settings_of
 from zoo.cli.bench import default_bench_out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo.bench.plan.cost import estimated_group_seconds
-from zoo.bench.suite.load import Cell, Suite
+from zoo.bench.suite.schema import Cell, Suite
 from zoo.bench.suite.selection import SelectionError, select_where
 
 
