@@ -143,7 +143,7 @@ def test_a_full_disk_leaves_no_temporary_file_and_names_the_path(tmp_path, monke
     import os
 
     from zoo.bench.store.weights import write_weights
-    from zoo.cli import _os_error
+    from zoo.cli.errors import os_error
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -152,8 +152,8 @@ def test_a_full_disk_leaves_no_temporary_file_and_names_the_path(tmp_path, monke
     model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2)
     with pytest.raises(OSError) as info:
         zoo.save(model, tmp_path / "m")
-    assert _os_error(info.value) == f"No space left on device: {tmp_path / 'm.safetensors'}"
+    assert os_error(info.value) == f"No space left on device: {tmp_path / 'm.safetensors'}"
     with pytest.raises(OSError, match="No space left on device"):
         write_weights(tmp_path / "out", "abc", b"bytes")
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
-    assert _os_error(OSError(errno.EPIPE, "Broken pipe")) == "Broken pipe"
+    assert os_error(OSError(errno.EPIPE, "Broken pipe")) == "Broken pipe"
