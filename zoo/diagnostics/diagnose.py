@@ -70,7 +70,7 @@ def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
         return model
     path = Path(model)
     if path.suffix == ".safetensors" or path.is_dir() or path.is_file():
-        from zoo.checkpoint import load
+        from zoo.model_file import load
 
         return load(path, cell=cell, seed=seed)
     return str(model)
@@ -81,7 +81,7 @@ def _task_of(model: Any, task: Any, options: Dict[str, Any]) -> Any:
     configurations compared share its masks), else the dataset a ``zoo bench`` checkpoint ran on."""
     if task is not None:
         return as_task(task, options)
-    header = getattr(model, "checkpoint", None) or {}
+    header = getattr(model, "saved_header", None) or {}
     config = (header.get("extra") or {}).get("config")
     if config:
         return config["task"]["dataset"]

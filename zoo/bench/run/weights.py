@@ -1,5 +1,5 @@
 """``zoo bench --save-weights``: each replica's selected (``best``) or final (``last``) state as
-checkpoint bytes (:func:`zoo.checkpoint.state_bytes`), made where the group ran; the driver
+checkpoint bytes (:func:`zoo.model_file.state_bytes`), made where the group ran; the driver
 writes them beside the records (:mod:`zoo.bench.store.weights`)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from torch import Tensor
 
-from zoo.checkpoint import describe, state_bytes
+from zoo.model_file import describe, state_bytes
 
 __all__ = ["weights_payload"]
 

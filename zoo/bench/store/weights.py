@@ -1,7 +1,7 @@
 """Saved weights beside the run records (``zoo bench --save-weights best|last``; no torch here).
 
 A results folder run with ``--save-weights`` holds, per finished run, one checkpoint
-``OUT/weights/<cell id>.safetensors`` (:mod:`zoo.checkpoint`: the run's selected or last state,
+``OUT/weights/<cell id>.safetensors`` (:mod:`zoo.model_file`: the run's selected or last state,
 its build configuration, and in the header's ``extra`` the cell id, seed, epoch and metrics), and
 the run's record names it (``"weights": "weights/<id>.safetensors"``, ``"weights_bytes"``).
 :func:`find_weights` picks one by cell id (prefix) and seed: ``zoo.load(folder, cell=..., seed=...)``.

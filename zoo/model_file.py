@@ -1,8 +1,8 @@
-"""``zoo.save`` / ``zoo.load``: a model's weights with everything needed to rebuild it.
+"""``zoo.save`` / ``zoo.load``: a model file, a model's weights with everything needed to rebuild it.
 
-A checkpoint is one ``.safetensors`` file: the model's ``state_dict`` as safetensors tensors (no
+A model file is one ``.safetensors`` file: the model's ``state_dict`` as safetensors tensors (no
 pickle: loading runs no code from the file) and, in the safetensors header's metadata, one JSON
-entry ``zoo_checkpoint`` holding
+entry ``zoo_checkpoint`` (the key files have always carried) holding
 
 * ``format`` (this module's layout, ``1``) and ``zoo_version`` (the writer's ``zoo.__version__``);
 * ``build``: the model's full build configuration as ``zoo.build`` recorded it (name, preset,
@@ -11,7 +11,7 @@ entry ``zoo_checkpoint`` holding
 * ``dtype`` of the floating-point state, and ``extra``: free JSON (e.g. the bench's cell id, seed,
   selected epoch and metrics).
 
-A checkpoint from a newer zoo, or one whose options this zoo does not know, is refused with one
+A model file from a newer zoo, or one whose options this zoo does not know, is refused with one
 line naming the problem and the fix (``ValueError``), never a half-built model.
 """
 from __future__ import annotations
@@ -163,12 +163,14 @@ def read_header(path: PathLike) -> Dict[str, Any]:
 
 
 def rebuild(header: Dict[str, Any], source: str) -> nn.Module:
-    """The (freshly initialised) model that a checkpoint header describes."""
+    """The (freshly initialised) model that a model file's header describes."""
     from zoo.build import build as build_model
 
     build = dict(header["build"])
     name = build.pop("name")
     build.pop("preset", None)  # the preset's values are all in the recorded options
+    if "checkpoint" in build:  # files written while DeepGNN's ``recompute`` option was called ``checkpoint``
+        build["recompute"] = build.pop("checkpoint")
     try:
         model = build_model(name, **build)
     except (TypeError, ValueError, KeyError) as e:
@@ -226,8 +228,8 @@ def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed
 
     ``path`` is a checkpoint file, or a ``zoo bench`` results folder together with ``cell``
     (a cell id or its unique prefix) and ``seed``.  The model is returned in training mode, as
-    ``zoo.build`` returns it: call ``.eval()`` before evaluating.  The checkpoint's header is on
-    ``model.checkpoint`` (a dict).
+    ``zoo.build`` returns it: call ``.eval()`` before evaluating.  The file's header is on
+    ``model.saved_header`` (a dict).
     """
     from safetensors.torch import load_file
 
@@ -244,5 +246,5 @@ def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed
     model = rebuild(header, str(path))
     state = load_file(str(path))
     model = _load_state(model, state, header, str(path), device)
-    model.checkpoint = header
+    model.saved_header = header
     return model

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import zoo
-from zoo.checkpoint import META_KEY, read_header
+from zoo.model_file import META_KEY, read_header
 
 
 def _outputs(model, graph):
@@ -34,7 +34,7 @@ def test_saved_model_gives_identical_outputs(tmp_path, graph, name, options):
     assert path.suffix == ".safetensors"
     loaded = zoo.load(path)
     assert loaded.build_config == model.build_config
-    assert loaded.checkpoint["extra"] == {"note": "test"}
+    assert loaded.saved_header["extra"] == {"note": "test"}
     after = _outputs(loaded, graph)
     assert after.dtype == before.dtype
     assert torch.equal(before, after)
@@ -42,7 +42,35 @@ def test_saved_model_gives_identical_outputs(tmp_path, graph, name, options):
         assert k == k2 and torch.equal(a, b)
 
 
-def test_checkpoint_holds_no_pickle(tmp_path, graph):
+def test_a_loaded_model_trains_without_recomputing_its_layers(tmp_path, graph, monkeypatch):
+    """zoo.load puts the file's header on the model.  While both were called ``checkpoint``, the header
+    (a non-empty dict) replaced the flag that switches activation recomputation on, so every loaded
+    model recomputed each layer in its backward pass; a model saved with ``recompute=True`` keeps it."""
+    import zoo.nn.base as base
+
+    calls = []
+    real = base.checkpoint
+    monkeypatch.setattr(base, "checkpoint", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for recompute in (False, True):
+        model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, recompute=recompute)
+        loaded = zoo.load(zoo.save(model, tmp_path / f"m{recompute}"))
+        calls.clear()
+        loaded.train()
+        loaded(*graph).sum().backward()
+        assert bool(calls) is recompute, (recompute, len(calls))
+        assert loaded.recompute is recompute
+
+
+def test_a_file_written_with_the_old_recompute_spelling_loads(tmp_path):
+    """Model files record the build options; files written while ``recompute`` was spelt ``checkpoint``
+    still rebuild, with recomputation as they were saved."""
+    from zoo.model_file import rebuild
+
+    header = {"build": {"name": "gatv2", "in_dim": 6, "out_dim": 3, "num_layers": 2, "checkpoint": True}}
+    assert rebuild(header, "old.safetensors").recompute is True
+
+
+def test_model_file_holds_no_pickle(tmp_path, graph):
     model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2)
     path = zoo.save(model, tmp_path / "m.safetensors")
     data = path.read_bytes()
@@ -80,7 +108,7 @@ def read_header_raw(path):
         return fh.metadata()[META_KEY]
 
 
-def test_checkpoint_from_a_newer_zoo_is_one_clear_line(tmp_path):
+def test_model_file_from_a_newer_zoo_is_one_clear_line(tmp_path):
     path = zoo.save(zoo.build("gcn", in_dim=6, out_dim=3, num_layers=2), tmp_path / "m")
     _rewrite_header(path, lambda m: m.update(zoo_version="99.0.0"))
     with pytest.raises(ValueError, match=r"written by gat-zoo 99\.0\.0.*newer than this gat-zoo.*upgrade") as e:
@@ -88,7 +116,7 @@ def test_checkpoint_from_a_newer_zoo_is_one_clear_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_checkpoint_with_unknown_options_is_one_clear_line(tmp_path):
+def test_model_file_with_unknown_options_is_one_clear_line(tmp_path):
     path = zoo.save(zoo.build("gcn", in_dim=6, out_dim=3, num_layers=2), tmp_path / "m")
     _rewrite_header(path, lambda m: m["build"].update(warp_drive=3))
     with pytest.raises(ValueError, match=r"cannot be rebuilt by this gat-zoo.*warp_drive") as e:
@@ -96,7 +124,7 @@ def test_checkpoint_with_unknown_options_is_one_clear_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_not_a_checkpoint_and_not_a_zoo_model(tmp_path):
+def test_not_a_model_file_and_not_a_zoo_model(tmp_path):
     from safetensors.torch import save_file
 
     plain = tmp_path / "plain.safetensors"
