@@ -129,14 +129,14 @@ def test_not_a_model_file_and_not_a_zoo_model(tmp_path):
 
     plain = tmp_path / "plain.safetensors"
     save_file({"w": torch.zeros(2)}, str(plain))
-    with pytest.raises(ValueError, match="not a zoo checkpoint"):
+    with pytest.raises(ValueError, match="not a zoo model file"):
         zoo.load(plain)
     (tmp_path / "junk.safetensors").write_bytes(b"not at all")
     with pytest.raises(ValueError, match="not a safetensors file"):
         zoo.load(tmp_path / "junk.safetensors")
     with pytest.raises(TypeError, match="not built by zoo.build"):
         zoo.save(torch.nn.Linear(2, 2), tmp_path / "lin")
-    with pytest.raises(TypeError, match="cannot be written to a checkpoint"):
+    with pytest.raises(TypeError, match="cannot be written to a model file"):
         zoo.save(zoo.build("gcn", in_dim=6, out_dim=3, num_layers=2), tmp_path / "x", extra={"f": object()})
 
 

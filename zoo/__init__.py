@@ -17,7 +17,7 @@ from typing import Any, List
 from zoo import build as _build_module  # torch-free; bound now so ``zoo.build`` stays the function below
 from zoo._names import normalize_name
 
-from zoo._version import __version__  # noqa: E402  (a leaf: checkpoints record it without importing zoo)
+from zoo._version import __version__  # noqa: E402  (a leaf: model files record it without importing zoo)
 
 #: public name -> the module that defines it (imported, with the model families, on first use)
 _LAZY = {

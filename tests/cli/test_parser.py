@@ -17,6 +17,7 @@ RENAMED = {
     "train": {"--num-layers": "--layers", "--hidden-dim": "--hidden", "--inits": "--init",
               "--transforms": "--transform"},
     "diagnose": {"--num-layers": "--layers", "--hidden-dim": "--hidden", "--inits": "--init"},
+    "bench": {"--resume-every": "--checkpoint-every"},
 }
 TRAIN = ["train", "--model", "gat", "--dataset", "cornell"]
 DIAGNOSE = ["diagnose", "gat", "--dataset", "cornell"]
@@ -40,6 +41,14 @@ def test_former_spellings_still_parse_into_the_same_keys(argv):
     assert (args.num_layers, args.hidden_dim, args.inits) == (4, 16, ["xavier", "bal_o"])
     plain = build_parser().parse_args(argv)
     assert (plain.num_layers, plain.hidden_dim, plain.inits) == (None, None, None)
+
+
+def test_bench_resume_every_and_its_former_spelling():
+    """How often a long group saves its resume state: ``--resume-every``; ``--checkpoint-every`` parses
+    into the same key (the driver's ``resume_every``)."""
+    for flag in ("--resume-every", "--checkpoint-every"):
+        assert build_parser().parse_args(["bench", "quick", flag, "5m"]).resume_every == "5m"
+    assert build_parser().parse_args(["bench", "quick"]).resume_every is None
 
 
 def test_train_transforms_both_spellings_append_to_one_list():

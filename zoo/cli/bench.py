@@ -2,7 +2,7 @@
 calibrate`` (:mod:`zoo.cli.bench_calibrate`) is its subcommand.
 
     zoo bench SUITE [--quick] [--set KEY=VALUE]... [--device cuda] [--out DIR] [--quiet] [--where KEY=V1[,V2]]...
-              [--shard I/N] [--estimate] [--checkpoint-every T]
+              [--shard I/N] [--estimate] [--resume-every T]
               [--workers N | --executor ray [--ray-address ADDR] [--gpus-per-group F] [--max-retries N]]
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli import bench_calibrate
-from zoo.cli.args import (SuiteOrSubcommand, add_settings, parse_device, parse_workers, positive_int, settings_of,
-                          writable_dir)
+from zoo.cli.args import (SuiteOrSubcommand, add_renamed, add_settings, parse_device, parse_workers, positive_int,
+                          settings_of, writable_dir)
 from zoo.cli.errors import EXIT_FAILED, EXIT_NOTHING
 
 HELP = "run a benchmark suite (resumable) and write its leaderboard; `zoo bench calibrate`: fit the cost model"
@@ -77,9 +77,9 @@ def _add_execution_options(p: argparse.ArgumentParser) -> None:
                          "(calibrated cost model) for this executor and workers, and the total")
     ex.add_argument("--estimate-by", default=None, metavar="KEY[,KEY]",
                     help="--estimate: the keys that make a slice (default dataset,num_layers where they vary)")
-    ex.add_argument("--checkpoint-every", default=None, metavar="T",
-                    help="a group training longer than T saves its state in OUT/checkpoints/ and a re-run resumes "
-                         "it: 600, 10m, 2h (wall time), 50ep (epochs) or off (default 10m)")
+    add_renamed(ex, "--resume-every", "--checkpoint-every", default=None, metavar="T",
+                help="a group training longer than T saves its state in OUT/checkpoints/ and a re-run resumes "
+                     "it: 600, 10m, 2h (wall time), 50ep (epochs) or off (default 10m)")
     ex.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster to join (default: start a local Ray instance)")
     ex.add_argument("--cpus-per-group", type=float, default=1.0, metavar="C", help="Ray: CPUs per task (default 1)")
@@ -163,7 +163,7 @@ def run_bench(suite: Any, out: Path, args: argparse.Namespace, leaderboard: bool
                         force_new=getattr(args, "force_new", False),
                         executor=executor, workers=workers, where=where, shard=shard,
                         threads=getattr(args, "threads", None), save_weights=args.save_weights,
-                        checkpoint_every=getattr(args, "checkpoint_every", None))
+                        resume_every=getattr(args, "resume_every", None))
     code = _report_summary(suite, summary, out)
     if leaderboard and summary.ran + summary.already_done > 0:
         _write_leaderboard(out)

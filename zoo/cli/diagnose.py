@@ -17,9 +17,9 @@ from zoo.cli.args import (add_architecture, add_settings, merge_settings, parse_
 def register(sub: Any) -> None:
     p = sub.add_parser("diagnose", help="train briefly (or load saved weights), record every layer's diagnostics, "
                                         "and write one HTML page showing why the model trains or not")
-    p.add_argument("model", help="model name (A,B: models side by side), a checkpoint (.safetensors from zoo.save), "
+    p.add_argument("model", help="model name (A,B: models side by side), a model file (.safetensors from zoo.save), "
                                  "or a zoo bench results folder with --cell/--seed (run with --save-weights)")
-    p.add_argument("--dataset", default=None, help="transductive dataset (default: a bench checkpoint's own)")
+    p.add_argument("--dataset", default=None, help="transductive dataset (default: a bench model file's own)")
     add_architecture(p)
     p.add_argument("--norm", help="norm plugin (A,B: norms side by side)")
     p.add_argument("--epochs", type=int, default=50)

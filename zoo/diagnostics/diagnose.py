@@ -65,7 +65,7 @@ def short_labels(history: Any) -> List[str]:
 
 
 def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
-    """A name stays a name; a checkpoint file or a results folder becomes the loaded model."""
+    """A name stays a name; a model file or a results folder becomes the loaded model."""
     if isinstance(model, nn.Module) or not isinstance(model, (str, Path)):
         return model
     path = Path(model)
@@ -78,7 +78,7 @@ def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
 
 def _task_of(model: Any, task: Any, options: Dict[str, Any]) -> Any:
     """The task every configuration trains on: as given (a raw graph made a task once, so that the
-    configurations compared share its masks), else the dataset a ``zoo bench`` checkpoint ran on."""
+    configurations compared share its masks), else the dataset a model file kept by ``zoo bench`` ran on."""
     if task is not None:
         return as_task(task, options)
     header = getattr(model, "saved_header", None) or {}
@@ -166,13 +166,13 @@ def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[s
     Args:
         model: a model name (options such as ``num_layers``, ``norm``, ``hidden_dim`` in
             ``options``), several comma-separated (``"san_pre_ln,san_nonlocal"``: compared side by
-            side), a ``zoo.build`` / ``zoo.load`` model, a checkpoint file written by ``zoo.save``,
+            side), a ``zoo.build`` / ``zoo.load`` model, a model file written by ``zoo.save``,
             or a ``zoo bench --save-weights`` results folder with ``cell`` / ``seed`` (saved weights
             are the starting point; ``epochs=0`` only looks at them).
         task: what ``zoo.fit`` trains on — a dataset name (``"cora"``), a task from
             :func:`zoo.datasets.load`, a PyG ``Data`` or ``dgl.DGLGraph`` with masks (or
             ``split=(train_ratio, val_ratio)`` in ``options``) or ``zoo.datasets.Task.from_data(...)``;
-            transductive: energies and attention are read over its graph.  For a checkpoint kept
+            transductive: energies and attention are read over its graph.  For a model file kept
             by ``zoo bench`` it defaults to the run's dataset.
         inits: inits to compare (e.g. ``["xavier", "bal_o"]``): one replica per init and seed,
             trained together.  ``norm=[...]`` (a list) or ``compare=[{option: value}, ...]``
