@@ -12,6 +12,7 @@ from zoo.ops._constant_cache import ConstantCache
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops.precision import float32_under_autocast
 
 #: A constant input with at most this fraction of non-zeros is multiplied as CSR when it has at
 #: least SPARSE_MIN_ELEMENTS entries or the weight is stacked (replicas).  Measured fwd+bwd,
@@ -94,8 +95,8 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
     Shapes: x ``(N, F)``, weight ``(C, F)`` -> ``(N, C)``.
     """
     parts = _sparse_parts(x, weight)
-    if parts is not None:
-        return _csr_linear(*parts, weight)
+    if parts is not None:  # under autocast in float32 (CSR products take no bfloat16); F.linear autocasts
+        return float32_under_autocast(_csr_linear)(*parts, weight)
     return F.linear(x, weight)
 
 
