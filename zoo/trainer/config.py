@@ -166,12 +166,12 @@ def _check_values(cfg: "TrainConfig") -> None:
     number("lr", 0, strict=True)
     number("weight_decay", 0)
     number("momentum", 0)
+    if cfg.grad_clip_norm is not None:  # None = no clipping
+        number("grad_clip_norm", 0, strict=True)
     for name in ("warmup_epochs", "epochs", "batch_size"):
         number(name, 0, integer=True)
     if cfg.check_every is not None:
         number("check_every", 1, integer=True)
-    if cfg.grad_clip_norm is not None:  # None = no clipping
-        number("grad_clip_norm", 0, strict=True)
     number("data_seed", -math.inf, integer=True)
     if cfg.patience is not None:  # None = no patience
         number("patience", 1, integer=True)
