@@ -207,3 +207,28 @@ def test_ops_compute_in_float32_under_autocast():
         grads.append(torch.autograd.grad(out.square().sum(), (x, att)))
     for a, b in zip(*grads):
         torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=1e-3)
+
+
+def test_sparse_input_product_under_autocast():
+    """The first layer's CSR product (bag-of-words inputs, stacked weights) runs in float32 under
+    autocast and equals the float32 product."""
+    from torch.func import vmap
+
+    from zoo.ops.sparse_input import SparseInput
+    from zoo.ops.sparse_linear import linear
+
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(64, 40, generator=g) < 0.04).float()
+    sparse = SparseInput(x)
+    w = torch.randn(2, 8, 40, generator=g, requires_grad=True)
+    outs = []
+    for autocast in (False, True):
+        xd = sparse.dropped(torch.ones(sparse.nnz), 0.0)  # remembered as CSR: linear multiplies it sparse
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = vmap(lambda weight: linear(xd, weight))(w)
+        (grad,) = torch.autograd.grad(out.square().sum(), w)
+        outs.append((out, grad))
+    (ref, ref_grad), (got, got_grad) = outs
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got_grad, ref_grad, rtol=1e-6, atol=1e-6)

@@ -47,8 +47,8 @@ from zoo.ops._custom import custom_ops_active, is_batched, vmap_without_rules
 from zoo.ops.aggregate import edge_attention, graph_orders
 from zoo.ops.config import FusedConfig, use_fused
 from zoo.ops.dropout import dropout, dropout_mask
-from zoo.ops.precision import float32_under_autocast
 from zoo.ops.message import leaky_relu_dot, node_scores, weight_messages
+from zoo.ops.precision import float32_under_autocast
 from zoo.ops.score import gat_edge_scores, gatv2_score
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 

@@ -74,6 +74,8 @@ if _HAS_CUSTOM_OPS:
 
 
     _csr_linear.register_autograd(_csr_backward, setup_context=_csr_setup)
+    #: under autocast in float32: the CSR products take no bfloat16 (the dense ``F.linear`` autocasts)
+    _csr_linear_float32 = float32_under_autocast(_csr_linear)
 
 
     def _csr_linear_vmap(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
@@ -95,8 +97,8 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
     Shapes: x ``(N, F)``, weight ``(C, F)`` -> ``(N, C)``.
     """
     parts = _sparse_parts(x, weight)
-    if parts is not None:  # under autocast in float32 (CSR products take no bfloat16); F.linear autocasts
-        return float32_under_autocast(_csr_linear)(*parts, weight)
+    if parts is not None:
+        return _csr_linear_float32(*parts, weight)
     return F.linear(x, weight)
 
 
