@@ -190,7 +190,7 @@ def check_lr_scheduler(name: str, options: Optional[Mapping[str, Any]] = None) -
     if key == "none":
         if options:
             raise ValueError(f"lr_scheduler_kwargs {dict(options)!r} given without an lr_scheduler; "
-                             "set lr_scheduler = \"plateau\" or drop them")
+                             "set an lr_scheduler (e.g. \"step\") or drop them")
         return
     if key == "plateau":
         plateau_options(dict(options or {}))

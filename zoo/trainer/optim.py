@@ -267,7 +267,7 @@ def make_lr_scheduler(name: str, replicas: int, lr: float, device: Any = None,
     if key == "none":
         if options:
             raise ValueError(f"lr_scheduler_kwargs {dict(options)!r} given without an lr_scheduler; "
-                             "set lr_scheduler = \"plateau\" or drop them")
+                             "set an lr_scheduler (e.g. \"step\") or drop them")
         return None
     if key == "plateau":
         return StackedPlateau(replicas, lr, device, **dict(options or {}))
