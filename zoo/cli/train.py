@@ -14,7 +14,7 @@ from zoo.cli.args import add_architecture, add_renamed, add_settings, merge_sett
 
 #: the flags that set a suite key of the same name (``--weight-decay`` sets ``weight_decay``)
 SUITE_KEYS = ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs", "patience",
-              "dropout", "split", "transforms", "dtype")
+              "lr_scheduler", "warmup_epochs", "grad_clip_norm", "precision", "dropout", "split", "transforms", "dtype")
 
 
 def register(sub: Any) -> None:
@@ -29,6 +29,12 @@ def register(sub: Any) -> None:
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--epochs", type=int)
     p.add_argument("--patience", type=int)
+    p.add_argument("--lr-scheduler",
+                   help="none, plateau, step, multistep, exponential, cosine (options: --set lr_scheduler_kwargs={...})")
+    p.add_argument("--warmup-epochs", type=int)
+    p.add_argument("--grad-clip-norm", type=float, metavar="NORM",
+                   help="clip each replica's gradient to this global 2-norm")
+    p.add_argument("--precision", choices=("fp32", "bf16"), help="bf16: forward under bfloat16 autocast")
     p.add_argument("--dropout", type=float)
     p.add_argument("--split", type=lambda s: int(s) if s.isdigit() else s,
                    help="a split name (public, per_class, ratio...) or a Geom-GCN split number")
