@@ -8,8 +8,8 @@ double (:class:`CheckedBackend`, :class:`CheckedCapture`) makes those failures l
 
 * ``capture(fn)`` runs ``fn`` under a recording dispatch mode, then undoes what it did (every
   tensor that existed before and was written is restored, every generator rewound): like a real
-  capture, it runs nothing.  The outputs it returns are the static buffers; their floating-point
-  entries are set to NaN until the first replay (a real capture leaves them unwritten).
+  capture, it runs nothing.  The outputs it returns are the static buffers; the floating-point
+  ones it made are set to NaN until the first replay (a real capture leaves them unwritten).
 * ``replay()`` runs ``fn`` again under the recorder and requires the same trace: the same ops with
   the same non-tensor arguments, the same addresses, offsets, shapes, strides and dtypes of the
   tensors that existed before the run, the same shapes of the temporaries; then it copies ``fn``'s
@@ -140,9 +140,9 @@ class CheckedCapture:
             torch.set_rng_state(rng[1])
         self.fn, self.trace, self.outputs = fn, rec.trace, out
         self._static = [t.detach() for t in leaves(out)]
-        with torch.no_grad():
+        with torch.no_grad():  # outputs the capture made (not state tensors it returns as they are)
             for t in self._static:
-                if t.is_floating_point():
+                if t.is_floating_point() and _storage(t) in rec.made:
                     t.fill_(float("nan"))
         return out
 
