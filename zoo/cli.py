@@ -235,6 +235,9 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--set", action="append", type=parse_setting, default=[], metavar="KEY=VALUE",
                     help="any other suite key: model option, dataset option (data.KEY), trainer key")
     tr.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
+    tr.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
+                         "allows it; a failed capture trains eagerly, with a warning), on (required), off")
     tr.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     tr.add_argument("--data-root", default=None)
     tr.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
@@ -252,6 +255,9 @@ def _parser() -> argparse.ArgumentParser:
                          "(repeatable; TOML/JSON values, e.g. epochs=200, warmup_epochs=20, prune_layers=[2,32,64]); "
                          "ids change, records and `zoo report` say so; cells are chosen with --where, not --set")
     be.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
+    be.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
+                         "allows it; a failed capture trains eagerly, with a warning), on (required), off")
     be.add_argument("--out", default=None, help="results folder (default results/<suite>[-quick][-set-<hash>])")
     be.add_argument("--data-root", default=None)
     be.add_argument("--max-replicas", type=positive_int, default=None,
@@ -456,7 +462,8 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
                         force_new=getattr(args, "force_new", False),
                         executor=executor, workers=workers, where=where, shard=shard,
                         threads=getattr(args, "threads", None), save_weights=args.save_weights,
-                        checkpoint_every=getattr(args, "checkpoint_every", None))
+                        checkpoint_every=getattr(args, "checkpoint_every", None),
+                        cuda_graphs=getattr(args, "cuda_graphs", "auto"))
     print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
           f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
           f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")

@@ -192,3 +192,20 @@ def _view(kind, **changes):
     task = make()
     cfg = TrainConfig(**{**options, **changes})
     return build_replicas(task, [_factory(task, 1.0, graph)], [0], torch.device("cpu"), torch.float64, cfg, True)[1]
+
+
+def test_zoo_fit_and_the_cli_take_cuda_graphs(capsys, tmp_path):
+    import zoo
+    from zoo.cli import main
+
+    with pytest.raises(ValueError, match="cuda_graphs must be one of auto, on, off, got 'maybe'"):
+        zoo.fit("gat", "twin", epochs=2, device="cpu", cuda_graphs="maybe", progress=False)
+    with pytest.raises(ValueError, match="cuda_graphs = 'on' needs a CUDA device, got cpu"):
+        zoo.fit("gat", "twin", epochs=2, device="cpu", cuda_graphs="on", progress=False)
+    assert zoo.fit("gat", "twin", epochs=2, device="cpu", cuda_graphs="off", progress=False).final
+    argv = ["train", "--model", "gat", "--dataset", "twin", "--device", "cpu", "--out", str(tmp_path / "o")]
+    assert main([*argv, "--cuda-graphs", "on"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "zoo train: error: cuda_graphs = 'on' needs a CUDA device, got cpu; use 'auto' (CUDA graphs where the "
+        "device has them) or 'off'"]
+    assert not list((tmp_path / "o").glob("*"))  # nothing written
