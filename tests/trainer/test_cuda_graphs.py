@@ -11,10 +11,12 @@ import warnings
 import pytest
 import torch
 
+import zoo
 import zoo.trainer.graphs as graphs
 from tests.bench.run.test_train import graph_level_task, synthetic_task
 from tests.trainer.capture_double import CheckedBackend, ContractError
 from tests.trainer.test_check_every import CONFIGS, SEEDS, _factory, _same
+from tests.trainer.test_host_sync import FAMILIES, OPTIMISERS, _dropouts
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
@@ -195,7 +197,6 @@ def _view(kind, **changes):
 
 
 def test_zoo_fit_and_the_cli_take_cuda_graphs(capsys, tmp_path):
-    import zoo
     from zoo.cli import main
 
     with pytest.raises(ValueError, match="cuda_graphs must be one of auto, on, off, got 'maybe'"):
@@ -209,3 +210,26 @@ def test_zoo_fit_and_the_cli_take_cuda_graphs(capsys, tmp_path):
         "zoo train: error: cuda_graphs = 'on' needs a CUDA device, got cpu; use 'auto' (CUDA graphs where the "
         "device has them) or 'off'"]
     assert not list((tmp_path / "o").glob("*"))  # nothing written
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_replays_bitwise(name):
+    """Each family's epoch (dropout and attention dropout, Adam with the plateau scheduler or SGD with
+    momentum and weight decay) keeps the contract and replays to the eager numbers."""
+    task = synthetic_task(n=24)
+    optimizer, options = OPTIMISERS[sorted(FAMILIES).index(name) % 2]
+    cfg = TrainConfig(optimizer=optimizer, epochs=7, loss_threshold=0.0, keep_best_state=True, **options)
+    factory = lambda: zoo.build(name, in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,  # noqa: E731
+                                num_layers=2, **FAMILIES[name], **_dropouts(name))
+
+    def run(backend):
+        reps, view = build_replicas(task, [factory, factory], [0, 1], torch.device("cpu"), torch.float64, cfg, True)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(graphs, "capture_backend", lambda device: backend)
+            results = train_replicas(task, reps, view, cfg, [0, 1])
+        return results, [p.detach().clone() for p in reps.params]
+
+    backend = CheckedBackend()
+    replayed = run(backend)
+    assert [c.replays for c in backend.captures] == [7 - graphs.WARMUP] * 2
+    _same(run(None), replayed)
