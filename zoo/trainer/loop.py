@@ -21,6 +21,10 @@ replica is frozen.  A run with no other callbacks is free of host synchronisatio
 on every device (tested under a dispatch mode on the CPU).  Not covered: task metrics other than
 plain accuracy (``task.evaluate``, e.g. ROC-AUC, read each replica's outputs) and shuffled
 mini-batches of graphs, which are collated on the host every epoch and copied to the device.
+An epoch is two halves, *assess* (evaluate state ``e``, bookkeeping, selection) and *advance* (lr
+schedule, training step), with the callbacks and the host check between them; on CUDA both are
+captured once as CUDA graphs after a few eager epochs and replayed (``cuda_graphs``,
+:mod:`zoo.trainer.graphs`).
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
 ``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
