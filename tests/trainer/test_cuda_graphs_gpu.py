@@ -78,9 +78,9 @@ def _close(a, b, rtol):
         torch.testing.assert_close(u, v, rtol=rtol, atol=rtol)
 
 
-def _transductive(name):
+def _transductive(name, which=None):
     task = synthetic_task(n=60)
-    optimizer, options = OPTIMISERS[sorted(FAMILIES).index(name) % 2]
+    optimizer, options = OPTIMISERS[sorted(FAMILIES).index(name) % 2 if which is None else which]
     cfg = TrainConfig(optimizer=optimizer, epochs=12, loss_threshold=0.0, patience=6, keep_best_state=True,
                       check_every=5, **options)
     factory = lambda: zoo.build(name, in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,  # noqa: E731
@@ -100,8 +100,9 @@ def test_replayed_epochs_are_the_eager_ones_for_every_family(name):
 
 @pytest.mark.parametrize("name", ["gat", "gatv2"])
 def test_float32_replays_match_to_float32_rounding(name):
-    """float32 takes the Triton attention kernels."""
-    task, factory, cfg = _transductive(name)
+    """float32 takes the Triton attention kernels; SGD (Adam's normalised step would magnify the
+    last-bit differences of atomic scatter-adds, present between two eager runs too)."""
+    task, factory, cfg = _transductive(name, which=1)
     _close(_run(task, factory, cfg, torch.float32, mode="off"),
            _run(task, factory, cfg, torch.float32, backend=Counting(CUDA)), 1e-4)
 
