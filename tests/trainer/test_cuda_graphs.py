@@ -46,9 +46,11 @@ def _run(kind, backend, *, check_every=1, mode="auto", checkpoint=None, monkeypa
     return results, [p.detach().clone() for p in reps.params]
 
 
-@pytest.mark.parametrize("check_every", [1, 7])
-@pytest.mark.parametrize("kind", sorted(CASES))
+@pytest.mark.parametrize("kind,check_every", [("transductive", 1), ("transductive", 7), ("graph", 7),
+                                              ("adamw_last", 1)])
 def test_replayed_records_are_the_eager_ones_bitwise(kind, check_every):
+    """K = 1 on the CPU: the eager run takes the optimiser's in-place path, the replayed one the masked
+    path (a replay never reads the host), bitwise the same; K = 7: the run ends at a later check."""
     eager = _run(kind, None, check_every=check_every)
     backend = CheckedBackend()
     replayed = _run(kind, backend, check_every=check_every)
