@@ -210,7 +210,8 @@ class EpochGraphs:
         try:
             return capture, capture.capture(fn)
         except Exception as e:  # eager from here on ("auto"), or the error ("on")
-            reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            reason = type(e).__name__ + (f": {first}" if first else "")
             if self.mode == "on":
                 raise RuntimeError(f"cuda_graphs = 'on': the training epoch could not be captured ({reason}); "
                                    "set cuda_graphs = 'auto' to fall back to eager training") from e
