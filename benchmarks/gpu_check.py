@@ -203,8 +203,9 @@ def summary(results: Mapping[str, StepResult], slice_results: Path, header: Sequ
     if g:
         fig = graphs_figures(g.output)
         lines += [f"## CUDA graphs on vs off, cornell_npz gatv2 L=40 R=15 ({_status(g)})", "",
-                  (f"on {fig['on_ms']:.2f} ms/epoch (target ≤ {BUSY_TARGET_MS:g}: {_mark(fig['on_ms'] <= BUSY_TARGET_MS)}), "
-                   f"off {fig['off_ms']:.2f} ms/epoch, on/off {fig['on_ms'] / fig['off_ms']:.3f}x") if fig
+                  (f"on {fig['on_ms']:.2f} ms/epoch (target ≤ {BUSY_TARGET_MS:g}: "
+                   f"{_mark(fig['on_ms'] <= BUSY_TARGET_MS)}), off {fig['off_ms']:.2f} ms/epoch, "
+                   f"on/off {fig['on_ms'] / fig['off_ms']:.3f}x") if fig
                   else "no figure (see graphs.log)", ""]
     sl = results.get("slice")
     if sl:

@@ -4,9 +4,9 @@ Each object reads one evaluated state (:class:`Evaluation`) and updates the per-
 a :class:`~zoo.trainer.state.LoopState` with tensor ops only: no host read, so an epoch's
 bookkeeping can stay on the device.  The state's tensors are written in place (:func:`put`), never
 rebound, so a captured epoch (:mod:`zoo.trainer.graphs`) reads and writes the same memory at every
-replay; the epoch to record may be a device tensor for the same reason.  :class:`Bookkeeping` applies them in the protocol's order
-(divergence, selection, stopping); :func:`bookkeeping` builds it from a
-:class:`~zoo.trainer.config.TrainConfig`.
+replay; the epoch to record may be a device tensor for the same reason.  :class:`Bookkeeping`
+applies them in the protocol's order (divergence, selection, stopping); :func:`bookkeeping` builds
+it from a :class:`~zoo.trainer.config.TrainConfig`.
 """
 from __future__ import annotations
 
