@@ -63,7 +63,9 @@ TRAIN_KEYS = {f.name: (f.default_factory() if f.default is MISSING else f.defaul
               for f in fields(TrainConfig)
               if f.name not in ("data_seed", "keep_best_state", "check_every", "cuda_graphs")}
 # Trainer keys that enter a cell's config only where set (added later: the other cells' ids stay as they were).
-OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs", "select_ties")
+OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs", "select_ties", "grad_clip_norm", "precision")
+# Of those, the ones left out at their default even where set: one protocol, one cell id.
+DEFAULT_OMITTED_TRAIN_KEYS = ("grad_clip_norm", "precision")
 TASK_KEYS = {"dataset": None, "split": None, "transforms": [], "data_seed": 0}
 # readout (graph tasks; zoo.nn.readout) enters a cell's config only where set: other suites' cell ids stay as they were.
 PLUGIN_KEYS = {"model": None, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": None}
@@ -82,7 +84,7 @@ KEY_TYPES: Dict[str, Tuple[type, ...]] = {
     "patience_on": (str,), "dataset": (str,), "model": (str,), "init": (str,), "norm": (str,),
     "transforms": (list,), "init_kwargs": (dict,), "norm_kwargs": (dict,), "prune_layers": (list,),
     "betas": (list,), "keep_best_state": (bool,), "variant": (str,), "lr_scheduler": (str,),
-    "lr_scheduler_kwargs": (dict,), "rescale": (str,),
+    "lr_scheduler_kwargs": (dict,), "rescale": (str,), "grad_clip_norm": (int, float), "precision": (str,),
 }
 
 
@@ -272,7 +274,8 @@ def _data_seed(where: str, value: Any, seed: int) -> int:
 def _as_declared(key: str, value: Any) -> Any:
     """A trainer value in its field's type: ``loss_threshold = 0`` (an int, as ``--set loss_threshold=0`` parses)
     is the ``0.0`` a suite writes, and one protocol must make one cell id (ids hash the config's JSON)."""
-    if isinstance(TRAIN_KEYS[key], float) and isinstance(value, int) and not isinstance(value, bool):
+    numeric = isinstance(TRAIN_KEYS[key], float) or key == "grad_clip_norm"  # its default is None (off)
+    if numeric and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
 
@@ -351,6 +354,12 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
             task["options"][key] = value
         else:
             _check_keys(where, {key: value}, valid_all)
+    for key in DEFAULT_OMITTED_TRAIN_KEYS:
+        if key in train and train[key] == TRAIN_KEYS[key]:
+            del train[key]
+    if train.get("precision") == "bf16" and run["dtype"] != "float32":
+        raise SuiteError(f"{where}: precision = \"bf16\" autocasts a float32 model; dtype is {run['dtype']!r}: "
+                         "set dtype = \"float32\" or drop precision")
     task["data_seed"] = _data_seed(where, task["data_seed"], run["seed"])
     fingerprint = registries.dataset_spec(dataset).fingerprint
     if fingerprint is not None:  # a user's graph: its content, not its name, says which data the cell ran on
