@@ -235,3 +235,29 @@ def test_every_family_replays_bitwise(name):
     replayed = run(backend)
     assert [c.replays for c in backend.captures] == [7 - graphs.WARMUP] * 2
     _same(run(None), replayed)
+
+
+@pytest.mark.parametrize("dtype,options", [
+    (torch.float64, dict(lr_scheduler="cosine", warmup_epochs=3, grad_clip_norm=0.5)),
+    (torch.float32, dict(lr_scheduler="multistep", lr_scheduler_kwargs={"milestones": [4, 6]}, grad_clip_norm=1.0,
+                         precision="bf16")),
+])
+def test_schedules_clipping_and_bf16_replay_bitwise(dtype, options):
+    """The trainer options keep the contract: epoch lr schedules (per-replica device tensors), gradient
+    clipping, bf16 autocast; the CPU kernels are deterministic, so float32 is bitwise too."""
+    task = synthetic_task(n=24)
+    cfg = TrainConfig(optimizer="adam", lr=0.02, epochs=9, loss_threshold=0.0, keep_best_state=True, **options)
+    factory = lambda: zoo.build("gatv2", in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,  # noqa: E731
+                                num_layers=2, dropout=0.3, attn_dropout=0.2)
+
+    def run(backend):
+        reps, view = build_replicas(task, [factory, factory], [0, 1], torch.device("cpu"), dtype, cfg, True)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(graphs, "capture_backend", lambda device: backend)
+            results = train_replicas(task, reps, view, cfg, [0, 1])
+        return results, [p.detach().clone() for p in reps.params]
+
+    backend = CheckedBackend()
+    replayed = run(backend)
+    assert [c.replays for c in backend.captures] == [9 - graphs.WARMUP] * 2
+    _same(run(None), replayed)
