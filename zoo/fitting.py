@@ -122,7 +122,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         epochs: int = 200, seeds: Union[int, Sequence[int]] = (0,), inits: Union[None, str, Sequence[str]] = None,
         callbacks: Sequence[Any] = (), device: Optional[str] = None, threads: Optional[int] = None,
         stacked: bool = True, keep_models: bool = True, data_root: Optional[str] = None,
-        progress: Optional[bool] = None, check_every: Optional[int] = None, **options: Any) -> History:
+        progress: Optional[bool] = None, check_every: Optional[int] = None, cuda_graphs: str = "auto",
+        **options: Any) -> History:
     """Train ``model_or_name`` on ``task`` with the benchmark runner's protocol; returns a :class:`History`.
 
     Args:
@@ -157,6 +158,10 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         check_every: epochs between the host's reads of the stop flags (``TrainConfig.check_every``;
             default: 1 on the CPU, 25 on a GPU); no number depends on it.  Callbacks that read the
             host make it 1.
+        cuda_graphs: ``"auto"`` (default) replays the training epoch as CUDA graphs on a CUDA device
+            where the run allows it (else eager; a failed capture falls back to eager with one
+            warning), ``"on"`` requires it, ``"off"`` never captures (``TrainConfig.cuda_graphs``,
+            :mod:`zoo.trainer.graphs`); no number depends on it.
 
     Example::
 
@@ -189,7 +194,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         with user_datasets(given.user_specs):
             return _fit_cells(model_or_name, given, raw, device=device, threads=threads, stacked=stacked,
                               keep_models=keep_models, data_root=data_root, callbacks=callbacks,
-                              check_every=check_every)
+                              check_every=check_every, cuda_graphs=cuda_graphs)
     finally:  # a bar left by an error or Ctrl-C would stay on the screen
         for cb in callbacks:
             if isinstance(cb, ProgressBar):
@@ -198,7 +203,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
 
 def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, device: Optional[str],
                threads: Optional[int], stacked: bool, keep_models: bool, data_root: Optional[str],
-               callbacks: Sequence[Any], check_every: Optional[int] = None) -> History:
+               callbacks: Sequence[Any], check_every: Optional[int] = None, cuda_graphs: str = "auto") -> History:
     """Resolve the fit's suite into cells and train them (a user's graph is a dataset meanwhile)."""
     from_weights = isinstance(model_or_name, nn.Module)
     suite = parse_suite(raw, source="zoo.fit", validate_models=False)
@@ -216,8 +221,9 @@ def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, dev
         else:
             factories = [model_factory(c, loaded) for c in cells]
         cfg = train_config(cells[0])
+        cfg = dataclasses.replace(cfg, cuda_graphs=cuda_graphs)  # checked like the other keys
         if check_every is not None:
-            cfg = dataclasses.replace(cfg, check_every=check_every)  # checked like the other keys
+            cfg = dataclasses.replace(cfg, check_every=check_every)
         if keep_models:
             cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
         dtype = getattr(torch, cells[0].config["run"]["dtype"])

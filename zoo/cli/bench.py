@@ -47,6 +47,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force-new", action="store_true",
                    help="OUT holds another/edited suite's results: move them to OUT/superseded-<time>/ and start afresh")
     p.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
+    p.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+                   help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
+                        "allows it; a failed capture trains eagerly, with a warning), on (required), off")
     p.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     p.add_argument("--no-leaderboard", action="store_true")
     p.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
@@ -163,7 +166,8 @@ def run_bench(suite: Any, out: Path, args: argparse.Namespace, leaderboard: bool
                         force_new=getattr(args, "force_new", False),
                         executor=executor, workers=workers, where=where, shard=shard,
                         threads=getattr(args, "threads", None), save_weights=args.save_weights,
-                        resume_every=getattr(args, "resume_every", None))
+                        resume_every=getattr(args, "resume_every", None),
+                        cuda_graphs=getattr(args, "cuda_graphs", "auto"))
     code = _report_summary(suite, summary, out)
     if leaderboard and summary.ran + summary.already_done > 0:
         _write_leaderboard(out)

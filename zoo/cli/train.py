@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
     p.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     p.add_argument("--data-root", default=None)
     p.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
+    p.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+                   help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
+                        "allows it; a failed capture trains eagerly, with a warning), on (required), off")
     p.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
                    help="keep each run's weights beside its record (as zoo bench --save-weights)")
     p.add_argument("--force-new", action="store_true",

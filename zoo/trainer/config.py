@@ -96,13 +96,19 @@ _EXAMPLES = {"step_size": 50, "milestones": "[100, 150]", "gamma": 0.95}
 #: once per group)
 CHECK_EVERY = 25
 
+#: ``cuda_graphs``: ``auto`` captures the epoch on a CUDA device where the task allows it (else
+#: eager, and a failed capture falls back to eager with one warning), ``on`` requires it (an error
+#: where it cannot be), ``off`` never captures (:mod:`zoo.trainer.graphs`).
+CUDA_GRAPHS = ("auto", "on", "off")
+
 SPLITS = ("train", "val", "test")
 SELECT = ("val_metric", "val_loss", "train_metric", "last")
 
 
 @dataclass
 class TrainConfig:
-    """How to train (every field but ``check_every`` is a suite key; see ``docs/benchmarks.md``)."""
+    """How to train (every field but ``check_every`` and ``cuda_graphs`` is a suite key; see
+    ``docs/benchmarks.md``)."""
 
     optimizer: str = "adam"
     lr: float = 0.005
@@ -132,6 +138,9 @@ class TrainConfig:
     #: and a run then ends at its last stop, and :data:`CHECK_EVERY` on other devices.  No number
     #: depends on it, so it is not part of a suite cell.
     check_every: Optional[int] = None
+    #: replay the epoch as CUDA graphs: ``"auto"`` | ``"on"`` | ``"off"`` (:data:`CUDA_GRAPHS`).  The
+    #: replayed kernels are the eager ones, so no number depends on it either: not part of a suite cell.
+    cuda_graphs: str = "auto"
 
     def __post_init__(self) -> None:
         _check_values(self)
@@ -172,6 +181,8 @@ def _check_values(cfg: "TrainConfig") -> None:
         number(name, 0, integer=True)
     if cfg.check_every is not None:
         number("check_every", 1, integer=True)
+    if cfg.cuda_graphs not in CUDA_GRAPHS:
+        raise ValueError(f"cuda_graphs must be one of {', '.join(CUDA_GRAPHS)}, got {cfg.cuda_graphs!r}")
     number("data_seed", -math.inf, integer=True)
     if cfg.patience is not None:  # None = no patience
         number("patience", 1, integer=True)

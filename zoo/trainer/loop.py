@@ -21,6 +21,10 @@ replica is frozen.  A run with no other callbacks is free of host synchronisatio
 on every device (tested under a dispatch mode on the CPU).  Not covered: task metrics other than
 plain accuracy (``task.evaluate``, e.g. ROC-AUC, read each replica's outputs) and shuffled
 mini-batches of graphs, which are collated on the host every epoch and copied to the device.
+An epoch is two halves, *assess* (evaluate state ``e``, bookkeeping, selection) and *advance* (lr
+schedule, training step), with the callbacks and the host check between them; on CUDA both are
+captured once as CUDA graphs after a few eager epochs and replayed (``cuda_graphs``,
+:mod:`zoo.trainer.graphs`).
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
 ``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
@@ -50,6 +54,7 @@ from zoo.callbacks import EpochState
 from zoo.trainer.allocator import tune_allocator
 from zoo.trainer.config import CHECK_EVERY, TrainConfig
 from zoo.trainer.epoch import evaluate, train_epoch
+from zoo.trainer.graphs import epoch_graphs
 from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
 from zoo.trainer.replicas import Replicas, draws_dropout
 from zoo.trainer.results import RunResult, run_results
@@ -94,14 +99,25 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         if progress is not None:
             progress(first_epoch)
     check_every = _check_every(cfg, device, callbacks)
-    optimizer.allow_host_reads(device.type == "cpu" and check_every == 1)  # free there: read every epoch anyway
+    graphs = epoch_graphs(cfg, device, task, view, replicas, first_epoch)  # replays the epoch on CUDA
+    # the in-place step reads the mask on the host: free on the CPU when the loop reads it every epoch anyway
+    optimizer.allow_host_reads(device.type == "cpu" and check_every == 1 and not graphs.replays)
+
+    def assess(epoch: int, stamp: Optional[Tensor]) -> Evaluation:  # state ``epoch``: evaluate, select, stop
+        ev = evaluate(task, replicas, view, loss_fn, with_grads=epoch < cfg.epochs, deterministic=deterministic,
+                      last_pass_loss=state.last_pass_loss)
+        state.keep_best(replicas.params, rules.update(state, epoch, ev, stamp))
+        return ev
+
+    def advance(epoch: int, ev: Evaluation) -> None:  # the training step from state ``epoch``
+        if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
+            scheduler.step(ev.val_loss, state.active)
+        state.set_pass_loss(train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads))
+
     last = first_epoch
     for epoch in range(first_epoch, cfg.epochs + 1):
         last = epoch
-        ev = evaluate(task, replicas, view, loss_fn, with_grads=epoch < cfg.epochs, deterministic=deterministic,
-                      last_pass_loss=state.last_pass_loss)
-        improved = rules.update(state, epoch, ev)
-        state.keep_best(replicas.params, improved)
+        ev = graphs.assess(assess, epoch)
         if progress is not None:
             progress(1)
         if callbacks:
@@ -112,9 +128,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         check = saving or (epoch + 1) % check_every == 0
         if epoch == cfg.epochs or (check and not _any_running(state)):
             break
-        if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
-            scheduler.step(ev.val_loss, state.active)
-        state.last_pass_loss = train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads)
+        graphs.advance(advance, epoch, ev)
         if saving:
             resume.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
                                      state))

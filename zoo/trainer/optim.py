@@ -116,7 +116,7 @@ class StackedSGD(_Base):
             self._step_in_place(params, grads, lr, bool(first[0]))
         else:
             self._step_masked(params, grads, active, lr, first)
-        self.steps = steps
+        self.steps.copy_(steps)  # in place: a captured step reads and writes this tensor
 
     def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: _Columns, first: bool) -> None:
         # every replica active and at the same phase: the masked update's values, computed in place
@@ -166,7 +166,7 @@ class StackedAdam(_Base):
             self._step_in_place(params, grads, decay, step_size, bias2_sqrt)
         else:
             self._step_masked(params, grads, active, decay, step_size, bias2_sqrt)
-        self.steps = steps
+        self.steps.copy_(steps)  # in place: a captured step reads and writes this tensor
 
     def _denominator(self, m2: Tensor, bias2_sqrt: _Columns) -> Tensor:
         return m2.sqrt().div_(bias2_sqrt.like(m2)).add_(self.eps)

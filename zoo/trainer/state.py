@@ -1,8 +1,9 @@
 """The per-replica state the training loop carries from one epoch to the next.
 
-Every field is a tensor with a leading replica dimension ``R`` on the replicas' device, updated by
-tensor ops only (the stopping and selection objects of :mod:`zoo.trainer.stopping`), so an epoch's
-bookkeeping needs no host read; the host reads it where the loop decides to (and at the end, for
+Every field is a tensor with a leading replica dimension ``R`` on the replicas' device, updated in
+place by tensor ops only (the stopping and selection objects of :mod:`zoo.trainer.stopping`), so an
+epoch's bookkeeping needs no host read and a captured epoch (:mod:`zoo.trainer.graphs`) finds every
+field at the address it was captured with; the host reads it where the loop decides to (and at the end, for
 the records).  :meth:`LoopState.state_dict` is this state in the mid-run resume file
 (:mod:`zoo.trainer.resume`): the field list below is the only list of its keys.
 """
@@ -72,6 +73,13 @@ class LoopState:
         with torch.no_grad():
             for b, p in zip(self.best_state, params):
                 b.copy_(torch.where(improved.view(-1, *([1] * (p.dim() - 1))), p, b))
+
+    def set_pass_loss(self, loss: Optional[Tensor]) -> None:
+        """Keep a graph task's pass loss (in place once there is one: a captured epoch writes it)."""
+        if loss is None or self.last_pass_loss is None:
+            self.last_pass_loss = loss
+        else:
+            self.last_pass_loss.copy_(loss)
 
     def reasons(self) -> List[str]:
         """Every replica's stop reason (``""`` while running); reads the device."""

@@ -192,15 +192,17 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
 def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
               progress: Optional[Callable[[int], None]] = None,
               save_weights: str = "none",
-              resume: Optional[ResumeFile] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
+              resume: Optional[ResumeFile] = None,
+              cuda_graphs: str = "auto") -> List[Tuple[RunResult, Dict[str, Any]]]:
     """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
 
     ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``save_weights``
     (``best`` / ``last``) adds each replica's model file bytes as ``extra["weights_data"]``;
-    ``resume`` saves / resumes the training loop's state (:mod:`zoo.trainer.resume`).
+    ``resume`` saves / resumes the training loop's state (:mod:`zoo.trainer.resume`);
+    ``cuda_graphs``: ``TrainConfig.cuda_graphs`` (no cell key: it changes no number).
     """
     dtype = getattr(torch, cells[0].config["run"]["dtype"])
-    cfg = train_config(cells[0])
+    cfg = dataclasses.replace(train_config(cells[0]), cuda_graphs=cuda_graphs)
     if save_weights == "best":
         cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
     factories = [model_factory(c, task) for c in cells]
@@ -262,7 +264,7 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
             resume = ResumeFile(Path(job.resume_dir) / f"{resume_key(cells, job.stacked)}.pt",
                                       job.resume_every, fingerprint(cells, job.stacked))
         results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress,
-                            save_weights=job.save_weights, resume=resume)
+                            save_weights=job.save_weights, resume=resume, cuda_graphs=job.cuda_graphs)
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
@@ -349,7 +351,7 @@ def data_env() -> Dict[str, str]:
 def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
               max_replicas: Optional[int], data_root: Optional[PathLike], save_weights: str = "none",
               resume_dir: Optional[PathLike] = None,
-              resume_every: ResumePolicy = ResumePolicy()) -> List[GroupJob]:
+              resume_every: ResumePolicy = ResumePolicy(), cuda_graphs: str = "auto") -> List[GroupJob]:
     """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked;
     each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.plan.cost`)."""
     groups: Dict[str, List[Cell]] = {}
@@ -360,7 +362,7 @@ def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacke
     chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
     ckpt = None if resume_dir is None else str(Path(resume_dir).expanduser().resolve())
     return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), save_weights, ckpt,
-                     resume_every)
+                     resume_every, cuda_graphs)
             for i, chunk in enumerate(chunks)]
 
 
@@ -370,7 +372,8 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
               executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
               threads: Optional[int] = None, save_weights: str = "none",
-              resume_every: Union[str, float, ResumePolicy, None] = None) -> RunSummary:
+              resume_every: Union[str, float, ResumePolicy, None] = None,
+              cuda_graphs: str = "auto") -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
@@ -390,15 +393,20 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     (:mod:`zoo.bench.store.weights`; ``zoo.load(out, cell=..., seed=...)``); ``"none"`` (default).
     ``resume_every``: a group training longer than this saves its state in ``out/checkpoints/``
     and a re-run resumes it (:mod:`zoo.trainer.resume`; ``600``, ``10m``, ``50ep``, ``off``;
-    default 10 minutes).
+    default 10 minutes).  ``cuda_graphs``: ``auto`` / ``on`` / ``off``, whether a group's epochs are
+    replayed as CUDA graphs (:mod:`zoo.trainer.graphs`; no number depends on it).
     """
     check_save_weights(save_weights)
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
                                      or max_replicas < 1):
         raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
     out = Path(out)
+    TrainConfig(cuda_graphs=cuda_graphs)  # a bad value fails here, not in every group
     if not (executor == "ray" or isinstance(executor, RayExecutor)):
-        resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
+        dev = resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
+        if cuda_graphs == "on" and dev.type != "cuda":
+            raise ValueError(f"cuda_graphs = 'on' needs a CUDA device, got {dev}; use 'auto' (CUDA graphs where the "
+                             "device has them) or 'off'")
     if isinstance(workers, str) and workers != "auto":
         raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
     cells = select(suite, where, shard)
@@ -416,7 +424,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
         pending = [c for c in cells if c.id not in done]
         policy = resume_every if isinstance(resume_every, ResumePolicy) else parse_every(resume_every)
         jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights, out / RESUME_DIR,
-                         policy)
+                         policy, cuda_graphs)
         if stop_after is not None:
             jobs = jobs[:stop_after]
         if isinstance(executor, Executor):

@@ -55,6 +55,7 @@ class GroupJob:
     save_weights: str = "none"             # "best" / "last": send each replica's state back (zoo.bench.run.weights)
     resume_dir: Optional[str] = None   # where a long group saves its state (None: never)
     resume_every: Any = None           # zoo.trainer.resume.ResumePolicy
+    cuda_graphs: str = "auto"          # TrainConfig.cuda_graphs: replay the epoch as CUDA graphs
 
 
 @dataclass

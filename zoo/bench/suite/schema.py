@@ -37,9 +37,11 @@ QUICK_KEYS = ("defaults", "grid", "override", "exclude")
 LEADERBOARD_KEYS = ("rows", "columns", "metric", "table_by", "scale")
 
 # data_seed is a task key; keep_best_state is switched on by prune_layers; check_every is how often the
-# host reads the stop flags, which changes no number (so it is no cell key: the cell ids stay as they were).
+# host reads the stop flags and cuda_graphs whether the epoch is replayed as CUDA graphs: neither changes a
+# number (so they are no cell keys: the cell ids stay as they were).
 TRAIN_KEYS = {f.name: (f.default_factory() if f.default is MISSING else f.default)  # type: ignore[misc]
-              for f in fields(TrainConfig) if f.name not in ("data_seed", "keep_best_state", "check_every")}
+              for f in fields(TrainConfig)
+              if f.name not in ("data_seed", "keep_best_state", "check_every", "cuda_graphs")}
 
 # Trainer keys that enter a cell's config only where set (added later: the other cells' ids stay as they were).
 OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs", "select_ties", "grad_clip_norm", "precision")
