@@ -5,7 +5,7 @@
 >>> out = model(edge_index, x)             # also a PyG Data or a dgl.DGLGraph
 
 The public names load on first use (PEP 562): ``import zoo`` itself imports no torch, so the
-torch-free layers (``zoo.bench.spec``, ``.store``, ``.analyze``, ``.render``) stay torch-free.
+torch-free layers (``zoo.bench.suite``, ``.plan``, ``.store``, ``.analyze``, ``.render``) stay torch-free.
 The first model-side name (``zoo.build``, ``zoo.list_models``...) registers every model family.
 """
 from __future__ import annotations

@@ -196,7 +196,7 @@ def default_bench_out(suite: Any, quick: bool) -> Path:
     (the hash of its --set values), so it never meets the full protocol's records."""
     name = f"results/{suite.name}{'-quick' if quick else ''}"
     if suite.settings:
-        from zoo.bench.spec.suite import cell_id  # the same content hash as the cells' ids
+        from zoo.bench.suite.load import cell_id  # the same content hash as the cells' ids
 
         name += f"-set-{cell_id(suite.settings)[:8]}"
     return Path(name)
@@ -356,7 +356,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _list(what: Optional[str]) -> int:
     import zoo
-    from zoo.bench.spec.suite import list_suites
+    from zoo.bench.suite.load import list_suites
 
     sections = [what] if what else list(LISTABLE)
     for s in sections:
@@ -375,7 +375,7 @@ def _list(what: Optional[str]) -> int:
 
 def _with_aliases(section: str, names: Sequence[str]) -> List[str]:
     """``balanced_orthogonal (bal_o, balo, ...)``: the short names the README and suites use."""
-    from zoo.bench.spec.plugins import registry
+    from zoo.bench.suite.plugins import registry
 
     aliases = registry({"models": "model", "inits": "init", "norms": "norm"}[section]).aliases()
     by_name: Dict[str, List[str]] = {}
@@ -385,11 +385,11 @@ def _with_aliases(section: str, names: Sequence[str]) -> List[str]:
 
 
 def _suites_table() -> str:
-    """Each suite's runs and estimated CPU-hours at its full protocol (zoo.bench.spec.cost)."""
-    from zoo.bench.spec.cells import cell_value
-    from zoo.bench.spec import cost
-    from zoo.bench.spec.estimate import estimate
-    from zoo.bench.spec.suite import list_suites, load_suite
+    """Each suite's runs and estimated CPU-hours at its full protocol (zoo.bench.plan.cost)."""
+    from zoo.bench.suite.cells import cell_value
+    from zoo.bench.plan import cost
+    from zoo.bench.plan.estimate import estimate
+    from zoo.bench.suite.load import list_suites, load_suite
 
     model, table = cost.load_cost_model("cpu"), cost.load_dataset_table()
     lines = []
@@ -431,7 +431,8 @@ def _bench(suite, out: Path, args: argparse.Namespace, leaderboard: bool = True)
     from zoo.bench.render.leaderboard import to_markdown
     from zoo.bench.run.driver import data_env, run_suite
     from zoo.bench.run.executors import make_executor
-    from zoo.bench.spec.selection import parse_shard, parse_where
+    from zoo.bench.plan.shards import parse_shard
+    from zoo.bench.suite.selection import parse_where
 
     where = parse_where(getattr(args, "where", []) or [])
     shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
@@ -485,10 +486,11 @@ def _estimate(suite: Any, out: Path, args: argparse.Namespace) -> int:
     import os
 
     from zoo.bench.store import records
-    from zoo.bench.spec.cells import cell_value
-    from zoo.bench.spec.selection import parse_shard, parse_where, select
-    from zoo.bench.spec import cost
-    from zoo.bench.spec.estimate import DEFAULT_BY, estimate, format_estimate
+    from zoo.bench.suite.cells import cell_value
+    from zoo.bench.plan.shards import parse_shard, select
+    from zoo.bench.suite.selection import parse_where
+    from zoo.bench.plan import cost
+    from zoo.bench.plan.estimate import DEFAULT_BY, estimate, format_estimate
 
     where = parse_where(args.where or [])
     shard = parse_shard(args.shard) if args.shard else None
@@ -603,7 +605,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _calibrate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zoo bench calibrate",
-                                description="fit the cost model (zoo.bench.spec.cost) on finished records")
+                                description="fit the cost model (zoo.bench.plan.cost) on finished records")
     p.add_argument("records", nargs="+", help="results folders or results.jsonl files")
     p.add_argument("--out", required=True, help="cost-model JSON to write (its other devices' entries are kept)")
     p.add_argument("--device", default="cpu",
@@ -615,7 +617,7 @@ def _calibrate_parser() -> argparse.ArgumentParser:
 def _calibrate(argv: Sequence[str]) -> int:
     """``zoo bench calibrate RECORDS... --out FILE``: fit, print the leave-one-out error, write."""
     from zoo.bench.store import records
-    from zoo.bench.spec import cost
+    from zoo.bench.plan import cost
 
     args = _calibrate_parser().parse_args(argv)
     try:
@@ -661,15 +663,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:2] == ["bench", "calibrate"]:  # a sub-command of bench, not a suite named "calibrate"
         return _calibrate(argv[2:])
     args = _parser().parse_args(argv)
-    from zoo.bench.spec.suite import SuiteError
+    from zoo.bench.suite.load import SuiteError
 
     try:
         if args.command == "list":
             return _list(args.what)
         if args.command == "bench":
-            from zoo.bench.spec.suite import load_suite
+            from zoo.bench.suite.load import load_suite
 
-            from zoo.bench.spec.selection import parse_where
+            from zoo.bench.suite.selection import parse_where
 
             suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set),
                                where=parse_where(args.where or []))
@@ -678,7 +680,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 return _estimate(suite, out, args)
             return _bench(suite, out, args, leaderboard=not args.no_leaderboard)
         if args.command == "train":
-            from zoo.bench.spec.suite import cell_id, parse_suite
+            from zoo.bench.suite.load import cell_id, parse_suite
 
             raw = _train_suite(args)
             suite = parse_suite(raw, source="zoo train")

@@ -1,7 +1,7 @@
 """``zoo.fit``: train a model (seeds x inits as stacked replicas) with the benchmark runner's protocol.
 
 The configuration is made into the same suite cells ``zoo bench`` / ``zoo train`` would run
-(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), the models
+(:func:`zoo.bench.suite.load.parse_suite`: the same validation, defaults and cell ids), the models
 and the :class:`~zoo.trainer.config.TrainConfig` come from those cells as the runner makes them
 (:func:`zoo.bench.run.driver.model_factory`, :func:`~zoo.bench.run.driver.train_config`), and the
 training layer trains them (:func:`zoo.trainer.replicas.build_replicas`,
@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
-from zoo.bench.spec import plugins as registries
-from zoo.bench.spec.plugins import user_datasets
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite import plugins as registries
+from zoo.bench.suite.plugins import user_datasets
+from zoo.bench.suite.load import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
 from zoo.trainer.loop import train_replicas

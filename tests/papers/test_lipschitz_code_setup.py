@@ -10,7 +10,7 @@ from torch_geometric.nn import GATConv
 
 import zoo
 from zoo.bench import load_suite
-from zoo.bench.spec.suite import SuiteError, parse_suite, resolve_cell
+from zoo.bench.suite.load import SuiteError, parse_suite, resolve_cell
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.optim import StackedPlateau, make_lr_scheduler

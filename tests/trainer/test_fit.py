@@ -10,7 +10,7 @@ import torch
 
 import zoo
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 from zoo.bench.store import records
 
 # Cornell (183 nodes) keeps the default tests fast; the Cora L = 10 comparison of the issue is slow.

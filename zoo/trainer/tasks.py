@@ -22,7 +22,7 @@ DATA_KEYS = ("split", "data_seed", "transforms")
 @dataclass
 class TaskInput:
     """The suite keys of the task, the loaded task (``None``: a name, loaded by the runner) and, for a
-    user's graph, its dataset card for :func:`zoo.bench.spec.plugins.user_datasets`."""
+    user's graph, its dataset card for :func:`zoo.bench.suite.plugins.user_datasets`."""
 
     keys: Dict[str, Any]
     task: Optional[Task] = None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, fill_commands, missing_cells, pending_seconds
-from zoo.bench.spec import cost
-from zoo.bench.spec.estimate import hours
+from zoo.bench.plan import cost
+from zoo.bench.plan.estimate import hours
 
 TABLE = cost.load_dataset_table()
 MODEL = cost.load_cost_model()

@@ -8,8 +8,8 @@ import pytest
 
 from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE
 from zoo.bench.analyze.status import build_report
-from zoo.bench.spec.selection import select_where
-from zoo.bench.spec.suite import load_suite
+from zoo.bench.suite.selection import select_where
+from zoo.bench.suite.load import load_suite
 from zoo.bench.store.folders import read_folder
 
 # Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the report of every committed record, built once.

@@ -15,7 +15,7 @@ import pytest
 
 from zoo.bench.store.records import read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 from zoo.trainer.resume import CheckpointPolicy, Checkpointer, parse_every
 
 # Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the uninterrupted reference run, trained once.
@@ -132,7 +132,7 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
         import os, signal, json
         from zoo.trainer.resume import Checkpointer
         from zoo.bench.run.driver import run_suite
-        from zoo.bench.spec.suite import parse_suite
+        from zoo.bench.suite.load import parse_suite
         real = Checkpointer.save
         def save(self, state):
             real(self, state)

@@ -50,8 +50,8 @@ from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome,
 from zoo.bench.run.modes import get_mode
 from zoo.bench.run.provenance import provenance
 from zoo.bench.run.weights import weights_payload
-from zoo.bench.spec.selection import group_cost, select, selection_info
-from zoo.bench.spec.suite import Cell, Suite
+from zoo.bench.plan.shards import group_cost, select, selection_info
+from zoo.bench.suite.load import Cell, Suite
 from zoo.bench.store import records
 from zoo.bench.store.weights import check_save_weights, write_weights
 from zoo.datasets import MissingDataError, load
@@ -351,7 +351,7 @@ def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacke
               checkpoint_dir: Optional[PathLike] = None,
               checkpoint_every: CheckpointPolicy = CheckpointPolicy()) -> List[GroupJob]:
     """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked;
-    each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.spec.cost`)."""
+    each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.plan.cost`)."""
     groups: Dict[str, List[Cell]] = {}
     for c in cells:
         groups.setdefault(c.group, []).append(c)
@@ -380,7 +380,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
     per core, see :func:`~zoo.bench.run.executors.auto_workers`), ``"ray"`` or an
     :class:`~zoo.bench.run.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
-    (``(i, n)``) select part of the suite (:mod:`zoo.bench.spec.selection`); ids stay the full suite's.
+    (``(i, n)``) select part of the suite (:mod:`zoo.bench.suite.selection`, :mod:`zoo.bench.plan.shards`); ids stay the full suite's.
     ``threads``: torch threads for groups run in this process; default 1 on the CPU, because the
     zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
     anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,

@@ -1,6 +1,6 @@
 """The run modes as objects: what one group of cells produces once its replicas are built.
 
-Each mode implements a declaration of :mod:`zoo.bench.spec.measures` (its name and the metrics
+Each mode implements a declaration of :mod:`zoo.bench.suite.measures` (its name and the metrics
 its records hold) and produces one :class:`~zoo.trainer.results.RunResult` per replica; the
 runner calls :meth:`Mode.produce` and never names a metric.
 
@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
-from zoo.bench.spec.suite import Cell
+from zoo.bench.suite.measures import MODE_SPECS, ModeSpec
+from zoo.bench.suite.load import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
 from zoo.rescale import DynamicRescaling
 from zoo.trainer.config import TrainConfig

@@ -1,7 +1,7 @@
-"""Metrics and modes are declared once (spec/measures.py) and the runner implements every mode."""
+"""Metrics and modes are declared once (zoo/bench/suite/measures.py) and the runner implements every mode."""
 import pytest
 
-from zoo.bench.spec.measures import METRICS, MODE_SPECS, MODES, metric_spec, mode_spec
+from zoo.bench.suite.measures import METRICS, MODE_SPECS, MODES, metric_spec, mode_spec
 
 
 def test_every_mode_declares_known_metrics():

@@ -6,7 +6,7 @@ import pytest
 from torch import nn
 
 import zoo
-from zoo.bench.spec.suite import SuiteError, parse_suite
+from zoo.bench.suite.load import SuiteError, parse_suite
 from zoo.inits import init_incompatibility, register_init
 from zoo.inits._registry import INITS, _CHECKS
 
@@ -65,7 +65,7 @@ def test_a_plugin_init_declares_its_own_check():
 def test_the_shipped_balance_suite_balances_its_elu_cells_without_the_law():
     """Tables 3/4 report balanced inits with ELU: those cells balance with strict = false (else refused)."""
     from tests.conftest import REPO
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     suite = load_suite(REPO / "benchmarks" / "suites" / "balance_table3_4.toml", validate_models=False)
     elu = [c for c in suite.cells if c.config["model"]["kwargs"].get("activation") == "elu"

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from zoo.bench.spec.suite import SuiteError, load_suite, parse_suite
+from zoo.bench.suite.load import SuiteError, load_suite, parse_suite
 
 BASE = {
     "suite": {"name": "t"},

@@ -6,9 +6,9 @@ import json
 
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import status as rp
-from zoo.bench.analyze.search import choose
+from zoo.bench.analyze.best_point import choose
 from zoo.bench.render.leaderboard import to_json, to_markdown
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 from zoo.bench.store import records
 
 RAW = {

@@ -10,8 +10,9 @@ from zoo.bench.publish import write_leaderboard
 from zoo.bench.store.merge import MergeError, merge
 from zoo.bench.store.records import append_record, completed_ids, read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.selection import SelectionError, parse_shard, parse_where, select, shard_groups
-from zoo.bench.spec.suite import load_suite, parse_suite
+from zoo.bench.plan.shards import parse_shard, select, shard_groups
+from zoo.bench.suite.selection import SelectionError, parse_where
+from zoo.bench.suite.load import load_suite, parse_suite
 from zoo.cli import main
 
 # 6 groups (model x k) of 2 replicas (init): tiny and float64, so every executor / shard agrees bitwise.
@@ -108,7 +109,7 @@ def test_parse_shard():
 
 
 def test_shards_partition_the_groups_deterministically_and_balance_cost():
-    from zoo.bench.spec.selection import group_cost
+    from zoo.bench.plan.shards import group_cost
 
     suite = load_suite("balance_table2", validate_models=False)
     groups = suite.groups()

@@ -1,6 +1,6 @@
 """The plugin registries as the spec sees them: names, canonical spellings and default options.
 
-The spec layer is importable without torch, but the registries it validates against (models,
+The suite layer is importable without torch, but the registries it validates against (models,
 inits, norms, datasets, readouts, transforms) live in packages that import torch.  They are named
 here as data (:data:`REGISTRIES`) and loaded with ``importlib`` on the first lookup — the spec's one
 runtime link to the torch side, in one place, like ``zoo/__init__``'s lazy names (PEP 562).

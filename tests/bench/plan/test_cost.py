@@ -1,4 +1,4 @@
-"""The calibrated cost model (zoo.bench.spec.cost): features, the fit, the shipped coefficients,
+"""The calibrated cost model (zoo.bench.plan.cost): features, the fit, the shipped coefficients,
 the torch-free dataset table and ``zoo bench calibrate``."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench.spec import cost
+from zoo.bench.plan import cost
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "docs" / "reproduction" / "records"
@@ -170,7 +170,7 @@ def test_dataset_table_matches_the_registry():
 
 
 def test_every_suite_dataset_is_in_the_table():
-    from zoo.bench.spec.suite import list_suites, load_suite
+    from zoo.bench.suite.load import list_suites, load_suite
 
     missing = set()
     for name in list_suites():
@@ -181,8 +181,8 @@ def test_every_suite_dataset_is_in_the_table():
     assert not missing, f"run benchmarks/dataset_sizes.py for {sorted(missing)}"
 
 
-def test_spec_cost_is_torch_free():
-    """Statically: the module imports neither torch nor any zoo module outside zoo.bench.spec (the
+def test_plan_cost_is_torch_free():
+    """Statically: the module imports neither torch nor any zoo module outside zoo.bench.plan (the
     run-time check of the whole layer is tests/test_layering.py's, once zoo/__init__ is lazy)."""
     import ast
 
@@ -190,7 +190,7 @@ def test_spec_cost_is_torch_free():
     named = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names] + \
         [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not [m for m in named if m.split(".")[0] == "torch" or (m.startswith("zoo") and
-                                                                    not m.startswith("zoo.bench.spec"))]
+                                                                    not m.startswith("zoo.bench.plan"))]
 
 
 def test_calibrate_command(tmp_path):
@@ -217,7 +217,7 @@ def test_the_data_files_ship_with_the_package():
 
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    assert "*.json" in cfg["options.package_data"]["zoo.bench.spec"]
+    assert "*.json" in cfg["options.package_data"]["zoo.bench.plan"]
     assert cost.MODEL_FILE.parent == cost.DATASET_TABLE.parent == Path(cost.__file__).parent
 
 

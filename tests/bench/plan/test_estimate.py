@@ -1,12 +1,12 @@
-"""``zoo bench SUITE --estimate`` and ``zoo list suites`` (zoo.bench.spec.estimate)."""
+"""``zoo bench SUITE --estimate`` and ``zoo list suites`` (zoo.bench.plan.estimate)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
-from zoo.bench.spec import cost
-from zoo.bench.spec.estimate import estimate, format_estimate, hours, makespan
+from zoo.bench.plan import cost
+from zoo.bench.plan.estimate import estimate, format_estimate, hours, makespan
 
 TABLE = cost.load_dataset_table()
 MODEL = cost.load_cost_model("cpu")

@@ -1,6 +1,6 @@
 """``zoo bench SUITE --estimate``: what a selection of a suite will cost, before running it.
 
-Each pending group's wall time comes from the calibrated cost model (:mod:`zoo.bench.spec.cost`)
+Each pending group's wall time comes from the calibrated cost model (:mod:`zoo.bench.plan.cost`)
 at its *expected* epochs: the suite's cap, or — where the suite stops early (patience, a loss
 threshold) and records of the slice exist — the median of the finished groups' epochs.  Groups
 are scheduled as the runner schedules them (longest first, each to the least-loaded worker), so
@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.spec.cost import CostModel
+from zoo.bench.plan.cost import CostModel
 
 #: a slice that fits "a few hours on 2 cores" runs here; longer ones need a GPU (or a cluster)
 RUNS_HERE_CPU_HOURS = 6.0

@@ -9,7 +9,7 @@ A suite file has these tables (``docs/benchmarks.md`` has the full reference)::
     [[override]]   ``when = {key = value | [values]}`` plus cell keys set where it matches
     [[exclude]]    ``when = {...}``: grid points matching it (before overrides) are dropped
     [search]       cell key -> list of values tuned per cell (+ ``when``, ``metric``); several as
-                   [[search]] tables: :mod:`zoo.bench.spec.search`
+                   [[search]] tables: :mod:`zoo.bench.suite.search_space`
     [quick]        ``defaults``, ``grid`` (replaces axes), ``override``: the ``--quick`` form
     [leaderboard]  rows, columns, metric, table_by, scale
 
@@ -40,11 +40,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Uni
 
 from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
-from zoo.bench.spec import plugins as registries
-from zoo.bench.spec.cells import matches, cell_value
+from zoo.bench.suite import plugins as registries
+from zoo.bench.suite.cells import matches, cell_value
 from zoo.trainer.config import OPTIMIZERS, SELECT, TrainConfig
-from zoo.bench.spec.measures import METRICS, MODES, metric_spec
-from zoo.bench.spec.search import Search, SearchError, parse_search, point_settings
+from zoo.bench.suite.measures import METRICS, MODES, metric_spec
+from zoo.bench.suite.search_space import Search, SearchError, parse_search, point_settings
 
 
 class SuiteError(ValueError):
@@ -616,7 +616,7 @@ def _search_points(source: str, search: Search, points: List[Tuple[Dict[str, Any
                    ) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
     """Each grid point that a search table's ``when`` selects (after the overrides), once per point of
     that table; a point's key is set only where it changes the cell
-    (:func:`zoo.bench.spec.search.point_settings`)."""
+    (:func:`zoo.bench.suite.search_space.point_settings`)."""
     out: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []
     for point, flat in points:
         try:

@@ -3,9 +3,9 @@ suite (one group costs as much as all others together, though the graph sizes, d
 replicas — all the old ``group_cost`` saw — are the same) is split into balanced shards."""
 from __future__ import annotations
 
-from zoo.bench.spec import selection as sel
-from zoo.bench.spec.cost import estimated_group_seconds, size_cost
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.plan import shards as sel
+from zoo.bench.plan.cost import estimated_group_seconds, size_cost
+from zoo.bench.suite.load import parse_suite
 
 SKEWED = {
     "suite": {"name": "skewed"},

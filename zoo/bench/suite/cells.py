@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Sequence
 
 from zoo._names import normalize_name
-from zoo.bench.spec.plugins import dataset_options, model_options
+from zoo.bench.suite.plugins import dataset_options, model_options
 
 
 def cell_value(config: Dict[str, Any], key: str) -> Any:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from zoo.bench.spec.selection import select
-from zoo.bench.spec.suite import SuiteError, parse_suite
+from zoo.bench.plan.shards import select
+from zoo.bench.suite.load import SuiteError, parse_suite
 
 
 def _raw():

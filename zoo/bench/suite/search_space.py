@@ -4,7 +4,7 @@ Papers often report, per table cell, the best point of a hyper-parameter grid ("
 configuration with the best average accuracy", LipschitzNorm §10.3).  A ``[grid]`` axis makes
 each value its own leaderboard cell; a ``[search]`` axis does not: every search point of a cell
 is run as its own cells (same grouping: seeds of one point train as stacked replicas), and the
-analysis (:mod:`zoo.bench.analyze.search`) keeps, per leaderboard cell, the point with the best
+analysis (:mod:`zoo.bench.analyze.best_point`) keeps, per leaderboard cell, the point with the best
 mean of the selection ``metric`` over seeds::
 
     [search]
@@ -36,8 +36,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.spec.cells import cell_value, comparable
-from zoo.bench.spec.measures import metric_spec
+from zoo.bench.suite.cells import cell_value, comparable
+from zoo.bench.suite.measures import metric_spec
 
 #: Keys of ``[search]`` that are not axes.
 SEARCH_OPTIONS = ("when", "metric")

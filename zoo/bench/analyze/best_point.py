@@ -1,4 +1,4 @@
-"""Model selection over a suite's ``[search]`` (:mod:`zoo.bench.spec.search`): the best point per cell.
+"""Model selection over a suite's ``[search]`` (:mod:`zoo.bench.suite.search_space`): the best point per cell.
 
 A leaderboard cell of a searched suite holds the runs of several search points (e.g. lr x
 dropout).  As the papers do ("we keep the configuration with the best average accuracy",
@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.spec.cells import cell_value, comparable
-from zoo.bench.spec.search import describe_point, searched_keys
+from zoo.bench.suite.cells import cell_value, comparable
+from zoo.bench.suite.search_space import describe_point, searched_keys
 
 
 @dataclass(frozen=True)

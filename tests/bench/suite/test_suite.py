@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from zoo.bench.spec.suite import SuiteError, list_suites, load_suite, parse_suite
+from zoo.bench.suite.load import SuiteError, list_suites, load_suite, parse_suite
 
 BASE = {
     "suite": {"name": "t"},

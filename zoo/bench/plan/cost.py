@@ -452,7 +452,7 @@ def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any
         devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
                              "mode_factors": m.mode_factors,
                              "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
-    doc = {"about": "zoo.bench.spec.cost coefficients, seconds per unit of each term; "
+    doc = {"about": "zoo.bench.plan.cost coefficients, seconds per unit of each term; "
                     "written by `zoo bench calibrate RECORDS... --out FILE`",
            "terms": list(TERMS), "devices": devices}
     Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

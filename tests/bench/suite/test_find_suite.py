@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from zoo.bench.spec.suite import SuiteError, find_suite, suites_dir
+from zoo.bench.suite.load import SuiteError, find_suite, suites_dir
 
 
 def test_a_results_folder_named_like_the_suite_does_not_hide_it(tmp_path, monkeypatch):
