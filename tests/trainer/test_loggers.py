@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import sys
+from types import SimpleNamespace
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -72,3 +73,19 @@ def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch, tmp_path, l
         logger(tmp_path) if logger is TensorBoardLogger else logger()
     message = str(info.value)
     assert "\n" not in message and f"pip install 'gat-zoo[{extra}]'" in message
+
+
+def test_a_second_fit_with_the_same_mlflow_logger_is_a_second_run(tmp_path):
+    import torch
+
+    state = SimpleNamespace(epoch=0, labels=["seed=0 init=xavier"], base=torch.nn.Linear(2, 2),
+                            metrics={k: torch.tensor([0.5], dtype=torch.float64) for k in KEYS})
+    logger = MLflowLogger(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = []
+    for _ in range(2):
+        logger.on_epoch_end(state)
+        logger.on_fit_end(state)
+        runs.append(logger.run_id)
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert runs[0] != runs[1] and all(client.get_run(r).info.status == "FINISHED" for r in runs)
+    assert client.get_run(runs[1]).data.metrics == {f"{k}/seed_0_init_xavier": 0.5 for k in KEYS}

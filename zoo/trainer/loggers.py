@@ -108,7 +108,8 @@ class TensorBoardLogger:
 class MLflowLogger:
     """``zoo.fit(..., callbacks=[MLflowLogger(params={...})])``: one MLflow run per fit, a metric
     ``{metric}/{replica}`` per evaluated epoch (step = epoch), the model's build options and the
-    replicas' labels as params (plus ``params``), ended FINISHED when the fit ends.
+    replicas' labels as params (plus ``params``), ended FINISHED when the fit ends (a second fit
+    with the same logger is a second run).
 
     ``tracking_uri``: default MLflow's own (``MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``
     in the working directory; ``mlflow ui`` reads it); ``experiment`` is made when missing.  The
@@ -148,6 +149,7 @@ class MLflowLogger:
     def on_fit_end(self, state: Any) -> None:
         if self._client is not None and self.run_id is not None:
             self._client.set_terminated(self.run_id, "FINISHED")
+        self._client = None  # another fit with this logger is another run
 
 
 def _model_params(model: Any) -> Dict[str, Any]:
