@@ -117,7 +117,8 @@ def test_bad_settings_and_models_without_the_symmetry_are_one_line(mirror):
 
 
 def test_suites_name_the_same_criteria_and_other_cells_keep_their_ids():
-    from zoo.bench.suite.load import RESCALE_CRITERIA, SuiteError, load_suite, parse_suite
+    from zoo.bench.suite.load import load_suite, parse_suite
+    from zoo.bench.suite.schema import RESCALE_CRITERIA, SuiteError
     from zoo.rescale import CRITERIA
 
     assert RESCALE_CRITERIA == CRITERIA

@@ -196,7 +196,7 @@ def default_bench_out(suite: Any, quick: bool) -> Path:
     (the hash of its --set values), so it never meets the full protocol's records."""
     name = f"results/{suite.name}{'-quick' if quick else ''}"
     if suite.settings:
-        from zoo.bench.suite.load import cell_id  # the same content hash as the cells' ids
+        from zoo.bench.suite.schema import cell_id  # the same content hash as the cells' ids
 
         name += f"-set-{cell_id(suite.settings)[:8]}"
     return Path(name)
@@ -387,11 +387,11 @@ def _with_aliases(section: str, names: Sequence[str]) -> List[str]:
 def _suites_table() -> str:
     """Each suite's runs and estimated CPU-hours at its full protocol (zoo.bench.plan.cost)."""
     from zoo.bench.suite.cells import cell_value
-    from zoo.bench.plan import cost
+    from zoo.bench.plan import cost, cost_file
     from zoo.bench.plan.estimate import estimate
     from zoo.bench.suite.load import list_suites, load_suite
 
-    model, table = cost.load_cost_model("cpu"), cost.load_dataset_table()
+    model, table = cost_file.load_cost_model("cpu"), cost.load_dataset_table()
     lines = []
     for name in list_suites():
         try:
@@ -489,7 +489,7 @@ def _estimate(suite: Any, out: Path, args: argparse.Namespace) -> int:
     from zoo.bench.suite.cells import cell_value
     from zoo.bench.plan.shards import parse_shard, select
     from zoo.bench.suite.selection import parse_where
-    from zoo.bench.plan import cost
+    from zoo.bench.plan import cost, cost_file
     from zoo.bench.plan.estimate import DEFAULT_BY, estimate, format_estimate
 
     where = parse_where(args.where or [])
@@ -516,7 +516,7 @@ def _estimate(suite: Any, out: Path, args: argparse.Namespace) -> int:
         workers = max(1, min(cores, len(split) or 1)) if workers == "auto" else int(workers)
         executor = "local" if workers == 1 else "process"
     by = [k.strip() for k in args.estimate_by.split(",")] if args.estimate_by else list(DEFAULT_BY)
-    est = estimate(suite.name, suite.mode, split, cost.load_cost_model(device), cost.load_dataset_table(),
+    est = estimate(suite.name, suite.mode, split, cost_file.load_cost_model(device), cost.load_dataset_table(),
                    cell_value, by=by, finished=finished, done=[c.id for c in cells if c.id in done],
                    workers=workers, executor=executor, device=device)
     command = f"zoo bench {args.suite}" + "".join(f" --set {k}={v}" for k, v in args.set) + \
@@ -605,7 +605,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _calibrate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zoo bench calibrate",
-                                description="fit the cost model (zoo.bench.plan.cost) on finished records")
+                                description="fit the cost model (zoo.bench.plan.calibration) on finished records")
     p.add_argument("records", nargs="+", help="results folders or results.jsonl files")
     p.add_argument("--out", required=True, help="cost-model JSON to write (its other devices' entries are kept)")
     p.add_argument("--device", default="cpu",
@@ -617,23 +617,24 @@ def _calibrate_parser() -> argparse.ArgumentParser:
 def _calibrate(argv: Sequence[str]) -> int:
     """``zoo bench calibrate RECORDS... --out FILE``: fit, print the leave-one-out error, write."""
     from zoo.bench.store import records
-    from zoo.bench.plan import cost
+    from zoo.bench.plan import calibration, cost, cost_file
 
     args = _calibrate_parser().parse_args(argv)
     try:
         rows = [r for path in args.records for r in records.read_records(path)]
         table = cost.load_dataset_table()
-        every = cost.observations(rows, device=args.device)
+        every = calibration.observations(rows, device=args.device)
         obs = [o for o in every if o.mode == "train"]
         per_suite = not args.no_suite_factors
-        model = cost.fit(every, table, per_suite, device=args.device,
+        model = calibration.fit(every, table, per_suite, device=args.device,
                          fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s) on "
                                    + ", ".join(sorted({str(r.get("device") or "cpu") for r in rows
-                                                       if cost.device_kind(r) == args.device.split(":")[0]})))
-        loo = cost.leave_one_out(obs, table, per_suite)
-        plain = cost.leave_one_out(obs, table, False) if per_suite else loo
-        old = cost.proportional_leave_one_out(obs, [cost.size_cost(o.config, o.replicas, o.epochs) for o in obs])
-        cost.write_model([model], Path(args.out), {"leave_one_out": loo.describe(),
+                                                       if calibration.device_kind(r) == args.device.split(":")[0]})))
+        loo = calibration.leave_one_out(obs, table, per_suite)
+        plain = calibration.leave_one_out(obs, table, False) if per_suite else loo
+        old = calibration.proportional_leave_one_out(
+            obs, [calibration.size_cost(o.config, o.replicas, o.epochs) for o in obs])
+        cost_file.write_model([model], Path(args.out), {"leave_one_out": loo.describe(),
                                                    "leave_one_out_without_suite_factors": plain.describe(),
                                                    "leave_one_out_group_cost": old.describe()})
     except (OSError, ValueError, records.CorruptRecordsError) as e:
@@ -663,7 +664,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:2] == ["bench", "calibrate"]:  # a sub-command of bench, not a suite named "calibrate"
         return _calibrate(argv[2:])
     args = _parser().parse_args(argv)
-    from zoo.bench.suite.load import SuiteError
+    from zoo.bench.suite.schema import SuiteError
 
     try:
         if args.command == "list":
@@ -680,7 +681,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 return _estimate(suite, out, args)
             return _bench(suite, out, args, leaderboard=not args.no_leaderboard)
         if args.command == "train":
-            from zoo.bench.suite.load import cell_id, parse_suite
+            from zoo.bench.suite.load import parse_suite
+            from zoo.bench.suite.schema import cell_id
 
             raw = _train_suite(args)
             suite = parse_suite(raw, source="zoo train")

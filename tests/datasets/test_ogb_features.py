@@ -252,7 +252,7 @@ def test_graph_task_through_model_factory_grouped_equals_sequential(model, reado
     """ogbg-molhiv's path on tiny data: atom encoder, bond features, readout, OGB Evaluator,
     mini-batches shared by the replicas; stacked replicas reproduce one-at-a-time runs at float64."""
     from zoo.bench.run.driver import model_factory
-    from zoo.bench.suite.load import Cell
+    from zoo.bench.suite.schema import Cell
     from zoo.trainer.loop import train_replicas
     from zoo.trainer.replicas import build_replicas
     from zoo.trainer.config import TrainConfig
@@ -284,7 +284,7 @@ def test_graph_task_through_model_factory_grouped_equals_sequential(model, reado
 
 def test_readout_on_node_task_is_refused():
     from zoo.bench.run.driver import model_factory
-    from zoo.bench.suite.load import Cell
+    from zoo.bench.suite.schema import Cell
 
     task = tiny_molecule_task()
     task.kind = "transductive"
@@ -295,7 +295,8 @@ def test_readout_on_node_task_is_refused():
 
 
 def test_suite_readout_key_is_validated_and_optional():
-    from zoo.bench.suite.load import SuiteError, load_suite
+    from zoo.bench.suite.load import load_suite
+    from zoo.bench.suite.schema import SuiteError
 
     suite = load_suite("benchmarks/suites/ogb_molhiv.toml", quick=True)
     assert {c.config["model"]["readout"] for c in suite.cells} == {"mean"}
@@ -342,7 +343,7 @@ def test_conservation_identity_holds_with_edge_features(name):
 
 def test_graph_tied_model_on_graph_task_is_refused():
     from zoo.bench.run.driver import model_factory
-    from zoo.bench.suite.load import Cell
+    from zoo.bench.suite.schema import Cell
 
     m = {"name": "gatdb", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "kwargs": {}}
     with pytest.raises(ValueError, match="tied to one graph"):

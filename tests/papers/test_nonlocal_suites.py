@@ -80,7 +80,8 @@ def test_nonlocal_pruning_numbers_are_the_256_layer_models():
 def test_a_reduced_depth_pruning_run_has_no_paper_number():
     from zoo.bench.analyze.board import find_reported
     from zoo.bench.suite.cells import cell_value
-    from zoo.bench.suite.load import load_reported, load_suite
+    from zoo.bench.suite.load import load_suite
+    from zoo.bench.suite.reported import load_reported
 
     info = load_suite(SUITES / "nonlocal_pruning.toml", validate_models=False).resolved()
     rep = load_reported(REPORTED / "nonlocal_pruning.json")

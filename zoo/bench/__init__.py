@@ -26,7 +26,7 @@ from typing import Any
 
 _EXPORTS = {
     "load_suite": "zoo.bench.suite.load", "parse_suite": "zoo.bench.suite.load", "list_suites": "zoo.bench.suite.load",
-    "Suite": "zoo.bench.suite.load", "SuiteError": "zoo.bench.suite.load", "TrainConfig": "zoo.trainer.config",
+    "Suite": "zoo.bench.suite.schema", "SuiteError": "zoo.bench.suite.schema", "TrainConfig": "zoo.trainer.config",
     "read_records": "zoo.bench.store.records", "append_record": "zoo.bench.store.records",
     "summarize": "zoo.bench.analyze.stats", "load_board": "zoo.bench.analyze.board",
     "write_leaderboard": "zoo.bench.publish", "run_suite": "zoo.bench.run.driver",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench.plan import cost
+from zoo.bench.plan import calibration, cost, cost_file
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "docs" / "reproduction" / "records"
@@ -47,7 +47,7 @@ def test_features_follow_the_configuration():
 def test_unknown_dataset_and_model_still_get_an_estimate():
     c = config("my_own_graph", model="my_layer")
     assert cost.features(c, 3, TABLE).edge_elements > 0
-    assert cost.load_cost_model().group_seconds([c] * 3, 100, TABLE) > 0
+    assert cost_file.load_cost_model().group_seconds([c] * 3, 100, TABLE) > 0
 
 
 def synthetic_observations(coefficients):
@@ -59,25 +59,25 @@ def synthetic_observations(coefficients):
         r = 1 + i % 4
         x = cost.features(c, r, TABLE).vector()
         wall = (100 + 1) * r * sum(k * v for k, v in zip(coefficients, x))
-        obs.append(cost.Observation("s", f"g{i}", c, r, 100, "train", wall))
+        obs.append(calibration.Observation("s", f"g{i}", c, r, 100, "train", wall))
     return obs
 
 
 def test_fit_recovers_known_coefficients():
     truth = [2e-11, 4e-10, 1e-8, 1e-3]
     obs = synthetic_observations(truth)
-    model = cost.fit(obs, TABLE, per_suite=False)
+    model = calibration.fit(obs, TABLE, per_suite=False)
     for term, value in zip(cost.TERMS, truth):
         assert model.coefficients[term] == pytest.approx(value, rel=1e-6)
-    q = cost.leave_one_out(obs, TABLE, per_suite=False)
+    q = calibration.leave_one_out(obs, TABLE, per_suite=False)
     assert q.median_factor == pytest.approx(1.0, abs=1e-6) and q.r2_log == pytest.approx(1.0, abs=1e-6)
 
 
 def test_fit_is_non_negative_and_suite_factors_are_relative():
     obs = synthetic_observations([2e-11, 4e-10, 1e-8, 1e-3])
-    doubled = [cost.Observation("slow", o.group, o.config, o.replicas, o.epochs, o.mode, 2 * o.wall_time_s)
+    doubled = [calibration.Observation("slow", o.group, o.config, o.replicas, o.epochs, o.mode, 2 * o.wall_time_s)
                for o in obs[:12]] + obs[12:]
-    model = cost.fit(doubled, TABLE)
+    model = calibration.fit(doubled, TABLE)
     assert all(v >= 0 for v in model.coefficients.values())
     assert model.suite_factors["slow"] > model.suite_factors["s"]
 
@@ -85,7 +85,7 @@ def test_fit_is_non_negative_and_suite_factors_are_relative():
 def test_observations_from_records_take_the_longest_replica():
     rec = {"status": "ok", "suite": "s", "group": "g", "group_wall_time_s": 10.0, "group_size": 2,
            "config": config(), "epochs_run": 40, "stop_reason": "patience"}
-    obs = cost.observations([rec, {**rec, "epochs_run": 90}, {**rec, "status": "failed"}])
+    obs = calibration.observations([rec, {**rec, "epochs_run": 90}, {**rec, "status": "failed"}])
     assert len(obs) == 1 and obs[0].epochs == 90 and obs[0].replicas == 2
 
 
@@ -95,9 +95,9 @@ def test_observations_keep_the_device_asked_for():
            "config": config(), "epochs_run": 40, "stop_reason": "max_epochs", "device": "cpu (x86_64, 2 cores)"}
     gpu = {**rec, "group": "h", "group_wall_time_s": 0.25, "device": "NVIDIA H200"}
     legacy = {k: v for k, v in rec.items() if k != "device"} | {"group": "k"}
-    assert [o.group for o in cost.observations([rec, gpu, legacy], device="cpu")] == ["g", "k"]
-    assert [o.group for o in cost.observations([rec, gpu, legacy], device="cuda:0")] == ["h"]
-    assert len(cost.observations([rec, gpu, legacy])) == 3
+    assert [o.group for o in calibration.observations([rec, gpu, legacy], device="cpu")] == ["g", "k"]
+    assert [o.group for o in calibration.observations([rec, gpu, legacy], device="cuda:0")] == ["h"]
+    assert len(calibration.observations([rec, gpu, legacy])) == 3
 
 
 def test_shipped_model_beats_group_cost_on_the_records():
@@ -106,20 +106,20 @@ def test_shipped_model_beats_group_cost_on_the_records():
     from zoo.bench.store.records import read_records
 
     rows = [r for folder in sorted(RECORDS.iterdir()) if folder.is_dir() for r in read_records(folder)]
-    obs = [o for o in cost.observations(rows, device="cpu") if o.mode == "train"]
+    obs = [o for o in calibration.observations(rows, device="cpu") if o.mode == "train"]
     assert len(obs) >= 79
-    model = cost.leave_one_out(obs, TABLE)
-    old = cost.proportional_leave_one_out(obs, [cost.size_cost(o.config, o.replicas, o.epochs) for o in obs])
+    model = calibration.leave_one_out(obs, TABLE)
+    old = calibration.proportional_leave_one_out(obs, [calibration.size_cost(o.config, o.replicas, o.epochs) for o in obs])
     assert model.median_factor < 2.0 < old.median_factor and model.r2_log > 0.7 > old.r2_log
 
 
 def test_shipped_file_has_a_cpu_and_a_cuda_fit():
-    data = json.loads(cost.MODEL_FILE.read_text())
+    data = json.loads(cost_file.MODEL_FILE.read_text())
     assert set(data["devices"]["cpu"]["coefficients"]) == set(cost.TERMS)
     assert set(data["devices"]["cuda"]["coefficients"]) == set(cost.TERMS)
-    m = cost.load_cost_model("cuda:0")
+    m = cost_file.load_cost_model("cuda:0")
     assert m.device == "cuda" and "NVIDIA H200" in m.fitted_on
-    assert m.coefficients != cost.load_cost_model("cpu").coefficients
+    assert m.coefficients != cost_file.load_cost_model("cpu").coefficients
 
 
 def test_shipped_cuda_fit_reproduces_the_gpu_records():
@@ -129,10 +129,10 @@ def test_shipped_cuda_fit_reproduces_the_gpu_records():
 
     rows = read_records(ROOT / "docs" / "reproduction" / "devices" / "h200-2026-11-28")
     rows += read_records(RECORDS / "lipschitz_table1")
-    obs = cost.observations(rows, device="cuda")
-    assert len(obs) == 5 and not cost.observations(rows[:45], device="cpu")
-    refit = cost.fit(obs, TABLE, per_suite=False)
-    shipped = cost.load_cost_model("cuda")
+    obs = calibration.observations(rows, device="cuda")
+    assert len(obs) == 5 and not calibration.observations(rows[:45], device="cpu")
+    refit = calibration.fit(obs, TABLE, per_suite=False)
+    shipped = cost_file.load_cost_model("cuda")
     for term in cost.TERMS:
         assert refit.coefficients[term] == pytest.approx(shipped.coefficients[term], rel=1e-6, abs=1e-18)
     for o in obs:
@@ -145,11 +145,11 @@ def test_a_mode_the_device_did_not_measure_takes_the_cpu_factor(tmp_path):
     path.write_text(json.dumps({"devices": {
         "cpu": {"coefficients": {"dense_macs": 1.0}, "mode_factors": {"energy_at_init": 50.0}},
         "cuda": {"coefficients": {"dense_macs": 0.1}, "mode_factors": {}}}}))
-    assert cost.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 50.0}
+    assert cost_file.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 50.0}
     path.write_text(json.dumps({"devices": {
         "cpu": {"coefficients": {"dense_macs": 1.0}, "mode_factors": {"energy_at_init": 50.0}},
         "cuda": {"coefficients": {"dense_macs": 0.1}, "mode_factors": {"energy_at_init": 3.0}}}}))
-    assert cost.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 3.0}
+    assert cost_file.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 3.0}
 
 
 def test_dataset_table_matches_the_registry():
@@ -218,7 +218,7 @@ def test_the_data_files_ship_with_the_package():
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     assert "*.json" in cfg["options.package_data"]["zoo.bench.plan"]
-    assert cost.MODEL_FILE.parent == cost.DATASET_TABLE.parent == Path(cost.__file__).parent
+    assert cost_file.MODEL_FILE.parent == cost.DATASET_TABLE.parent == Path(cost.__file__).parent
 
 
 def test_averaged_hidden_heads_cost_heads_times_the_hidden_width():

@@ -5,11 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from zoo.bench.plan import cost
+from zoo.bench.plan import cost, cost_file
 from zoo.bench.plan.estimate import estimate, format_estimate, hours, makespan, run_seconds
 
 TABLE = cost.load_dataset_table()
-MODEL = cost.load_cost_model("cpu")
+MODEL = cost_file.load_cost_model("cpu")
 
 
 def cell(cid, group, dataset="cora", layers=2, patience=None, epochs=1000):
@@ -119,3 +119,12 @@ def test_run_seconds_spawns_no_more_workers_than_groups():
     assert run_seconds([10.0], 2, "process", 8.0) == (18.0, 18.0)  # one group: `--workers auto` runs it in the driver
     assert run_seconds([10.0, 4.0], 2, "process", 8.0) == (38.0, 26.0)
     assert run_seconds([10.0, 4.0], 2, "local", 8.0) == (22.0, 22.0)
+
+
+def test_a_cost_files_process_start_is_read_and_kept_by_calibrate(tmp_path):
+    path = tmp_path / "cost_model.json"
+    path.write_text('{"devices": {"cpu": {"coefficients": {"dense_macs": 1e-11}, "process_start_s": 3.5}}}')
+    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5
+    assert cost_file.load_cost_model("cuda", path).process_start_s == 3.5  # no cuda entry: the cpu one
+    cost_file.write_model([cost.CostModel({"dense_macs": 2e-11}, {}, "cpu", "refit")], path, {})
+    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5  # measured, not fitted: kept

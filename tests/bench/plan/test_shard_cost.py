@@ -4,7 +4,8 @@ replicas — all the old ``group_cost`` saw — are the same) is split into bala
 from __future__ import annotations
 
 from zoo.bench.plan import shards as sel
-from zoo.bench.plan.cost import estimated_group_seconds, size_cost
+from zoo.bench.plan.calibration import size_cost
+from zoo.bench.plan.shards import estimated_group_seconds
 from zoo.bench.suite.load import parse_suite
 
 SKEWED = {

@@ -20,7 +20,8 @@ from zoo.bench.analyze.board import load_board
 from zoo.bench.render.leaderboard import to_markdown
 from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.suite.load import SuiteError, load_suite, parse_suite
+from zoo.bench.suite.load import load_suite, parse_suite
+from zoo.bench.suite.schema import SuiteError
 from zoo.cli import main
 from tests.conftest import tiny_twin_suite
 

@@ -9,7 +9,8 @@ import copy
 
 import pytest
 
-from zoo.bench.suite.load import SuiteError, load_suite, parse_suite
+from zoo.bench.suite.load import load_suite, parse_suite
+from zoo.bench.suite.schema import SuiteError
 
 BASE = {
     "suite": {"name": "t"},

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from zoo.bench.suite.load import SuiteError, find_suite, suites_dir
+from zoo.bench.suite.load import find_suite, suites_dir
+from zoo.bench.suite.schema import SuiteError
 
 
 def test_a_results_folder_named_like_the_suite_does_not_hide_it(tmp_path, monkeypatch):

@@ -6,7 +6,8 @@ import pytest
 from torch import nn
 
 import zoo
-from zoo.bench.suite.load import SuiteError, parse_suite
+from zoo.bench.suite.load import parse_suite
+from zoo.bench.suite.schema import SuiteError
 from zoo.inits import init_incompatibility, register_init
 from zoo.inits._registry import INITS, _CHECKS
 

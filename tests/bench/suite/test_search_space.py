@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from zoo._toml import tomllib
-from zoo.bench.suite.load import SuiteError, load_suite, parse_suite, suites_dir
+from zoo.bench.suite.load import load_suite, parse_suite, suites_dir
+from zoo.bench.suite.schema import SuiteError
 
 REPO = Path(__file__).resolve().parents[3]
 BASE = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from zoo.bench.plan.shards import select
-from zoo.bench.suite.load import SuiteError, parse_suite
+from zoo.bench.suite.load import parse_suite
+from zoo.bench.suite.schema import SuiteError
 
 
 def _raw():

@@ -23,7 +23,9 @@ from zoo.cli import REPORT_DEFAULTS
 from zoo.bench.store.merge import MergeError, merge
 from zoo.bench.store.records import SuiteMismatchError, read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.suite.load import SuiteError, describe_settings, parse_suite
+from zoo.bench.suite.load import parse_suite
+from zoo.bench.suite.schema import SuiteError
+from zoo.bench.suite.settings import describe_settings
 from zoo.cli import CliError, default_bench_out, main, parse_setting, settings_of
 from tests.conftest import tiny_twin_suite
 

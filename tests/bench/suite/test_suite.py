@@ -5,7 +5,8 @@ import copy
 
 import pytest
 
-from zoo.bench.suite.load import SuiteError, list_suites, load_suite, parse_suite
+from zoo.bench.suite.load import list_suites, load_suite, parse_suite
+from zoo.bench.suite.schema import SuiteError
 
 BASE = {
     "suite": {"name": "t"},

@@ -24,7 +24,7 @@ from zoo.bench.analyze.best_point import Choice, choose, point_key, search_axes,
 from zoo.bench.analyze.stats import Summary, summarize, summarize_log
 from zoo.bench.suite.cells import cell_value
 from zoo.bench.suite.measures import METRIC_SPECS, metric_spec
-from zoo.bench.suite.load import describe_settings
+from zoo.bench.suite.settings import describe_settings
 from zoo.bench.store import records
 from zoo.bench.store.folders import read_folder, read_skipped
 

@@ -27,9 +27,9 @@ and the zoo's runner (the driver, and each worker a ``--workers N`` run spawns),
 ``group_wall_time_s`` holds.  That is :attr:`CostModel.process_start_s`, a measured constant
 (:data:`PROCESS_START_S`), added once per process by the estimate (:mod:`zoo.bench.plan.estimate`).
 
-The coefficients are fitted (:func:`fit`, non-negative least squares on the relative error) by
-``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship as
-``cost_model.json`` with one entry per device kind (``cpu`` fitted on the project's 2-core
+The coefficients are fitted (:func:`zoo.bench.plan.calibration.fit`, non-negative least squares on
+the relative error) by ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship
+as ``cost_model.json`` (:mod:`zoo.bench.plan.cost_file`) with one entry per device kind (``cpu`` fitted on the project's 2-core
 machine; ``cuda`` fitted on one NVIDIA H200's records with ``--no-suite-factors``, 5 groups of
 Cornell and CiteSeer: their time is the per-layer dispatch and the dense products, so a large
 graph's edge work — zero in that fit — is outside what it has seen).
@@ -42,14 +42,10 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
-
-import numpy as np
-from scipy.optimize import nnls
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 DATASET_TABLE = HERE / "dataset_sizes.json"
-MODEL_FILE = HERE / "cost_model.json"
 TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica")
 
 #: first-layer inputs at most this dense are multiplied as CSR (zoo.ops.sparse_linear.SPARSE_MAX_DENSITY)
@@ -60,9 +56,9 @@ VMAP_OVERHEAD = 2.0
 #: nonzero share of a bag-of-words input whose files were absent when the table was made
 UNKNOWN_DENSITY = 0.01
 #: seconds a fresh process spends importing torch, PyG and the zoo's runner before its first group
-#: (measured on the project's shared 2-core CPU: 7.5-9.3 CPU-s per import, 2026-11-28; the quick
-#: suite's 2-worker run, 34.5 s on a quiet machine without the driver's own start, is its 27 s of
-#: groups plus one worker start).  A device entry's ``process_start_s`` replaces it.
+#: (measured on the project's shared 2-core CPU: 7.5-9.3 CPU-s per import, 2026-11-28; consistent
+#: with the quick suite's 2-worker run on a quiet machine, 34.5 s without the driver's own start,
+#: against 27 s of estimated groups).  A device entry's ``process_start_s`` replaces it.
 PROCESS_START_S = 8.0
 #: a graph whose size the table lacks (a suite file's own dataset): Cora-sized
 DEFAULT_SIZE = {"nodes": 2708, "edges": 10556, "features": 1433, "density": 0.0127, "classes": 7, "graphs": 1,
@@ -134,7 +130,8 @@ class Features:
         return [self.dense_macs, self.edge_elements, self.dropout_elements, self.layers_per_replica]
 
 
-def _int(value: Any, default: int) -> int:
+def positive_int(value: Any, default: int) -> int:
+    """``value`` as a positive integer count, or ``default`` where it is not one."""
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else default
 
 
@@ -155,11 +152,11 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     e_loops = e + n
     name = str(model.get("name", "")).split(".")[0]
     w_in, w_sq, per_unit, per_head, ops = FAMILIES.get(name, DEFAULT_FAMILY)
-    layers = _int(kw.get("num_layers"), 2)
-    hidden = _int(kw.get("hidden_dim"), 64)
-    heads = _int(kw.get("heads"), 1) if per_head else 1
-    classes = _int(size.get("classes"), 2)
-    out_heads = _int(kw.get("out_heads"), heads) if per_head else 1
+    layers = positive_int(kw.get("num_layers"), 2)
+    hidden = positive_int(kw.get("hidden_dim"), 64)
+    heads = positive_int(kw.get("heads"), 1) if per_head else 1
+    classes = positive_int(size.get("classes"), 2)
+    out_heads = positive_int(kw.get("out_heads"), heads) if per_head else 1
     averaged = kw.get("hidden_heads") == "mean"  # each hidden head is hidden_dim wide, then averaged
     dropout = _float(kw.get("dropout"))
     attn_dropout = _float(kw.get("attn_dropout"))
@@ -178,7 +175,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     # a dropped-out input is a new dense tensor every epoch: no CSR product then
     sparse_first = size["density"] <= SPARSE_MAX_DENSITY and not (input_dropout or dropout or encoder)
     if encoder in ("affine", "linear", "mlp"):
-        enc = _int(kw.get("input_encoder_dim"), hidden)
+        enc = positive_int(kw.get("input_encoder_dim"), hidden)
         dense += n * f * enc * size.get("density", 1.0) if size.get("density", 1.0) <= SPARSE_MAX_DENSITY else n * f * enc
         width_in = enc
     elif encoder:  # embedding look-ups (OGB atom / bond encoders)
@@ -218,7 +215,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
         share = float(size.get("train_share", 1.0))
         passes = 3.0 * share + 1.0
         graphs = float(size.get("graphs", 1))
-        batch = _int((config.get("train") or {}).get("batch_size"), 0) or graphs
+        batch = positive_int((config.get("train") or {}).get("batch_size"), 0) or graphs
         calls = 2.0 * math.ceil(graphs * share / batch) + math.ceil(graphs / batch) + 2.0
     else:
         passes = 3.0 if deterministic else 4.0
@@ -265,213 +262,10 @@ class CostModel:
         return passes * r * self.replica_epoch_seconds(configs[0], r, table, mode, suite)
 
 
-def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
-    """The shipped model for ``device`` (``cpu``, ``cuda``, or a torch device string); a device
-    kind with no fitted entry falls back to ``cpu`` (stated in ``fitted_on``), and so does a mode
-    factor its records did not measure (the ``cuda`` records hold no energy-at-init group)."""
-    data = json.loads(Path(path).read_text())
-    kind = str(device or "cpu").split(":")[0]
-    kind = "cpu" if kind == "auto" else kind
-    cpu = data["devices"]["cpu"]
-    entry = data.get("devices", {}).get(kind) or {}
-    fitted_on = entry.get("fitted_on", "")
-    if not entry.get("coefficients"):
-        entry = cpu
-        fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
-    modes = {**(cpu.get("mode_factors") or {}), **(entry.get("mode_factors") or {})}
-    start = float(entry.get("process_start_s", cpu.get("process_start_s", PROCESS_START_S)))
-    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes,
-                     start)
-
-
-@functools.lru_cache(maxsize=4)
-def shipped_model(device: str = "cpu") -> CostModel:
-    """:func:`load_cost_model` of the shipped file, read once per device kind."""
-    return load_cost_model(device)
-
-
 @functools.lru_cache(maxsize=1)
 def shipped_table() -> Dict[str, Dict[str, Any]]:
     """:func:`load_dataset_table` of the shipped table, read once."""
     return load_dataset_table()
-
-
-def estimated_group_seconds(configs: Sequence[Mapping[str, Any]], mode: str = "train",
-                            suite: Optional[str] = None, device: str = "cpu") -> float:
-    """A group's estimated wall time at its epoch cap, by the shipped model (shards, job order)."""
-    epochs = int((configs[0].get("train") or {}).get("epochs") or 0)
-    return shipped_model(device).group_seconds(configs, epochs, shipped_table(), mode, suite)
-
-
-# --------------------------------------------------------------------------- calibration
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One finished group of the records: what ran, and how long it took."""
-
-    suite: str
-    group: str
-    config: Mapping[str, Any]
-    replicas: int
-    epochs: int            # the group's longest run (the stacked replicas ran that long)
-    mode: str
-    wall_time_s: float
-
-
-def device_kind(record: Mapping[str, Any]) -> str:
-    """``cpu`` or ``cuda``: the kind of device a record ran on (its ``device`` is ``cpu (...)`` or a GPU's
-    name; records without one ran on the CPU)."""
-    return "cpu" if str(record.get("device") or "cpu").startswith("cpu") else "cuda"
-
-
-def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = None) -> List[Observation]:
-    """Finished groups from records (``status`` ok, with ``group_wall_time_s``); a group split by
-    ``--max-replicas`` or run in several sittings is one observation per sitting.  ``device``
-    (``cpu`` / ``cuda``) keeps only the records that ran on that kind: a model is fitted per device,
-    and one GPU group among CPU ones is a 40x outlier."""
-    by: Dict[Tuple[str, str, float], List[Mapping[str, Any]]] = {}
-    for r in records:
-        if r.get("status", "ok") != "ok" or not r.get("group_wall_time_s"):
-            continue
-        if device is not None and device_kind(r) != device.split(":")[0]:
-            continue
-        by.setdefault((r.get("suite", ""), r.get("group", r.get("id", "")), float(r["group_wall_time_s"])),
-                      []).append(r)
-    out = []
-    for (suite, group, wall), rs in sorted(by.items()):
-        first = rs[0]
-        epochs = max(int(r.get("epochs_run") or 0) for r in rs)
-        mode = "energy_at_init" if first.get("stop_reason") == "measured" else "train"
-        out.append(Observation(suite, group, first["config"], int(first.get("group_size") or len(rs)), epochs, mode,
-                               wall))
-    return out
-
-
-def design(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray]:
-    """Rows of :data:`TERMS` and targets, both per replica-epoch."""
-    xs, ys = [], []
-    for o in obs:
-        passes = 1.0 if o.mode == "energy_at_init" else o.epochs + 1.0
-        xs.append(features(o.config, o.replicas, table, o.mode).vector())
-        ys.append(o.wall_time_s / (passes * o.replicas))
-    return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-
-
-def nnls_relative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative coefficients minimising ``sum((x @ c / y - 1)^2)`` (relative error, so a
-    10-second group weighs as much as a 10-hour one): ``scipy.optimize.nnls`` (Lawson-Hanson) on the
-    rows divided by ``y``."""
-    a = x / y[:, None]
-    scale = np.where(a.max(0) > 0, a.max(0), 1.0)  # column scaling keeps the solve well conditioned
-    coef, _ = nnls(a / scale, np.ones(len(y)))
-    return coef / scale
-
-
-def _suite_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 2.0) -> Dict[str, float]:
-    """Per suite, the geometric mean of actual / predicted, shrunk toward 1 for suites with few
-    groups (``n / (n + shrink)`` of the log)."""
-    logs: Dict[str, List[float]] = {}
-    for o, r in zip(obs, ratio):
-        logs.setdefault(o.suite, []).append(math.log(r))
-    return {s: math.exp(sum(v) / (len(v) + shrink)) for s, v in sorted(logs.items())}
-
-
-def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
-        device: str = "cpu", fitted_on: str = "") -> CostModel:
-    """Fit the coefficients (and per-suite factors) on the trained groups of ``obs``, and one
-    factor per other mode (energy at initialisation) on the rest."""
-    trained = [o for o in obs if o.mode == "train"]
-    if len(trained) < len(TERMS):
-        raise CostModelError(f"calibration needs at least {len(TERMS)} finished trained groups, got {len(trained)}")
-    x, y = design(trained, table)
-    coef = nnls_relative(x, y)
-    pred = np.maximum(x @ coef, 1e-12)
-    factors = _suite_factors(trained, y / pred) if per_suite else {}
-    modes: Dict[str, List[float]] = {}
-    for o in obs:
-        if o.mode != "train":
-            xo, yo = design([o], table)
-            modes.setdefault(o.mode, []).append(math.log(yo[0] / max(float(xo[0] @ coef), 1e-12)))
-    return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on,
-                     {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())})
-
-
-@dataclass
-class FitQuality:
-    """Leave-one-out errors of group wall time: median and 90th percentile of the factor
-    ``max(pred/actual, actual/pred)``, and R^2 of log wall time."""
-
-    groups: int
-    median_factor: float
-    p90_factor: float
-    r2_log: float
-
-    def describe(self) -> str:
-        return (f"{self.groups} groups: median error x{self.median_factor:.2f}, 90th percentile "
-                f"x{self.p90_factor:.2f}, R^2 (log wall time) {self.r2_log:.2f}")
-
-
-def quality(actual: Sequence[float], predicted: Sequence[float]) -> FitQuality:
-    la = np.log(np.asarray(actual, dtype=float))
-    lp = np.log(np.maximum(np.asarray(predicted, dtype=float), 1e-12))
-    factor = np.exp(np.abs(la - lp))
-    ss_res = float(((la - lp) ** 2).sum())
-    ss_tot = float(((la - la.mean()) ** 2).sum())
-    return FitQuality(len(la), float(np.median(factor)), float(np.quantile(factor, 0.9)),
-                      1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"))
-
-
-def leave_one_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
-                  per_suite: bool = True) -> FitQuality:
-    """Each group's wall time predicted by a model fitted on all the others."""
-    predicted = []
-    for i, o in enumerate(obs):
-        model = fit([p for j, p in enumerate(obs) if j != i], table, per_suite)
-        epochs = 0 if o.mode == "energy_at_init" else o.epochs
-        predicted.append(model.group_seconds([o.config] * o.replicas, epochs, table, o.mode, o.suite))
-    return quality([o.wall_time_s for o in obs], predicted)
-
-
-def size_cost(config: Mapping[str, Any], replicas: int, epochs: Optional[int] = None,
-              table: Optional[Mapping[str, Mapping[str, Any]]] = None) -> float:
-    """The cost ``selection.group_cost`` used before this model, kept to compare with it: graph
-    size (nodes + edges) x layers x epochs (``epochs``: those run, else the cap) x replicas."""
-    size = dataset_size(config["task"], table if table is not None else shipped_table())
-    layers = _int((config["model"].get("kwargs") or {}).get("num_layers"), 2)
-    cap = int((config.get("train") or {}).get("epochs") or 1)
-    return float(size["nodes"] + size["edges"]) * layers * max(cap if epochs is None else epochs, 1) * replicas
-
-
-def proportional_leave_one_out(obs: Sequence[Observation], cost: Sequence[float]) -> FitQuality:
-    """The same error for a cost that is only proportional to time (the old ``group_cost``):
-    the scale is the geometric mean of wall / cost over the other groups."""
-    logs = [math.log(o.wall_time_s / max(c, 1e-12)) for o, c in zip(obs, cost)]
-    total = sum(logs)
-    predicted = [c * math.exp((total - lg) / (len(logs) - 1)) for c, lg in zip(cost, logs)]
-    return quality([o.wall_time_s for o in obs], predicted)
-
-
-def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any]) -> None:
-    """``cost_model.json``: one entry per device (a device fitted here replaces its entry; the
-    others, ``cuda`` included, are kept, or written empty)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        data = {}
-    devices = dict(data.get("devices") or {})
-    devices.setdefault("cpu", {})
-    devices.setdefault("cuda", {})
-    for m in models:
-        kept = devices.get(m.device, {}).get("process_start_s")  # measured, not fitted: kept
-        devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
-                             "mode_factors": m.mode_factors,
-                             **({"process_start_s": kept} if kept is not None else {}),
-                             "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
-    doc = {"about": "zoo.bench.plan.cost coefficients, seconds per unit of each term; "
-                    "written by `zoo bench calibrate RECORDS... --out FILE`",
-           "terms": list(TERMS), "devices": devices}
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def expected_epochs(cap: int, finished: Sequence[int]) -> float:
@@ -480,6 +274,5 @@ def expected_epochs(cap: int, finished: Sequence[int]) -> float:
     return float(statistics.median(finished)) if finished else float(cap)
 
 
-__all__ = ["Features", "features", "CostModel", "size_cost", "estimated_group_seconds", "load_cost_model", "Observation", "observations", "fit",
-           "leave_one_out", "proportional_leave_one_out", "quality", "FitQuality", "write_model",
-           "load_dataset_table", "dataset_size", "expected_epochs", "CostModelError", "TERMS", "PROCESS_START_S"]
+__all__ = ["Features", "features", "CostModel", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
+           "CostModelError", "TERMS", "PROCESS_START_S"]

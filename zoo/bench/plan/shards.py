@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.plan.cost import estimated_group_seconds
-from zoo.bench.suite.load import Cell, Suite
+from zoo.bench.plan.cost import shipped_table
+from zoo.bench.plan.cost_file import shipped_model
+from zoo.bench.suite.schema import Cell, Suite
 from zoo.bench.suite.selection import SelectionError, select_where
 
 
@@ -26,6 +27,13 @@ def parse_shard(text: str) -> Tuple[int, int]:
     if n < 1 or not 1 <= i <= n:
         raise SelectionError(f"--shard {text}: need 1 <= I <= N (shards are numbered 1..N)")
     return i, n
+
+
+def estimated_group_seconds(configs: Sequence[Mapping[str, Any]], mode: str = "train",
+                            suite: Optional[str] = None, device: str = "cpu") -> float:
+    """A group's estimated wall time at its epoch cap, by the shipped model (shards, job order)."""
+    epochs = int((configs[0].get("train") or {}).get("epochs") or 0)
+    return shipped_model(device).group_seconds(configs, epochs, shipped_table(), mode, suite)
 
 
 def group_cost(cells: Sequence[Cell]) -> float:

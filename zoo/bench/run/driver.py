@@ -51,7 +51,7 @@ from zoo.bench.run.modes import get_mode
 from zoo.bench.run.provenance import provenance
 from zoo.bench.run.weights import weights_payload
 from zoo.bench.plan.shards import group_cost, select, selection_info
-from zoo.bench.suite.load import Cell, Suite
+from zoo.bench.suite.schema import Cell, Suite
 from zoo.bench.store import records
 from zoo.bench.store.weights import check_save_weights, write_weights
 from zoo.datasets import MissingDataError, load

@@ -45,7 +45,7 @@ class GroupJob:
     """One unit of work: cells trained together, and what a worker needs to run them anywhere."""
 
     index: int
-    cells: List[Any]                       # zoo.bench.suite.load.Cell (same group)
+    cells: List[Any]                       # zoo.bench.suite.schema.Cell (same group)
     mode: str                              # the suite's mode (train / energy_at_init / prune_layers)
     device: Optional[str]                  # as given by the user; resolved on the worker
     stacked: bool

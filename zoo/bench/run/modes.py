@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 
 from zoo.bench.suite.measures import MODE_SPECS, ModeSpec
-from zoo.bench.suite.load import Cell
+from zoo.bench.suite.schema import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
 from zoo.rescale import DynamicRescaling
 from zoo.trainer.config import TrainConfig

@@ -12,7 +12,7 @@ from zoo._toml import tomllib
 from zoo.bench.suite.cells import cell_value, comparable
 from zoo.bench.suite.plugins import dataset_spec
 from zoo.bench.suite.search_space import search_tables
-from zoo.bench.suite.load import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
+from zoo.bench.suite.schema import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
 
 
 class SelectionError(ValueError):
