@@ -225,6 +225,12 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--weight-decay", type=float, dest="weight_decay")
     tr.add_argument("--epochs", type=int)
     tr.add_argument("--patience", type=int)
+    tr.add_argument("--lr-scheduler", dest="lr_scheduler",
+                    help="none, plateau, step, multistep, exponential, cosine (options: --set lr_scheduler_kwargs={...})")
+    tr.add_argument("--warmup-epochs", type=int, dest="warmup_epochs")
+    tr.add_argument("--grad-clip-norm", type=float, dest="grad_clip_norm", metavar="NORM",
+                    help="clip each replica's gradient to this global 2-norm")
+    tr.add_argument("--precision", choices=("fp32", "bf16"), help="bf16: forward under bfloat16 autocast")
     tr.add_argument("--dropout", type=float)
     tr.add_argument("--split", type=lambda s: int(s) if s.isdigit() else s,
                     help="a split name (public, per_class, ratio...) or a Geom-GCN split number")
@@ -412,7 +418,8 @@ def _train_suite(args: argparse.Namespace) -> Dict[str, Any]:
 
     keys: Dict[str, Any] = {}
     for key in ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs",
-                "patience", "dropout", "split", "transforms", "dtype"):
+                "patience", "lr_scheduler", "warmup_epochs", "grad_clip_norm", "precision", "dropout", "split",
+                "transforms", "dtype"):
         v = getattr(args, key)
         if v is not None:
             keys[key] = v

@@ -133,7 +133,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             (or ``split=(train_ratio, val_ratio)``), or ``zoo.datasets.Task.from_data(...)``; its
             content's fingerprint enters the cell id.
         optimizer, lr, epochs: the trainer's keys; every other trainer key (``patience``,
-            ``select``, ``loss_threshold``, ``weight_decay``...), model option (``num_layers``,
+            ``select``, ``loss_threshold``, ``weight_decay``, ``lr_scheduler``, ``warmup_epochs``,
+            ``grad_clip_norm``, ``precision``...), model option (``num_layers``,
             ``hidden_dim``, ``norm``...) and run key (``dtype="float64"``) goes in ``options``, as
             suite keys (``docs/benchmarks.md``); unknown keys are a one-line error.
         seeds, inits: one replica per (seed, init) pair, trained together (stacked: one forward

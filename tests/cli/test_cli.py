@@ -41,6 +41,21 @@ def test_train_then_leaderboard(tmp_path, monkeypatch, capsys):
     assert (lb / "index.html").exists() and (lb / "leaderboard.csv").read_text().startswith("suite,")
 
 
+def test_train_takes_the_trainer_options(tmp_path, monkeypatch, capsys):
+    """--lr-scheduler / --warmup-epochs / --grad-clip-norm / --precision are the suite keys of the same names."""
+    monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
+    out = tmp_path / "run"
+    argv = ["train", "--model", "gat", "--dataset", "twin", "--layers", "1", "--epochs", "4", "--quiet",
+            "--lr-scheduler", "step", "--set", "lr_scheduler_kwargs={step_size=2}", "--warmup-epochs", "2",
+            "--grad-clip-norm", "1", "--precision", "bf16", "--out", str(out)]
+    assert main(argv) == 0
+    train = json.loads((out / "results.jsonl").read_text().splitlines()[0])["config"]["train"]
+    assert (train["lr_scheduler"], train["lr_scheduler_kwargs"], train["warmup_epochs"], train["grad_clip_norm"],
+            train["precision"]) == ("step", {"step_size": 2}, 2, 1.0, "bf16")
+    assert main([*argv[:-2], "--lr-scheduler", "cosin", "--out", str(tmp_path / "o")]) == 2
+    assert "Did you mean 'cosine'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["train", "--model", "gta", "--dataset", "twin"], "unknown model 'gta'"),
     (["train", "--model", "gat", "--dataset", "twin", "--set", "hedas=2"], "did you mean 'heads'"),

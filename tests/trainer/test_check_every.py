@@ -1,6 +1,7 @@
 """How often the host reads the stop flags (``check_every``) changes no number: the same records,
 kept states and final parameters for every K, bitwise at float64, with replicas stopping at
-different epochs for every reason (divergence, loss threshold, patience, the last epoch)."""
+different epochs for every reason (divergence, loss threshold, patience, the last epoch), with and
+without an lr schedule, warm-up and gradient clipping."""
 from __future__ import annotations
 
 import dataclasses
@@ -65,6 +66,9 @@ CONFIGS = {
                                                  lr_scheduler="plateau", lr_scheduler_kwargs={"patience": 2})),
     "graph": (graph_level_task, True, dict(optimizer="sgd", lr=0.1, momentum=0.9, epochs=30, patience=5,
                                            loss_threshold=0.3)),
+    "scheduled": (synthetic_task, False, dict(optimizer="sgd", lr=0.1, momentum=0.9, epochs=30, patience=6,
+                                              loss_threshold=0.5, lr_scheduler="cosine", warmup_epochs=3,
+                                              grad_clip_norm=0.5)),
 }
 
 
@@ -81,10 +85,12 @@ def test_records_do_not_depend_on_check_every(kind):
     _same(runs[1], runs[25])
 
 
-def test_a_resumed_run_matches_for_every_check_every(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["graph", "scheduled"])
+def test_a_resumed_run_matches_for_every_check_every(tmp_path, monkeypatch, kind):
     """A checkpoint is written at a host check (a due one makes it); resumed with another K, the
-    run gives bitwise the records of an uninterrupted run checking every epoch."""
-    make, graph, options = CONFIGS["graph"]
+    run gives bitwise the records of an uninterrupted run checking every epoch (with an lr
+    schedule: its per-replica epochs and rates are in the checkpoint)."""
+    make, graph, options = CONFIGS[kind]
     task = make()
     straight = _train(task, TrainConfig(check_every=1, keep_best_state=True, **options), graph)
 

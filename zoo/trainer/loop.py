@@ -76,7 +76,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     if device.type == "cpu":
         tune_allocator()
     loss_fn, _ = loss_function(task)
-    scheduler = make_lr_scheduler(cfg.lr_scheduler, replicas.size, cfg.lr, device, cfg.lr_scheduler_kwargs)
+    scheduler = make_lr_scheduler(cfg.lr_scheduler, replicas.size, cfg.lr, device, cfg.lr_scheduler_kwargs,
+                                  cfg.epochs)
     optimizer = ReplicaOptimizer(replicas, cfg, scheduler)  # now: a bad optimiser setting fails before training
     rules = bookkeeping(cfg)
     state = LoopState.start(replicas.size, device, replicas.params if cfg.keep_best_state else None)

@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.bench.suite import plugins as registries
-from zoo.bench.suite.schema import (DTYPES, FIXED_BY_TASK, KEY_TYPES, OPTIONAL_RUN_KEYS, OPTIONAL_TRAIN_KEYS,
-                                    PLUGIN_KEYS, RESCALE_CRITERIA, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, SuiteError,
+from zoo.bench.suite.schema import (DEFAULT_OMITTED_TRAIN_KEYS, DTYPES, FIXED_BY_TASK, KEY_TYPES, OPTIONAL_RUN_KEYS,
+                                    OPTIONAL_TRAIN_KEYS, PLUGIN_KEYS, RESCALE_CRITERIA, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, SuiteError,
                                     check_keys)
 from zoo.trainer.config import OPTIMIZERS, SELECT, TrainConfig
 
@@ -55,7 +55,8 @@ def _data_seed(where: str, value: Any, seed: int) -> int:
 def _as_declared(key: str, value: Any) -> Any:
     """A trainer value in its field's type: ``loss_threshold = 0`` (an int, as ``--set loss_threshold=0`` parses)
     is the ``0.0`` a suite writes, and one protocol must make one cell id (ids hash the config's JSON)."""
-    if isinstance(TRAIN_KEYS[key], float) and isinstance(value, int) and not isinstance(value, bool):
+    numeric = isinstance(TRAIN_KEYS[key], float) or key == "grad_clip_norm"  # its default is None (off)
+    if numeric and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
 
@@ -187,6 +188,12 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     for key, value in flat.items():
         _place(where, parts, key, value)
     task, run, train = parts.task, parts.run, parts.train
+    for key in DEFAULT_OMITTED_TRAIN_KEYS:
+        if key in train and train[key] == TRAIN_KEYS[key]:
+            del train[key]
+    if train.get("precision") == "bf16" and run["dtype"] != "float32":
+        raise SuiteError(f"{where}: precision = \"bf16\" autocasts a float32 model; dtype is {run['dtype']!r}: "
+                         "set dtype = \"float32\" or drop precision")
     task["data_seed"] = _data_seed(where, task["data_seed"], run["seed"])
     fingerprint = registries.dataset_spec(parts.dataset).fingerprint
     if fingerprint is not None:  # a user's graph: its content, not its name, says which data the cell ran on
