@@ -41,7 +41,7 @@ from zoo.trainer.replicas import build_replicas
 from zoo.bench.plan.shards import select
 from zoo.bench.suite.selection import parse_where
 from zoo.bench.suite.load import load_suite
-from zoo.cli import parse_setting, settings_of  # the CLI's own --set parsing
+from zoo.cli.args import parse_setting, settings_of  # the CLI's own --set parsing
 from zoo.trainer.history import MetricsRecorder
 
 RULES = ("final", "best_val", "max_per_run", "max_of_mean")

@@ -68,7 +68,7 @@ def test_suite_and_set_refuse_non_boolean_switches_at_load(value, tmp_path, monk
         parse_suite(raw)
     monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
     out = tmp_path / "o"
-    argv = ["train", "--model", "gat", "--dataset", "cornell", "--layers", "1", "--epochs", "1", "--quiet",
+    argv = ["train", "--model", "gat", "--dataset", "cornell", "--num-layers", "1", "--epochs", "1", "--quiet",
             "--out", str(out), "--set", f"data.undirected={value}"]
     assert main(argv) == 2
     assert "option undirected must be true or false" in capsys.readouterr().err

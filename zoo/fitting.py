@@ -85,6 +85,9 @@ def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Seq
     task keys of :func:`zoo.trainer.tasks.task_input`.  ``zoo.fit`` and ``zoo train`` both make their
     cells here, so the same options give the same cells (and cell ids)."""
     task_keys = {"dataset": task} if isinstance(task, str) else dict(task)
+    if keys.get("dataset") is not None:  # it would silently replace the task
+        raise ValueError(f"dataset={keys['dataset']!r} would replace the task given ({task_keys['dataset']!r}); give "
+                         "the task once: zoo.fit / zoo.diagnose take it as their second argument, zoo train as --dataset")
     defaults: Dict[str, Any] = {**_model_defaults(model_or_name), **task_keys}
     for key, value in keys.items():
         if value is not None:

@@ -11,11 +11,13 @@ import zoo.bench
 
 LAYERS = ("suite", "plan", "store", "run", "analyze", "render")
 #: the modules of the flat zoo.bench (and of zoo.nn's edge primitives) before the layers, and the
-#: ``spec`` layer before it became ``suite`` and ``plan``: removed, not kept as shims
+#: ``spec`` layer before it became ``suite`` and ``plan``, and the modules named "checkpoint" (now
+#: ``zoo.model_file`` and ``zoo.bench.run.resume_file``): removed, not kept as shims
 REMOVED = ("zoo.bench.executors", "zoo.bench.findings", "zoo.bench.html", "zoo.bench.leaderboard", "zoo.bench.merge",
            "zoo.bench.optim", "zoo.bench.records", "zoo.bench.report", "zoo.bench.runner", "zoo.bench.selection",
            "zoo.bench.stats", "zoo.bench.train", "zoo.nn.fused", "zoo.nn.fused_score", "zoo.nn.functional",
-           "zoo.bench.spec", "zoo.bench.spec.suite", "zoo.bench.suite.suite", "zoo.bench.analyze.search")
+           "zoo.bench.spec", "zoo.bench.spec.suite", "zoo.bench.suite.suite", "zoo.bench.analyze.search",
+           "zoo.checkpoint", "zoo.bench.run.checkpoint")
 
 
 def test_layer_modules_exist():

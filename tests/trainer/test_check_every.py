@@ -16,7 +16,7 @@ from zoo.trainer.config import TrainConfig
 from zoo.trainer.history import MetricsRecorder
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
-from zoo.trainer.resume import CheckpointPolicy, Checkpointer
+from zoo.trainer.resume import ResumePolicy, ResumeFile
 
 SEEDS = [0, 1, 2, 3]
 
@@ -35,11 +35,11 @@ def _factory(task, scale: float, graph: bool):
     return build
 
 
-def _train(task, cfg, graph=False, checkpoint=None):
+def _train(task, cfg, graph=False, resume=None):
     scales = [1.0, 1e200, 1.0, 3.0]
     reps, view = build_replicas(task, [_factory(task, s, graph) for s in scales], SEEDS, torch.device("cpu"),
                                 torch.float64, cfg, True)
-    results = train_replicas(task, reps, view, cfg, SEEDS, checkpoint=checkpoint)
+    results = train_replicas(task, reps, view, cfg, SEEDS, resume=resume)
     return results, [p.detach().clone() for p in reps.params]
 
 
@@ -97,20 +97,20 @@ def test_a_resumed_run_matches_for_every_check_every(tmp_path, monkeypatch, kind
     class Crash(RuntimeError):
         pass
 
-    real_save = Checkpointer.save
+    real_save = ResumeFile.save
 
     def save_then_crash(self, state):
         real_save(self, state)
         raise Crash(f"killed after saving epoch {state['next_epoch']}")
 
     path = tmp_path / "group.pt"
-    monkeypatch.setattr(Checkpointer, "save", save_then_crash)
+    monkeypatch.setattr(ResumeFile, "save", save_then_crash)
     with pytest.raises(Crash, match="epoch 3"):
         _train(task, TrainConfig(check_every=25, keep_best_state=True, **options), graph,
-               Checkpointer(path, CheckpointPolicy(None, 3)))
-    monkeypatch.setattr(Checkpointer, "save", real_save)
+               ResumeFile(path, ResumePolicy(None, 3)))
+    monkeypatch.setattr(ResumeFile, "save", real_save)
     resumed = _train(task, TrainConfig(check_every=7, keep_best_state=True, **options), graph,
-                     Checkpointer(path, CheckpointPolicy(None, 1000)))
+                     ResumeFile(path, ResumePolicy(None, 1000)))
     assert {r.extra["resumed_at_epoch"] for r in resumed[0]} == {3}
     for r in resumed[0]:
         del r.extra["resumed_at_epoch"], r.extra["resumed_elapsed_s"]

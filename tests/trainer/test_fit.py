@@ -162,8 +162,8 @@ def test_zoo_train_runs_the_cells_of_zoo_fit(tmp_path):
     from zoo.cli import main
 
     out = tmp_path / "train"
-    argv = ["train", "--model", "gat", "--dataset", "cornell", "--layers", "2", "--hidden", "8", "--epochs", "4",
-            "--dtype", "float64", "--optimizer", "sgd", "--lr", "0.1", "--init", "xavier,bal_o", "--seeds", "0-1",
+    argv = ["train", "--model", "gat", "--dataset", "cornell", "--num-layers", "2", "--hidden-dim", "8", "--epochs", "4",
+            "--dtype", "float64", "--optimizer", "sgd", "--lr", "0.1", "--inits", "xavier,bal_o", "--seeds", "0-1",
             "--quiet", "--out", str(out), "--save-weights", "best"]
     assert main(argv) == 0
     bench = {r["id"]: r for r in records.read_records(out / records.RESULTS_FILE)}

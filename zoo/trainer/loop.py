@@ -11,7 +11,7 @@ by default every epoch on the CPU, where a read waits for nothing and the optimi
 its in-place path, and every 25 on a GPU),
 and the run ends at the first such check where every replica has stopped; the epochs run past the
 last replica's stop change nothing (every replica is frozen), so the records are those of a check
-every epoch.  A mid-run checkpoint is written only at a check (a due checkpoint makes one: its
+every epoch.  The resume state is written only at a check (a due save makes one: its
 save reads the device anyway).  Callbacks opt out of this: one that reads the metrics on the host
 reads the device every epoch, so the loop then checks every epoch too (the callbacks see each
 evaluated state up to the last stop, as before).  A callback that only keeps device tensors says
@@ -53,7 +53,7 @@ from zoo.trainer.epoch import evaluate, train_epoch
 from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
 from zoo.trainer.replicas import Replicas, draws_dropout
 from zoo.trainer.results import RunResult, run_results
-from zoo.trainer.resume import Checkpointer, restore, snapshot
+from zoo.trainer.resume import ResumeFile, restore, snapshot
 from zoo.trainer.state import LoopState
 from zoo.trainer.stopping import Evaluation, bookkeeping
 from zoo.trainer.views import TransductiveView, loss_function
@@ -62,13 +62,13 @@ from zoo.trainer.views import TransductiveView, loss_function
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
                    progress: Optional[Callable[[int], None]] = None, callbacks: Sequence[Any] = (),
                    labels: Optional[Sequence[str]] = None,
-                   checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+                   resume: Optional[ResumeFile] = None) -> List[RunResult]:
     """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
 
     ``callbacks``: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`), called
     after every evaluated state, and optionally ``on_fit_end(state)`` with the last one; they only
     read, so the training is the same with or without them.  ``labels`` names the replicas for them.
-    ``checkpoint``: resume from its saved state if it has one, and save the loop's state when it
+    ``resume``: resume from its saved state if it has one, and save the loop's state when it
     is due (:mod:`zoo.trainer.resume`); the numbers are those of an uninterrupted run (the
     callbacks' own state is not saved: a resumed group calls them from the resumed epoch on).
     """
@@ -87,7 +87,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
 
     start = time.perf_counter()
     first_epoch, resumed_s = 0, 0.0
-    saved = checkpoint.load() if checkpoint is not None else None
+    saved = resume.load() if resume is not None else None
     if saved is not None:  # the loop's state after epoch ``first_epoch - 1``'s training step
         first_epoch, resumed_s = restore(saved, replicas, optimizer, scheduler, view, state)
         start -= resumed_s
@@ -108,7 +108,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             seen = _epoch_state(epoch, replicas, view, ev, state.active, labels, scratch)
             for cb in callbacks:
                 cb.on_epoch_end(seen)
-        saving = checkpoint is not None and checkpoint.due(epoch)  # a save reads the device: a check too
+        saving = resume is not None and resume.due(epoch)  # a save reads the device: a check too
         check = saving or (epoch + 1) % check_every == 0
         if epoch == cfg.epochs or (check and not _any_running(state)):
             break
@@ -116,7 +116,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             scheduler.step(ev.val_loss, state.active)
         state.last_pass_loss = train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads)
         if saving:
-            checkpoint.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
+            resume.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
                                      state))
 
     for cb in callbacks:

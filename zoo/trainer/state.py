@@ -3,7 +3,7 @@
 Every field is a tensor with a leading replica dimension ``R`` on the replicas' device, updated by
 tensor ops only (the stopping and selection objects of :mod:`zoo.trainer.stopping`), so an epoch's
 bookkeeping needs no host read; the host reads it where the loop decides to (and at the end, for
-the records).  :meth:`LoopState.state_dict` is this state in the mid-run resume checkpoint
+the records).  :meth:`LoopState.state_dict` is this state in the mid-run resume file
 (:mod:`zoo.trainer.resume`): the field list below is the only list of its keys.
 """
 from __future__ import annotations
@@ -78,11 +78,11 @@ class LoopState:
         return [STOP_REASONS[c] for c in self.stop_reason.tolist()]
 
     def state_dict(self) -> Dict[str, Any]:
-        """The checkpoint's loop entries: ``loop`` (the per-replica tensors), ``reason`` and
+        """The resume file's loop entries: ``loop`` (the per-replica tensors), ``reason`` and
         ``running`` (host lists), ``last_pass_loss``, ``best_state``; reads the device.
 
         The stop reasons are saved as names and ``running`` beside them, the layout of the
-        checkpoints written before the reasons were tensors, so those still resume."""
+        resume files written before the reasons were tensors, so those still resume."""
         loop = {k: getattr(self, k) for k in self.tensor_keys() if k != "stop_reason"}
         return {"loop": loop, "reason": self.reasons(), "running": self.active.tolist(),
                 "last_pass_loss": self.last_pass_loss, "best_state": self.best_state}

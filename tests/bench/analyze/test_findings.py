@@ -12,7 +12,7 @@ from zoo.bench.analyze import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
-from zoo.cli import REPORT_DEFAULTS
+from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.analyze import findings as fd
 from zoo.bench.suite.load import list_suites, load_suite, parse_suite
 

@@ -13,7 +13,7 @@ from zoo.bench.analyze import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
-from zoo.cli import REPORT_DEFAULTS
+from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.analyze.stats import Summary, summarize, summarize_log
 from zoo.bench.suite.load import parse_suite
 

@@ -244,10 +244,11 @@ def test_local_executor_sets_and_restores_torch_threads():
 def test_cli_workers_default_is_auto_unless_threads_or_ray():
     """`zoo bench` without --workers: one process per core (auto); --threads N means the in-process
     loop, Ray sets its own parallelism; an explicit --workers wins."""
-    from zoo.cli import _parser, default_workers
+    from zoo.cli import build_parser
+    from zoo.cli.bench import default_workers
 
     def resolved(*argv):
-        return default_workers(_parser().parse_args(["bench", "quick", *argv]))
+        return default_workers(build_parser().parse_args(["bench", "quick", *argv]))
 
     assert resolved() == "auto"
     assert resolved("--threads", "2") == 1

@@ -144,7 +144,7 @@ def test_disk_full_during_a_suite_is_one_line_and_resumable(tmp_path, data_root,
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(records.os, "write", enospc)
-    argv = ["train", "--model", "gat", "--dataset", "twin", "--layers", "1", "--hidden", "8", "--epochs", "2",
+    argv = ["train", "--model", "gat", "--dataset", "twin", "--num-layers", "1", "--hidden-dim", "8", "--epochs", "2",
             "--seeds", "0-1", "--quiet", "--out", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -158,7 +158,7 @@ def test_disk_full_during_a_suite_is_one_line_and_resumable(tmp_path, data_root,
 
 
 def _train_argv(*extra):
-    return ["train", "--model", "gat", "--dataset", "twin", "--layers", "1", "--epochs", "1", "--quiet", *extra]
+    return ["train", "--model", "gat", "--dataset", "twin", "--num-layers", "1", "--epochs", "1", "--quiet", *extra]
 
 
 @pytest.mark.parametrize("flag", ["--out", "--data-root"])

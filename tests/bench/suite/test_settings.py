@@ -19,14 +19,17 @@ from zoo.bench.analyze import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
-from zoo.cli import REPORT_DEFAULTS
+from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.store.merge import MergeError, merge
 from zoo.bench.store.records import SuiteMismatchError, read_records
 from zoo.bench.run.driver import run_suite
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.suite.schema import SuiteError
 from zoo.bench.suite.settings import describe_settings
-from zoo.cli import CliError, default_bench_out, main, parse_setting, settings_of
+from zoo.cli import main
+from zoo.cli.args import parse_setting, settings_of
+from zoo.cli.bench import default_bench_out
+from zoo.cli.errors import CliError
 from tests.conftest import tiny_twin_suite
 
 RAW = {

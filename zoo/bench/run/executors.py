@@ -53,8 +53,8 @@ class GroupJob:
     env: Dict[str, str] = field(default_factory=dict)   # ZOO_DATA / ZOO_DATA_MIRROR of the driver
     cost: float = 0.0                      # estimated seconds (zoo.bench.plan.cost): longest first
     save_weights: str = "none"             # "best" / "last": send each replica's state back (zoo.bench.run.weights)
-    checkpoint_dir: Optional[str] = None   # where a long group saves its state (None: never)
-    checkpoint_every: Any = None           # zoo.trainer.resume.CheckpointPolicy
+    resume_dir: Optional[str] = None   # where a long group saves its state (None: never)
+    resume_every: Any = None           # zoo.trainer.resume.ResumePolicy
 
 
 @dataclass

@@ -14,13 +14,13 @@ from typing import Any, Dict, List
 EXIT_STALE = 1
 
 
-def add_docs_parser(sub: Any) -> None:
-    """Register the ``docs`` subcommand on the CLI's subparsers."""
-    dp = sub.add_parser("docs", help="regenerate the equation / options / presets blocks of docs/models/*.md "
-                                     "from the layer docstrings and registry/*.toml")
-    dp.add_argument("--root", default=".", help="repository root holding docs/models/ (default: the current folder)")
-    dp.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 if a page's generated block is out of date")
+def register(sub: Any) -> None:
+    p = sub.add_parser("docs", help="regenerate the equation / options / presets blocks of docs/models/*.md "
+                                    "from the layer docstrings and registry/*.toml")
+    p.add_argument("--root", default=".", help="repository root holding docs/models/ (default: the current folder)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if a page's generated block is out of date")
+    p.set_defaults(handler=run, prog=p.prog)
 
 
 def stale_pages(root: Path) -> Dict[Path, str]:

@@ -1,8 +1,8 @@
-"""``zoo.save`` / ``zoo.load``: a model's weights with everything needed to rebuild it.
+"""``zoo.save`` / ``zoo.load``: a model file, a model's weights with everything needed to rebuild it.
 
-A checkpoint is one ``.safetensors`` file: the model's ``state_dict`` as safetensors tensors (no
+A model file is one ``.safetensors`` file: the model's ``state_dict`` as safetensors tensors (no
 pickle: loading runs no code from the file) and, in the safetensors header's metadata, one JSON
-entry ``zoo_checkpoint`` holding
+entry ``zoo_checkpoint`` (the key files have always carried) holding
 
 * ``format`` (this module's layout, ``1``) and ``zoo_version`` (the writer's ``zoo.__version__``);
 * ``build``: the model's full build configuration as ``zoo.build`` recorded it (name, preset,
@@ -11,7 +11,7 @@ entry ``zoo_checkpoint`` holding
 * ``dtype`` of the floating-point state, and ``extra``: free JSON (e.g. the bench's cell id, seed,
   selected epoch and metrics).
 
-A checkpoint from a newer zoo, or one whose options this zoo does not know, is refused with one
+A model file from a newer zoo, or one whose options this zoo does not know, is refused with one
 line naming the problem and the fix (``ValueError``), never a half-built model.
 """
 from __future__ import annotations
@@ -56,12 +56,12 @@ def _json_safe(owner: str, value: Any) -> Any:
             return value
     except (TypeError, ValueError):
         pass
-    raise TypeError(f"{owner} = {value!r} cannot be written to a checkpoint (JSON numbers, strings, lists and "
+    raise TypeError(f"{owner} = {value!r} cannot be written to a model file (JSON numbers, strings, lists and "
                     "tables only); build the model with registered plugin names (e.g. init='bal_o', not a function)")
 
 
 def describe(model: nn.Module) -> Dict[str, Any]:
-    """The checkpoint header's ``build`` and ``head`` entries of ``model`` (a ``zoo.build`` model, or a
+    """The model file header's ``build`` and ``head`` entries of ``model`` (a ``zoo.build`` model, or a
     :class:`GraphPool` around one)."""
     from zoo.nn.readout import GraphPool
 
@@ -70,7 +70,7 @@ def describe(model: nn.Module) -> Dict[str, Any]:
     if isinstance(model, GraphPool):
         head = getattr(model, "config", None)
         if head is None:
-            raise TypeError("this GraphPool's readout is a module, which a checkpoint cannot name; build it with a "
+            raise TypeError("this GraphPool's readout is a module, which a model file cannot name; build it with a "
                             "registered readout name (e.g. readout='mean') to save it")
         gnn = model.gnn
     build = getattr(gnn, "build_config", None)
@@ -95,7 +95,7 @@ def _header(model: nn.Module, state: Dict[str, Tensor], extra: Optional[Dict[str
 
 
 def state_bytes(model_or_state: Any, header: Dict[str, Any]) -> bytes:
-    """A checkpoint as bytes: ``model_or_state`` is a model or a ``state_dict``, ``header`` the
+    """A model file as bytes: ``model_or_state`` is a model or a ``state_dict``, ``header`` the
     entries of :func:`read_header` (``format`` and ``zoo_version`` are filled in).  Workers of
     ``zoo bench`` send these to the driver, which writes them beside the records."""
     from safetensors.torch import save
@@ -132,28 +132,28 @@ def save(model: nn.Module, path: PathLike, *, extra: Optional[Dict[str, Any]] = 
 
 def _parse_header(raw: Optional[Dict[str, str]], source: str) -> Dict[str, Any]:
     if not raw or META_KEY not in raw:
-        raise ValueError(f"{source} is a safetensors file but not a zoo checkpoint (no {META_KEY!r} header); "
+        raise ValueError(f"{source} is a safetensors file but not a zoo model file (no {META_KEY!r} header); "
                          "load its state with safetensors.torch.load_file and model.load_state_dict")
     try:
         header = json.loads(raw[META_KEY])
     except json.JSONDecodeError as e:
-        raise ValueError(f"{source}: the zoo checkpoint header is not valid JSON ({e}); the file is damaged") from None
+        raise ValueError(f"{source}: the zoo model file header is not valid JSON ({e}); the file is damaged") from None
     written_by = str(header.get("zoo_version", "?"))
     if _version_tuple(written_by) > _version_tuple(_zoo_version()) or header.get("format", FORMAT) > FORMAT:
-        raise ValueError(f"{source} was written by gat-zoo {written_by} (checkpoint format {header.get('format')}), "
+        raise ValueError(f"{source} was written by gat-zoo {written_by} (model file format {header.get('format')}), "
                          f"newer than this gat-zoo {_zoo_version()}; upgrade it: pip install -U gat-zoo")
     if not isinstance(header.get("build"), dict) or "name" not in header["build"]:
-        raise ValueError(f"{source}: the zoo checkpoint header has no build configuration; the file is damaged")
+        raise ValueError(f"{source}: the zoo model file header has no build configuration; the file is damaged")
     return header
 
 
 def read_header(path: PathLike) -> Dict[str, Any]:
-    """The JSON header of the checkpoint at ``path`` (build configuration, zoo version, dtype, extra)."""
+    """The JSON header of the model file at ``path`` (build configuration, zoo version, dtype, extra)."""
     from safetensors import safe_open
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        raise FileNotFoundError(f"no model file at {path}")
     try:
         with safe_open(str(path), framework="pt") as fh:
             raw = fh.metadata()
@@ -163,12 +163,14 @@ def read_header(path: PathLike) -> Dict[str, Any]:
 
 
 def rebuild(header: Dict[str, Any], source: str) -> nn.Module:
-    """The (freshly initialised) model that a checkpoint header describes."""
+    """The (freshly initialised) model that a model file's header describes."""
     from zoo.build import build as build_model
 
     build = dict(header["build"])
     name = build.pop("name")
     build.pop("preset", None)  # the preset's values are all in the recorded options
+    if "checkpoint" in build:  # files written while DeepGNN's ``recompute`` option was called ``checkpoint``
+        build["recompute"] = build.pop("checkpoint")
     try:
         model = build_model(name, **build)
     except (TypeError, ValueError, KeyError) as e:
@@ -224,10 +226,10 @@ def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed
     """Rebuild the model saved at ``path`` by :func:`save` (or kept by ``zoo bench --save-weights``)
     and load its weights; ``device`` moves it (default: the CPU).
 
-    ``path`` is a checkpoint file, or a ``zoo bench`` results folder together with ``cell``
+    ``path`` is a model file, or a ``zoo bench`` results folder together with ``cell``
     (a cell id or its unique prefix) and ``seed``.  The model is returned in training mode, as
-    ``zoo.build`` returns it: call ``.eval()`` before evaluating.  The checkpoint's header is on
-    ``model.checkpoint`` (a dict).
+    ``zoo.build`` returns it: call ``.eval()`` before evaluating.  The file's header is on
+    ``model.saved_header`` (a dict).
     """
     from safetensors.torch import load_file
 
@@ -244,5 +246,5 @@ def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed
     model = rebuild(header, str(path))
     state = load_file(str(path))
     model = _load_state(model, state, header, str(path), device)
-    model.checkpoint = header
+    model.saved_header = header
     return model

@@ -1,4 +1,4 @@
-"""Mid-run checkpoints (zoo.trainer.resume; the file per group: zoo.bench.run.checkpoint): a group
+"""Mid-run resume state (zoo.trainer.resume; the file per group: zoo.bench.run.resume_file): a group
 killed part-way resumes from its last checkpoint and ends with the numbers of an uninterrupted run,
 bitwise (float64)."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from zoo.bench.store.records import read_records
 from zoo.bench.run.driver import run_suite
 from zoo.bench.suite.load import parse_suite
-from zoo.trainer.resume import CheckpointPolicy, Checkpointer, parse_every
+from zoo.trainer.resume import ResumePolicy, ResumeFile, parse_every
 
 # Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the uninterrupted reference run, trained once.
 pytestmark = pytest.mark.xdist_group("checkpoint")
@@ -43,7 +43,7 @@ def straight(tmp_path_factory):
     base = tmp_path_factory.mktemp("straight")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ZOO_DATA", str(base / "data"))
-        run_suite(parse_suite(SUITE), base / "out", device="cpu", quiet=True, checkpoint_every="off")
+        run_suite(parse_suite(SUITE), base / "out", device="cpu", quiet=True, resume_every="off")
     assert not (base / "out" / "checkpoints").exists()
     return base / "out"
 
@@ -59,13 +59,13 @@ def numbers(out: Path) -> dict:
 
 
 def test_parse_every():
-    assert parse_every(None) == CheckpointPolicy(600.0)
-    assert parse_every("10m") == CheckpointPolicy(600.0)
+    assert parse_every(None) == ResumePolicy(600.0)
+    assert parse_every("10m") == ResumePolicy(600.0)
     assert parse_every("2h").seconds == 7200 and parse_every("45").seconds == 45
-    assert parse_every("5ep") == CheckpointPolicy(None, 5)
+    assert parse_every("5ep") == ResumePolicy(None, 5)
     assert not parse_every("off").enabled and not parse_every(0).enabled
     for bad in ("soon", "-3", "1.5ep", "0ep"):
-        with pytest.raises(ValueError, match="--checkpoint-every"):
+        with pytest.raises(ValueError, match="--resume-every"):
             parse_every(bad)
 
 
@@ -74,20 +74,20 @@ def test_interrupted_group_resumes_bitwise(tmp_path, data_root, monkeypatch, str
     re-run resumes at epoch 6 and matches an uninterrupted run bitwise."""
     suite = parse_suite(SUITE)
     out = tmp_path / "broken"
-    real_save = Checkpointer.save
+    real_save = ResumeFile.save
 
     def save_then_interrupt(self, state):
         real_save(self, state)
         if self.saves == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(Checkpointer, "save", save_then_interrupt)
+    monkeypatch.setattr(ResumeFile, "save", save_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
+        run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
     assert len(list((out / "checkpoints").glob("*.pt"))) == 1
-    monkeypatch.setattr(Checkpointer, "save", real_save)
+    monkeypatch.setattr(ResumeFile, "save", real_save)
 
-    again = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
+    again = run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
     assert again.ran == 3 and not again.failed
     ok = [r for r in read_records(out) if r["status"] == "ok"]
     assert {r["resumed_at_epoch"] for r in ok} == {6}
@@ -101,26 +101,26 @@ def test_group_that_raises_is_retried_replica_by_replica_without_checkpoints(tmp
     of its own (no per-replica files left behind); the records equal an uninterrupted run's."""
     suite = parse_suite(SUITE)
     out = tmp_path / "retried"
-    real_save = Checkpointer.save
+    real_save = ResumeFile.save
 
     def save_then_crash(self, state):
         real_save(self, state)
         if self.saves == 2:
             raise RuntimeError("crashed after the second checkpoint")
 
-    monkeypatch.setattr(Checkpointer, "save", save_then_crash)
-    first = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
+    monkeypatch.setattr(ResumeFile, "save", save_then_crash)
+    first = run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
     assert first.ran == 3 and not first.failed
     assert numbers(out) == numbers(straight)
     assert not (out / "checkpoints").exists() or not list((out / "checkpoints").glob("*.pt"))
 
 
 def test_foreign_checkpoint_is_ignored(tmp_path):
-    c = Checkpointer(tmp_path / "g.pt", CheckpointPolicy(None, 1), {"cells": ["a"]})
+    c = ResumeFile(tmp_path / "g.pt", ResumePolicy(None, 1), {"cells": ["a"]})
     c.save({"next_epoch": 3, "x": 1})
-    assert Checkpointer(tmp_path / "g.pt", CheckpointPolicy(None, 1), {"cells": ["a"]}).load()["x"] == 1
+    assert ResumeFile(tmp_path / "g.pt", ResumePolicy(None, 1), {"cells": ["a"]}).load()["x"] == 1
     with pytest.warns(UserWarning, match="another configuration"):
-        assert Checkpointer(tmp_path / "g.pt", CheckpointPolicy(None, 1), {"cells": ["b"]}).load() is None
+        assert ResumeFile(tmp_path / "g.pt", ResumePolicy(None, 1), {"cells": ["b"]}).load() is None
 
 
 def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
@@ -130,17 +130,17 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
     out = tmp_path / "killed"
     script = textwrap.dedent(f"""
         import os, signal, json
-        from zoo.trainer.resume import Checkpointer
+        from zoo.trainer.resume import ResumeFile
         from zoo.bench.run.driver import run_suite
         from zoo.bench.suite.load import parse_suite
-        real = Checkpointer.save
+        real = ResumeFile.save
         def save(self, state):
             real(self, state)
             if self.saves == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
-        Checkpointer.save = save
+        ResumeFile.save = save
         run_suite(parse_suite(json.loads({json.dumps(json.dumps(SUITE))})), {str(out)!r}, device="cpu", quiet=True,
-                  checkpoint_every="4ep")
+                  resume_every="4ep")
     """)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -148,7 +148,7 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert not (out / "results.jsonl").exists() or not read_records(out)
     assert len(list((out / "checkpoints").glob("*.pt"))) == 1
-    again = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="4ep")
+    again = run_suite(suite, out, device="cpu", quiet=True, resume_every="4ep")
     assert again.ran == 3
     assert {r["resumed_at_epoch"] for r in read_records(out)} == {8}
     assert numbers(out) == numbers(straight)
@@ -156,14 +156,14 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
 
 
 def crash_after_second_save(monkeypatch):
-    real = Checkpointer.save
+    real = ResumeFile.save
 
     def save(self, state):
         real(self, state)
         if self.saves == 2:
             raise RuntimeError("killed after the second checkpoint")
 
-    monkeypatch.setattr(Checkpointer, "save", save)
+    monkeypatch.setattr(ResumeFile, "save", save)
     return real
 
 
@@ -175,14 +175,14 @@ def test_other_executors_resume_the_checkpoint(tmp_path, data_root, monkeypatch,
     suite = parse_suite(SUITE)
     out = tmp_path / executor
     real = crash_after_second_save(monkeypatch)
-    run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep")
-    monkeypatch.setattr(Checkpointer, "save", real)
+    run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
+    monkeypatch.setattr(ResumeFile, "save", real)
     assert len(list((out / "checkpoints").glob("*.pt"))) == 1
     if executor == "ray":
         ray = pytest.importorskip("ray")
         ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     try:
-        again = run_suite(suite, out, device="cpu", quiet=True, checkpoint_every="3ep", executor=executor)
+        again = run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep", executor=executor)
     finally:
         if executor == "ray":
             ray.shutdown()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import zoo
-from zoo.checkpoint import META_KEY, read_header
+from zoo.model_file import META_KEY, read_header
 
 
 def _outputs(model, graph):
@@ -34,7 +34,7 @@ def test_saved_model_gives_identical_outputs(tmp_path, graph, name, options):
     assert path.suffix == ".safetensors"
     loaded = zoo.load(path)
     assert loaded.build_config == model.build_config
-    assert loaded.checkpoint["extra"] == {"note": "test"}
+    assert loaded.saved_header["extra"] == {"note": "test"}
     after = _outputs(loaded, graph)
     assert after.dtype == before.dtype
     assert torch.equal(before, after)
@@ -42,7 +42,35 @@ def test_saved_model_gives_identical_outputs(tmp_path, graph, name, options):
         assert k == k2 and torch.equal(a, b)
 
 
-def test_checkpoint_holds_no_pickle(tmp_path, graph):
+def test_a_loaded_model_trains_without_recomputing_its_layers(tmp_path, graph, monkeypatch):
+    """zoo.load puts the file's header on the model.  While both were called ``checkpoint``, the header
+    (a non-empty dict) replaced the flag that switches activation recomputation on, so every loaded
+    model recomputed each layer in its backward pass; a model saved with ``recompute=True`` keeps it."""
+    import zoo.nn.base as base
+
+    calls = []
+    real = base.checkpoint
+    monkeypatch.setattr(base, "checkpoint", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for recompute in (False, True):
+        model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, recompute=recompute)
+        loaded = zoo.load(zoo.save(model, tmp_path / f"m{recompute}"))
+        calls.clear()
+        loaded.train()
+        loaded(*graph).sum().backward()
+        assert bool(calls) is recompute, (recompute, len(calls))
+        assert loaded.recompute is recompute
+
+
+def test_a_file_written_with_the_old_recompute_spelling_loads(tmp_path):
+    """Model files record the build options; files written while ``recompute`` was spelt ``checkpoint``
+    still rebuild, with recomputation as they were saved."""
+    from zoo.model_file import rebuild
+
+    header = {"build": {"name": "gatv2", "in_dim": 6, "out_dim": 3, "num_layers": 2, "checkpoint": True}}
+    assert rebuild(header, "old.safetensors").recompute is True
+
+
+def test_model_file_holds_no_pickle(tmp_path, graph):
     model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2)
     path = zoo.save(model, tmp_path / "m.safetensors")
     data = path.read_bytes()
@@ -80,7 +108,7 @@ def read_header_raw(path):
         return fh.metadata()[META_KEY]
 
 
-def test_checkpoint_from_a_newer_zoo_is_one_clear_line(tmp_path):
+def test_model_file_from_a_newer_zoo_is_one_clear_line(tmp_path):
     path = zoo.save(zoo.build("gcn", in_dim=6, out_dim=3, num_layers=2), tmp_path / "m")
     _rewrite_header(path, lambda m: m.update(zoo_version="99.0.0"))
     with pytest.raises(ValueError, match=r"written by gat-zoo 99\.0\.0.*newer than this gat-zoo.*upgrade") as e:
@@ -88,7 +116,7 @@ def test_checkpoint_from_a_newer_zoo_is_one_clear_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_checkpoint_with_unknown_options_is_one_clear_line(tmp_path):
+def test_model_file_with_unknown_options_is_one_clear_line(tmp_path):
     path = zoo.save(zoo.build("gcn", in_dim=6, out_dim=3, num_layers=2), tmp_path / "m")
     _rewrite_header(path, lambda m: m["build"].update(warp_drive=3))
     with pytest.raises(ValueError, match=r"cannot be rebuilt by this gat-zoo.*warp_drive") as e:
@@ -96,19 +124,19 @@ def test_checkpoint_with_unknown_options_is_one_clear_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_not_a_checkpoint_and_not_a_zoo_model(tmp_path):
+def test_not_a_model_file_and_not_a_zoo_model(tmp_path):
     from safetensors.torch import save_file
 
     plain = tmp_path / "plain.safetensors"
     save_file({"w": torch.zeros(2)}, str(plain))
-    with pytest.raises(ValueError, match="not a zoo checkpoint"):
+    with pytest.raises(ValueError, match="not a zoo model file"):
         zoo.load(plain)
     (tmp_path / "junk.safetensors").write_bytes(b"not at all")
     with pytest.raises(ValueError, match="not a safetensors file"):
         zoo.load(tmp_path / "junk.safetensors")
     with pytest.raises(TypeError, match="not built by zoo.build"):
         zoo.save(torch.nn.Linear(2, 2), tmp_path / "lin")
-    with pytest.raises(TypeError, match="cannot be written to a checkpoint"):
+    with pytest.raises(TypeError, match="cannot be written to a model file"):
         zoo.save(zoo.build("gcn", in_dim=6, out_dim=3, num_layers=2), tmp_path / "x", extra={"f": object()})
 
 
@@ -143,7 +171,7 @@ def test_a_full_disk_leaves_no_temporary_file_and_names_the_path(tmp_path, monke
     import os
 
     from zoo.bench.store.weights import write_weights
-    from zoo.cli import _os_error
+    from zoo.cli.errors import os_error
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -152,8 +180,8 @@ def test_a_full_disk_leaves_no_temporary_file_and_names_the_path(tmp_path, monke
     model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2)
     with pytest.raises(OSError) as info:
         zoo.save(model, tmp_path / "m")
-    assert _os_error(info.value) == f"No space left on device: {tmp_path / 'm.safetensors'}"
+    assert os_error(info.value) == f"No space left on device: {tmp_path / 'm.safetensors'}"
     with pytest.raises(OSError, match="No space left on device"):
         write_weights(tmp_path / "out", "abc", b"bytes")
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
-    assert _os_error(OSError(errno.EPIPE, "Broken pipe")) == "Broken pipe"
+    assert os_error(OSError(errno.EPIPE, "Broken pipe")) == "Broken pipe"
