@@ -47,7 +47,7 @@ def test_train_takes_the_trainer_options(tmp_path, monkeypatch, capsys):
     """--lr-scheduler / --warmup-epochs / --grad-clip-norm / --precision are the suite keys of the same names."""
     monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
     out = tmp_path / "run"
-    argv = ["train", "--model", "gat", "--dataset", "twin", "--layers", "1", "--epochs", "4", "--quiet",
+    argv = ["train", "--model", "gat", "--dataset", "twin", "--num-layers", "1", "--epochs", "4", "--quiet",
             "--lr-scheduler", "step", "--set", "lr_scheduler_kwargs={step_size=2}", "--warmup-epochs", "2",
             "--grad-clip-norm", "1", "--precision", "bf16", "--out", str(out)]
     assert main(argv) == 0

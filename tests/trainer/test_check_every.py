@@ -87,9 +87,9 @@ def test_records_do_not_depend_on_check_every(kind):
 
 @pytest.mark.parametrize("kind", ["graph", "scheduled"])
 def test_a_resumed_run_matches_for_every_check_every(tmp_path, monkeypatch, kind):
-    """A checkpoint is written at a host check (a due one makes it); resumed with another K, the
+    """The resume state is written at a host check (a due one makes it); resumed with another K, the
     run gives bitwise the records of an uninterrupted run checking every epoch (with an lr
-    schedule: its per-replica epochs and rates are in the checkpoint)."""
+    schedule: its per-replica epochs and rates are in the resume state)."""
     make, graph, options = CONFIGS[kind]
     task = make()
     straight = _train(task, TrainConfig(check_every=1, keep_best_state=True, **options), graph)

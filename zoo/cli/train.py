@@ -29,10 +29,10 @@ def register(sub: Any) -> None:
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--epochs", type=int)
     p.add_argument("--patience", type=int)
-    p.add_argument("--lr-scheduler", dest="lr_scheduler",
+    p.add_argument("--lr-scheduler",
                    help="none, plateau, step, multistep, exponential, cosine (options: --set lr_scheduler_kwargs={...})")
-    p.add_argument("--warmup-epochs", type=int, dest="warmup_epochs")
-    p.add_argument("--grad-clip-norm", type=float, dest="grad_clip_norm", metavar="NORM",
+    p.add_argument("--warmup-epochs", type=int)
+    p.add_argument("--grad-clip-norm", type=float, metavar="NORM",
                    help="clip each replica's gradient to this global 2-norm")
     p.add_argument("--precision", choices=("fp32", "bf16"), help="bf16: forward under bfloat16 autocast")
     p.add_argument("--dropout", type=float)

@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Mapping, Tuple
 from zoo._names import normalize_name, unknown_name_error
 from zoo.bench.suite import plugins as registries
 from zoo.bench.suite.schema import (DEFAULT_OMITTED_TRAIN_KEYS, DTYPES, FIXED_BY_TASK, KEY_TYPES, OPTIONAL_RUN_KEYS,
-                                    OPTIONAL_TRAIN_KEYS, PLUGIN_KEYS, RESCALE_CRITERIA, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, SuiteError,
-                                    check_keys)
+                                    OPTIONAL_TRAIN_KEYS, PLUGIN_KEYS, RESCALE_CRITERIA, RUN_KEYS, TASK_KEYS, TRAIN_KEYS,
+                                    SuiteError, check_keys)
 from zoo.trainer.config import OPTIMIZERS, SELECT, TrainConfig
 
 
@@ -177,6 +177,16 @@ def _check_run_and_train(where: str, run: Dict[str, Any], train: Dict[str, Any])
         raise SuiteError(f"{where}: {e}") from None
 
 
+def _omit_defaults(where: str, run: Dict[str, Any], train: Dict[str, Any]) -> None:
+    """Drop the trainer keys that stay out of a config at their default; bf16 needs a float32 model."""
+    for key in DEFAULT_OMITTED_TRAIN_KEYS:
+        if key in train and train[key] == TRAIN_KEYS[key]:
+            del train[key]
+    if train.get("precision") == "bf16" and run["dtype"] != "float32":
+        raise SuiteError(f"{where}: precision = \"bf16\" autocasts a float32 model; dtype is {run['dtype']!r}: "
+                         "set dtype = \"float32\" or drop precision")
+
+
 def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     """Validate one cell's flat keys and return its canonical configuration.
 
@@ -188,12 +198,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     for key, value in flat.items():
         _place(where, parts, key, value)
     task, run, train = parts.task, parts.run, parts.train
-    for key in DEFAULT_OMITTED_TRAIN_KEYS:
-        if key in train and train[key] == TRAIN_KEYS[key]:
-            del train[key]
-    if train.get("precision") == "bf16" and run["dtype"] != "float32":
-        raise SuiteError(f"{where}: precision = \"bf16\" autocasts a float32 model; dtype is {run['dtype']!r}: "
-                         "set dtype = \"float32\" or drop precision")
+    _omit_defaults(where, run, train)
     task["data_seed"] = _data_seed(where, task["data_seed"], run["seed"])
     fingerprint = registries.dataset_spec(parts.dataset).fingerprint
     if fingerprint is not None:  # a user's graph: its content, not its name, says which data the cell ran on
