@@ -56,5 +56,6 @@ def test_your_own_graph_and_logging_sections_run(monkeypatch, tmp_path):
         DATASETS._items.pop("my_graph", None)
     assert namespace["history"].cells[0].config["task"]["dataset"] == "my_graph"
     assert (tmp_path / "fit.csv").is_file() and (tmp_path / "val.png").is_file()
+    assert any((tmp_path / "runs" / "gat_l4").glob("events.out.tfevents.*")) and (tmp_path / "mlflow.db").is_file()
     assert namespace["task"].split_sizes() == {"train": 180, "val": 60, "test": 60}
     assert namespace["scheduled"].results[0].extra["last_step_lr"] == pytest.approx(0.01 * (1 + math.cos(29 * math.pi / 30)))

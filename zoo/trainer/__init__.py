@@ -8,7 +8,7 @@ R replicas of one architecture trained together under one :class:`~zoo.trainer.c
 epoch), :mod:`~zoo.trainer.resume`,
 :mod:`~zoo.trainer.results`, :mod:`~zoo.trainer.history`; for ``zoo.fit``'s users
 :mod:`~zoo.trainer.tasks` (what a fit trains on, as suite keys), :mod:`~zoo.trainer.progress`,
-:mod:`~zoo.trainer.loggers` (``CSVLogger``) and :mod:`~zoo.trainer.frames` (``History`` as a
+:mod:`~zoo.trainer.loggers` (``CSVLogger``, ``TensorBoardLogger``, ``MLflowLogger``) and :mod:`~zoo.trainer.frames` (``History`` as a
 DataFrame / plot).  Nothing here imports ``zoo.bench``, and
 importing this package imports nothing (``zoo.trainer.config`` stays torch-free).
 """

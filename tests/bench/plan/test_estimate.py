@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from zoo.bench.plan import cost, cost_file
-from zoo.bench.plan.estimate import estimate, format_estimate, hours, makespan
+from zoo.bench.plan.estimate import estimate, format_estimate, hours, makespan, run_seconds
 
 TABLE = cost.load_dataset_table()
 MODEL = cost_file.load_cost_model("cpu")
@@ -85,7 +85,8 @@ def test_cli_estimate_on_cuda_gives_gpu_time_from_the_cuda_entry(tmp_path, capsy
     assert "on cuda (cost model: 5 trained groups in 2 records folder(s) on NVIDIA H200)" in text
     assert "GPU time" in text and "CPU time" not in text and "needs a GPU" not in text
     rows = {ln.split()[1]: ln.split() for ln in text.splitlines() if ln.startswith("--where")}
-    assert rows["num_layers=2"][5:7] == ["38", "s"] and rows["num_layers=40"][5:7] == ["9", "min"]
+    # 38 s of group + 8 s of the process's start (the measured slice: 44 s)
+    assert rows["num_layers=2"][5:7] == ["46", "s"] and rows["num_layers=40"][5:7] == ["9", "min"]
 
 
 def test_list_suites_shows_runs_and_cpu_hours(capsys):
@@ -95,3 +96,35 @@ def test_list_suites_shows_runs_and_cpu_hours(capsys):
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("balance_table2"))
     assert "600 runs" in line and "CPU-hours" in line
+
+
+def test_a_command_pays_its_processes_start():
+    """The imports of the driver and of each spawned worker are in the times, once per process."""
+    start = MODEL.process_start_s
+    assert start == cost.PROCESS_START_S > 0
+    one = estimate("s", "train", {"a": [cell("a0", "a", epochs=1)]}, MODEL, TABLE, value_of, workers=1)
+    group = one.slices[0].group_seconds[0]
+    assert one.wall_seconds == pytest.approx(group + start) and one.cpu_seconds == pytest.approx(group + start)
+    groups = {g: [cell(f"{g}0", g, epochs=1)] for g in "abc"}
+    two = estimate("s", "train", groups, MODEL, TABLE, value_of, workers=2, executor="process")
+    seconds = [g for s in two.slices for g in s.group_seconds]
+    # the driver, then two workers starting side by side; CPU: all three processes
+    assert two.wall_seconds == pytest.approx(makespan(seconds, 2) + 2 * start)
+    assert two.cpu_seconds == pytest.approx(sum(seconds) + 3 * start)
+    assert "8 s per process started" in format_estimate(two, "zoo bench s")
+
+
+def test_run_seconds_spawns_no_more_workers_than_groups():
+    assert run_seconds([], 2, "process", 8.0) == (0.0, 0.0)
+    assert run_seconds([10.0], 2, "process", 8.0) == (18.0, 18.0)  # one group: `--workers auto` runs it in the driver
+    assert run_seconds([10.0, 4.0], 2, "process", 8.0) == (38.0, 26.0)
+    assert run_seconds([10.0, 4.0], 2, "local", 8.0) == (22.0, 22.0)
+
+
+def test_a_cost_files_process_start_is_read_and_kept_by_calibrate(tmp_path):
+    path = tmp_path / "cost_model.json"
+    path.write_text('{"devices": {"cpu": {"coefficients": {"dense_macs": 1e-11}, "process_start_s": 3.5}}}')
+    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5
+    assert cost_file.load_cost_model("cuda", path).process_start_s == 3.5  # no cuda entry: the cpu one
+    cost_file.write_model([cost.CostModel({"dense_macs": 2e-11}, {}, "cpu", "refit")], path, {})
+    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5  # measured, not fitted: kept

@@ -22,6 +22,11 @@ an evaluation forward when dropout makes the training forward unusable for evalu
 then takes ``epochs x replicas x per_replica_epoch`` (stopped replicas of a stacked group are
 still computed, so ``epochs`` is the group's longest run, plus the evaluation of state 0).
 
+A run also pays per process, before its first group: a fresh Python process imports torch, PyG
+and the zoo's runner (the driver, and each worker a ``--workers N`` run spawns), which no group's
+``group_wall_time_s`` holds.  That is :attr:`CostModel.process_start_s`, a measured constant
+(:data:`PROCESS_START_S`), added once per process by the estimate (:mod:`zoo.bench.plan.estimate`).
+
 The coefficients are fitted (:func:`zoo.bench.plan.calibration.fit`, non-negative least squares on
 the relative error) by ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship
 as ``cost_model.json`` (:mod:`zoo.bench.plan.cost_file`) with one entry per device kind (``cpu`` fitted on the project's 2-core
@@ -50,6 +55,11 @@ SPARSE_MAX_DENSITY = 0.05
 VMAP_OVERHEAD = 2.0
 #: nonzero share of a bag-of-words input whose files were absent when the table was made
 UNKNOWN_DENSITY = 0.01
+#: seconds a fresh process spends importing torch, PyG and the zoo's runner before its first group
+#: (measured on the project's shared 2-core CPU: 7.5-9.3 CPU-s per import, 2026-11-28; consistent
+#: with the quick suite's 2-worker run on a quiet machine, 34.5 s without the driver's own start,
+#: against 27 s of estimated groups).  A device entry's ``process_start_s`` replaces it.
+PROCESS_START_S = 8.0
 #: a graph whose size the table lacks (a suite file's own dataset): Cora-sized
 DEFAULT_SIZE = {"nodes": 2708, "edges": 10556, "features": 1433, "density": 0.0127, "classes": 7, "graphs": 1,
                 "train_share": 1.0, "kind": "transductive"}
@@ -230,6 +240,8 @@ class CostModel:
     #: actual / modelled time of groups that do not train (energy at initialisation: building L-layer
     #: replicas and the per-layer energy trace in float64 dominate its one forward pass)
     mode_factors: Dict[str, float] = field(default_factory=dict)
+    #: a fresh process's imports before its first group (the driver's, each spawned worker's)
+    process_start_s: float = PROCESS_START_S
 
     def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
                               table: Mapping[str, Mapping[str, Any]], mode: str = "train",
@@ -263,4 +275,4 @@ def expected_epochs(cap: int, finished: Sequence[int]) -> float:
 
 
 __all__ = ["Features", "features", "CostModel", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
-           "CostModelError", "TERMS"]
+           "CostModelError", "TERMS", "PROCESS_START_S"]

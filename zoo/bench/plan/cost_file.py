@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from zoo.bench.plan.cost import TERMS, CostModel
+from zoo.bench.plan.cost import PROCESS_START_S, TERMS, CostModel
 
 MODEL_FILE = Path(__file__).resolve().parent / "cost_model.json"
 
@@ -26,7 +26,9 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
         entry = cpu
         fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
     modes = {**(cpu.get("mode_factors") or {}), **(entry.get("mode_factors") or {})}
-    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes)
+    start = float(entry.get("process_start_s", cpu.get("process_start_s", PROCESS_START_S)))
+    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes,
+                     start)
 
 
 @functools.lru_cache(maxsize=4)
@@ -46,8 +48,10 @@ def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any
     devices.setdefault("cpu", {})
     devices.setdefault("cuda", {})
     for m in models:
+        kept = devices.get(m.device, {}).get("process_start_s")  # measured, not fitted: kept
         devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
                              "mode_factors": m.mode_factors,
+                             **({"process_start_s": kept} if kept is not None else {}),
                              "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
     doc = {"about": "zoo.bench.plan.cost coefficients, seconds per unit of each term; "
                     "written by `zoo bench calibrate RECORDS... --out FILE`",

@@ -6,6 +6,11 @@ threshold) and records of the slice exist — the median of the finished groups'
 are scheduled as the runner schedules them (longest first, each to the least-loaded worker), so
 the wall time of a slice or of the whole selection is that schedule's makespan.
 
+Every wall and CPU time includes the processes' start (:attr:`CostModel.process_start_s`: the
+imports before the first group): the driver's, and with several workers one spawned worker's on
+the wall clock (they start side by side) and every worker's in CPU time.  A slice's times are
+those of its own command, which starts its own processes.
+
 Slices are the cells sharing the values of ``by`` (default: dataset and depth, where they vary);
 each comes with the ``--where`` clauses that select it, so a line of the table is a command.
 """
@@ -32,13 +37,16 @@ class SliceEstimate:
     epochs: List[float] = field(default_factory=list)    # expected epochs per pending group
     group_seconds: List[float] = field(default_factory=list)
     done: int = 0
+    process_start_s: float = 0.0
+    executor: str = "local"
+    workers: int = 1
 
     @property
     def cpu_seconds(self) -> float:
-        return sum(self.group_seconds)
+        return run_seconds(self.group_seconds, self.workers, self.executor, self.process_start_s)[0]
 
     def wall_seconds(self, workers: int) -> float:
-        return makespan(self.group_seconds, workers)
+        return run_seconds(self.group_seconds, workers, self.executor, self.process_start_s)[1]
 
     @property
     def expected_epochs(self) -> Optional[float]:
@@ -60,6 +68,7 @@ class Estimate:
     executor: str
     device: str
     fitted_on: str
+    process_start_s: float = 0.0
 
     @property
     def runs(self) -> int:
@@ -71,11 +80,28 @@ class Estimate:
 
     @property
     def cpu_seconds(self) -> float:
-        return sum(s.cpu_seconds for s in self.slices)
+        return run_seconds(self._groups, self.workers, self.executor, self.process_start_s)[0]
 
     @property
     def wall_seconds(self) -> float:
-        return makespan([g for s in self.slices for g in s.group_seconds], self.workers)
+        return run_seconds(self._groups, self.workers, self.executor, self.process_start_s)[1]
+
+    @property
+    def _groups(self) -> List[float]:
+        return [g for s in self.slices for g in s.group_seconds]
+
+
+def run_seconds(groups: Sequence[float], workers: int, executor: str, process_start_s: float) -> Tuple[float, float]:
+    """``(CPU, wall)`` seconds of one ``zoo bench`` command running ``groups``: the driver's start,
+    then the groups in this process (one worker, or ``local``) or on the spawned workers (at most
+    one per group), whose starts run side by side."""
+    if not groups:
+        return 0.0, 0.0
+    used = 1 if executor == "local" else max(1, min(int(workers), len(groups)))
+    spawned = used if used > 1 and executor != "local" else 0
+    cpu = sum(groups) + process_start_s * (1 + spawned)
+    wall = makespan(groups, used) + process_start_s * (1 + (1 if spawned else 0))
+    return cpu, wall
 
 
 def makespan(seconds: Sequence[float], workers: int) -> float:
@@ -128,7 +154,8 @@ def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], mo
     for cells in groups.values():
         c = cells[0].config
         key = key_of(c)
-        sl = slices.setdefault(key, SliceEstimate(key))
+        sl = slices.setdefault(key, SliceEstimate(key, process_start_s=model.process_start_s, executor=executor,
+                                                  workers=max(int(workers), 1)))
         cap = int(c["train"].get("epochs") or 0)
         seen = sorted(epochs_by_slice.get(key, {}).values())
         epochs = float(statistics.median(seen)) if seen and stops_early(c["train"]) else float(cap)
@@ -142,7 +169,8 @@ def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], mo
             if r.get("id") in done_ids and r.get("config"):
                 slices.setdefault(key_of(r["config"]), SliceEstimate(key_of(r["config"]))).done += 1
     ordered = sorted(slices.values(), key=lambda s: tuple(_sortable(v) for _, v in s.key))
-    return Estimate(suite_name, ordered, max(int(workers), 1), executor, device, model.fitted_on)
+    return Estimate(suite_name, ordered, max(int(workers), 1), executor, device, model.fitted_on,
+                    model.process_start_s)
 
 
 def _sortable(v: Any) -> Tuple[int, Any]:
@@ -186,8 +214,11 @@ def format_estimate(est: Estimate, command: str) -> str:
         lines.append(f"run a slice: {command} --where ...  (the estimate assumes the records' machine: a "
                      "shared 2-core CPU; 'runs here' = at most "
                      f"{RUNS_HERE_CPU_HOURS:g} CPU-hours)")
+    if est.process_start_s:
+        lines.append(f"each command's times include {hours(est.process_start_s)} per process started (the driver "
+                     "and each worker import torch, PyG and the zoo before their first group)")
     return "\n".join(lines)
 
 
-__all__ = ["estimate", "Estimate", "SliceEstimate", "format_estimate", "makespan", "hours", "RUNS_HERE_CPU_HOURS",
-           "DEFAULT_BY"]
+__all__ = ["estimate", "Estimate", "SliceEstimate", "format_estimate", "makespan", "run_seconds", "hours",
+           "RUNS_HERE_CPU_HOURS", "DEFAULT_BY"]
