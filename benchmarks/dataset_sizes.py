@@ -1,4 +1,4 @@
-"""Write ``zoo/bench/spec/dataset_sizes.json``: the sizes the cost model reads (zoo.bench.spec.cost).
+"""Write ``zoo/bench/plan/dataset_sizes.json``: the sizes the cost model reads (zoo.bench.plan.cost).
 
 The cost model is torch-free and loads no data, so the sizes it needs — nodes, edges, input
 features and their density (the first layer multiplies a sparse bag-of-words input as CSR), classes,
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.bench.spec.suite import list_suites, load_suite
+from zoo.bench.suite.load import list_suites, load_suite
 from zoo.datasets import MissingDataError, get_spec, load
 
 OUT = Path(__file__).resolve().parents[1] / "zoo" / "bench" / "spec" / "dataset_sizes.json"

@@ -6,9 +6,14 @@ kernel time is the profiler's device time of every kernel; on the CPU it is the 
 operators that compute (``aten::`` and the zoo's compiled ops), so the share left over is the host's
 Python, dispatch and autograd bookkeeping.  Prints one line: wall per epoch, kernel time per
 epoch, busy %, kernels per epoch, and wall per kernel; ``--table`` adds the profiler's top kernels.
+The training runs as ``zoo bench`` runs it: on CUDA its epochs are replayed as CUDA graphs
+(``cuda_graphs = "auto"``, :mod:`zoo.trainer.graphs`).  ``--graphs`` times instead the same
+training with ``cuda_graphs`` on and off in this process (CUDA-synchronised wall clock over the
+epochs after the warm-up and the capture) and prints both and their ratio.
 
     python benchmarks/gpu_busy.py --device cuda                          # cornell_npz gatv2 L=40 R=15
     python benchmarks/gpu_busy.py --device cpu --layers 2 --replicas 3 --epochs 3
+    python benchmarks/gpu_busy.py --device cuda --graphs --epochs 40     # ms/epoch, CUDA graphs on vs off
 """
 from __future__ import annotations
 
@@ -64,17 +69,10 @@ def kernel_time(events: Iterable[Any], device: torch.device) -> tuple:
     return total_us / 1e6, count
 
 
-def profile(dataset: str, model: str, layers: int, replicas: int, epochs: int, device: torch.device,
-            hidden: int = 64, table: bool = False) -> Busy:
-    """Profile ``epochs`` stacked epochs of ``model`` on ``dataset`` (the runner's path)."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
+def _setup(dataset: str, model: str, layers: int, replicas: int, hidden: int) -> tuple:
+    """The task, the replicas' factories and seeds (3 inits x seeds, as ``speed_train.py``)."""
     import zoo
     from zoo.datasets import load
-    from zoo.trainer.config import TrainConfig
-    from zoo.trainer.loop import train_replicas
-    from zoo.trainer.replicas import build_replicas
 
     task = load(dataset)
     inits = [INITS[i % len(INITS)] for i in range(replicas)]
@@ -82,6 +80,20 @@ def profile(dataset: str, model: str, layers: int, replicas: int, epochs: int, d
     factories = [(lambda init=init: zoo.build(model, in_dim=task.num_features, out_dim=task.num_classes,
                                               hidden_dim=hidden, num_layers=layers, heads=1, init=init))
                  for init in inits]
+    return task, factories, seeds
+
+
+def profile(dataset: str, model: str, layers: int, replicas: int, epochs: int, device: torch.device,
+            hidden: int = 64, table: bool = False) -> Busy:
+    """Profile ``epochs`` stacked epochs of ``model`` on ``dataset`` (the runner's path)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from zoo.trainer.config import TrainConfig
+    from zoo.trainer.loop import train_replicas
+    from zoo.trainer.replicas import build_replicas
+
+    task, factories, seeds = _setup(dataset, model, layers, replicas, hidden)
     cfg = TrainConfig(optimizer="sgd", lr=0.05, epochs=epochs, loss_threshold=0.0)
     reps, view = build_replicas(task, factories, seeds, device, torch.float32, cfg, True)
     train_replicas(task, reps, view, TrainConfig(**{**cfg.__dict__, "epochs": 3}), seeds)  # warm-up
@@ -102,6 +114,54 @@ def profile(dataset: str, model: str, layers: int, replicas: int, epochs: int, d
     return Busy(epochs, wall, seconds, count)
 
 
+class _Window:
+    """A ``progress`` hook timing evaluated epochs ``start .. stop`` (CUDA-synchronised at both ends)."""
+
+    def __init__(self, start: int, stop: int) -> None:
+        self.start, self.stop, self.seen, self.t0, self.t1 = start, stop, 0, 0.0, 0.0
+
+    def __call__(self, n: int) -> None:
+        self.seen += n
+        if self.seen in (self.start, self.stop):
+            torch.cuda.synchronize()
+            if self.seen == self.start:
+                self.t0 = time.perf_counter()
+            else:
+                self.t1 = time.perf_counter()
+
+    @property
+    def ms_per_epoch(self) -> float:
+        return 1e3 * (self.t1 - self.t0) / (self.stop - self.start)
+
+
+def graphs_speed(dataset: str, model: str, layers: int, replicas: int, epochs: int, device: torch.device,
+                 hidden: int = 64) -> dict:
+    """ms per epoch of the same training with ``cuda_graphs`` ``"on"`` and ``"off"`` (after one
+    untimed run for the kernels' compilation), over the epochs after the warm-up and the capture."""
+    from zoo.trainer.config import TrainConfig
+    from zoo.trainer.graphs import WARMUP
+    from zoo.trainer.loop import train_replicas
+    from zoo.trainer.replicas import build_replicas
+
+    task, factories, seeds = _setup(dataset, model, layers, replicas, hidden)
+    start = WARMUP + 2  # past the capture's epoch
+    if epochs <= start:
+        raise ValueError(f"--epochs must be > {start} to time replayed epochs")
+    out = {}
+    for mode in ("off", "on", "off"):  # the first run compiles the kernels: the second "off" is timed
+        cfg = TrainConfig(optimizer="sgd", lr=0.05, epochs=epochs, loss_threshold=0.0, cuda_graphs=mode)
+        reps, view = build_replicas(task, factories, seeds, device, torch.float32, cfg, True)
+        window = _Window(start, epochs)
+        train_replicas(task, reps, view, cfg, seeds, progress=window)
+        out[mode] = window.ms_per_epoch
+    return out
+
+
+def graphs_line(label: str, ms: dict) -> str:
+    return (f"{label}: cuda graphs on {ms['on']:.2f} ms/epoch, off {ms['off']:.2f} ms/epoch "
+            f"(on/off {ms['on'] / ms['off']:.3f}x)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda")
@@ -111,13 +171,21 @@ def main() -> None:
     p.add_argument("--replicas", type=int, default=15)
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--table", action="store_true", help="also the profiler's top kernels")
+    p.add_argument("--graphs", action="store_true", help="time the epochs with CUDA graphs on vs off instead")
     args = p.parse_args()
     os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         p.error(f"--device {args.device}: this torch sees no CUDA device (torch {torch.__version__})")
+    label = f"{args.dataset} {args.model} L={args.layers} R={args.replicas} on {args.device}"
+    if args.graphs:
+        if device.type != "cuda":
+            p.error("--graphs: CUDA graphs need --device cuda")
+        ms = graphs_speed(args.dataset, args.model, args.layers, args.replicas, args.epochs, device)
+        print(graphs_line(label, ms), flush=True)
+        return
     busy = profile(args.dataset, args.model, args.layers, args.replicas, args.epochs, device, table=args.table)
-    print(busy.line(f"{args.dataset} {args.model} L={args.layers} R={args.replicas} on {args.device}"), flush=True)
+    print(busy.line(label), flush=True)
 
 
 if __name__ == "__main__":

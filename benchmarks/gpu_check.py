@@ -11,6 +11,8 @@ Steps (each a subprocess with its own time limit; its full output goes to ``OUT/
    timed by the CUDA-synchronised wall clock);
 3. ``busy``: ``benchmarks/gpu_busy.py``: cornell_npz gatv2 L = 40, 15 stacked replicas, 20 epochs
    under ``torch.profiler``: kernel time / wall time;
+   ``graphs``: ``benchmarks/gpu_busy.py --graphs``: the same training's ms per epoch with CUDA graphs
+   on and off (``--cuda-graphs``, :mod:`zoo.trainer.graphs`), in one process;
 4. ``slice``: ``zoo bench balance_table2 --where dataset=cornell_npz --device cuda --workers 5``
    into ``OUT/balance_table2``, with what is left of the budget (a slice cut short keeps its
    finished groups, and the summary says so).
@@ -40,11 +42,14 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the test files of ``make test-gpu`` (tests/benchmarks/test_gpu_check.py keeps the two lists equal)
-GPU_TESTS = ("tests/ops/compiled/test_triton_cuda.py", "tests/models/test_hidden_heads.py")
-STEPS = ("tests", "speed", "busy", "slice")
+GPU_TESTS = ("tests/ops/compiled/test_triton_cuda.py", "tests/models/test_hidden_heads.py",
+             "tests/trainer/test_cuda_graphs_gpu.py")
+STEPS = ("tests", "speed", "busy", "graphs", "slice")
+#: steps that need a CUDA device, and the summary's note where there is none
+CUDA_ONLY = {"tests": "the CUDA tests need --device cuda", "graphs": "CUDA graphs need --device cuda"}
 SUMMARY = "gpu_check_summary.md"
 #: seconds each step may take at most (the slice gets what is left of the budget)
-STEP_LIMITS = {"tests": 120, "speed": 150, "busy": 60}
+STEP_LIMITS = {"tests": 150, "speed": 150, "busy": 60, "graphs": 60}
 #: targets: ours / PyG per replica-epoch at R = 15 and at R = 1, by speed_train config
 SPEED_TARGETS = {"cora": (0.015, 0.25), "cornell": (0.01, 0.25), "pubmed": (0.10, 0.25)}
 BUSY_TARGET_MS, BUSY_TARGET_SHARE, SLICE_TARGET_S = 12.0, 0.50, 90.0
@@ -71,6 +76,7 @@ def step_commands(device: str, out: Path, quick: bool = False) -> Dict[str, List
         "tests": [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *GPU_TESTS],
         "speed": [py, "benchmarks/speed_train.py", "--device", device, *speed],
         "busy": [py, "benchmarks/gpu_busy.py", "--device", device, *busy],
+        "graphs": [py, "benchmarks/gpu_busy.py", "--device", device, "--graphs", "--epochs", "30"],
         "slice": [py, "-m", "zoo", "bench", "balance_table2", "--where", "dataset=cornell_npz", "--device", device,
                   "--workers", "5", "--out", str(out / "balance_table2"), "--quiet"],
     }
@@ -125,6 +131,12 @@ def busy_figures(output: str) -> Optional[Dict[str, float]]:
         return None
     return {"wall_ms": float(m.group(1)), "kernel_ms": float(m.group(2)), "busy": float(m.group(3)) / 100,
             "kernels": float(m.group(4))}
+
+
+def graphs_figures(output: str) -> Optional[Dict[str, float]]:
+    """gpu_busy --graphs' line: ms per epoch with CUDA graphs on and off."""
+    m = re.search(r"cuda graphs on ([\d.]+) ms/epoch, off ([\d.]+) ms/epoch", output)
+    return None if not m else {"on_ms": float(m.group(1)), "off_ms": float(m.group(2))}
 
 
 def slice_groups(results: Path) -> List[Dict[str, object]]:
@@ -187,6 +199,14 @@ def summary(results: Mapping[str, StepResult], slice_results: Path, header: Sequ
         else:
             lines.append("no figure (see busy.log)")
         lines.append("")
+    g = results.get("graphs")
+    if g:
+        fig = graphs_figures(g.output)
+        lines += [f"## CUDA graphs on vs off, cornell_npz gatv2 L=40 R=15 ({_status(g)})", "",
+                  (f"on {fig['on_ms']:.2f} ms/epoch (target ≤ {BUSY_TARGET_MS:g}: "
+                   f"{_mark(fig['on_ms'] <= BUSY_TARGET_MS)}), off {fig['off_ms']:.2f} ms/epoch, "
+                   f"on/off {fig['on_ms'] / fig['off_ms']:.3f}x") if fig
+                  else "no figure (see graphs.log)", ""]
     sl = results.get("slice")
     if sl:
         groups = slice_groups(slice_results)
@@ -257,8 +277,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for name in STEPS:
         if name not in steps:
             continue
-        if name == "tests" and not args.device.startswith("cuda"):
-            results[name] = StepResult(name, commands[name], None, note="the CUDA tests need --device cuda")
+        if name in CUDA_ONLY and not args.device.startswith("cuda"):
+            results[name] = StepResult(name, commands[name], None, note=CUDA_ONLY[name])
             continue
         left = args.budget - (time.perf_counter() - start)
         limit = min(STEP_LIMITS.get(name, left), left)

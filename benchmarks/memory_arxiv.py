@@ -20,7 +20,7 @@ For every configuration a fresh worker process measures:
 * the ratio ``peak / saved`` (target <= 2) and the saved ``(E, H, C)``-sized tensors;
 * time per epoch: forward + backward + Adam step (mean of ``--repeat`` epochs after one warm-up).
 
-A depth sweep then compares ``checkpoint=False`` / ``True`` at ``--depths`` on a graph of
+A depth sweep then compares ``recompute=False`` / ``True`` at ``--depths`` on a graph of
 ``--depth-scale``.  The script holds a lock file so that two copies never run at once (the
 machine is shared); numbers on a loaded machine: compare ratios, not absolute times.
 """
@@ -103,7 +103,7 @@ def measure(cfg: Dict[str, Any]) -> Dict[str, Any]:
     torch.manual_seed(0)
     edge_index, x, y = arxiv_shaped_graph(cfg["scale"])
     model = zoo.build(cfg["model"], in_dim=x.size(1), out_dim=ARXIV["classes"], hidden_dim=cfg["heads"] * cfg["channels"],
-                      num_layers=cfg["layers"], heads=cfg["heads"], out_heads=1, checkpoint=cfg["checkpoint"])
+                      num_layers=cfg["layers"], heads=cfg["heads"], out_heads=1, recompute=cfg["recompute"])
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     g = as_graph(edge_index, x, model.self_loops)  # normalised once, as in training
     E, H, C = g.num_edges, cfg["heads"], cfg["channels"]
@@ -189,7 +189,7 @@ def main(argv: List[str] = None) -> int:
               "distort each other's memory figures", file=sys.stderr)
         return 2
     base = {"layers": args.layers, "heads": args.heads, "channels": args.channels, "repeat": args.repeat,
-            "threads": args.threads, "checkpoint": False}
+            "threads": args.threads, "recompute": False}
     results = []
     print(f"# full-batch forward+backward, arxiv shape x {args.scale}, {args.layers} layers, "
           f"{args.heads} heads x {args.channels}; GiB")
@@ -206,10 +206,10 @@ def main(argv: List[str] = None) -> int:
     if args.depths:
         scale = args.depth_scale or args.scale
         print(f"\n# depth sweep (gatv2), arxiv shape x {scale}")
-        print("layers | checkpoint | saved | peak RSS rise | peak/saved | s/epoch")
+        print("layers | recompute | saved | peak RSS rise | peak/saved | s/epoch")
         for depth in args.depths:
             for ckpt in (False, True):
-                r = run_worker({**base, "model": "gatv2", "scale": scale, "layers": depth, "checkpoint": ckpt})
+                r = run_worker({**base, "model": "gatv2", "scale": scale, "layers": depth, "recompute": ckpt})
                 results.append(r)
                 if "error" in r:
                     print(f"{depth} | {ckpt} | error: {r['error']}")

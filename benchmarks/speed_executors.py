@@ -22,8 +22,9 @@ from pathlib import Path
 
 from zoo.bench.store.records import read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.selection import parse_where, select
-from zoo.bench.spec.suite import load_suite
+from zoo.bench.plan.shards import select
+from zoo.bench.suite.selection import parse_where
+from zoo.bench.suite.load import load_suite
 
 
 def _noop(x: int = 0) -> int:

@@ -22,8 +22,9 @@ from typing import Callable
 from torch import nn
 
 from zoo.bench.run.driver import resolve_device
-from zoo.bench.spec.selection import parse_where, select
-from zoo.bench.spec.suite import load_suite
+from zoo.bench.plan.shards import select
+from zoo.bench.suite.selection import parse_where
+from zoo.bench.suite.load import load_suite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_reporting_rules import report_rules  # noqa: E402

@@ -38,9 +38,10 @@ import torch
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
-from zoo.bench.spec.selection import parse_where, select
-from zoo.bench.spec.suite import load_suite
-from zoo.cli import parse_setting, settings_of  # the CLI's own --set parsing
+from zoo.bench.plan.shards import select
+from zoo.bench.suite.selection import parse_where
+from zoo.bench.suite.load import load_suite
+from zoo.cli.args import parse_setting, settings_of  # the CLI's own --set parsing
 from zoo.trainer.history import MetricsRecorder
 
 RULES = ("final", "best_val", "max_per_run", "max_of_mean")

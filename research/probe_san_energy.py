@@ -35,7 +35,7 @@ from torch import nn
 from torch_geometric.nn import LayerNorm as PygLayerNorm
 
 import zoo
-from zoo.bench.spec.suite import load_reported
+from zoo.bench.suite.reported import load_reported
 from zoo.diagnostics import laplacian_energy
 
 REPORTED = Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "reported" / "nonlocal_energy.json"

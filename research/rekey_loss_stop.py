@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from zoo._io import write_atomic
-from zoo.bench.spec.suite import cell_id, load_suite
+from zoo.bench.suite.load import load_suite
+from zoo.bench.suite.schema import cell_id
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "reproduction" / "records"
 

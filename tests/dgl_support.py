@@ -23,3 +23,22 @@ def real_dgl():
         pytest.skip(f"dgl is not importable here ({type(exc).__name__}: {exc}); `make test-dgl` builds an "
                     "environment where it is (docs/dgl.md)")
     return dgl
+
+
+class DGLLike:
+    """The DGLGraph surface Task.from_data reads (the real package is tested where it imports)."""
+
+    def __init__(self, data):
+        self._data = data
+        self.ndata = {"feat": data.x, "label": data.y, "train_mask": data.train_mask, "val_mask": data.val_mask,
+                      "test_mask": data.test_mask}
+        self.edata, self.ntypes, self.canonical_etypes, self.is_block = {}, ["_N"], [("_N", "_E", "_N")], False
+
+    def edges(self, order="eid"):
+        return self._data.edge_index[0], self._data.edge_index[1]
+
+    def num_nodes(self):
+        return self._data.num_nodes
+
+
+DGLLike.__module__ = "dgl.heterograph"

@@ -57,7 +57,8 @@ def test_root_that_is_a_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize("value", ["False", "no", 0, 1.5])
 def test_suite_and_set_refuse_non_boolean_switches_at_load(value, tmp_path, monkeypatch, capsys):
     """`--set data.undirected=False` (a bare word: the string 'False') fails before any training."""
-    from zoo.bench.spec.suite import SuiteError, parse_suite
+    from zoo.bench.suite.load import parse_suite
+    from zoo.bench.suite.schema import SuiteError
     from zoo.cli import main
 
     raw = {"suite": {"name": "opts"}, "defaults": {"dataset": "cornell", "model": "gat", "epochs": 1,
@@ -67,7 +68,7 @@ def test_suite_and_set_refuse_non_boolean_switches_at_load(value, tmp_path, monk
         parse_suite(raw)
     monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
     out = tmp_path / "o"
-    argv = ["train", "--model", "gat", "--dataset", "cornell", "--layers", "1", "--epochs", "1", "--quiet",
+    argv = ["train", "--model", "gat", "--dataset", "cornell", "--num-layers", "1", "--epochs", "1", "--quiet",
             "--out", str(out), "--set", f"data.undirected={value}"]
     assert main(argv) == 2
     assert "option undirected must be true or false" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import pytest
 import zoo
 from zoo import _docstrings, docgen
 from zoo.cli import main
-from zoo.cli_docs import stale_pages
+from zoo.cli.docs import stale_pages
 from zoo.registry import MODELS, catalogue, constructor_options
 
 REPO = Path(__file__).resolve().parents[1]

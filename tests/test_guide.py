@@ -1,6 +1,7 @@
 """docs/guide.md: every Python block runs, in order, in one namespace (as a notebook would)."""
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -38,7 +39,8 @@ def test_every_guide_snippet_runs(tmp_path, monkeypatch):
 
 
 def test_your_own_graph_and_logging_sections_run(monkeypatch, tmp_path):
-    """The "your own graph" and "logging" sections (small graphs: fast enough for the default run)."""
+    """The "your own graph", "logging" and "training options" sections (small graphs: fast enough for the
+    default run)."""
     from zoo.datasets import DATASETS
 
     monkeypatch.chdir(tmp_path)
@@ -47,11 +49,13 @@ def test_your_own_graph_and_logging_sections_run(monkeypatch, tmp_path):
         text = GUIDE.read_text()
         for i, block in enumerate(blocks(text[text.index("## 4. Your own graph"):]), 1):
             try:
-                exec(compile(block, f"docs/guide.md sections 4-5 block {i}", "exec"), namespace)
+                exec(compile(block, f"docs/guide.md sections 4-6 block {i}", "exec"), namespace)
             except Exception as e:
-                raise AssertionError(f"docs/guide.md sections 4-5 block {i} failed: {type(e).__name__}: {e}") from e
+                raise AssertionError(f"docs/guide.md sections 4-6 block {i} failed: {type(e).__name__}: {e}") from e
     finally:
         DATASETS._items.pop("my_graph", None)
     assert namespace["history"].cells[0].config["task"]["dataset"] == "my_graph"
     assert (tmp_path / "fit.csv").is_file() and (tmp_path / "val.png").is_file()
+    assert any((tmp_path / "runs" / "gat_l4").glob("events.out.tfevents.*")) and (tmp_path / "mlflow.db").is_file()
     assert namespace["task"].split_sizes() == {"train": 180, "val": 60, "test": 60}
+    assert namespace["scheduled"].results[0].extra["last_step_lr"] == pytest.approx(0.01 * (1 + math.cos(29 * math.pi / 30)))

@@ -25,17 +25,20 @@ PACKAGE = ROOT / "zoo"
 
 #: The benchmark layers, lowest first; a layer may import only the layers listed for it.
 LAYERS: Dict[str, Set[str]] = {
-    "zoo.bench.spec": set(),
-    "zoo.bench.store": {"zoo.bench.spec"},
-    "zoo.bench.run": {"zoo.bench.spec", "zoo.bench.store"},
-    "zoo.bench.analyze": {"zoo.bench.spec", "zoo.bench.store"},
-    "zoo.bench.render": {"zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze"},
-    "zoo.bench.publish": {"zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render"},
+    "zoo.bench.suite": set(),
+    "zoo.bench.plan": {"zoo.bench.suite"},
+    "zoo.bench.store": {"zoo.bench.suite", "zoo.bench.plan"},
+    "zoo.bench.run": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store"},
+    "zoo.bench.analyze": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store"},
+    "zoo.bench.render": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze"},
+    "zoo.bench.publish": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze",
+                          "zoo.bench.render"},
 }
 #: The training layer: ``zoo.bench`` and ``zoo.fit`` (:mod:`zoo.fitting`) build on it, so it imports neither.
 TRAINER = "zoo.trainer"
-#: ``zoo.trainer.config`` is the suite schema's ``TrainConfig``: the torch-free spec layer imports it.
-TORCH_FREE = ("zoo.bench.spec", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render", "zoo.trainer.config")
+#: ``zoo.trainer.config`` is the suite schema's ``TrainConfig``: the torch-free suite layer imports it.
+TORCH_FREE = ("zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render",
+              "zoo.trainer.config")
 #: Function-level imports allowed inside zoo/bench/: optional dependencies only.
 OPTIONAL = {"ray", "matplotlib", "safetensors", "triton"}
 
@@ -308,12 +311,12 @@ if __name__ == "__main__":
 
 
 def test_the_runner_runs_search_points_as_cells_and_selects_nothing() -> None:
-    """A suite's [search] is expanded by the spec (every point its own cells) and decided by the
-    analysis (zoo.bench.analyze.search); the run layer names neither the search nor its selection
+    """A suite's [search] is expanded by the suite layer (every point its own cells) and decided by the
+    analysis (zoo.bench.analyze.best_point); the run layer names neither the search nor its selection
     metric, so a partial search can never be selected while it runs."""
     edges, _ = import_graph()
     run = {m: t for m, t in edges.items() if m == "zoo.bench.run" or m.startswith("zoo.bench.run.")}
     assert run, "the run layer exists"
-    assert [m for m, t in run.items() if t & {"zoo.bench.spec.search", "zoo.bench.analyze.search"}] == []
+    assert [m for m, t in run.items() if t & {"zoo.bench.suite.search_space", "zoo.bench.analyze.best_point"}] == []
     named = [p.name for p in (PACKAGE / "bench" / "run").glob("*.py") if "search" in p.read_text()]
     assert named == []

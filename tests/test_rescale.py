@@ -117,7 +117,8 @@ def test_bad_settings_and_models_without_the_symmetry_are_one_line(mirror):
 
 
 def test_suites_name_the_same_criteria_and_other_cells_keep_their_ids():
-    from zoo.bench.spec.suite import RESCALE_CRITERIA, SuiteError, load_suite, parse_suite
+    from zoo.bench.suite.load import load_suite, parse_suite
+    from zoo.bench.suite.schema import RESCALE_CRITERIA, SuiteError
     from zoo.rescale import CRITERIA
 
     assert RESCALE_CRITERIA == CRITERIA
@@ -133,7 +134,7 @@ def test_suites_name_the_same_criteria_and_other_cells_keep_their_ids():
 
 def test_a_suite_cell_with_rescale_trains_with_the_callback():
     from zoo.bench.run.modes import training_callbacks
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     cells = {c.config["run"]["variant"]: c for c in load_suite("rescale_heterophilous").cells}
     assert training_callbacks([cells["none"]]) == []

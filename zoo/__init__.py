@@ -5,7 +5,7 @@
 >>> out = model(edge_index, x)             # also a PyG Data or a dgl.DGLGraph
 
 The public names load on first use (PEP 562): ``import zoo`` itself imports no torch, so the
-torch-free layers (``zoo.bench.spec``, ``.store``, ``.analyze``, ``.render``) stay torch-free.
+torch-free layers (``zoo.bench.suite``, ``.plan``, ``.store``, ``.analyze``, ``.render``) stay torch-free.
 The first model-side name (``zoo.build``, ``zoo.list_models``...) registers every model family.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, List
 from zoo import build as _build_module  # torch-free; bound now so ``zoo.build`` stays the function below
 from zoo._names import normalize_name
 
-from zoo._version import __version__  # noqa: E402  (a leaf: checkpoints record it without importing zoo)
+from zoo._version import __version__  # noqa: E402  (a leaf: model files record it without importing zoo)
 
 #: public name -> the module that defines it (imported, with the model families, on first use)
 _LAZY = {
@@ -27,11 +27,11 @@ _LAZY = {
     "list_models": "zoo.registry", "list_presets": "zoo.registry", "model_card": "zoo.registry",
     "register_model": "zoo.registry",
     # the training machinery, loaded on first use (nothing imported by zoo imports it: no cycle)
-    "fit": "zoo.fitting", "save": "zoo.checkpoint", "load": "zoo.checkpoint",
+    "fit": "zoo.fitting", "save": "zoo.model_file", "load": "zoo.model_file",
     "diagnose": "zoo.diagnostics.diagnose",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "bench", "models", "nn", "inits", "norms", "registry", "graph",
-                "papers", "ops", "trainer", "callbacks", "checkpoint")
+                "papers", "ops", "trainer", "callbacks", "model_file")
 #: importing these registers every model family and one paper's encoders and heads (and loads torch)
 _PLUGIN_MODULES = ("zoo.models", "zoo.papers")
 

@@ -11,7 +11,7 @@ rendered from the sources that own the facts, so none of them is written twice:
 * the **presets** and their reported numbers from the model card.
 
 Rendering is pure (strings in, strings out); reading and writing pages is the CLI's job
-(``zoo docs [--check]``, :mod:`zoo.cli_docs`).
+(``zoo docs [--check]``, :mod:`zoo.cli.docs`).
 """
 from __future__ import annotations
 

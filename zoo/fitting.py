@@ -1,7 +1,7 @@
 """``zoo.fit``: train a model (seeds x inits as stacked replicas) with the benchmark runner's protocol.
 
 The configuration is made into the same suite cells ``zoo bench`` / ``zoo train`` would run
-(:func:`zoo.bench.spec.suite.parse_suite`: the same validation, defaults and cell ids), the models
+(:func:`zoo.bench.suite.load.parse_suite`: the same validation, defaults and cell ids), the models
 and the :class:`~zoo.trainer.config.TrainConfig` come from those cells as the runner makes them
 (:func:`zoo.bench.run.driver.model_factory`, :func:`~zoo.bench.run.driver.train_config`), and the
 training layer trains them (:func:`zoo.trainer.replicas.build_replicas`,
@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
-from zoo.bench.spec import plugins as registries
-from zoo.bench.spec.plugins import user_datasets
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite import plugins as registries
+from zoo.bench.suite.plugins import user_datasets
+from zoo.bench.suite.load import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.history import History, MetricsRecorder
 from zoo.trainer.loop import train_replicas
@@ -85,6 +85,9 @@ def fit_suite(model_or_name: Any, task: Any, *, seeds: Sequence[int], inits: Seq
     task keys of :func:`zoo.trainer.tasks.task_input`.  ``zoo.fit`` and ``zoo train`` both make their
     cells here, so the same options give the same cells (and cell ids)."""
     task_keys = {"dataset": task} if isinstance(task, str) else dict(task)
+    if keys.get("dataset") is not None:  # it would silently replace the task
+        raise ValueError(f"dataset={keys['dataset']!r} would replace the task given ({task_keys['dataset']!r}); give "
+                         "the task once: zoo.fit / zoo.diagnose take it as their second argument, zoo train as --dataset")
     defaults: Dict[str, Any] = {**_model_defaults(model_or_name), **task_keys}
     for key, value in keys.items():
         if value is not None:
@@ -119,7 +122,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         epochs: int = 200, seeds: Union[int, Sequence[int]] = (0,), inits: Union[None, str, Sequence[str]] = None,
         callbacks: Sequence[Any] = (), device: Optional[str] = None, threads: Optional[int] = None,
         stacked: bool = True, keep_models: bool = True, data_root: Optional[str] = None,
-        progress: Optional[bool] = None, check_every: Optional[int] = None, **options: Any) -> History:
+        progress: Optional[bool] = None, check_every: Optional[int] = None, cuda_graphs: str = "auto",
+        **options: Any) -> History:
     """Train ``model_or_name`` on ``task`` with the benchmark runner's protocol; returns a :class:`History`.
 
     Args:
@@ -133,7 +137,8 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             (or ``split=(train_ratio, val_ratio)``), or ``zoo.datasets.Task.from_data(...)``; its
             content's fingerprint enters the cell id.
         optimizer, lr, epochs: the trainer's keys; every other trainer key (``patience``,
-            ``select``, ``loss_threshold``, ``weight_decay``...), model option (``num_layers``,
+            ``select``, ``loss_threshold``, ``weight_decay``, ``lr_scheduler``, ``warmup_epochs``,
+            ``grad_clip_norm``, ``precision``...), model option (``num_layers``,
             ``hidden_dim``, ``norm``...) and run key (``dtype="float64"``) goes in ``options``, as
             suite keys (``docs/benchmarks.md``); unknown keys are a one-line error.
         seeds, inits: one replica per (seed, init) pair, trained together (stacked: one forward
@@ -153,6 +158,10 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         check_every: epochs between the host's reads of the stop flags (``TrainConfig.check_every``;
             default: 1 on the CPU, 25 on a GPU); no number depends on it.  Callbacks that read the
             host make it 1.
+        cuda_graphs: ``"auto"`` (default) replays the training epoch as CUDA graphs on a CUDA device
+            where the run allows it (else eager; a failed capture falls back to eager with one
+            warning), ``"on"`` requires it, ``"off"`` never captures (``TrainConfig.cuda_graphs``,
+            :mod:`zoo.trainer.graphs`); no number depends on it.
 
     Example::
 
@@ -185,7 +194,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
         with user_datasets(given.user_specs):
             return _fit_cells(model_or_name, given, raw, device=device, threads=threads, stacked=stacked,
                               keep_models=keep_models, data_root=data_root, callbacks=callbacks,
-                              check_every=check_every)
+                              check_every=check_every, cuda_graphs=cuda_graphs)
     finally:  # a bar left by an error or Ctrl-C would stay on the screen
         for cb in callbacks:
             if isinstance(cb, ProgressBar):
@@ -194,7 +203,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
 
 def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, device: Optional[str],
                threads: Optional[int], stacked: bool, keep_models: bool, data_root: Optional[str],
-               callbacks: Sequence[Any], check_every: Optional[int] = None) -> History:
+               callbacks: Sequence[Any], check_every: Optional[int] = None, cuda_graphs: str = "auto") -> History:
     """Resolve the fit's suite into cells and train them (a user's graph is a dataset meanwhile)."""
     from_weights = isinstance(model_or_name, nn.Module)
     suite = parse_suite(raw, source="zoo.fit", validate_models=False)
@@ -212,8 +221,9 @@ def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, dev
         else:
             factories = [model_factory(c, loaded) for c in cells]
         cfg = train_config(cells[0])
+        cfg = dataclasses.replace(cfg, cuda_graphs=cuda_graphs)  # checked like the other keys
         if check_every is not None:
-            cfg = dataclasses.replace(cfg, check_every=check_every)  # checked like the other keys
+            cfg = dataclasses.replace(cfg, check_every=check_every)
         if keep_models:
             cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
         dtype = getattr(torch, cells[0].config["run"]["dtype"])

@@ -9,12 +9,15 @@ import pytest
 
 import zoo.bench
 
-LAYERS = ("spec", "store", "run", "analyze", "render")
-#: the modules of the flat zoo.bench (and of zoo.nn's edge primitives) before the layers: removed, not kept as shims
+LAYERS = ("suite", "plan", "store", "run", "analyze", "render")
+#: the modules of the flat zoo.bench (and of zoo.nn's edge primitives) before the layers, and the
+#: ``spec`` layer before it became ``suite`` and ``plan``, and the modules named "checkpoint" (now
+#: ``zoo.model_file`` and ``zoo.bench.run.resume_file``): removed, not kept as shims
 REMOVED = ("zoo.bench.executors", "zoo.bench.findings", "zoo.bench.html", "zoo.bench.leaderboard", "zoo.bench.merge",
            "zoo.bench.optim", "zoo.bench.records", "zoo.bench.report", "zoo.bench.runner", "zoo.bench.selection",
-           "zoo.bench.stats", "zoo.bench.suite", "zoo.bench.train", "zoo.nn.fused", "zoo.nn.fused_score",
-           "zoo.nn.functional")
+           "zoo.bench.stats", "zoo.bench.train", "zoo.nn.fused", "zoo.nn.fused_score", "zoo.nn.functional",
+           "zoo.bench.spec", "zoo.bench.spec.suite", "zoo.bench.suite.suite", "zoo.bench.analyze.search",
+           "zoo.checkpoint", "zoo.bench.run.checkpoint")
 
 
 def test_layer_modules_exist():
@@ -39,9 +42,9 @@ def test_package_api_is_kept():
         zoo.bench.no_such_name  # noqa: B018
 
 
-def test_zoo_build_stays_the_function_after_a_spec_lookup():
+def test_zoo_build_stays_the_function_after_a_suite_check():
     """``zoo`` loads lazily; a suite check that builds a model must not rebind ``zoo.build`` to its module."""
-    code = ("import zoo.bench.spec.plugins as p, zoo\n"
+    code = ("import zoo.bench.suite.plugins as p, zoo\n"
             "p.try_build('gat', 'none', None, {'num_layers': 2})\n"
             "import zoo.build\n"
             "assert callable(zoo.build), zoo.build\n"

@@ -140,3 +140,14 @@ def test_synchronised_clock_is_the_clock_on_the_cpu():
     clock = lambda: 42.0
     assert st.synchronised_clock(clock, torch.device("cpu")) is clock
     assert st.warmup_epochs(torch.device("cpu")) == 1 and st.warmup_epochs(torch.device("cuda")) == 3
+
+
+def test_the_cuda_graphs_line_is_read_into_the_summary():
+    line = busy.graphs_line("cornell_npz gatv2 L=40 R=15 on cuda", {"on": 11.5, "off": 98.25})
+    assert line == ("cornell_npz gatv2 L=40 R=15 on cuda: cuda graphs on 11.50 ms/epoch, off 98.25 ms/epoch "
+                    "(on/off 0.117x)")
+    assert gc.graphs_figures(line) == {"on_ms": 11.5, "off_ms": 98.25} and gc.graphs_figures("error") is None
+    text = gc.summary({"graphs": gc.StepResult("graphs", [], 0, 30.0, line + "\n")}, REPO / "absent.jsonl")
+    assert ("## CUDA graphs on vs off, cornell_npz gatv2 L=40 R=15 (exit 0, 30 s)\n\non 11.50 ms/epoch (target ≤ 12: "
+            "met), off 98.25 ms/epoch, on/off 0.117x") in text
+    assert "--graphs" in gc.step_commands("cuda", REPO)["graphs"]

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from zoo.cli import main, parse_seeds
+from zoo.cli import main
+from zoo.cli.args import parse_seeds
 
 
 def test_parse_seeds():
@@ -28,17 +29,33 @@ def test_list(capsys):
 def test_train_then_leaderboard(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
     out = tmp_path / "run"
-    argv = ["train", "--model", "gatdb", "--dataset", "twin", "--layers", "1", "--epochs", "5", "--seeds", "0-2",
+    argv = ["train", "--model", "gatdb", "--dataset", "twin", "--num-layers", "1", "--epochs", "5", "--seeds", "0-2",
             "--optimizer", "adam", "--lr", "0.01", "--set", "data.k=4", "--quiet", "--out", str(out)]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "3 run(s) done now" in text and "| gatdb |" in text
     recs = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
     assert [r["seed"] for r in recs] == [0, 1, 2] and recs[0]["config"]["task"]["options"] == {"k": 4}
-    assert main(argv) == 0 and "0 run(s) done now, 3 already done" in capsys.readouterr().out
+    former = [{"--num-layers": "--layers"}.get(a, a) for a in argv]  # the former spelling: the same cells
+    assert main(former) == 0 and "0 run(s) done now, 3 already done" in capsys.readouterr().out
     lb = tmp_path / "lb"
     assert main(["leaderboard", str(out), "--out", str(lb)]) == 0
     assert (lb / "index.html").exists() and (lb / "leaderboard.csv").read_text().startswith("suite,")
+
+
+def test_train_takes_the_trainer_options(tmp_path, monkeypatch, capsys):
+    """--lr-scheduler / --warmup-epochs / --grad-clip-norm / --precision are the suite keys of the same names."""
+    monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
+    out = tmp_path / "run"
+    argv = ["train", "--model", "gat", "--dataset", "twin", "--num-layers", "1", "--epochs", "4", "--quiet",
+            "--lr-scheduler", "step", "--set", "lr_scheduler_kwargs={step_size=2}", "--warmup-epochs", "2",
+            "--grad-clip-norm", "1", "--precision", "bf16", "--out", str(out)]
+    assert main(argv) == 0
+    train = json.loads((out / "results.jsonl").read_text().splitlines()[0])["config"]["train"]
+    assert (train["lr_scheduler"], train["lr_scheduler_kwargs"], train["warmup_epochs"], train["grad_clip_norm"],
+            train["precision"]) == ("step", {"step_size": 2}, 2, 1.0, "bf16")
+    assert main([*argv[:-2], "--lr-scheduler", "cosin", "--out", str(tmp_path / "o")]) == 2
+    assert "Did you mean 'cosine'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,needle", [

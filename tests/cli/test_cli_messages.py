@@ -5,32 +5,30 @@ from __future__ import annotations
 import pytest
 
 import zoo
-from zoo import cli
+from zoo.cli import errors, main
 
 
 def test_a_closed_pipe_ends_quietly(monkeypatch, capsys):
     import builtins
-
-    from zoo import cli
 
     def closed(*args, **kwargs):
         if kwargs.get("file") is None:
             raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr(builtins, "print", closed)
-    assert cli.main(["list", "inits"]) == cli.EXIT_BROKEN_PIPE
+    assert main(["list", "inits"]) == errors.EXIT_BROKEN_PIPE
     assert capsys.readouterr().err == ""
 
 
 def test_list_inits_shows_the_aliases(capsys):
-    assert cli.main(["list", "inits"]) == 0
+    assert main(["list", "inits"]) == 0
     out = capsys.readouterr().out
     assert "balanced_orthogonal (bal_o, " in out and "xavier (glorot, xav)" in out
 
 
 def test_a_key_given_as_an_option_and_with_set_is_bad_input(capsys):
-    code = cli.main(["train", "--model", "gat", "--dataset", "cornell", "--layers", "2", "--set", "num_layers=3"])
-    assert code == cli.EXIT_ERROR
+    code = main(["train", "--model", "gat", "--dataset", "cornell", "--num-layers", "2", "--set", "num_layers=3"])
+    assert code == errors.EXIT_ERROR
     assert "'num_layers' is given twice (as an option and with --set)" in capsys.readouterr().err
 
 
@@ -57,8 +55,8 @@ def test_a_python_device_error_speaks_python(monkeypatch):
 
 
 def test_diagnose_names_an_excluded_init_in_one_line(tmp_path, capsys):
-    code = cli.main(["diagnose", "gat", "--dataset", "cornell", "--norm", "none,lipschitz", "--init", "xavier,bal_o",
-                     "--epochs", "1", "--layers", "2", "--out", str(tmp_path / "d.html")])
+    code = main(["diagnose", "gat", "--dataset", "cornell", "--norm", "none,lipschitz", "--inits", "xavier,bal_o",
+                     "--epochs", "1", "--num-layers", "2", "--out", str(tmp_path / "d.html")])
     err = capsys.readouterr().err
     assert code == 0 and (tmp_path / "d.html").is_file()
     assert "zoo diagnose: warning: init 'bal_o' excluded for norm=lipschitz: norm 'lipschitz'" in err

@@ -23,7 +23,7 @@ def _driver():
 
 
 def _train_argv(out, *extra):
-    return ["train", "--model", "gat", "--dataset", "twin", "--layers", "1", "--epochs", "2", "--seeds", "0-1",
+    return ["train", "--model", "gat", "--dataset", "twin", "--num-layers", "1", "--epochs", "2", "--seeds", "0-1",
             "--sequential", "--quiet", "--out", str(out), *extra]
 
 

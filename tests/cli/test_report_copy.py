@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from zoo.bench.render.report import _display_path
-from zoo.cli import REPORT_DEFAULTS, report_sources
+from zoo.cli.report import REPORT_DEFAULTS, report_sources
 
 
 def test_a_copy_of_the_checkout_is_its_own_root(tmp_path):

@@ -1,4 +1,4 @@
-"""Input/edge encoders, edge-feature attention (vs PyG), graph readouts and activation checkpointing."""
+"""Input/edge encoders, edge-feature attention (vs PyG), graph readouts and activation recomputation."""
 from __future__ import annotations
 
 import pytest
@@ -150,14 +150,14 @@ def test_readout_names():
 
 
 @pytest.mark.parametrize("name", ["gatv2", "gcn", "gat"])
-def test_checkpoint_does_not_change_numbers(name):
+def test_recompute_does_not_change_numbers(name):
     torch.manual_seed(0)
     ei, x = _graph(), torch.randn(7, 5, dtype=torch.float64)
     kw = dict(in_dim=5, out_dim=3, hidden_dim=8, num_layers=4, dropout=0.3, residual="linear")
     grads = []
     for ckpt in (False, True):
         torch.manual_seed(1)
-        model = zoo.build(name, checkpoint=ckpt, **kw).double().train()
+        model = zoo.build(name, recompute=ckpt, **kw).double().train()
         torch.manual_seed(2)  # same dropout masks
         out = model(ei, x)
         loss = (out ** 2).sum()
@@ -169,7 +169,7 @@ def test_checkpoint_does_not_change_numbers(name):
 
 
 @pytest.mark.parametrize("name", ["gatv2", "gat"])
-def test_checkpoint_replays_per_replica_dropout(name):
+def test_recompute_replays_per_replica_dropout(name):
     """zoo.bench's per-replica dropout streams are not torch's RNG: the recomputation in the
     backward must draw the same masks (else the gradients belong to other masks)."""
     from zoo.ops.dropout import ReplicaRandomness, replica_randomness
@@ -179,7 +179,7 @@ def test_checkpoint_replays_per_replica_dropout(name):
     runs = []
     for ckpt in (False, True):
         torch.manual_seed(1)
-        model = zoo.build(name, checkpoint=ckpt, **kw).double().train()
+        model = zoo.build(name, recompute=ckpt, **kw).double().train()
         rng = ReplicaRandomness([7])
         with replica_randomness(rng, torch.tensor(0)):
             out = model(ei, x)
@@ -193,8 +193,8 @@ def test_checkpoint_replays_per_replica_dropout(name):
     assert torch.equal(a0, a1)
 
 
-def test_checkpoint_keeps_fewer_tensors():
-    """With checkpoint=True autograd keeps only the layer inputs (hooks count saved bytes)."""
+def test_recompute_keeps_fewer_tensors():
+    """With recompute=True autograd keeps only the layer inputs (hooks count saved bytes)."""
     torch.manual_seed(0)
     ei, x = _graph(n=50, seed=3), torch.randn(50, 16)
     ei = torch.cat([ei, torch.randint(0, 50, (2, 400))], 1)
@@ -214,7 +214,7 @@ def test_checkpoint_keeps_fewer_tensors():
     torch.manual_seed(1)
     plain = saved_bytes(zoo.build("gatv2", **kw))
     torch.manual_seed(1)
-    ckpt = saved_bytes(zoo.build("gatv2", checkpoint=True, **kw))
+    ckpt = saved_bytes(zoo.build("gatv2", recompute=True, **kw))
     assert ckpt < plain / 3
 
 
@@ -245,14 +245,14 @@ def tiny_molecule_task(graphs_per_split=(12, 6, 6), seed=0):
 
 
 @pytest.mark.parametrize("model,readout,extra", [
-    ("gatv2", "attention", {"edge_encoder": "bond", "checkpoint": True}),
+    ("gatv2", "attention", {"edge_encoder": "bond", "recompute": True}),
     ("gcn", "sum", {}),
 ])
 def test_graph_task_through_model_factory_grouped_equals_sequential(model, readout, extra):
     """ogbg-molhiv's path on tiny data: atom encoder, bond features, readout, OGB Evaluator,
     mini-batches shared by the replicas; stacked replicas reproduce one-at-a-time runs at float64."""
     from zoo.bench.run.driver import model_factory
-    from zoo.bench.spec.suite import Cell
+    from zoo.bench.suite.schema import Cell
     from zoo.trainer.loop import train_replicas
     from zoo.trainer.replicas import build_replicas
     from zoo.trainer.config import TrainConfig
@@ -284,7 +284,7 @@ def test_graph_task_through_model_factory_grouped_equals_sequential(model, reado
 
 def test_readout_on_node_task_is_refused():
     from zoo.bench.run.driver import model_factory
-    from zoo.bench.spec.suite import Cell
+    from zoo.bench.suite.schema import Cell
 
     task = tiny_molecule_task()
     task.kind = "transductive"
@@ -295,7 +295,8 @@ def test_readout_on_node_task_is_refused():
 
 
 def test_suite_readout_key_is_validated_and_optional():
-    from zoo.bench.spec.suite import SuiteError, load_suite
+    from zoo.bench.suite.load import load_suite
+    from zoo.bench.suite.schema import SuiteError
 
     suite = load_suite("benchmarks/suites/ogb_molhiv.toml", quick=True)
     assert {c.config["model"]["readout"] for c in suite.cells} == {"mean"}
@@ -303,7 +304,7 @@ def test_suite_readout_key_is_validated_and_optional():
             if c.config["model"]["name"] == "gatv2"} == {"bond"}
     quick = load_suite("benchmarks/suites/quick.toml", quick=True)
     assert all("readout" not in c.config["model"] for c in quick.cells)  # other suites' ids unchanged
-    from zoo.bench.spec.suite import parse_suite
+    from zoo.bench.suite.load import parse_suite
 
     raw = {"suite": {"name": "x"}, "defaults": {"dataset": "ogbg_molhiv", "model": "gcn", "readout": "meen"}}
     with pytest.raises(SuiteError, match="Did you mean 'mean'"):
@@ -342,7 +343,7 @@ def test_conservation_identity_holds_with_edge_features(name):
 
 def test_graph_tied_model_on_graph_task_is_refused():
     from zoo.bench.run.driver import model_factory
-    from zoo.bench.spec.suite import Cell
+    from zoo.bench.suite.schema import Cell
 
     m = {"name": "gatdb", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "kwargs": {}}
     with pytest.raises(ValueError, match="tied to one graph"):

@@ -51,7 +51,7 @@ def test_every_stored_paper_accuracy_fits_the_floored_sizes():
     of the floored parts; the rounded sizes miss most of Cora's and some of Coauthor CS's / Physics'."""
     import json
 
-    from zoo.bench.spec.suite import find_suite
+    from zoo.bench.suite.load import find_suite
     path = find_suite("nonlocal_accuracy").parent / "reported" / "nonlocal_accuracy.json"
     entries = json.loads(path.read_text())["entries"]
     part = {"train": 0, "val": 1, "test": 2}

@@ -27,16 +27,16 @@ def test_diagnose_from_a_checkpoint(tmp_path):
     path = zoo.save(model, tmp_path / "m")
     d = zoo.diagnose(path, "cornell", epochs=2)
     assert d.data["change_w"].shape == (3, 1, 2) and (d.data["change_w"][0] == 0).all()
-    with pytest.raises(ValueError, match="needs a dataset"):
+    with pytest.raises(ValueError, match="needs a task"):
         zoo.diagnose(path, epochs=1)
 
 
 def test_cli_diagnose(tmp_path, capsys):
     out = tmp_path / "d.html"
-    assert main(["diagnose", "gat", "--dataset", "cornell", "--layers", "2", "--init", "xavier,bal_o",
+    assert main(["diagnose", "gat", "--dataset", "cornell", "--num-layers", "2", "--inits", "xavier,bal_o",
                  "--epochs", "2", "--out", str(out)]) == 0
     assert out.is_file() and "verdict:" in capsys.readouterr().out
-    assert main(["diagnose", "gat", "--dataset", "cornell", "--layers", "2", "--set", "warp=1",
+    assert main(["diagnose", "gat", "--dataset", "cornell", "--num-layers", "2", "--set", "warp=1",
                  "--epochs", "1", "--out", str(out)]) == 2
     assert "warp" in capsys.readouterr().err
 
@@ -74,3 +74,45 @@ def test_diagnose_compares_separately_trained_configurations():
     assert n.data["labels"] == ["norm=none", "norm=pairnorm"]
     with pytest.raises(TypeError, match="compare must be"):
         zoo.diagnose("gat", "cornell", epochs=1, compare=[3])
+
+
+def _graph(n=40, classes=3):
+    import torch
+    from torch_geometric.data import Data
+
+    g = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(n, 5, generator=g), edge_index=torch.randint(0, n, (2, 4 * n), generator=g),
+                y=torch.arange(n) % classes, num_nodes=n)
+    data.train_mask, data.val_mask, data.test_mask = (torch.arange(n) % 3 == k for k in range(3))
+    return data
+
+
+def test_diagnose_takes_every_task_form_fit_takes():
+    """``zoo.diagnose(model, task)`` trains the cells ``zoo.fit(model, task)`` would: a dataset name, a
+    loaded task, a PyG Data (masks or split ratios), a Task and a DGL graph."""
+    from tests.dgl_support import DGLLike
+    from zoo.datasets import Task, load
+
+    data = _graph()
+    forms = [("cornell", {}), (load("cornell"), {}), (data, {}), (data, {"split": (0.5, 0.25), "data_seed": 1}),
+             (Task.from_data(data, name="diagnosed"), {}), (DGLLike(data), {})]
+    for task, opts in forms:
+        d = zoo.diagnose("gat", task=task, num_layers=2, hidden_dim=8, epochs=1, **opts)
+        fitted = zoo.fit("gat", task, num_layers=2, hidden_dim=8, epochs=1, keep_models=False, **opts)
+        assert [c.id for c in d.history.cells] == [c.id for c in fitted.cells], type(task).__name__
+
+
+def test_diagnose_compares_configurations_on_one_raw_graph():
+    """A raw graph with split ratios is made a task once: every configuration compared gets its masks."""
+    with pytest.warns(UserWarning, match="init 'bal_o' excluded for norm=lipschitz"):
+        d = zoo.diagnose("gat", _graph(), split=(0.5, 0.25), num_layers=2, hidden_dim=8, epochs=1,
+                         inits=["xavier", "bal_o"], norm=["none", "lipschitz"])
+    prints = {c.config["task"]["fingerprint"] for h in d.history for c in h.cells}
+    assert len(prints) == 1 and len(d.data["labels"]) == 3  # bal_o excluded with lipschitz
+
+
+def test_diagnose_names_its_task_argument_as_fit_does():
+    with pytest.raises(ValueError, match="needs a task as its second argument"):
+        zoo.diagnose("gat", dataset="cornell", epochs=1)
+    with pytest.raises(ValueError, match="dataset='texas' would replace the task given \\('cornell'\\)"):
+        zoo.diagnose("gat", "cornell", dataset="texas", epochs=1)

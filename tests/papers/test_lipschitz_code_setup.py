@@ -10,7 +10,9 @@ from torch_geometric.nn import GATConv
 
 import zoo
 from zoo.bench import load_suite
-from zoo.bench.spec.suite import SuiteError, parse_suite, resolve_cell
+from zoo.bench.suite.load import parse_suite
+from zoo.bench.suite.resolve import resolve_cell
+from zoo.bench.suite.schema import SuiteError
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.optim import StackedPlateau, make_lr_scheduler

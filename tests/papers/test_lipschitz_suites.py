@@ -76,7 +76,7 @@ def test_pairnorm_after_activation_placement():
             g_ref = PairNorm()(torch.nn.functional.elu(g_ref))
     torch.testing.assert_close(model(edge_index, x), g_ref)
     for suite in ("lipschitz_table1", "lipschitz_fig5"):
-        from zoo.bench.spec.suite import load_suite
+        from zoo.bench.suite.load import load_suite
 
         pn = [c for c in load_suite(suite, validate_models=False).cells if c.config["model"]["norm"] == "pairnorm"]
         assert pn and all(c.config["model"]["norm_kwargs"].get("placement") == "post_activation" for c in pn)

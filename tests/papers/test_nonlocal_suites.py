@@ -14,7 +14,7 @@ from tests.papers.shipped import REPO, REPORTED, SUITES, finding, paper_text, re
 
 
 def test_nonlocal_energy_suite_protocol():
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     suite = load_suite("nonlocal_energy", validate_models=False)
     seeds = {}
@@ -57,7 +57,7 @@ def test_loglog_slope_of_power_law():
 
 
 def test_nonlocal_accuracy_san_encoder_dropout():
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     cells = load_suite("nonlocal_accuracy", validate_models=False).cells
     assert all(c.config["model"]["kwargs"].get("input_dropout", 0) > 0 for c in cells)
@@ -79,8 +79,9 @@ def test_nonlocal_pruning_numbers_are_the_256_layer_models():
 
 def test_a_reduced_depth_pruning_run_has_no_paper_number():
     from zoo.bench.analyze.board import find_reported
-    from zoo.bench.spec.cells import cell_value
-    from zoo.bench.spec.suite import load_reported, load_suite
+    from zoo.bench.suite.cells import cell_value
+    from zoo.bench.suite.load import load_suite
+    from zoo.bench.suite.reported import load_reported
 
     info = load_suite(SUITES / "nonlocal_pruning.toml", validate_models=False).resolved()
     rep = load_reported(REPORTED / "nonlocal_pruning.json")

@@ -8,7 +8,7 @@ from tests.papers.shipped import finding, suite
 
 
 def test_quick_suite_encodes_the_papers_protocols():
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     suite = load_suite("quick", validate_models=False)
     assert suite.leaderboard["metric"] == "train"
@@ -43,7 +43,7 @@ def test_quick_suite_shows_the_papers_points(tmp_path, mirror, monkeypatch):
     L = 10 with SGD Xavier stays near chance on Cora while Bal_O trains.  Minutes on 2 cores."""
     from zoo.bench.store.records import read_records
     from zoo.bench.run.driver import run_suite
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
     run_suite(load_suite("quick"), tmp_path / "quick", device="cpu", quiet=True)

@@ -12,7 +12,7 @@ import pytest
 
 from zoo._toml import tomllib
 from zoo.bench import load_suite
-from zoo.bench.spec.suite import cell_id
+from zoo.bench.suite.schema import cell_id
 from tests.conftest import REPO, research_script
 
 SUITES = ("lipschitz_table1", "lipschitz_table3", "lipschitz_fig5", "nonlocal_accuracy", "oxford_table3",

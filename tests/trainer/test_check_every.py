@@ -1,6 +1,7 @@
 """How often the host reads the stop flags (``check_every``) changes no number: the same records,
 kept states and final parameters for every K, bitwise at float64, with replicas stopping at
-different epochs for every reason (divergence, loss threshold, patience, the last epoch)."""
+different epochs for every reason (divergence, loss threshold, patience, the last epoch), with and
+without an lr schedule, warm-up and gradient clipping."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +16,7 @@ from zoo.trainer.config import TrainConfig
 from zoo.trainer.history import MetricsRecorder
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
-from zoo.trainer.resume import CheckpointPolicy, Checkpointer
+from zoo.trainer.resume import ResumePolicy, ResumeFile
 
 SEEDS = [0, 1, 2, 3]
 
@@ -34,11 +35,11 @@ def _factory(task, scale: float, graph: bool):
     return build
 
 
-def _train(task, cfg, graph=False, checkpoint=None):
+def _train(task, cfg, graph=False, resume=None):
     scales = [1.0, 1e200, 1.0, 3.0]
     reps, view = build_replicas(task, [_factory(task, s, graph) for s in scales], SEEDS, torch.device("cpu"),
                                 torch.float64, cfg, True)
-    results = train_replicas(task, reps, view, cfg, SEEDS, checkpoint=checkpoint)
+    results = train_replicas(task, reps, view, cfg, SEEDS, resume=resume)
     return results, [p.detach().clone() for p in reps.params]
 
 
@@ -65,6 +66,9 @@ CONFIGS = {
                                                  lr_scheduler="plateau", lr_scheduler_kwargs={"patience": 2})),
     "graph": (graph_level_task, True, dict(optimizer="sgd", lr=0.1, momentum=0.9, epochs=30, patience=5,
                                            loss_threshold=0.3)),
+    "scheduled": (synthetic_task, False, dict(optimizer="sgd", lr=0.1, momentum=0.9, epochs=30, patience=6,
+                                              loss_threshold=0.5, lr_scheduler="cosine", warmup_epochs=3,
+                                              grad_clip_norm=0.5)),
 }
 
 
@@ -81,30 +85,32 @@ def test_records_do_not_depend_on_check_every(kind):
     _same(runs[1], runs[25])
 
 
-def test_a_resumed_run_matches_for_every_check_every(tmp_path, monkeypatch):
-    """A checkpoint is written at a host check (a due one makes it); resumed with another K, the
-    run gives bitwise the records of an uninterrupted run checking every epoch."""
-    make, graph, options = CONFIGS["graph"]
+@pytest.mark.parametrize("kind", ["graph", "scheduled"])
+def test_a_resumed_run_matches_for_every_check_every(tmp_path, monkeypatch, kind):
+    """The resume state is written at a host check (a due one makes it); resumed with another K, the
+    run gives bitwise the records of an uninterrupted run checking every epoch (with an lr
+    schedule: its per-replica epochs and rates are in the resume state)."""
+    make, graph, options = CONFIGS[kind]
     task = make()
     straight = _train(task, TrainConfig(check_every=1, keep_best_state=True, **options), graph)
 
     class Crash(RuntimeError):
         pass
 
-    real_save = Checkpointer.save
+    real_save = ResumeFile.save
 
     def save_then_crash(self, state):
         real_save(self, state)
         raise Crash(f"killed after saving epoch {state['next_epoch']}")
 
     path = tmp_path / "group.pt"
-    monkeypatch.setattr(Checkpointer, "save", save_then_crash)
+    monkeypatch.setattr(ResumeFile, "save", save_then_crash)
     with pytest.raises(Crash, match="epoch 3"):
         _train(task, TrainConfig(check_every=25, keep_best_state=True, **options), graph,
-               Checkpointer(path, CheckpointPolicy(None, 3)))
-    monkeypatch.setattr(Checkpointer, "save", real_save)
+               ResumeFile(path, ResumePolicy(None, 3)))
+    monkeypatch.setattr(ResumeFile, "save", real_save)
     resumed = _train(task, TrainConfig(check_every=7, keep_best_state=True, **options), graph,
-                     Checkpointer(path, CheckpointPolicy(None, 1000)))
+                     ResumeFile(path, ResumePolicy(None, 1000)))
     assert {r.extra["resumed_at_epoch"] for r in resumed[0]} == {3}
     for r in resumed[0]:
         del r.extra["resumed_at_epoch"], r.extra["resumed_elapsed_s"]

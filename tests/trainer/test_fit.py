@@ -10,7 +10,7 @@ import torch
 
 import zoo
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 from zoo.bench.store import records
 
 # Cornell (183 nodes) keeps the default tests fast; the Cora L = 10 comparison of the issue is slow.
@@ -162,8 +162,8 @@ def test_zoo_train_runs_the_cells_of_zoo_fit(tmp_path):
     from zoo.cli import main
 
     out = tmp_path / "train"
-    argv = ["train", "--model", "gat", "--dataset", "cornell", "--layers", "2", "--hidden", "8", "--epochs", "4",
-            "--dtype", "float64", "--optimizer", "sgd", "--lr", "0.1", "--init", "xavier,bal_o", "--seeds", "0-1",
+    argv = ["train", "--model", "gat", "--dataset", "cornell", "--num-layers", "2", "--hidden-dim", "8", "--epochs", "4",
+            "--dtype", "float64", "--optimizer", "sgd", "--lr", "0.1", "--inits", "xavier,bal_o", "--seeds", "0-1",
             "--quiet", "--out", str(out), "--save-weights", "best"]
     assert main(argv) == 0
     bench = {r["id"]: r for r in records.read_records(out / records.RESULTS_FILE)}

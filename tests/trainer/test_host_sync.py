@@ -1,5 +1,6 @@
 """A callback-free training epoch never synchronises with the host: every family, dropout and
-attention dropout, SGD and Adam, the plateau scheduler, transductive and graph-level tasks.
+attention dropout, SGD and Adam, the plateau and cosine schedulers with warm-up, gradient clipping,
+bf16 autocast, transductive and graph-level tasks.
 
 The host reads the stop flags once every ``check_every`` epochs; between two reads nothing may
 wait for the device.  On the CPU nothing waits, so the ops that would are counted by name
@@ -22,7 +23,8 @@ EPOCHS = 7  # the window: the end of epoch 2's bookkeeping to the end of epoch 6
 FAMILIES = {"gat": {"heads": 2}, "gatv2": {"heads": 2}, "gatdb": {"heads": 2}, "gcn": {},
             "graph_transformer": {"heads": 2}, "san_post_ln": {"heads": 2}, "gate": {}}
 OPTIMISERS = [("adam", {"lr": 0.01, "lr_scheduler": "plateau", "lr_scheduler_kwargs": {"patience": 1}}),
-              ("sgd", {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3})]
+              ("sgd", {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3, "lr_scheduler": "cosine",
+                       "warmup_epochs": 2, "grad_clip_norm": 0.5})]
 
 
 def _dropouts(name: str) -> dict:
@@ -113,3 +115,14 @@ def test_zoo_fits_metrics_recorder_does_not_synchronise():
                                                        callbacks=[recorder]), 2, EPOCHS - 1)
     assert not window.counter.counts, window.counter.report()
     assert recorder.epochs == list(range(EPOCHS + 1)) and len(recorder.rows["val"]) == EPOCHS + 1
+
+
+@pytest.mark.parametrize("name", ["gat", "gatv2", "gcn"])
+def test_bf16_clipped_step_scheduled_epochs_do_not_synchronise(name):
+    task = synthetic_task(n=24)
+    cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=EPOCHS, check_every=100, loss_threshold=0.0,
+                      precision="bf16", grad_clip_norm=0.1, lr_scheduler="step", lr_scheduler_kwargs={"step_size": 2})
+    factory = lambda: zoo.build(name, in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,  # noqa: E731
+                                num_layers=2, **FAMILIES[name], **_dropouts(name))
+    window, _ = _syncs(task, [factory, factory], [0, 1], cfg)
+    assert not window.counter.counts, window.counter.report()

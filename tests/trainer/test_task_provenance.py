@@ -7,6 +7,7 @@ import torch
 from torch_geometric.data import Data
 
 import zoo
+from tests.dgl_support import DGLLike
 from zoo.datasets import Task, load
 
 FAST = dict(num_layers=2, hidden_dim=8, epochs=1)
@@ -67,25 +68,6 @@ def test_user_data_enters_the_cell_id_by_its_content():
     assert len({cell.id, _cell(other).id, _cell(other_split).id}) == 3
 
 
-class _DGLLike:
-    """The DGLGraph surface Task.from_data reads (the real package is tested where it imports)."""
-
-    def __init__(self, data):
-        self._data = data
-        self.ndata = {"feat": data.x, "label": data.y, "train_mask": data.train_mask, "val_mask": data.val_mask,
-                      "test_mask": data.test_mask}
-        self.edata, self.ntypes, self.canonical_etypes, self.is_block = {}, ["_N"], [("_N", "_E", "_N")], False
-
-    def edges(self, order="eid"):
-        return self._data.edge_index[0], self._data.edge_index[1]
-
-    def num_nodes(self):
-        return self._data.num_nodes
-
-
-_DGLLike.__module__ = "dgl.heterograph"
-
-
 def _masked(seed=0):
     data = _graph(seed=seed)
     data.train_mask, data.val_mask, data.test_mask = (torch.arange(40) % 3 == k for k in range(3))
@@ -96,7 +78,7 @@ def test_zoo_fit_takes_a_pyg_graph_and_a_dgl_graph_with_node_data():
     data = _masked()
     from_pyg = _cell(data)
     assert from_pyg.config["task"]["fingerprint"] == Task.from_data(data).fingerprint()
-    assert _cell(_DGLLike(data)).id == from_pyg.id  # the same graph, the same cell
+    assert _cell(DGLLike(data)).id == from_pyg.id  # the same graph, the same cell
     ratio = _cell(_graph(), split=(0.5, 0.25), data_seed=2)
     assert ratio.config["task"]["fingerprint"] == Task.from_data(_graph(), split=(0.5, 0.25), seed=2).fingerprint()
 

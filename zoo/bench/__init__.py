@@ -9,14 +9,15 @@ Command line: ``zoo bench SUITE``, ``zoo train ...``, ``zoo leaderboard ...`` (`
 
 Layers, imported only downward::
 
-    spec/     suites, keys, the training-config schema, metrics and modes      (no torch)
+    suite/    suites, keys, the training-config schema, metrics and modes     (no torch)
+    plan/     cost model, estimates, shards                                   (no torch)
     store/    run records, results folders, merge                             (no torch)
     run/      optimisers, the training protocol, modes, executors, the driver (torch)
     analyze/  leaderboard aggregation, findings, report status rules          (no torch)
     render/   Markdown, CSV/JSON, HTML as strings                             (no IO, no torch)
     publish   writes leaderboards and the report
 
-The names below load their layer on first use (PEP 562), so ``import zoo.bench.spec`` stays torch-free.
+The names below load their layer on first use (PEP 562), so ``import zoo.bench.suite`` stays torch-free.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "load_suite": "zoo.bench.spec.suite", "parse_suite": "zoo.bench.spec.suite", "list_suites": "zoo.bench.spec.suite",
-    "Suite": "zoo.bench.spec.suite", "SuiteError": "zoo.bench.spec.suite", "TrainConfig": "zoo.trainer.config",
+    "load_suite": "zoo.bench.suite.load", "parse_suite": "zoo.bench.suite.load", "list_suites": "zoo.bench.suite.load",
+    "Suite": "zoo.bench.suite.schema", "SuiteError": "zoo.bench.suite.schema", "TrainConfig": "zoo.trainer.config",
     "read_records": "zoo.bench.store.records", "append_record": "zoo.bench.store.records",
     "summarize": "zoo.bench.analyze.stats", "load_board": "zoo.bench.analyze.board",
     "write_leaderboard": "zoo.bench.publish", "run_suite": "zoo.bench.run.driver",

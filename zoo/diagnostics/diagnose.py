@@ -19,6 +19,7 @@ from torch import nn
 from zoo.diagnostics.page import render_page
 from zoo.diagnostics.recorders import LAYER_KEYS, METRIC_KEYS, LayerRecorder
 from zoo.diagnostics.verdict import verdict
+from zoo.trainer.tasks import as_task
 
 __all__ = ["diagnose", "Diagnosis", "flat_config"]
 
@@ -64,29 +65,32 @@ def short_labels(history: Any) -> List[str]:
 
 
 def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
-    """A name stays a name; a checkpoint file or a results folder becomes the loaded model."""
+    """A name stays a name; a model file or a results folder becomes the loaded model."""
     if isinstance(model, nn.Module) or not isinstance(model, (str, Path)):
         return model
     path = Path(model)
     if path.suffix == ".safetensors" or path.is_dir() or path.is_file():
-        from zoo.checkpoint import load
+        from zoo.model_file import load
 
         return load(path, cell=cell, seed=seed)
     return str(model)
 
 
-def _dataset_of(model: Any, dataset: Any) -> Any:
-    if dataset is not None:
-        return dataset
-    header = getattr(model, "checkpoint", None) or {}
+def _task_of(model: Any, task: Any, options: Dict[str, Any]) -> Any:
+    """The task every configuration trains on: as given (a raw graph made a task once, so that the
+    configurations compared share its masks), else the dataset a model file kept by ``zoo bench`` ran on."""
+    if task is not None:
+        return as_task(task, options)
+    header = getattr(model, "saved_header", None) or {}
     config = (header.get("extra") or {}).get("config")
     if config:
         return config["task"]["dataset"]
-    raise ValueError("zoo.diagnose needs a dataset (e.g. dataset='cora'; the CLI's --dataset): the model does not "
-                     "say which task it was trained on")
+    raise ValueError("zoo.diagnose needs a task as its second argument, as zoo.fit does (zoo.diagnose(model, 'cora'), "
+                     "a task from zoo.datasets.load, a PyG Data or a dgl.DGLGraph; the CLI's --dataset): the model "
+                     "does not say which task it was trained on")
 
 
-def _compatible_inits(model: Any, dataset: Any, inits: Union[None, str, Sequence[str]], variant: Mapping[str, Any],
+def _compatible_inits(model: Any, task: Any, inits: Union[None, str, Sequence[str]], variant: Mapping[str, Any],
                       **options: Any) -> Optional[List[str]]:
     """``inits`` without those that do not apply to this configuration (a balanced init with a norm
     that breaks the conservation law), each excluded one named in a warning; ``None``: no inits given."""
@@ -95,7 +99,7 @@ def _compatible_inits(model: Any, dataset: Any, inits: Union[None, str, Sequence
     from zoo.fitting import incompatible_inits
 
     wanted = [inits] if isinstance(inits, str) else list(inits)
-    dropped = incompatible_inits(model, dataset, wanted, **options)
+    dropped = incompatible_inits(model, task, wanted, **options)
     where = ", ".join(f"{k}={v}" for k, v in variant.items()) or "the configuration"
     for init, reason in dropped.items():
         warnings.warn(f"zoo.diagnose: init {init!r} excluded for {where}: {reason}", UserWarning, stacklevel=3)
@@ -151,22 +155,25 @@ def _merge(parts: List[Dict[str, Any]], names: List[str]) -> Dict[str, Any]:
     return out
 
 
-def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequence[str]] = None,
+def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[str]] = None,
              epochs: int = 50, seeds: Union[int, Sequence[int]] = (0,), optimizer: str = "sgd", lr: float = 0.05,
              every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
              compare: Optional[Sequence[Mapping[str, Any]]] = None,
              cell: Optional[str] = None, seed: Optional[int] = None, device: Optional[str] = None,
              progress: Optional[bool] = None, **options: Any) -> Diagnosis:
-    """Diagnose ``model`` on ``dataset`` and render the page (written to ``out`` when given).
+    """Diagnose ``model`` on ``task`` and render the page (written to ``out`` when given).
 
     Args:
         model: a model name (options such as ``num_layers``, ``norm``, ``hidden_dim`` in
             ``options``), several comma-separated (``"san_pre_ln,san_nonlocal"``: compared side by
-            side), a ``zoo.build`` / ``zoo.load`` model, a checkpoint file written by ``zoo.save``,
+            side), a ``zoo.build`` / ``zoo.load`` model, a model file written by ``zoo.save``,
             or a ``zoo bench --save-weights`` results folder with ``cell`` / ``seed`` (saved weights
             are the starting point; ``epochs=0`` only looks at them).
-        dataset: a transductive dataset name (energies and attention are read over its graph);
-            for a checkpoint kept by ``zoo bench`` it defaults to the run's dataset.
+        task: what ``zoo.fit`` trains on — a dataset name (``"cora"``), a task from
+            :func:`zoo.datasets.load`, a PyG ``Data`` or ``dgl.DGLGraph`` with masks (or
+            ``split=(train_ratio, val_ratio)`` in ``options``) or ``zoo.datasets.Task.from_data(...)``;
+            transductive: energies and attention are read over its graph.  For a model file kept
+            by ``zoo bench`` it defaults to the run's dataset.
         inits: inits to compare (e.g. ``["xavier", "bal_o"]``): one replica per init and seed,
             trained together.  ``norm=[...]`` (a list) or ``compare=[{option: value}, ...]``
             compare configurations that are trained separately (other models, norms, depths).
@@ -184,18 +191,19 @@ def diagnose(model: Any, dataset: Any = None, *, inits: Union[None, str, Sequenc
 
     start = time.perf_counter()
     source = _source_model(model, cell, seed)
-    dataset = _dataset_of(source, dataset)
+    options = dict(options)
+    task = _task_of(source, task, options)
     variants = _variants(source, compare, options)
     parts, names, histories, configs = [], [], [], []
     for variant in variants:
         chosen = variant.get("model", source)
         opts = {**options, **{k: v for k, v in variant.items() if k != "model"}}
-        kept = _compatible_inits(chosen, dataset, inits, variant, optimizer=optimizer, lr=lr, epochs=epochs,
+        kept = _compatible_inits(chosen, task, inits, variant, optimizer=optimizer, lr=lr, epochs=epochs,
                                  **opts)
         if kept == []:
             continue
         recorder = LayerRecorder(every=every)
-        history = fit(chosen, dataset, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=kept,
+        history = fit(chosen, task, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=kept,
                       callbacks=[recorder], device=device, keep_models=False, progress=progress, **opts)
         data = recorder.arrays()
         data["labels"] = short_labels(history)

@@ -14,10 +14,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from zoo.diagnostics.svg import PALETTE, color_scale, fmt, heatmap, line_chart, value_range
+from zoo.diagnostics.svg import color_scale, family_colors, fmt, heatmap, line_chart, value_range
 from zoo.diagnostics.verdict import replica_findings, verdict
 
-__all__ = ["render_page", "HEATMAPS"]
+__all__ = ["render_page", "replica_colors", "HEATMAPS"]
 
 #: (key, title, log colour scale, what it shows)
 HEATMAPS = [
@@ -92,15 +92,25 @@ def _config_table(labels: Sequence[str], configs: Sequence[Mapping[str, Any]], f
     return "".join(rows)
 
 
+def replica_colors(labels: Sequence[str], configs: Sequence[Mapping[str, Any]]) -> List[str]:
+    """A line colour per replica: one hue family per init (per model, then per norm, when the
+    replicas share one init), the replicas of a family (other seeds, norms) in its shades."""
+    for key in ("init", "model", "norm"):
+        values = [c.get(key) for c in configs]
+        if len(set(map(repr, values))) > 1:
+            return family_colors(map(repr, values))
+    return family_colors([0] * len(labels))
+
+
 def _curves(data: Dict[str, Any]) -> str:
     epochs = list(map(int, data["epochs"]))
-    labels = data["labels"]
+    labels, colors = data["labels"], data["colors"]
     charts = []
     for key, title, log in (("train", "training metric", False), ("val", "validation metric", False),
                             ("train_loss", "training loss", True)):
         if key not in data:
             continue
-        series = [(labels[r], epochs, data[key][:, r].tolist(), PALETTE[r % len(PALETTE)]) for r in range(len(labels))]
+        series = [(labels[r], epochs, data[key][:, r].tolist(), colors[r]) for r in range(len(labels))]
         charts.append(line_chart(series, title=title, log=log, ylim=None if log else (0, 1)))
     return '<div class="row">' + "".join(charts) + "</div>"
 
@@ -139,7 +149,7 @@ def _layer_curves(data: Dict[str, Any]) -> str:
         series, dashed = [], []
         layers = list(range(1, lap.shape[-1] + 1))
         for r in range(len(labels)):
-            color = PALETTE[r % len(PALETTE)]
+            color = data["colors"][r]
             series.append((f"{labels[r]} epoch {epochs[0]}", layers, lap[0, r, :].tolist(), color))
             series.append((f"{labels[r]} epoch {epochs[-1]}", layers, lap[-1, r, :].tolist(), color))
             dashed += [True, False]
@@ -157,7 +167,7 @@ def _first_last(data: Dict[str, Any], arr: Any, title: str) -> str:
     layers = list(range(1, arr.shape[-1] + 1))
     series, dashed = [], []
     for r in range(len(labels)):
-        color = PALETTE[r % len(PALETTE)]
+        color = data["colors"][r]
         series.append((f"{labels[r]} epoch {epochs[0]}", layers, arr[0, r, :].tolist(), color))
         series.append((f"{labels[r]} epoch {epochs[-1]}", layers, arr[-1, r, :].tolist(), color))
         dashed += [True, False]
@@ -182,6 +192,7 @@ def render_page(data: Dict[str, Any], *, title: str, configs: Optional[Sequence[
     if len(configs) != R:
         raise ValueError(f"configs has {len(configs)} entries for {R} replicas; give one configuration per replica")
     findings = [replica_findings(data, r) for r in range(R)]
+    data = {**data, "colors": replica_colors(labels, configs)}
     text = verdict(data) if verdict_text is None else verdict_text
     final = list(data.get("final") or [{} for _ in labels])
     best = list(data.get("best_epoch") or [None] * R)

@@ -2,8 +2,21 @@
 JavaScript, no external resources; numpy only).
 
 Colour scales: a sequential palette (viridis stops) for heat maps, on a log10 scale where the
-values span orders of magnitude; nan / inf cells are light grey.  Every chart is a standalone
-``<svg>`` element with a ``<title>`` per cell or line, so hovering in a browser shows the value.
+values span orders of magnitude, its colour bar ticked at the powers of ten (``10⁻³``); nan /
+inf cells are light grey.  Line colours: one hue family per group (the page's inits), shades
+within it (:func:`family_colors`).  Every chart is a standalone ``<svg>`` element with a
+``<title>`` per cell or line, so hovering in a browser shows the value.
+
+Why hand-built and not matplotlib's SVG backend (used for every other zoo plot): rendering time,
+measured.  The same diagnose page (L = 10 layers, 51 recorded epochs) drawn by matplotlib (one
+figure per page row: ``imshow`` heat maps with a ``LogNorm`` colour bar, log-axis line charts,
+``svg.fonttype = "none"``) took 30x (2 replicas) to 85x (4 replicas) the time of this module in
+the same process, 1.0-1.3 s against 38-87 s on the project's shared 2-core machine under load,
+most of it in matplotlib's tick layout and mathtext labels of the log axes; ``zoo diagnose``
+would spend longer drawing than training a short run.  matplotlib's file is 3-3.6x smaller (its
+heat maps are embedded PNGs, these one ``<rect>`` with a hover value per cell: 1.7 MB against
+0.57 MB at 2 replicas), a size a browser opens at once.  Figures, date and load:
+docs/notes/diagnose_page_svg.md, with the script that measured them.
 """
 from __future__ import annotations
 
@@ -13,14 +26,17 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["heatmap", "line_chart", "color_scale", "PALETTE", "fmt"]
+__all__ = ["heatmap", "line_chart", "color_scale", "FAMILIES", "family_colors", "decade_ticks", "fmt"]
 
 # viridis at 0, 0.25, 0.5, 0.75, 1
 _STOPS = [(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)]
-#: Line colours for replicas / layers (Tableau 10).
-PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-           "#9c755f", "#bab0ac"]
+#: Hue families for grouped lines (ColorBrewer Blues, Oranges, Greens, Purples, Reds, Greys), dark
+#: to light, each shade dark enough for a line on white.
+FAMILIES = [["#08519c", "#3182bd", "#6baed6", "#9ecae1"], ["#a63603", "#e6550d", "#fd8d3c", "#fdae6b"],
+            ["#006d2c", "#31a354", "#74c476", "#a1d99b"], ["#54278f", "#756bb1", "#9e9ac8", "#bcbddc"],
+            ["#a50f15", "#de2d26", "#fb6a4a", "#fc9272"], ["#252525", "#636363", "#969696", "#bdbdbd"]]
 MISSING = "#e6e6e6"
+_SUPER = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 FONT = "font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif"
 
 
@@ -36,6 +52,40 @@ def fmt(v: float) -> str:
     if a != 0 and (a < 1e-3 or a >= 1e4):
         return f"{v:.2e}"
     return f"{v:.3g}"
+
+
+def family_colors(groups: Sequence[object]) -> List[str]:
+    """A line colour per item: one hue family per distinct group (in order of first appearance),
+    the items of a group in successive shades of it (dark first; cycling past four)."""
+    family: dict = {}
+    seen: dict = {}
+    out = []
+    for g in groups:
+        f = family.setdefault(g, len(family)) % len(FAMILIES)
+        k = seen.get(g, 0)
+        seen[g] = k + 1
+        out.append(FAMILIES[f][k % len(FAMILIES[f])])
+    return out
+
+
+def decade_ticks(lo: float, hi: float, max_ticks: int = 6) -> List[float]:
+    """Ticks of a log10 axis from ``lo`` to ``hi`` (log10 units): the integer powers of ten inside,
+    every k-th decade when there are more than ``max_ticks``; with fewer than two inside, the
+    ends as well (so a narrow range still reads)."""
+    first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
+    decades = list(range(first, last + 1))
+    step = max(1, math.ceil(len(decades) / max_ticks))
+    ticks = [float(d) for d in decades if d % step == 0] if step > 1 else [float(d) for d in decades]
+    if len(ticks) < 2:  # the ends too, unless one would print over a decade's label
+        ticks = sorted(set(ticks) | {e for e in (lo, hi) if all(abs(e - t) > 0.2 * (hi - lo) for t in ticks)})
+    return ticks
+
+
+def decade_label(u: float) -> str:
+    """``10⁻³`` at an integer log10 value, else the number itself."""
+    if abs(u - round(u)) < 1e-9:
+        return "10" + str(int(round(u))).translate(_SUPER)
+    return fmt(10 ** u)
 
 
 def color_scale(t: float) -> str:
@@ -110,9 +160,10 @@ def heatmap(values: np.ndarray, *, xs: Sequence[int], title: str, log: bool = Fa
         y = top + ph - (k + 1) * ph / steps
         parts.append(f'<rect x="{bx}" y="{y:.2f}" width="10" height="{ph / steps + 0.3:.2f}" '
                      f'fill="{color_scale((k + 0.5) / steps)}"/>')
-    label = (lambda u: fmt(10 ** u)) if log else fmt
-    parts.append(f'<text x="{bx + 13}" y="{top + 8}" font-size="9">{label(hi)}</text>')
-    parts.append(f'<text x="{bx + 13}" y="{top + ph}" font-size="9">{label(lo)}</text>')
+    for t in decade_ticks(lo, hi) if log else _ticks(lo, hi):
+        y = top + ph - (t - lo) / (hi - lo) * ph
+        parts.append(f'<line x1="{bx + 10}" x2="{bx + 13}" y1="{y:.1f}" y2="{y:.1f}" stroke="#444"/>'
+                     f'<text x="{bx + 15}" y="{y + 3:.1f}" font-size="9">{decade_label(t) if log else fmt(t)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -169,9 +220,9 @@ def line_chart(series: Sequence[Tuple[str, Sequence[float], Sequence[float], str
              f'viewBox="0 0 {width} {height}" style="{FONT}" role="img">',
              f'<text x="{left}" y="14" font-size="12" font-weight="600">{_esc(title)}</text>',
              f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#bbb"/>']
-    for t in _ticks(y0, y1):
+    for t in decade_ticks(y0, y1) if log else _ticks(y0, y1):
         y = py(t)
-        lab = fmt(10 ** t) if log else fmt(t)
+        lab = decade_label(t) if log else fmt(t)
         parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
                      f'<text x="{left - 4}" y="{y + 3:.1f}" font-size="9" text-anchor="end">{lab}</text>')
     for t in _ticks(x0, x1):

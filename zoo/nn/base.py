@@ -114,7 +114,7 @@ class DeepGNN(nn.Module):
             score; only for families whose layer has an edge term (``supports_edge_features``:
             GATv2, GATDB, GATNB).  ``forward`` then needs ``edge_attr``.
         edge_dim: raw edge-feature columns the edge encoder reads (``bond``: OGB's 3 by default).
-        checkpoint: recompute each layer in the backward pass instead of keeping its
+        recompute: recompute each layer in the backward pass instead of keeping its
             activations (``torch.utils.checkpoint``, non-reentrant): memory ~ one layer's
             intermediates instead of ``num_layers``, at about one extra forward of compute.
             The numbers do not change (dropout masks are replayed).  Not applied under
@@ -166,7 +166,7 @@ class DeepGNN(nn.Module):
         classifier: Optional[str] = None,
         edge_encoder: Any = None,
         edge_dim: Optional[int] = None,
-        checkpoint: bool = False,
+        recompute: bool = False,
     ) -> None:
         super().__init__()
         owner = self.family or type(self).__name__
@@ -182,7 +182,7 @@ class DeepGNN(nn.Module):
         self.dropout, self.attn_dropout = probability("dropout", dropout), probability("attn_dropout", attn_dropout)
         self.negative_slope = real_number("negative_slope", negative_slope)
         self.in_dim, self.out_dim, self.hidden_dim, self.num_layers = in_dim, out_dim, hidden_dim, num_layers
-        self.heads, self.bias, self.checkpoint = heads, bias, bool(checkpoint)
+        self.heads, self.bias, self.recompute = heads, bias, bool(recompute)
         # a separate classifier makes every attention layer a hidden one (heads concatenated)
         self.out_heads = heads if out_heads is None or self.classifier_kind != "none" else out_heads
         self.self_loops = self.default_self_loops if self_loops is None else self_loop_policy(self_loops)
@@ -261,15 +261,15 @@ class DeepGNN(nn.Module):
             empty = [AttentionRecord(g.edge_index, x.new_zeros(0, layer.heads)) for layer in self.layers]
             return (out, empty) if return_attention else out
         # Under torch.func.vmap (stacked replicas) the recomputation would run outside the vmap
-        # and fail, so layers are not checkpointed there (same numbers, more memory).
-        in_vmap = self.checkpoint and under_vmap(next(self.parameters()))
+        # and fail, so layers are not recomputed there (same numbers, more memory).
+        in_vmap = self.recompute and under_vmap(next(self.parameters()))
         for index, layer in enumerate(self.layers):
             if index in self.skipped_layers:
                 if layer.in_dim != (layer.channels * layer.heads if layer.concat else layer.channels):
                     raise ValueError(f"layer {index} changes the width and cannot be skipped")
                 x = self.taps[index](x)
                 continue
-            if self.checkpoint and torch.is_grad_enabled() and not in_vmap:
+            if self.recompute and torch.is_grad_enabled() and not in_vmap:
                 # Keep only this layer's input; recompute its intermediates in the backward pass.
                 out, alpha = checkpoint(self._recomputable_block(index), g, x, edges, use_reentrant=False)
             else:

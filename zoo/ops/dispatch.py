@@ -27,6 +27,9 @@ rounding (same dropout masks included); the per-family rules below are each meas
   backend serves the device — at every size: it beats the plain ops at one replica even on the
   smallest suite graphs, so no size threshold applies to it (figures: docs/notes/performance.md,
   "Dispatch thresholds").  Otherwise the two steps above.
+* Under ``torch.autocast`` (``precision = "bf16"``) every entry point here computes in float32
+  (:func:`zoo.ops.precision.float32_under_autocast`), so each kernel sees one dtype and the rules
+  above apply unchanged; the layers' projections around them run in bfloat16.
 * Without custom ops (torch < 2.4, :func:`zoo.ops._custom.vmap_without_rules`) no fused kernel
   runs under vmap: their autograd.Functions have no vmap rule there; the plain ops are vmapped.
 """
@@ -45,6 +48,7 @@ from zoo.ops.aggregate import edge_attention, graph_orders
 from zoo.ops.config import FusedConfig, use_fused
 from zoo.ops.dropout import dropout, dropout_mask
 from zoo.ops.message import leaky_relu_dot, node_scores, weight_messages
+from zoo.ops.precision import float32_under_autocast
 from zoo.ops.score import gat_edge_scores, gatv2_score
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 
@@ -86,6 +90,7 @@ def fuses_gatv2_score(num_edges: int, x_src: Tensor, config: Optional[FusedConfi
     return config.score and large_enough(num_edges, x_src, config, dropping)
 
 
+@float32_under_autocast
 def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negative_slope: float, *,
                bias: Optional[Tensor] = None, normalize: Optional[ScoreHook] = None) -> Tensor:
     r"""GAT's edge scores :math:`e_{uv} = \mathrm{LeakyReLU}(a_s^\top x_u + a_t^\top x_v\,[+\,b_{uv}])`.
@@ -112,6 +117,7 @@ def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negat
     return F.leaky_relu(scores, negative_slope)
 
 
+@float32_under_autocast
 def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: object, negative_slope: float, *,
                  terms: Sequence[Tensor] = (), score: Optional[ScoreHook] = None, attn_dropout: float = 0.0,
                  training: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
@@ -138,6 +144,7 @@ def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: obj
     return leaky_relu_dot(hidden, att, negative_slope), src_rows  # keeps hidden only
 
 
+@float32_under_autocast
 def attention(scores: Tensor, values: Tensor, graph: object, *, attn_dropout: float = 0.0, training: bool = False,
               source_rows: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     r""":math:`\alpha_{uv} = \operatorname{softmax}_{u \in \mathcal N(v)} e_{uv}` (dropout on
@@ -167,6 +174,7 @@ def compiled_serves(values: Tensor, attn_dropout: float = 0.0, training: bool = 
             and values.dtype in (torch.float32, torch.float64) and compiled.available(values.device))
 
 
+@float32_under_autocast
 def gat_attention(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negative_slope: float, *,
                   bias: Optional[Tensor] = None, normalize: Optional[ScoreHook] = None, attn_dropout: float = 0.0,
                   training: bool = False) -> Tuple[Tensor, Tensor]:
@@ -182,6 +190,7 @@ def gat_attention(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, ne
     return attention(scores, x, graph, attn_dropout=attn_dropout, training=training)
 
 
+@float32_under_autocast
 def gatv2_attention(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: object, negative_slope: float, *,
                     values: Optional[Tensor] = None, terms: Sequence[Tensor] = (), score: Optional[ScoreHook] = None,
                     attn_dropout: float = 0.0, training: bool = False) -> Tuple[Tensor, Tensor]:

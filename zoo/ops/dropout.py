@@ -60,6 +60,10 @@ class ReplicaRandomness:
                 (self.seeds[replica] * 1_000_003 + 0x5EED) % 2 ** 63)
         return self._generators[key]
 
+    def generators(self) -> List[torch.Generator]:
+        """Every stream made so far (a CUDA graph registers them: its replays advance them)."""
+        return list(self._generators.values())
+
     def get_state(self) -> Dict[Tuple[int, str], Tensor]:
         """The streams' positions (for replaying a recomputed block, e.g. activation checkpointing)."""
         return {key: gen.get_state() for key, gen in self._generators.items()}

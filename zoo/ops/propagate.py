@@ -24,6 +24,7 @@ from torch import Tensor
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops.aggregate import graph_orders
+from zoo.ops.precision import float32_under_autocast
 from zoo.ops.segment import gather_rows, segment_sum
 
 
@@ -76,11 +77,12 @@ def _csr_parts(graph: Any, coef: Tensor, key: str) -> Tuple[Tensor, ...]:
     return graph.cached(f"csr_propagate_{key}", build, dtype=coef.dtype)
 
 
+@float32_under_autocast
 def propagate(graph: Any, coef: Tensor, x: Tensor, key: str) -> Tensor:
     r""":math:`h'_v = \sum_{u \in \mathcal N(v)} c_{uv} x_u` with constant coefficients ``coef``.
 
     ``key`` names ``coef`` in the graph's cache (the CSR matrices are built once per graph, key,
-    dtype and device); ``coef`` must not require a gradient.  Without custom ops (torch < 2.4):
+    dtype and device); ``coef`` must not require a gradient.  Under autocast it computes in float32.  Without custom ops (torch < 2.4):
     gather, multiply, scatter.
 
     Shapes: coef ``(E, 1)`` (or ``(E,)``), aligned with ``graph.edge_index``; x ``(N, C)`` -> ``(N, C)``.

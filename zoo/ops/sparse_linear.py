@@ -12,6 +12,7 @@ from zoo.ops._constant_cache import ConstantCache
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops.precision import float32_under_autocast
 
 #: A constant input with at most this fraction of non-zeros is multiplied as CSR when it has at
 #: least SPARSE_MIN_ELEMENTS entries or the weight is stacked (replicas).  Measured fwd+bwd,
@@ -73,6 +74,8 @@ if _HAS_CUSTOM_OPS:
 
 
     _csr_linear.register_autograd(_csr_backward, setup_context=_csr_setup)
+    #: under autocast in float32: the CSR products take no bfloat16 (the dense ``F.linear`` autocasts)
+    _csr_linear_float32 = float32_under_autocast(_csr_linear)
 
 
     def _csr_linear_vmap(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
@@ -95,7 +98,7 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
     """
     parts = _sparse_parts(x, weight)
     if parts is not None:
-        return _csr_linear(*parts, weight)
+        return _csr_linear_float32(*parts, weight)
     return F.linear(x, weight)
 
 

@@ -11,7 +11,7 @@ by default every epoch on the CPU, where a read waits for nothing and the optimi
 its in-place path, and every 25 on a GPU),
 and the run ends at the first such check where every replica has stopped; the epochs run past the
 last replica's stop change nothing (every replica is frozen), so the records are those of a check
-every epoch.  A mid-run checkpoint is written only at a check (a due checkpoint makes one: its
+every epoch.  The resume state is written only at a check (a due save makes one: its
 save reads the device anyway).  Callbacks opt out of this: one that reads the metrics on the host
 reads the device every epoch, so the loop then checks every epoch too (the callbacks see each
 evaluated state up to the last stop, as before).  A callback that only keeps device tensors says
@@ -21,6 +21,10 @@ replica is frozen.  A run with no other callbacks is free of host synchronisatio
 on every device (tested under a dispatch mode on the CPU).  Not covered: task metrics other than
 plain accuracy (``task.evaluate``, e.g. ROC-AUC, read each replica's outputs) and shuffled
 mini-batches of graphs, which are collated on the host every epoch and copied to the device.
+An epoch is two halves, *assess* (evaluate state ``e``, bookkeeping, selection) and *advance* (lr
+schedule, training step), with the callbacks and the host check between them; on CUDA both are
+captured once as CUDA graphs after a few eager epochs and replayed (``cuda_graphs``,
+:mod:`zoo.trainer.graphs`).
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
 ``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
@@ -50,10 +54,11 @@ from zoo.callbacks import EpochState
 from zoo.trainer.allocator import tune_allocator
 from zoo.trainer.config import CHECK_EVERY, TrainConfig
 from zoo.trainer.epoch import evaluate, train_epoch
+from zoo.trainer.graphs import epoch_graphs
 from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
 from zoo.trainer.replicas import Replicas, draws_dropout
 from zoo.trainer.results import RunResult, run_results
-from zoo.trainer.resume import Checkpointer, restore, snapshot
+from zoo.trainer.resume import ResumeFile, restore, snapshot
 from zoo.trainer.state import LoopState
 from zoo.trainer.stopping import Evaluation, bookkeeping
 from zoo.trainer.views import TransductiveView, loss_function
@@ -62,13 +67,13 @@ from zoo.trainer.views import TransductiveView, loss_function
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
                    progress: Optional[Callable[[int], None]] = None, callbacks: Sequence[Any] = (),
                    labels: Optional[Sequence[str]] = None,
-                   checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+                   resume: Optional[ResumeFile] = None) -> List[RunResult]:
     """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
 
     ``callbacks``: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`), called
     after every evaluated state, and optionally ``on_fit_end(state)`` with the last one; they only
     read, so the training is the same with or without them.  ``labels`` names the replicas for them.
-    ``checkpoint``: resume from its saved state if it has one, and save the loop's state when it
+    ``resume``: resume from its saved state if it has one, and save the loop's state when it
     is due (:mod:`zoo.trainer.resume`); the numbers are those of an uninterrupted run (the
     callbacks' own state is not saved: a resumed group calls them from the resumed epoch on).
     """
@@ -76,7 +81,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     if device.type == "cpu":
         tune_allocator()
     loss_fn, _ = loss_function(task)
-    scheduler = make_lr_scheduler(cfg.lr_scheduler, replicas.size, cfg.lr, device, cfg.lr_scheduler_kwargs)
+    scheduler = make_lr_scheduler(cfg.lr_scheduler, replicas.size, cfg.lr, device, cfg.lr_scheduler_kwargs,
+                                  cfg.epochs)
     optimizer = ReplicaOptimizer(replicas, cfg, scheduler)  # now: a bad optimiser setting fails before training
     rules = bookkeeping(cfg)
     state = LoopState.start(replicas.size, device, replicas.params if cfg.keep_best_state else None)
@@ -86,36 +92,45 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
 
     start = time.perf_counter()
     first_epoch, resumed_s = 0, 0.0
-    saved = checkpoint.load() if checkpoint is not None else None
+    saved = resume.load() if resume is not None else None
     if saved is not None:  # the loop's state after epoch ``first_epoch - 1``'s training step
         first_epoch, resumed_s = restore(saved, replicas, optimizer, scheduler, view, state)
         start -= resumed_s
         if progress is not None:
             progress(first_epoch)
     check_every = _check_every(cfg, device, callbacks)
-    optimizer.allow_host_reads(device.type == "cpu" and check_every == 1)  # free there: read every epoch anyway
+    graphs = epoch_graphs(cfg, device, task, view, replicas, first_epoch)  # replays the epoch on CUDA
+    # the in-place step reads the mask on the host: free on the CPU when the loop reads it every epoch anyway
+    optimizer.allow_host_reads(device.type == "cpu" and check_every == 1 and not graphs.replays)
+
+    def assess(epoch: int, stamp: Optional[Tensor]) -> Evaluation:  # state ``epoch``: evaluate, select, stop
+        ev = evaluate(task, replicas, view, loss_fn, with_grads=epoch < cfg.epochs, deterministic=deterministic,
+                      last_pass_loss=state.last_pass_loss)
+        state.keep_best(replicas.params, rules.update(state, epoch, ev, stamp))
+        return ev
+
+    def advance(epoch: int, ev: Evaluation) -> None:  # the training step from state ``epoch``
+        if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
+            scheduler.step(ev.val_loss, state.active)
+        state.set_pass_loss(train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads))
+
     last = first_epoch
     for epoch in range(first_epoch, cfg.epochs + 1):
         last = epoch
-        ev = evaluate(task, replicas, view, loss_fn, with_grads=epoch < cfg.epochs, deterministic=deterministic,
-                      last_pass_loss=state.last_pass_loss)
-        improved = rules.update(state, epoch, ev)
-        state.keep_best(replicas.params, improved)
+        ev = graphs.assess(assess, epoch)
         if progress is not None:
             progress(1)
         if callbacks:
             seen = _epoch_state(epoch, replicas, view, ev, state.active, labels, scratch)
             for cb in callbacks:
                 cb.on_epoch_end(seen)
-        saving = checkpoint is not None and checkpoint.due(epoch)  # a save reads the device: a check too
+        saving = resume is not None and resume.due(epoch)  # a save reads the device: a check too
         check = saving or (epoch + 1) % check_every == 0
         if epoch == cfg.epochs or (check and not _any_running(state)):
             break
-        if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
-            scheduler.step(ev.val_loss, state.active)
-        state.last_pass_loss = train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads)
+        graphs.advance(advance, epoch, ev)
         if saving:
-            checkpoint.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
+            resume.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
                                      state))
 
     for cb in callbacks:

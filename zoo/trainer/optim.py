@@ -9,19 +9,24 @@ Learning-rate schedule: optional linear warm-up, ``lr_t = lr * min(1, t / warmup
 for step ``t = 1, 2, ...`` (the nonlocal paper's Post-LN recipe), then constant; or, with a
 :class:`StackedPlateau` scheduler (``lr_scheduler = "plateau"``), each replica's ``lr`` cut by
 ``factor`` when its validation loss stops improving, as ``torch.optim.lr_scheduler.ReduceLROnPlateau``
-(the LN authors' ``train_deepgat_depth.py``).
+(the LN authors' ``train_deepgat_depth.py``); or an epoch schedule (``step``, ``multistep``,
+``exponential``, ``cosine``: :mod:`zoo.trainer.schedules`).  The warm-up multiplies any of them.
+With ``grad_clip_norm`` set, :class:`ReplicaOptimizer` clips each replica's gradient to that global
+norm before its step (:mod:`zoo.trainer.clipping`).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
 import torch
 from torch import Tensor
 
 from zoo._names import normalize_name, unknown_name_error
-from zoo.trainer.config import LR_SCHEDULERS, OPTIMIZERS, TrainConfig, plateau_options
+from zoo.trainer.clipping import clip_replica_grads
+from zoo.trainer.config import EPOCH_SCHEDULE_DEFAULTS, LR_SCHEDULERS, OPTIMIZERS, TrainConfig, plateau_options
 from zoo.trainer.resume import load_tensor_state, tensor_state
+from zoo.trainer.schedules import StackedEpochSchedule
 
 
 class StackedOptimizer(Protocol):
@@ -111,7 +116,7 @@ class StackedSGD(_Base):
             self._step_in_place(params, grads, lr, bool(first[0]))
         else:
             self._step_masked(params, grads, active, lr, first)
-        self.steps = steps
+        self.steps.copy_(steps)  # in place: a captured step reads and writes this tensor
 
     def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: _Columns, first: bool) -> None:
         # every replica active and at the same phase: the masked update's values, computed in place
@@ -161,7 +166,7 @@ class StackedAdam(_Base):
             self._step_in_place(params, grads, decay, step_size, bias2_sqrt)
         else:
             self._step_masked(params, grads, active, decay, step_size, bias2_sqrt)
-        self.steps = steps
+        self.steps.copy_(steps)  # in place: a captured step reads and writes this tensor
 
     def _denominator(self, m2: Tensor, bias2_sqrt: _Columns) -> Tensor:
         return m2.sqrt().div_(bias2_sqrt.like(m2)).add_(self.eps)
@@ -255,17 +260,24 @@ class StackedPlateau:
 
 
 def make_lr_scheduler(name: str, replicas: int, lr: float, device: Any = None,
-                      options: Optional[Mapping[str, Any]] = None) -> Optional[StackedPlateau]:
-    """The stacked scheduler ``name`` (``None`` for ``"none"``, which must have no options)."""
+                      options: Optional[Mapping[str, Any]] = None, epochs: int = 0) -> Optional[StackedScheduler]:
+    """The stacked scheduler ``name`` (``None`` for ``"none"``, which must have no options);
+    ``epochs``: the run's, ``cosine``'s default ``T_max``."""
     key = normalize_name(name)
     if key == "none":
         if options:
             raise ValueError(f"lr_scheduler_kwargs {dict(options)!r} given without an lr_scheduler; "
-                             "set lr_scheduler = \"plateau\" or drop them")
+                             "set an lr_scheduler (e.g. \"step\") or drop them")
         return None
     if key == "plateau":
         return StackedPlateau(replicas, lr, device, **dict(options or {}))
+    if key in EPOCH_SCHEDULE_DEFAULTS:
+        return StackedEpochSchedule(key, replicas, lr, epochs, device, options)
     raise unknown_name_error("lr_scheduler", name, LR_SCHEDULERS)
+
+
+#: a stacked scheduler: its ``(R,)`` float64 ``lr`` (read by the optimiser) and ``step(values, active)``
+StackedScheduler = Union[StackedPlateau, StackedEpochSchedule]
 
 
 def optimizer_state(opt: StackedOptimizer) -> Dict[str, List[Tensor]]:
@@ -287,7 +299,7 @@ class ReplicaOptimizer:
     state (all zero so far) in the new layout.
     """
 
-    def __init__(self, replicas: Any, cfg: TrainConfig, scheduler: Optional[StackedPlateau]) -> None:
+    def __init__(self, replicas: Any, cfg: TrainConfig, scheduler: Optional[StackedScheduler]) -> None:
         self.replicas, self.cfg, self.scheduler = replicas, cfg, scheduler
         #: whether a step may read its mask on the host (the loop sets it where that is free)
         self.host_reads = False
@@ -313,6 +325,8 @@ class ReplicaOptimizer:
             if self.replicas.adopt_layout(grads):
                 self.opt = self._make()
                 self.opt.host_reads = self.host_reads  # type: ignore[attr-defined]
+        if self.cfg.grad_clip_norm is not None:
+            grads = clip_replica_grads(grads, self.cfg.grad_clip_norm)
         self.opt.step(self.replicas.params, grads, active)
 
     def state_dict(self) -> Dict[str, Any]:

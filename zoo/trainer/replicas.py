@@ -30,7 +30,7 @@ class Replicas:
     """
 
     def __init__(self, models: Sequence[nn.Module], stacked: bool = True,
-                 seeds: Optional[Sequence[int]] = None) -> None:
+                 seeds: Optional[Sequence[int]] = None, precision: str = "fp32") -> None:
         if not models:
             raise ValueError("a group needs at least one model")
         self.base = models[0]
@@ -42,6 +42,8 @@ class Replicas:
         self.size = len(models)
         self.rng = ReplicaRandomness(range(self.size) if seeds is None else seeds)
         self.tokens = self.rng.tokens(self.params[0].device)  # the rng reads them back without a device sync
+        #: ``"bf16"``: every forward under bfloat16 autocast (``TrainConfig.precision``)
+        self.precision = precision
 
     def num_parameters(self) -> int:
         return sum(p[0].numel() for p in self.params)
@@ -76,10 +78,17 @@ class Replicas:
             return functional_call(self.base, (params, buffers), args)
 
     def forward(self, *args: Any, train: bool, params: Optional[List[Tensor]] = None) -> Tensor:
-        """``(R, ...)`` outputs of every replica on the same inputs ``args``."""
+        """``(R, ...)`` outputs of every replica on the same inputs ``args`` (under bfloat16 autocast
+        with ``precision = "bf16"``, the outputs cast back to the parameters' dtype)."""
         params = self.params if params is None else params
         self.base.train(train)
-        named = dict(zip(self.names, params))
+        if self.precision == "bf16":
+            with torch.autocast(params[0].device.type, dtype=torch.bfloat16):
+                out = self._forward(dict(zip(self.names, params)), args)
+            return out.to(params[0].dtype)  # the losses and metrics in the model's dtype
+        return self._forward(dict(zip(self.names, params)), args)
+
+    def _forward(self, named: Dict[str, Tensor], args: Tuple[Any, ...]) -> Tensor:
         if self.stacked and self.size > 1:  # one replica: a plain call (vmap costs dispatch per op)
             fn = vmap(self._call, in_dims=(0, 0, 0, *([None] * len(args))), randomness="different")
             return fn(named, self.buffers, self.tokens, *args)
@@ -144,4 +153,4 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
                     else GraphListView(task, device, dtype, cfg.batch_size, cfg.data_seed, tied, edges))
         view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
         models.append(model)
-    return Replicas(models, stacked=stacked, seeds=seeds), view
+    return Replicas(models, stacked=stacked, seeds=seeds, precision=cfg.precision), view

@@ -3,10 +3,10 @@
 Records are written per finished group, so a group killed after hours of training (nonlocal
 L = 256: 6-7 h on the CPU) used to be lost whole.  Now a group that has trained longer than
 ``every`` (wall seconds, default 10 minutes; or every N epochs) since its start or its last
-save writes its state to the :class:`Checkpointer`'s path — atomically (temporary file, fsync,
+save writes its state to the :class:`ResumeFile`'s path — atomically (temporary file, fsync,
 rename), so a kill during the save leaves the previous one intact — and a re-run of the same
 group (same cells, dtype, stacking) resumes from it.  ``zoo bench`` names the file after the
-group's cells (``OUT/checkpoints/<key>.pt``, :mod:`zoo.bench.run.checkpoint`) and removes it once
+group's cells (``OUT/checkpoints/<key>.pt``, :mod:`zoo.bench.run.resume_file`) and removes it once
 the group's records are written.
 
 The state (:func:`snapshot`) is everything the epoch loop of :func:`zoo.trainer.loop.train_replicas`
@@ -19,7 +19,7 @@ best parameters when kept (:meth:`~zoo.trainer.state.LoopState.state_dict`).  Re
 bitwise those of an uninterrupted run (tested at float64).
 
 With the Ray executor the output folder must be on a file system the workers share (as it
-must be for ``--data-root``); a worker that cannot write there trains without checkpoints.
+must be for ``--data-root``); a worker that cannot write there trains without resume state.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ FORMAT = 1
 
 
 @dataclass(frozen=True)
-class CheckpointPolicy:
+class ResumePolicy:
     """How often a group saves: every ``seconds`` of wall time or every ``epochs`` epochs
     (one of them; ``None`` for both means never)."""
 
@@ -53,34 +53,34 @@ class CheckpointPolicy:
         return self.seconds is not None or self.epochs is not None
 
 
-def parse_every(text: Union[str, float, int, None]) -> CheckpointPolicy:
-    """``--checkpoint-every``: ``600``/``600s``/``10m``/``2h`` (wall time), ``50ep`` (epochs),
+def parse_every(text: Union[str, float, int, None]) -> ResumePolicy:
+    """``--resume-every``: ``600``/``600s``/``10m``/``2h`` (wall time), ``50ep`` (epochs),
     ``off`` or ``0`` (never)."""
     if text is None:
-        return CheckpointPolicy()
+        return ResumePolicy()
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return CheckpointPolicy(float(text)) if text > 0 else CheckpointPolicy(None)
+        return ResumePolicy(float(text)) if text > 0 else ResumePolicy(None)
     raw = str(text).strip().lower()
     if raw in ("off", "no", "never", "0"):
-        return CheckpointPolicy(None)
+        return ResumePolicy(None)
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m|h|ep|epochs?)?", raw)
     if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"--checkpoint-every takes a wall time (600, 600s, 10m, 2h), a number of epochs "
+        raise ValueError(f"--resume-every takes a wall time (600, 600s, 10m, 2h), a number of epochs "
                          f"(50ep) or 'off'; got {text!r}")
     value, unit = float(m.group(1)), m.group(2) or "s"
     if unit.startswith("ep"):
         if not value.is_integer():
-            raise ValueError(f"--checkpoint-every {text}: a whole number of epochs (e.g. 50ep)")
-        return CheckpointPolicy(None, int(value))
-    return CheckpointPolicy(value * {"s": 1, "m": 60, "h": 3600}[unit])
+            raise ValueError(f"--resume-every {text}: a whole number of epochs (e.g. 50ep)")
+        return ResumePolicy(None, int(value))
+    return ResumePolicy(value * {"s": 1, "m": 60, "h": 3600}[unit])
 
 
 @dataclass
-class Checkpointer:
-    """Saves and loads one group's checkpoint at ``path`` (see the module docstring)."""
+class ResumeFile:
+    """Saves and loads one group's resume state file at ``path`` (see the module docstring)."""
 
     path: Path
-    policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
+    policy: ResumePolicy = field(default_factory=ResumePolicy)
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     saves: int = 0
     _last: float = field(default_factory=time.perf_counter)
@@ -110,7 +110,7 @@ class Checkpointer:
                     os.unlink(tmp)
                 raise
         except OSError as e:
-            warnings.warn(f"checkpoint not written ({self.path}): {e}; the group goes on without it")
+            warnings.warn(f"resume state not written ({self.path}): {e}; the group goes on without it")
             return
         self.saves += 1
         self._last = time.perf_counter()
@@ -124,10 +124,10 @@ class Checkpointer:
         try:
             payload = torch.load(self.path, map_location="cpu", weights_only=False)
         except Exception as e:  # a truncated file cannot happen (atomic), but a foreign one can
-            warnings.warn(f"checkpoint {self.path} unreadable ({type(e).__name__}: {e}); starting the group afresh")
+            warnings.warn(f"resume state {self.path} unreadable ({type(e).__name__}: {e}); starting the group afresh")
             return None
         if payload.get("format") != FORMAT or payload.get("fingerprint") != dict(self.fingerprint):
-            warnings.warn(f"checkpoint {self.path} belongs to another configuration; starting the group afresh")
+            warnings.warn(f"resume state {self.path} belongs to another configuration; starting the group afresh")
             return None
         self._last_epoch = int(payload["state"]["next_epoch"])
         return payload["state"]
@@ -208,7 +208,7 @@ def restore_params(params: List[Tensor], saved: Sequence[Tensor]) -> List[Tensor
 
 def snapshot(next_epoch: int, elapsed_s: float, replicas: Any, optimizer: Any, scheduler: Any, view: Any,
              loop: Any) -> Dict[str, Any]:
-    """The loop's state after training epoch ``next_epoch - 1`` (what :meth:`Checkpointer.save` writes)."""
+    """The loop's state after training epoch ``next_epoch - 1`` (what :meth:`ResumeFile.save` writes)."""
     generator = getattr(view, "generator", None)
     return {"next_epoch": next_epoch, "elapsed_s": elapsed_s, **replicas.state_dict(),
             "optimizer": optimizer.state_dict(),

@@ -1,9 +1,10 @@
 """The per-replica state the training loop carries from one epoch to the next.
 
-Every field is a tensor with a leading replica dimension ``R`` on the replicas' device, updated by
-tensor ops only (the stopping and selection objects of :mod:`zoo.trainer.stopping`), so an epoch's
-bookkeeping needs no host read; the host reads it where the loop decides to (and at the end, for
-the records).  :meth:`LoopState.state_dict` is this state in the mid-run resume checkpoint
+Every field is a tensor with a leading replica dimension ``R`` on the replicas' device, updated in
+place by tensor ops only (the stopping and selection objects of :mod:`zoo.trainer.stopping`), so an
+epoch's bookkeeping needs no host read and a captured epoch (:mod:`zoo.trainer.graphs`) finds every
+field at the address it was captured with; the host reads it where the loop decides to (and at the end, for
+the records).  :meth:`LoopState.state_dict` is this state in the mid-run resume file
 (:mod:`zoo.trainer.resume`): the field list below is the only list of its keys.
 """
 from __future__ import annotations
@@ -73,16 +74,23 @@ class LoopState:
             for b, p in zip(self.best_state, params):
                 b.copy_(torch.where(improved.view(-1, *([1] * (p.dim() - 1))), p, b))
 
+    def set_pass_loss(self, loss: Optional[Tensor]) -> None:
+        """Keep a graph task's pass loss (in place once there is one: a captured epoch writes it)."""
+        if loss is None or self.last_pass_loss is None:
+            self.last_pass_loss = loss
+        else:
+            self.last_pass_loss.copy_(loss)
+
     def reasons(self) -> List[str]:
         """Every replica's stop reason (``""`` while running); reads the device."""
         return [STOP_REASONS[c] for c in self.stop_reason.tolist()]
 
     def state_dict(self) -> Dict[str, Any]:
-        """The checkpoint's loop entries: ``loop`` (the per-replica tensors), ``reason`` and
+        """The resume file's loop entries: ``loop`` (the per-replica tensors), ``reason`` and
         ``running`` (host lists), ``last_pass_loss``, ``best_state``; reads the device.
 
         The stop reasons are saved as names and ``running`` beside them, the layout of the
-        checkpoints written before the reasons were tensors, so those still resume."""
+        resume files written before the reasons were tensors, so those still resume."""
         loop = {k: getattr(self, k) for k in self.tensor_keys() if k != "stop_reason"}
         return {"loop": loop, "reason": self.reasons(), "running": self.active.tolist(),
                 "last_pass_loss": self.last_pass_loss, "best_state": self.best_state}

@@ -2,21 +2,36 @@
 
 Each object reads one evaluated state (:class:`Evaluation`) and updates the per-replica tensors of
 a :class:`~zoo.trainer.state.LoopState` with tensor ops only: no host read, so an epoch's
-bookkeeping can stay on the device.  :class:`Bookkeeping` applies them in the protocol's order
-(divergence, selection, stopping); :func:`bookkeeping` builds it from a
-:class:`~zoo.trainer.config.TrainConfig`.
+bookkeeping can stay on the device.  The state's tensors are written in place (:func:`put`), never
+rebound, so a captured epoch (:mod:`zoo.trainer.graphs`) reads and writes the same memory at every
+replay; the epoch to record may be a device tensor for the same reason.  :class:`Bookkeeping`
+applies them in the protocol's order (divergence, selection, stopping); :func:`bookkeeping` builds
+it from a :class:`~zoo.trainer.config.TrainConfig`.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Protocol, Sequence
+from typing import List, Optional, Protocol, Sequence, Union
 
 import torch
 from torch import Tensor
 
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.state import STOP_REASONS, LoopState
+
+
+#: An epoch to record: the host's count, or a 0-dim long device tensor (a captured epoch, replayed
+#: at every epoch, reads its number from the device).
+Stamp = Union[int, Tensor]
+
+
+def put(into: Tensor, mask: Tensor, value: Union[Tensor, int, float]) -> None:
+    """``into[r] = value[r]`` where ``mask[r]`` (``value`` broadcasts), in place."""
+    if isinstance(value, Tensor):
+        torch.where(mask, value, into, out=into)
+    else:
+        into.masked_fill_(mask, value)
 
 
 @dataclass
@@ -46,10 +61,10 @@ class Divergence:
 
     reason = "diverged"
 
-    def update(self, state: LoopState, epoch: int, ev: Evaluation) -> Tensor:
+    def update(self, state: LoopState, epoch: Stamp, ev: Evaluation) -> Tensor:
         """``(R,)`` replicas diverging now; records their epoch."""
         bad = state.active & ~torch.isfinite(ev.train_loss)
-        state.diverged_epoch = torch.where(bad, epoch, state.diverged_epoch)
+        put(state.diverged_epoch, bad, epoch)
         return bad
 
 
@@ -61,13 +76,13 @@ class Selection:
     def __init__(self, select: str, ties: str = "first", patience_on: str = "select") -> None:
         self.select, self.ties, self.patience_on = select, ties, patience_on
 
-    def key(self, epoch: int, ev: Evaluation) -> Tensor:
+    def key(self, epoch: Stamp, ev: Evaluation) -> Tensor:
         key = {"val_metric": lambda: ev.scores[:, 1], "val_loss": lambda: -ev.val_loss,
                "train_metric": lambda: ev.scores[:, 0],
-               "last": lambda: torch.full_like(ev.val_loss, float(epoch))}[self.select]()
+               "last": lambda: _epoch_column(epoch, ev.val_loss)}[self.select]()
         return torch.nan_to_num(key, nan=-math.inf)
 
-    def update(self, state: LoopState, epoch: int, ev: Evaluation, live: Tensor) -> Tensor:
+    def update(self, state: LoopState, epoch: Stamp, ev: Evaluation, live: Tensor) -> Tensor:
         """``(R,)`` replicas whose state ``epoch`` is now the selected one."""
         key = self.key(epoch, ev)
         # select_ties = "last": an epoch that equals the best score so far replaces it (patience still
@@ -77,14 +92,13 @@ class Selection:
         if self.patience_on == "either":  # Oxford report: waiting restarts when val loss or val metric improves
             other = torch.nan_to_num(ev.scores[:, 1] if self.select == "val_loss" else -ev.val_loss, nan=-math.inf)
             other_improved = live & (other > state.best_other)
-            state.best_other = torch.where(other_improved, other, state.best_other)
+            put(state.best_other, other_improved, other)
             reset = reset | other_improved
-        state.best_val = torch.where(improved, key, state.best_val)
-        state.best_metrics = torch.where(improved.unsqueeze(1), ev.scores, state.best_metrics)
-        state.best_losses = torch.where(improved.unsqueeze(1), torch.stack([ev.train_loss, ev.val_loss], 1),
-                                        state.best_losses)
-        state.best_epoch = torch.where(improved, epoch, state.best_epoch)
-        state.since_best = torch.where(reset, 0, state.since_best + 1)
+        put(state.best_val, improved, key)
+        put(state.best_metrics, improved.unsqueeze(1), ev.scores)
+        put(state.best_losses, improved.unsqueeze(1), torch.stack([ev.train_loss, ev.val_loss], 1))
+        put(state.best_epoch, improved, epoch)
+        state.since_best.add_(1).masked_fill_(reset, 0)
         return improved
 
 
@@ -134,10 +148,13 @@ class Bookkeeping:
         self.selection = selection
         self.criteria: List[StoppingCriterion] = sorted(criteria, key=lambda c: STOP_REASONS.index(c.reason))
 
-    def update(self, state: LoopState, epoch: int, ev: Evaluation) -> Tensor:
-        bad = self.divergence.update(state, epoch, ev)
+    def update(self, state: LoopState, epoch: int, ev: Evaluation, stamp: Optional[Tensor] = None) -> Tensor:
+        """``stamp``: the epoch to record as a device tensor (a captured epoch); ``epoch`` then only
+        decides the host's criteria (the last epoch is never captured)."""
+        at: Stamp = epoch if stamp is None else stamp
+        bad = self.divergence.update(state, at, ev)
         live = state.active & ~bad
-        improved = self.selection.update(state, epoch, ev, live)
+        improved = self.selection.update(state, at, ev, live)
         stops = [(STOP_REASONS.index(Divergence.reason), bad)]
         for criterion in self.criteria:
             mask = criterion.stops(state, epoch, ev, live)
@@ -147,10 +164,17 @@ class Bookkeeping:
         for _, mask in stops[1:]:
             stopping = stopping | mask
         for reason, mask in reversed(stops):  # the first criterion met names the reason
-            state.stop_reason = torch.where(mask, reason, state.stop_reason)
-        state.stop_epoch = torch.where(stopping, epoch, state.stop_epoch)
-        state.active = state.active & ~stopping
+            put(state.stop_reason, mask, reason)
+        put(state.stop_epoch, stopping, at)
+        torch.logical_and(state.active, ~stopping, out=state.active)
         return improved
+
+
+def _epoch_column(epoch: Stamp, like: Tensor) -> Tensor:
+    """The epoch as a column like ``like`` (the selection key of ``select = "last"``)."""
+    if isinstance(epoch, Tensor):
+        return epoch.to(like.dtype).expand_as(like)
+    return torch.full_like(like, float(epoch))
 
 
 def bookkeeping(cfg: TrainConfig) -> Bookkeeping:

@@ -22,7 +22,7 @@ DATA_KEYS = ("split", "data_seed", "transforms")
 @dataclass
 class TaskInput:
     """The suite keys of the task, the loaded task (``None``: a name, loaded by the runner) and, for a
-    user's graph, its dataset card for :func:`zoo.bench.spec.plugins.user_datasets`."""
+    user's graph, its dataset card for :func:`zoo.bench.suite.plugins.user_datasets`."""
 
     keys: Dict[str, Any]
     task: Optional[Task] = None
@@ -68,14 +68,21 @@ def _from_user(task: Task) -> TaskInput:
     return TaskInput({"dataset": task.name}, task, spec)
 
 
+def as_task(task: Any, options: Dict[str, Any]) -> Any:
+    """A raw graph (a PyG ``Data`` or a ``dgl.DGLGraph``) as a :class:`Task`, its ``split`` (ratios)
+    and ``data_seed`` taken out of ``options`` (they make its masks); any other ``task`` as given."""
+    if _is_dgl_graph(task) or type(task).__name__ == "Data":
+        split, seed = options.pop("split", None), options.pop("data_seed", None)
+        return Task.from_data(task, split=split, seed=0 if seed is None else seed)
+    return task
+
+
 def task_input(task: Any, options: Dict[str, Any]) -> TaskInput:
     """The :class:`TaskInput` for ``task``; a raw graph's ``split`` (ratios) and ``data_seed`` are
     taken out of ``options`` (they make its masks)."""
     if isinstance(task, str):
         return TaskInput({"dataset": task})
-    if _is_dgl_graph(task) or type(task).__name__ == "Data":
-        split, seed = options.pop("split", None), options.pop("data_seed", None)
-        task = Task.from_data(task, split=split, seed=0 if seed is None else seed)
+    task = as_task(task, options)
     if not isinstance(task, Task):
         raise TypeError(f"task must be a dataset name (e.g. 'cora'), a task from zoo.datasets.load, a "
                         f"torch_geometric Data, a dgl.DGLGraph or zoo.datasets.Task.from_data(...); got "

@@ -12,9 +12,9 @@ from zoo.bench.analyze import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
-from zoo.cli import REPORT_DEFAULTS
+from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.analyze import findings as fd
-from zoo.bench.spec.suite import list_suites, load_suite, parse_suite
+from zoo.bench.suite.load import list_suites, load_suite, parse_suite
 
 P = fd.Point
 
@@ -240,7 +240,7 @@ def test_selectors_are_validated_against_the_cells(check, expected):
 
 def _has_findings(name: str) -> bool:
     from zoo._toml import tomllib
-    from zoo.bench.spec.suite import suites_dir
+    from zoo.bench.suite.load import suites_dir
 
     meta = tomllib.loads((suites_dir() / f"{name}.toml").read_text()).get("suite", {})
     return bool(meta.get("reported") and json.loads((suites_dir() / meta["reported"]).read_text()).get("findings"))

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import papers_dir
 from zoo.bench.analyze import findings as fd
 from zoo.bench.analyze import status as rp
-from zoo.bench.spec.papers import PAPERS
+from zoo.bench.suite.papers import PAPERS
 
 SHIPPED = rp._shipped_suites()
 WITH_FINDINGS = sorted(name for name, s in SHIPPED.items() if s["findings"])

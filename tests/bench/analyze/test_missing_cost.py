@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, fill_commands, missing_cells, pending_seconds
-from zoo.bench.spec import cost
-from zoo.bench.spec.estimate import hours
+from zoo.bench.plan import cost, cost_file
+from zoo.bench.plan.estimate import hours
 
 TABLE = cost.load_dataset_table()
-MODEL = cost.load_cost_model()
+MODEL = cost_file.load_cost_model()
 
 
 def value_of(config, key):
@@ -91,7 +91,7 @@ def test_fill_commands_narrow_only_where_needed():
     assert [c.command() for c in cmds] == ["zoo bench s --where dataset=texas_npz --where num_layers=2"]
 
 
-GPU = cost.load_cost_model("cuda")
+GPU = cost_file.load_cost_model("cuda")
 
 
 def test_gpu_hours_of_each_command_are_the_cuda_models_estimate_of_its_runs():

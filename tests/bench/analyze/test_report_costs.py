@@ -2,15 +2,14 @@
 and per suite the ``zoo bench ... --where ...`` commands that would fill them."""
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
 from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE
 from zoo.bench.analyze.status import build_report
-from zoo.bench.spec.selection import select_where
-from zoo.bench.spec.suite import load_suite
+from zoo.bench.suite.selection import select_where
+from zoo.bench.suite.load import load_suite
 from zoo.bench.store.folders import read_folder
 
 # Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the report of every committed record, built once.
@@ -20,16 +19,9 @@ ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "docs" / "reproduction" / "records"
 
 
-@functools.lru_cache(maxsize=1)
-def _committed_report():
-    return build_report(RECORDS)
-
-
 @pytest.fixture(scope="module")
 def report():
-    # built once per process even where pytest tears the module fixture down between the tests (a
-    # full `-n 2 --dist loadgroup` run built it twice); the tests only read it
-    return _committed_report()
+    return build_report(RECORDS)
 
 
 def test_every_unrun_paper_cell_has_a_cost_and_a_class(report):

@@ -13,9 +13,9 @@ from zoo.bench.analyze import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
-from zoo.cli import REPORT_DEFAULTS
+from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.analyze.stats import Summary, summarize, summarize_log
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -347,7 +347,7 @@ def test_the_shipped_paper_numbers_are_used(tmp_path):
 def test_real_quick_record_folders_render(tmp_path, mirror, monkeypatch):
     """Energy-mode, prune-mode and table_by suites, run for real (--quick), make a report."""
     from zoo.bench.run.driver import run_suite
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
     for name in ("nonlocal_energy", "nonlocal_pruning", "oxford_table4"):

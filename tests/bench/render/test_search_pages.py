@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.bench.analyze.test_search import _records, _suite
+from tests.bench.analyze.test_best_point import _records, _suite
 from zoo.bench.analyze import status as rp
 from zoo.bench.render.report import ReportSources, to_html, to_markdown
 from zoo.bench.store import records

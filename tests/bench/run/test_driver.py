@@ -16,7 +16,7 @@ import pytest
 from zoo.bench.publish import write_leaderboard
 from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.suite import list_suites, load_suite, parse_suite
+from zoo.bench.suite.load import list_suites, load_suite, parse_suite
 
 TWIN = {
     "suite": {"name": "twin_test", "title": "twin test"},
@@ -96,7 +96,7 @@ def test_diverged_runs_are_recorded_and_the_suite_goes_on(tmp_path, data_root):
 RESUME_SCRIPT = textwrap.dedent("""
     import json, sys
     from zoo.bench.run.driver import run_suite
-    from zoo.bench.spec.suite import parse_suite
+    from zoo.bench.suite.load import parse_suite
     raw = json.loads(sys.argv[1])
     run_suite(parse_suite(raw), sys.argv[2], device="cpu", quiet=True, stacked=False)
 """)
@@ -141,7 +141,7 @@ def _missing_models(name: str) -> list:
     import zoo
 
     from zoo._toml import tomllib
-    from zoo.bench.spec.suite import find_suite
+    from zoo.bench.suite.load import find_suite
 
     raw = tomllib.loads(find_suite(name).read_text())
     names = set()
@@ -154,13 +154,13 @@ def _missing_models(name: str) -> list:
 #: quick forms whose end-to-end run is marked slow, and what covers them on every run
 SLOWER_QUICK_FORMS = ("nonlocal_accuracy", "oxford_table3", "lipschitz_table3", "balance_table7", "ogb_molhiv",
                       # the twin task's 32 training graphs: the same dataset and families run end to end in
-                      # oxford_fig1_code's quick form; its cells parse and stay quick (tests/bench/spec/test_suite.py)
+                      # oxford_fig1_code's quick form; its cells parse and stay quick (tests/bench/suite/test_suite.py)
                       "oxford_fig1")
 
 
 #: quick forms run here with fewer epochs (``--set epochs=N``: the same cells otherwise), where the
 #: epochs are most of the time and no schedule depends on them; that every quick cell trains at
-#: most its [quick] epochs is tests/bench/spec/test_suite.py's
+#: most its [quick] epochs is tests/bench/suite/test_suite.py's
 FEWER_EPOCHS = {"gate_synthetic": 20}  # 1000-node graphs, [quick] 200 epochs
 
 

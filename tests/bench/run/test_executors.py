@@ -21,9 +21,9 @@ from zoo.bench.run.executors import ProcessExecutor, RayExecutor, make_executor
 from zoo.bench.store.records import read_records
 from zoo.bench.run.driver import run_suite
 from zoo._toml import tomllib
-from zoo.bench.spec.suite import find_suite, parse_suite
+from zoo.bench.suite.load import find_suite, parse_suite
 
-from tests.bench.spec.test_selection import TINY, by_id, same_numbers
+from tests.bench.suite.test_selection import TINY, by_id, same_numbers
 
 # Under `pytest -n 2 --dist loadgroup` this module runs in one worker: one local Ray cluster, started once.
 pytestmark = pytest.mark.xdist_group("ray_cluster")
@@ -190,7 +190,7 @@ DRIVER = textwrap.dedent("""
     import json, sys
     from zoo.bench.run.executors import RayExecutor
     from zoo.bench.run.driver import run_suite
-    from zoo.bench.spec.suite import parse_suite
+    from zoo.bench.suite.load import parse_suite
     run_suite(parse_suite(json.loads(sys.argv[1])), sys.argv[2], device="cpu", quiet=True,
               executor=RayExecutor(address=sys.argv[3]))
 """)
@@ -225,7 +225,7 @@ def test_local_executor_sets_and_restores_torch_threads():
     import torch
 
     from zoo.bench.run.executors import GroupJob, LocalExecutor
-    from zoo.bench.spec.suite import load_suite
+    from zoo.bench.suite.load import load_suite
 
     seen = []
     torch.set_num_threads(2)  # what torch picks on a 2-core machine (the tests run with 1)
@@ -244,10 +244,11 @@ def test_local_executor_sets_and_restores_torch_threads():
 def test_cli_workers_default_is_auto_unless_threads_or_ray():
     """`zoo bench` without --workers: one process per core (auto); --threads N means the in-process
     loop, Ray sets its own parallelism; an explicit --workers wins."""
-    from zoo.cli import _parser, default_workers
+    from zoo.cli import build_parser
+    from zoo.cli.bench import default_workers
 
     def resolved(*argv):
-        return default_workers(_parser().parse_args(["bench", "quick", *argv]))
+        return default_workers(build_parser().parse_args(["bench", "quick", *argv]))
 
     assert resolved() == "auto"
     assert resolved("--threads", "2") == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zoo.bench.run.driver import run_suite
 from zoo.bench.run.executors import LocalExecutor
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 from tests.conftest import tiny_twin_suite
 
 

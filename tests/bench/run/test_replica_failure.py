@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 from zoo.bench.store import records
 from zoo.inits import INITS, register_init
 from zoo.inits.builtin import xavier

@@ -55,7 +55,7 @@ def test_saved_weights_reproduce_the_records(tmp_path, which):
     for rec in recs:
         model = zoo.load(out, cell=rec["id"][:8], seed=rec["seed"])
         assert model.build_config["init"] == rec["config"]["model"]["init"]
-        extra = model.checkpoint["extra"]
+        extra = model.saved_header["extra"]
         assert extra["cell"] == rec["id"] and extra["which"] == which
         if which == "best":  # the selected state: the record's test accuracy
             assert extra["epoch"] == rec["epochs_to_best"]

@@ -9,7 +9,7 @@ import zoo
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 
 
 def _task():

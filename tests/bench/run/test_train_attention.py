@@ -9,7 +9,7 @@ import pytest
 
 from zoo.bench.analyze import findings as fd
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.suite import parse_suite
+from zoo.bench.suite.load import parse_suite
 from zoo.bench.store.records import read_records
 
 SUITE = {

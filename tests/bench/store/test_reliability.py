@@ -20,7 +20,8 @@ from zoo.bench.analyze.board import load_board
 from zoo.bench.render.leaderboard import to_markdown
 from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
 from zoo.bench.run.driver import run_suite
-from zoo.bench.spec.suite import SuiteError, load_suite, parse_suite
+from zoo.bench.suite.load import load_suite, parse_suite
+from zoo.bench.suite.schema import SuiteError
 from zoo.cli import main
 from tests.conftest import tiny_twin_suite
 
@@ -143,7 +144,7 @@ def test_disk_full_during_a_suite_is_one_line_and_resumable(tmp_path, data_root,
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(records.os, "write", enospc)
-    argv = ["train", "--model", "gat", "--dataset", "twin", "--layers", "1", "--hidden", "8", "--epochs", "2",
+    argv = ["train", "--model", "gat", "--dataset", "twin", "--num-layers", "1", "--hidden-dim", "8", "--epochs", "2",
             "--seeds", "0-1", "--quiet", "--out", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -157,7 +158,7 @@ def test_disk_full_during_a_suite_is_one_line_and_resumable(tmp_path, data_root,
 
 
 def _train_argv(*extra):
-    return ["train", "--model", "gat", "--dataset", "twin", "--layers", "1", "--epochs", "1", "--quiet", *extra]
+    return ["train", "--model", "gat", "--dataset", "twin", "--num-layers", "1", "--epochs", "1", "--quiet", *extra]
 
 
 @pytest.mark.parametrize("flag", ["--out", "--data-root"])

@@ -9,7 +9,7 @@ with the ``[min … max]`` range in scientific notation, and the difference is t
 A table without any reported number has no ``paper``/``Δ`` columns.
 
 A suite with a ``[search]`` (hyper-parameters tuned per cell) shows in each cell the runs of the
-search point chosen by :mod:`zoo.bench.analyze.search` (best mean of the selection metric over
+search point chosen by :mod:`zoo.bench.analyze.best_point` (best mean of the selection metric over
 seeds); the cell's :class:`Entry` says which point won and how many of its points have records.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from zoo._names import normalize_name
-from zoo.bench.analyze.search import Choice, choose, point_key, search_axes, selection_metric
+from zoo.bench.analyze.best_point import Choice, choose, point_key, search_axes, selection_metric
 from zoo.bench.analyze.stats import Summary, summarize, summarize_log
-from zoo.bench.spec.cells import cell_value
-from zoo.bench.spec.measures import METRIC_SPECS, metric_spec
-from zoo.bench.spec.suite import describe_settings
+from zoo.bench.suite.cells import cell_value
+from zoo.bench.suite.measures import METRIC_SPECS, metric_spec
+from zoo.bench.suite.settings import describe_settings
 from zoo.bench.store import records
 from zoo.bench.store.folders import read_folder, read_skipped
 
@@ -163,7 +163,7 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
 def _choose_points(suite_info: Dict[str, Any], buckets: Dict[Tuple[Any, Tuple[Any, ...], Any, str], Dict[str, Any]],
                    axes: Sequence[str]) -> Dict[Tuple[Any, Tuple[Any, ...], Any], Tuple[str, Optional[Choice]]]:
     """Per leaderboard cell with more than one search point in the suite: the winning point and its
-    :class:`Choice` (:mod:`zoo.bench.analyze.search`); cells outside the search keep their one point."""
+    :class:`Choice` (:mod:`zoo.bench.analyze.best_point`); cells outside the search keep their one point."""
     layout = suite_info["leaderboard"]
     order: Dict[Tuple[Any, Tuple[Any, ...], Any], List[str]] = {}
     values: Dict[Tuple[Any, Tuple[Any, ...], Any], Dict[str, set]] = {}

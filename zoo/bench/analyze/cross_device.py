@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from zoo.bench.spec.cost import device_kind
+from zoo.bench.plan.calibration import device_kind
 from zoo.bench.store.records import read_records
 
 #: relative tolerance of the validation loss of two records at the same selected epoch: float32

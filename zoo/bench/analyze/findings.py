@@ -62,9 +62,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from zoo._names import close_matches, normalize_name
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze.stats import Summary
-from zoo.bench.spec.cells import cell_value
-from zoo.bench.spec.measures import metric_spec
-from zoo.bench.spec.plugins import canonical_name
+from zoo.bench.suite.cells import cell_value
+from zoo.bench.suite.measures import metric_spec
+from zoo.bench.suite.plugins import canonical_name
 
 HOLDS_SIG, HOLDS, INCONCLUSIVE, CONTRADICTED, NOT_RUN = (
     "holds (significant)", "holds", "inconclusive", "contradicted", "not run")

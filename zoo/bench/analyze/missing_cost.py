@@ -2,9 +2,9 @@
 
 A paper cell (an entry of a suite's ``reported`` numbers) is filled by the suite cells whose keys
 match the entry's (as the leaderboard matches them).  Its cost is its pending cells' share of
-their groups' estimated wall time (:mod:`zoo.bench.spec.cost`: a group of R seed replicas costs
+their groups' estimated wall time (:mod:`zoo.bench.plan.cost`: a group of R seed replicas costs
 more than one replica, less than R); its class is *runs here* when that fits
-:data:`~zoo.bench.spec.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*,
+:data:`~zoo.bench.plan.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*,
 and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`).
 The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands, each
 narrowed to the paper cells' keys so that it runs what it says it costs.
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.spec.cells import comparable
-from zoo.bench.spec.cost import CostModel
-from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value
+from zoo.bench.suite.cells import comparable
+from zoo.bench.plan.cost import CostModel
+from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value
 
 #: keys of a paper entry that are not cell keys (zoo.bench.analyze.board.KEY_META)
 ENTRY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
@@ -154,7 +154,7 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     slice holds pending cells of other values, so that it runs what it claims: its runs and seconds
     are those of every ``pending`` cell (``seconds``: :func:`pending_seconds`) its ``--where``
     selects, each counted once, paper cell or not (``--where`` clauses select a product; values are
-    compared as ``--where`` compares them, :func:`~zoo.bench.spec.cells.comparable`).
+    compared as ``--where`` compares them, :func:`~zoo.bench.suite.cells.comparable`).
     ``gpu_seconds`` (the same by the ``cuda`` cost model) sets each command's ``gpu_seconds``.
     """
     slices: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
@@ -184,7 +184,7 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
 
 def gpu_hours(command: FillCommand) -> float:
     """GPU-hours of ``command`` on one GPU by the shipped ``cuda`` cost model (fitted on H200 records:
-    ``zoo/bench/spec/cost_model.json``), for ordering a GPU queue cheapest first."""
+    ``zoo/bench/plan/cost_model.json``), for ordering a GPU queue cheapest first."""
     if command.gpu_seconds is None:
         raise ValueError(f"{command.command()}: no GPU estimate; build the commands with "
                          "fill_commands(..., gpu_seconds=pending_seconds(..., shipped_model('cuda'), ...))")

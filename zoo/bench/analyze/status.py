@@ -77,12 +77,15 @@ from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
 from zoo.bench.analyze.missing_cost import FillCommand, MissingCell, fill_commands, missing_cells, pending_seconds
 from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
-from zoo.bench.analyze.search import search_axes
-from zoo.bench.spec.cells import cell_value
-from zoo.bench.spec.cost import shipped_model, shipped_table
-from zoo.bench.spec.measures import metric_spec
-from zoo.bench.spec.suite import (PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, describe_settings, list_suites, load_reported,
-                                  load_suite, suites_dir)
+from zoo.bench.analyze.best_point import search_axes
+from zoo.bench.suite.cells import cell_value
+from zoo.bench.plan.cost import shipped_table
+from zoo.bench.plan.cost_file import shipped_model
+from zoo.bench.suite.measures import metric_spec
+from zoo.bench.suite.load import list_suites, load_suite, suites_dir
+from zoo.bench.suite.reported import load_reported
+from zoo.bench.suite.schema import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS
+from zoo.bench.suite.settings import describe_settings
 from zoo.bench.store.folders import read_folder
 from zoo.bench.store.records import RESOLVED_FILE, read_resolved
 

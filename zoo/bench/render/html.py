@@ -10,8 +10,8 @@ import io
 import re
 from typing import Any, Dict, List, Sequence
 
-from zoo.bench.spec.measures import metric_spec
-from zoo.bench.spec.papers import cite
+from zoo.bench.suite.measures import metric_spec
+from zoo.bench.suite.papers import cite
 from zoo.bench.analyze.board import Board, diff_label, fmt, fmt_diff, fmt_paper, tables
 from zoo.bench.render.leaderboard import has_reported, metric_description, notes
 

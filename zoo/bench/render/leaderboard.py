@@ -6,8 +6,8 @@ import io
 import json
 from typing import Any, Dict, List, Sequence
 
-from zoo.bench.spec.measures import metric_spec
-from zoo.bench.spec.search import describe_point
+from zoo.bench.suite.measures import metric_spec
+from zoo.bench.suite.search_space import describe_point
 from zoo.bench.analyze.board import Board, Entry, diff_label, dropped_note, fmt, fmt_diff, fmt_paper, is_log_metric, tables
 
 

@@ -7,7 +7,7 @@ import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zoo.bench.analyze.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
-from zoo.bench.spec.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
+from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
 
 
 def describe_entry(entry: Mapping[str, Any]) -> str:

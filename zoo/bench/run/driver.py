@@ -12,13 +12,13 @@ The runner owns its output folder::
                              another --set is refused: records.check_same_suite)
     OUT/suite.lock           held (flock) while a runner works in OUT
     OUT/skipped.json         cells not run, with the reason (e.g. dataset files absent)
-    OUT/checkpoints/         a long group's training state while it runs (zoo.bench.run.checkpoint, zoo.trainer.resume)
+    OUT/checkpoints/         a long group's training state while it runs (zoo.bench.run.resume_file, zoo.trainer.resume)
     OUT/leaderboard/         written by zoo.bench.publish
 
 Killing the process at any moment loses only the runs in flight: a record is appended only
 when its run has finished, in one atomic write, and a re-run skips every id already logged.
-A group that trains longer than ``checkpoint_every`` (default 10 minutes) saves its state now
-and then, so a re-run resumes it from its last checkpoint with the same numbers.
+A group that trains longer than ``resume_every`` (default 10 minutes) saves its state now
+and then, so a re-run resumes it from its last saved state with the same numbers.
 A group that raised (or whose worker died) is logged as ``status: "failed"`` with its error;
 the leaderboard ignores such records and a re-run retries them.
 """
@@ -44,14 +44,14 @@ from tqdm.auto import tqdm
 
 import zoo
 from zoo._io import write_atomic
-from zoo.bench.run.checkpoint import CHECKPOINT_DIR, checkpoint_key, fingerprint, remove_checkpoint
+from zoo.bench.run.resume_file import RESUME_DIR, resume_key, fingerprint, remove_resume_file
 from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers,
                                      format_error, make_executor)
 from zoo.bench.run.modes import get_mode
 from zoo.bench.run.provenance import provenance
 from zoo.bench.run.weights import weights_payload
-from zoo.bench.spec.selection import group_cost, select, selection_info
-from zoo.bench.spec.suite import Cell, Suite
+from zoo.bench.plan.shards import group_cost, select, selection_info
+from zoo.bench.suite.schema import Cell, Suite
 from zoo.bench.store import records
 from zoo.bench.store.weights import check_save_weights, write_weights
 from zoo.datasets import MissingDataError, load
@@ -59,7 +59,7 @@ from zoo.nn.readout import GraphPool
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.replicas import build_replicas
 from zoo.trainer.results import RunResult
-from zoo.trainer.resume import Checkpointer, CheckpointPolicy, parse_every
+from zoo.trainer.resume import ResumeFile, ResumePolicy, parse_every
 
 PathLike = Union[str, Path]
 
@@ -192,15 +192,17 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
 def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
               progress: Optional[Callable[[int], None]] = None,
               save_weights: str = "none",
-              checkpoint: Optional[Checkpointer] = None) -> List[Tuple[RunResult, Dict[str, Any]]]:
+              resume: Optional[ResumeFile] = None,
+              cuda_graphs: str = "auto") -> List[Tuple[RunResult, Dict[str, Any]]]:
     """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
 
     ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``save_weights``
-    (``best`` / ``last``) adds each replica's checkpoint bytes as ``extra["weights_data"]``;
-    ``checkpoint`` saves / resumes the training loop's state (:mod:`zoo.trainer.resume`).
+    (``best`` / ``last``) adds each replica's model file bytes as ``extra["weights_data"]``;
+    ``resume`` saves / resumes the training loop's state (:mod:`zoo.trainer.resume`);
+    ``cuda_graphs``: ``TrainConfig.cuda_graphs`` (no cell key: it changes no number).
     """
     dtype = getattr(torch, cells[0].config["run"]["dtype"])
-    cfg = train_config(cells[0])
+    cfg = dataclasses.replace(train_config(cells[0]), cuda_graphs=cuda_graphs)
     if save_weights == "best":
         cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
     factories = [model_factory(c, task) for c in cells]
@@ -209,7 +211,7 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     replicas, view = build_replicas(task, factories, seeds, device, dtype, cfg, stacked)
-    results = get_mode(mode).produce(task, replicas, view, cells, cfg, progress, start, checkpoint)
+    results = get_mode(mode).produce(task, replicas, view, cells, cfg, progress, start, resume)
     mem, mem_kind = _peak_memory(device)
     # a resumed group: the training time of the sittings before this one counts too
     group_time = time.perf_counter() - start + float(results[0].extra.get("resumed_elapsed_s", 0.0))
@@ -257,12 +259,12 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
         except MissingDataError as e:
             return Outcome(job, "skipped", error=f"dataset {cells[0].config['task']['dataset']!r} unavailable: {e}")
         dev = resolve_device(job.device)
-        checkpoint = None
-        if job.checkpoint_dir is not None and job.checkpoint_every is not None and job.checkpoint_every.enabled:
-            checkpoint = Checkpointer(Path(job.checkpoint_dir) / f"{checkpoint_key(cells, job.stacked)}.pt",
-                                      job.checkpoint_every, fingerprint(cells, job.stacked))
+        resume = None
+        if job.resume_dir is not None and job.resume_every is not None and job.resume_every.enabled:
+            resume = ResumeFile(Path(job.resume_dir) / f"{resume_key(cells, job.stacked)}.pt",
+                                      job.resume_every, fingerprint(cells, job.stacked))
         results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress,
-                            save_weights=job.save_weights, checkpoint=checkpoint)
+                            save_weights=job.save_weights, resume=resume, cuda_graphs=job.cuda_graphs)
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
@@ -286,8 +288,8 @@ def _replica_by_replica(job: GroupJob, progress: Optional[Callable[[int], None]]
     recorded failed on their own, the others finish (a replica's numbers do not depend on its
     group: each is seeded by its own seed, tested equal alone and stacked)."""
     results, failures, errors = [], {}, []
-    for cell in job.cells:  # no checkpoints: the group's own stays for a re-run; a retry leaves no files
-        alone = execute_group(dataclasses.replace(job, cells=[cell], checkpoint_every=None), progress, tasks)
+    for cell in job.cells:  # no resume state: the group's own stays for a re-run; a retry leaves no files
+        alone = execute_group(dataclasses.replace(job, cells=[cell], resume_every=None), progress, tasks)
         if alone.status == "ok":
             results += alone.results
         elif alone.status == "failed":
@@ -348,19 +350,19 @@ def data_env() -> Dict[str, str]:
 
 def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
               max_replicas: Optional[int], data_root: Optional[PathLike], save_weights: str = "none",
-              checkpoint_dir: Optional[PathLike] = None,
-              checkpoint_every: CheckpointPolicy = CheckpointPolicy()) -> List[GroupJob]:
+              resume_dir: Optional[PathLike] = None,
+              resume_every: ResumePolicy = ResumePolicy(), cuda_graphs: str = "auto") -> List[GroupJob]:
     """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked;
-    each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.spec.cost`)."""
+    each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.plan.cost`)."""
     groups: Dict[str, List[Cell]] = {}
     for c in cells:
         groups.setdefault(c.group, []).append(c)
     root = None if data_root is None else str(Path(data_root).expanduser().resolve())
     env = data_env()
     chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
-    ckpt = None if checkpoint_dir is None else str(Path(checkpoint_dir).expanduser().resolve())
+    ckpt = None if resume_dir is None else str(Path(resume_dir).expanduser().resolve())
     return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), save_weights, ckpt,
-                     checkpoint_every)
+                     resume_every, cuda_graphs)
             for i, chunk in enumerate(chunks)]
 
 
@@ -370,7 +372,8 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
               executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
               where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
               threads: Optional[int] = None, save_weights: str = "none",
-              checkpoint_every: Union[str, float, CheckpointPolicy, None] = None) -> RunSummary:
+              resume_every: Union[str, float, ResumePolicy, None] = None,
+              cuda_graphs: str = "auto") -> RunSummary:
     """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
 
     ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
@@ -380,25 +383,30 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
     per core, see :func:`~zoo.bench.run.executors.auto_workers`), ``"ray"`` or an
     :class:`~zoo.bench.run.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
-    (``(i, n)``) select part of the suite (:mod:`zoo.bench.spec.selection`); ids stay the full suite's.
+    (``(i, n)``) select part of the suite (:mod:`zoo.bench.suite.selection`, :mod:`zoo.bench.plan.shards`); ids stay the full suite's.
     ``threads``: torch threads for groups run in this process; default 1 on the CPU, because the
     zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
     anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,
     41 s with 2 threads beside one other busy process; docs/benchmarks.md). Use ``--workers`` for
     the other cores.  ``save_weights``: ``"best"`` (the selected epoch's state) or ``"last"`` keeps
-    each finished run's checkpoint in ``out/weights/<cell id>.safetensors``, named by its record
+    each finished run's model file in ``out/weights/<cell id>.safetensors``, named by its record
     (:mod:`zoo.bench.store.weights`; ``zoo.load(out, cell=..., seed=...)``); ``"none"`` (default).
-    ``checkpoint_every``: a group training longer than this saves its state in ``out/checkpoints/``
+    ``resume_every``: a group training longer than this saves its state in ``out/checkpoints/``
     and a re-run resumes it (:mod:`zoo.trainer.resume`; ``600``, ``10m``, ``50ep``, ``off``;
-    default 10 minutes).
+    default 10 minutes).  ``cuda_graphs``: ``auto`` / ``on`` / ``off``, whether a group's epochs are
+    replayed as CUDA graphs (:mod:`zoo.trainer.graphs`; no number depends on it).
     """
     check_save_weights(save_weights)
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
                                      or max_replicas < 1):
         raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
     out = Path(out)
+    TrainConfig(cuda_graphs=cuda_graphs)  # a bad value fails here, not in every group
     if not (executor == "ray" or isinstance(executor, RayExecutor)):
-        resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
+        dev = resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
+        if cuda_graphs == "on" and dev.type != "cuda":
+            raise ValueError(f"cuda_graphs = 'on' needs a CUDA device, got {dev}; use 'auto' (CUDA graphs where the "
+                             "device has them) or 'off'")
     if isinstance(workers, str) and workers != "auto":
         raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
     cells = select(suite, where, shard)
@@ -414,9 +422,9 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
         write_atomic(out / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
         done = records.completed_ids(results_path)
         pending = [c for c in cells if c.id not in done]
-        policy = checkpoint_every if isinstance(checkpoint_every, CheckpointPolicy) else parse_every(checkpoint_every)
-        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights, out / CHECKPOINT_DIR,
-                         policy)
+        policy = resume_every if isinstance(resume_every, ResumePolicy) else parse_every(resume_every)
+        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights, out / RESUME_DIR,
+                         policy, cuda_graphs)
         if stop_after is not None:
             jobs = jobs[:stop_after]
         if isinstance(executor, Executor):
@@ -477,14 +485,14 @@ def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: Ru
                 summary.failed[c.id] = outcome.failures[c.id]
         for cell, res, extra in outcome.results:
             data = extra.pop("weights_data", None)
-            if data is not None:  # the checkpoint first: a record never names a file that is not there
+            if data is not None:  # the model file first: a record never names a file that is not there
                 extra = {**extra, "weights": write_weights(results_path.parent, cell.id, data),
                          "weights_bytes": len(data)}
             records.append_record(results_path, make_record(suite, cell, res, extra))
             summary.ran += 1
             summary.diverged += int(res.diverged)
-        # the records are written: the group's checkpoint (if it made one) is not needed any more
-        remove_checkpoint(results_path.parent, cells, outcome.job.stacked)
+        # the records are written: the group's resume file (if it made one) is not needed any more
+        remove_resume_file(results_path.parent, cells, outcome.job.stacked)
 
 
 def _build_config(cell: Cell, task: Any) -> Dict[str, Any]:

@@ -45,16 +45,17 @@ class GroupJob:
     """One unit of work: cells trained together, and what a worker needs to run them anywhere."""
 
     index: int
-    cells: List[Any]                       # zoo.bench.spec.suite.Cell (same group)
+    cells: List[Any]                       # zoo.bench.suite.schema.Cell (same group)
     mode: str                              # the suite's mode (train / energy_at_init / prune_layers)
     device: Optional[str]                  # as given by the user; resolved on the worker
     stacked: bool
     data_root: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)   # ZOO_DATA / ZOO_DATA_MIRROR of the driver
-    cost: float = 0.0                      # estimated seconds (zoo.bench.spec.cost): longest first
+    cost: float = 0.0                      # estimated seconds (zoo.bench.plan.cost): longest first
     save_weights: str = "none"             # "best" / "last": send each replica's state back (zoo.bench.run.weights)
-    checkpoint_dir: Optional[str] = None   # where a long group saves its state (None: never)
-    checkpoint_every: Any = None           # zoo.trainer.resume.CheckpointPolicy
+    resume_dir: Optional[str] = None   # where a long group saves its state (None: never)
+    resume_every: Any = None           # zoo.trainer.resume.ResumePolicy
+    cuda_graphs: str = "auto"          # TrainConfig.cuda_graphs: replay the epoch as CUDA graphs
 
 
 @dataclass

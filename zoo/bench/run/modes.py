@@ -1,6 +1,6 @@
 """The run modes as objects: what one group of cells produces once its replicas are built.
 
-Each mode implements a declaration of :mod:`zoo.bench.spec.measures` (its name and the metrics
+Each mode implements a declaration of :mod:`zoo.bench.suite.measures` (its name and the metrics
 its records hold) and produces one :class:`~zoo.trainer.results.RunResult` per replica; the
 runner calls :meth:`Mode.produce` and never names a metric.
 
@@ -22,15 +22,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from zoo.bench.spec.measures import MODE_SPECS, ModeSpec
-from zoo.bench.spec.suite import Cell
+from zoo.bench.suite.measures import MODE_SPECS, ModeSpec
+from zoo.bench.suite.schema import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
 from zoo.rescale import DynamicRescaling
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import Replicas
 from zoo.trainer.results import RunResult
-from zoo.trainer.resume import Checkpointer
+from zoo.trainer.resume import ResumeFile
 from zoo.trainer.views import score
 
 Progress = Optional[Callable[[int], None]]
@@ -50,8 +50,8 @@ class Mode:
         return (cell.config["train"]["epochs"] if self.spec.trains else 0) + 1
 
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
-        """The group's results; ``checkpoint`` saves / resumes a training loop (ignored by modes that
+                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
+        """The group's results; ``resume`` saves / resumes a training loop (ignored by modes that
         do not train)."""
         raise NotImplementedError
 
@@ -63,9 +63,9 @@ class Train(Mode):
         return bool(cells[0].config["run"].get("prune_layers"))
 
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
         results = train_replicas(task, replicas, view, cfg, [c.seed for c in cells], progress=progress,
-                                 callbacks=training_callbacks(cells), checkpoint=checkpoint)
+                                 callbacks=training_callbacks(cells), resume=resume)
         if self.prunes(cells):
             prune(task, replicas, view, cells, results)
         return results
@@ -89,7 +89,7 @@ class EnergyAtInit(Mode):
     spec = MODE_SPECS["energy_at_init"]
 
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
+                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
         if task.kind != "transductive":
             raise ValueError("energy_at_init needs a transductive dataset (one graph)")
         # Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the final layer's output X^L, read from
@@ -112,8 +112,8 @@ class TrainAttention(Train):
     spec = MODE_SPECS["train_attention"]
 
     def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, checkpoint: Optional[Checkpointer] = None) -> List[RunResult]:
-        results = super().produce(task, replicas, view, cells, cfg, progress, started, checkpoint)
+                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
+        results = super().produce(task, replicas, view, cells, cfg, progress, started, resume)
         if task.kind != "transductive":
             raise ValueError("train_attention reads the attention over one graph: it needs a transductive dataset")
         for r, res in enumerate(results):

@@ -1,5 +1,5 @@
 """``zoo bench --save-weights``: each replica's selected (``best``) or final (``last``) state as
-checkpoint bytes (:func:`zoo.checkpoint.state_bytes`), made where the group ran; the driver
+model file bytes (:func:`zoo.model_file.state_bytes`), made where the group ran; the driver
 writes them beside the records (:mod:`zoo.bench.store.weights`)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from torch import Tensor
 
-from zoo.checkpoint import describe, state_bytes
+from zoo.model_file import describe, state_bytes
 
 __all__ = ["weights_payload"]
 
@@ -26,7 +26,7 @@ def _full_state(replicas: Any, r: int, params: Dict[str, Tensor]) -> Dict[str, T
 
 
 def weights_payload(which: str, replicas: Any, cells: Sequence[Any], results: Sequence[Any]) -> List[Optional[bytes]]:
-    """One checkpoint (bytes) per replica, ``None`` where there is no such state (``best`` of a run
+    """One model file (bytes) per replica, ``None`` where there is no such state (``best`` of a run
     that diverged before any evaluation)."""
     if which == "none":
         return [None] * len(cells)

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from zoo.bench.spec.suite import format_settings
+from zoo.bench.suite.settings import format_settings
 
 PathLike = Union[str, Path]
 RESULTS_FILE = "results.jsonl"

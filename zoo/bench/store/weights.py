@@ -1,7 +1,7 @@
 """Saved weights beside the run records (``zoo bench --save-weights best|last``; no torch here).
 
-A results folder run with ``--save-weights`` holds, per finished run, one checkpoint
-``OUT/weights/<cell id>.safetensors`` (:mod:`zoo.checkpoint`: the run's selected or last state,
+A results folder run with ``--save-weights`` holds, per finished run, one model file
+``OUT/weights/<cell id>.safetensors`` (:mod:`zoo.model_file`: the run's selected or last state,
 its build configuration, and in the header's ``extra`` the cell id, seed, epoch and metrics), and
 the run's record names it (``"weights": "weights/<id>.safetensors"``, ``"weights_bytes"``).
 :func:`find_weights` picks one by cell id (prefix) and seed: ``zoo.load(folder, cell=..., seed=...)``.
@@ -31,12 +31,12 @@ def check_save_weights(value: Any) -> str:
 
 
 def weights_file(cell_id: str) -> str:
-    """The checkpoint of run ``cell_id``, relative to its results folder."""
+    """The model file of run ``cell_id``, relative to its results folder."""
     return f"{WEIGHTS_DIR}/{cell_id}.safetensors"
 
 
 def write_weights(out: PathLike, cell_id: str, data: bytes) -> str:
-    """Write run ``cell_id``'s checkpoint bytes atomically into ``out``; returns the relative path."""
+    """Write run ``cell_id``'s model file bytes atomically into ``out``; returns the relative path."""
     rel = weights_file(cell_id)
     path = Path(out) / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +50,7 @@ def _describe(rec: Dict[str, Any]) -> str:
 
 
 def find_weights(folder: PathLike, cell: Optional[str] = None, seed: Optional[int] = None) -> Path:
-    """The checkpoint of the one run in ``folder`` whose id starts with ``cell`` and whose seed is
+    """The model file of the one run in ``folder`` whose id starts with ``cell`` and whose seed is
     ``seed`` (either may be left out when the rest is unique); a one-line ``ValueError`` otherwise."""
     folder = Path(folder)
     path = folder / records.RESULTS_FILE

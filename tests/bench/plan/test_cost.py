@@ -1,0 +1,228 @@
+"""The calibrated cost model (zoo.bench.plan.cost): features, the fit, the shipped coefficients,
+the torch-free dataset table and ``zoo bench calibrate``."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zoo.bench.plan import calibration, cost, cost_file
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORDS = ROOT / "docs" / "reproduction" / "records"
+TABLE = cost.load_dataset_table()
+
+
+def config(dataset="cora", model="gatv2", layers=2, hidden=64, epochs=100, **kwargs):
+    return {"model": {"name": model, "norm": "none", "kwargs": {"num_layers": layers, "hidden_dim": hidden, **kwargs}},
+            "task": {"dataset": dataset, "options": {}}, "train": {"epochs": epochs, "batch_size": 0},
+            "run": {"dtype": "float32"}}
+
+
+def test_features_follow_the_configuration():
+    base = cost.features(config(), 1, TABLE)
+    deeper = cost.features(config(layers=10), 1, TABLE)
+    assert deeper.edge_elements > 4 * base.edge_elements and deeper.layers_per_replica == 5 * base.layers_per_replica
+    bigger = cost.features(config("pubmed"), 1, TABLE)
+    assert bigger.edge_elements > 5 * base.edge_elements
+    assert base.dropout_elements == 0 and cost.features(config(dropout=0.5), 1, TABLE).dropout_elements > 0
+    # a dropped-out bag-of-words input is multiplied densely: far more multiply-adds
+    assert cost.features(config(dropout=0.5), 1, TABLE).dense_macs > 10 * base.dense_macs
+    # replicas share the per-call overhead, not the work
+    stacked = cost.features(config(), 10, TABLE)
+    assert stacked.dense_macs == base.dense_macs and stacked.layers_per_replica < base.layers_per_replica
+    # mini-batches of graphs: one call per batch
+    twin = config("twin", layers=1)
+    twin["task"]["options"] = {"k": 8, "num_train": 32, "num_val": 1, "num_test": 1}
+    one = cost.features(twin, 1, TABLE)
+    twin["train"]["batch_size"] = 1
+    assert cost.features(twin, 1, TABLE).layers_per_replica > 20 * one.layers_per_replica
+
+
+def test_unknown_dataset_and_model_still_get_an_estimate():
+    c = config("my_own_graph", model="my_layer")
+    assert cost.features(c, 3, TABLE).edge_elements > 0
+    assert cost_file.load_cost_model().group_seconds([c] * 3, 100, TABLE) > 0
+
+
+def synthetic_observations(coefficients):
+    """Groups whose wall time is exactly the model's, with known coefficients."""
+    obs = []
+    configs = [config(d, m, layers=L, dropout=p) for d in ("cora", "citeseer", "texas_npz")
+               for m in ("gat", "gatv2", "gcn") for L in (2, 5) for p in (0.0, 0.5)]
+    for i, c in enumerate(configs):
+        r = 1 + i % 4
+        x = cost.features(c, r, TABLE).vector()
+        wall = (100 + 1) * r * sum(k * v for k, v in zip(coefficients, x))
+        obs.append(calibration.Observation("s", f"g{i}", c, r, 100, "train", wall))
+    return obs
+
+
+def test_fit_recovers_known_coefficients():
+    truth = [2e-11, 4e-10, 1e-8, 1e-3]
+    obs = synthetic_observations(truth)
+    model = calibration.fit(obs, TABLE, per_suite=False)
+    for term, value in zip(cost.TERMS, truth):
+        assert model.coefficients[term] == pytest.approx(value, rel=1e-6)
+    q = calibration.leave_one_out(obs, TABLE, per_suite=False)
+    assert q.median_factor == pytest.approx(1.0, abs=1e-6) and q.r2_log == pytest.approx(1.0, abs=1e-6)
+
+
+def test_fit_is_non_negative_and_suite_factors_are_relative():
+    obs = synthetic_observations([2e-11, 4e-10, 1e-8, 1e-3])
+    doubled = [calibration.Observation("slow", o.group, o.config, o.replicas, o.epochs, o.mode, 2 * o.wall_time_s)
+               for o in obs[:12]] + obs[12:]
+    model = calibration.fit(doubled, TABLE)
+    assert all(v >= 0 for v in model.coefficients.values())
+    assert model.suite_factors["slow"] > model.suite_factors["s"]
+
+
+def test_observations_from_records_take_the_longest_replica():
+    rec = {"status": "ok", "suite": "s", "group": "g", "group_wall_time_s": 10.0, "group_size": 2,
+           "config": config(), "epochs_run": 40, "stop_reason": "patience"}
+    obs = calibration.observations([rec, {**rec, "epochs_run": 90}, {**rec, "status": "failed"}])
+    assert len(obs) == 1 and obs[0].epochs == 90 and obs[0].replicas == 2
+
+
+def test_observations_keep_the_device_asked_for():
+    """A model is fitted per device: GPU groups (lipschitz_table1 has two, ~40x faster) stay out of a CPU fit."""
+    rec = {"status": "ok", "suite": "s", "group": "g", "group_wall_time_s": 10.0, "group_size": 1,
+           "config": config(), "epochs_run": 40, "stop_reason": "max_epochs", "device": "cpu (x86_64, 2 cores)"}
+    gpu = {**rec, "group": "h", "group_wall_time_s": 0.25, "device": "NVIDIA H200"}
+    legacy = {k: v for k, v in rec.items() if k != "device"} | {"group": "k"}
+    assert [o.group for o in calibration.observations([rec, gpu, legacy], device="cpu")] == ["g", "k"]
+    assert [o.group for o in calibration.observations([rec, gpu, legacy], device="cuda:0")] == ["h"]
+    assert len(calibration.observations([rec, gpu, legacy])) == 3
+
+
+def test_shipped_model_beats_group_cost_on_the_records():
+    """The committed records, leave-one-out: the model's median error is below that of the old
+    ``selection.group_cost`` (scaled) — the claim docs/benchmarks.md makes."""
+    from zoo.bench.store.records import read_records
+
+    rows = [r for folder in sorted(RECORDS.iterdir()) if folder.is_dir() for r in read_records(folder)]
+    obs = [o for o in calibration.observations(rows, device="cpu") if o.mode == "train"]
+    assert len(obs) >= 79
+    model = calibration.leave_one_out(obs, TABLE)
+    old = calibration.proportional_leave_one_out(obs, [calibration.size_cost(o.config, o.replicas, o.epochs) for o in obs])
+    assert model.median_factor < 2.0 < old.median_factor and model.r2_log > 0.7 > old.r2_log
+
+
+def test_shipped_file_has_a_cpu_and_a_cuda_fit():
+    data = json.loads(cost_file.MODEL_FILE.read_text())
+    assert set(data["devices"]["cpu"]["coefficients"]) == set(cost.TERMS)
+    assert set(data["devices"]["cuda"]["coefficients"]) == set(cost.TERMS)
+    m = cost_file.load_cost_model("cuda:0")
+    assert m.device == "cuda" and "NVIDIA H200" in m.fitted_on
+    assert m.coefficients != cost_file.load_cost_model("cpu").coefficients
+
+
+def test_shipped_cuda_fit_reproduces_the_gpu_records():
+    """The cuda entry is the fit of the committed GPU records (the H200's Cornell slice of balance_table2
+    and its lipschitz_table1 groups): refitting gives it back, and each group's time is within 1.5x."""
+    from zoo.bench.store.records import read_records
+
+    rows = read_records(ROOT / "docs" / "reproduction" / "devices" / "h200-2026-11-28")
+    rows += read_records(RECORDS / "lipschitz_table1")
+    obs = calibration.observations(rows, device="cuda")
+    assert len(obs) == 5 and not calibration.observations(rows[:45], device="cpu")
+    refit = calibration.fit(obs, TABLE, per_suite=False)
+    shipped = cost_file.load_cost_model("cuda")
+    for term in cost.TERMS:
+        assert refit.coefficients[term] == pytest.approx(shipped.coefficients[term], rel=1e-6, abs=1e-18)
+    for o in obs:
+        predicted = shipped.group_seconds([o.config] * o.replicas, o.epochs, TABLE, o.mode, o.suite)
+        assert 1 / 1.5 < predicted / o.wall_time_s < 1.5, o.group
+
+
+def test_a_mode_the_device_did_not_measure_takes_the_cpu_factor(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"devices": {
+        "cpu": {"coefficients": {"dense_macs": 1.0}, "mode_factors": {"energy_at_init": 50.0}},
+        "cuda": {"coefficients": {"dense_macs": 0.1}, "mode_factors": {}}}}))
+    assert cost_file.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 50.0}
+    path.write_text(json.dumps({"devices": {
+        "cpu": {"coefficients": {"dense_macs": 1.0}, "mode_factors": {"energy_at_init": 50.0}},
+        "cuda": {"coefficients": {"dense_macs": 0.1}, "mode_factors": {"energy_at_init": 3.0}}}}))
+    assert cost_file.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 3.0}
+
+
+def test_dataset_table_matches_the_registry():
+    """Every real dataset's counts in the torch-free table are the registry's (no data loaded)."""
+    from zoo.datasets import get_spec
+
+    for key, size in TABLE.items():
+        name = key.split(" ")[0]
+        spec = get_spec(name)
+        if spec.synthetic:
+            continue
+        for stat in ("nodes", "edges", "features", "classes"):
+            want = spec.stats.get(stat)
+            if isinstance(want, int) and stat != "edges":
+                assert size[stat] == want, (key, stat)
+        edges = {spec.stats.get("edges"), spec.stats.get("undirected_edges")}
+        assert size["edges"] in edges or size.get("measured") is False or name == "ogbg_molhiv", key
+
+
+def test_every_suite_dataset_is_in_the_table():
+    from zoo.bench.suite.load import list_suites, load_suite
+
+    missing = set()
+    for name in list_suites():
+        for c in load_suite(name, validate_models=False).cells:
+            t = c.config["task"]
+            if cost.dataset_size(t, TABLE) == cost.DEFAULT_SIZE:
+                missing.add((t["dataset"], json.dumps(t["options"], sort_keys=True)))
+    assert not missing, f"run benchmarks/dataset_sizes.py for {sorted(missing)}"
+
+
+def test_plan_cost_is_torch_free():
+    """Statically: the module imports neither torch nor any zoo module outside zoo.bench.plan (the
+    run-time check of the whole layer is tests/test_layering.py's, once zoo/__init__ is lazy)."""
+    import ast
+
+    tree = ast.parse(Path(cost.__file__).read_text())
+    named = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names] + \
+        [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in named if m.split(".")[0] == "torch" or (m.startswith("zoo") and
+                                                                    not m.startswith("zoo.bench.plan"))]
+
+
+def test_calibrate_command(tmp_path):
+    from zoo.cli import main
+
+    out = tmp_path / "model.json"
+    out.write_text(json.dumps({"devices": {"cuda": {"coefficients": {"dense_macs": 1.0}}}}))
+    assert main(["bench", "calibrate", str(RECORDS / "balance_table2"), str(RECORDS / "lipschitz_table1"),
+                 "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["devices"]["cpu"]["coefficients"]) == set(cost.TERMS)
+    assert data["devices"]["cuda"] == {"coefficients": {"dense_macs": 1.0}}  # another device's entry is kept
+    assert main(["bench", "calibrate", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+
+
+def test_sparse_threshold_is_the_kernels():
+    from zoo.ops.sparse_linear import SPARSE_MAX_DENSITY
+
+    assert cost.SPARSE_MAX_DENSITY == SPARSE_MAX_DENSITY
+
+
+def test_the_data_files_ship_with_the_package():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert "*.json" in cfg["options.package_data"]["zoo.bench.plan"]
+    assert cost_file.MODEL_FILE.parent == cost.DATASET_TABLE.parent == Path(cost.__file__).parent
+
+
+def test_averaged_hidden_heads_cost_heads_times_the_hidden_width():
+    """hidden_heads = "mean": every hidden head is hidden_dim wide, so a layer's work grows with the heads."""
+    concat = cost.features(config("cora", "gat", layers=4, heads=8), 1, TABLE)
+    mean = cost.features(config("cora", "gat", layers=4, heads=8, hidden_heads="mean"), 1, TABLE)
+    assert mean.dense_macs > 4 * concat.dense_macs and mean.edge_elements > 4 * concat.edge_elements

@@ -1,0 +1,130 @@
+"""``zoo bench SUITE --estimate`` and ``zoo list suites`` (zoo.bench.plan.estimate)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from zoo.bench.plan import cost, cost_file
+from zoo.bench.plan.estimate import estimate, format_estimate, hours, makespan, run_seconds
+
+TABLE = cost.load_dataset_table()
+MODEL = cost_file.load_cost_model("cpu")
+
+
+def cell(cid, group, dataset="cora", layers=2, patience=None, epochs=1000):
+    return SimpleNamespace(id=cid, group=group, config={
+        "model": {"name": "gatv2", "norm": "none", "kwargs": {"num_layers": layers, "hidden_dim": 64}},
+        "task": {"dataset": dataset, "options": {}},
+        "train": {"epochs": epochs, "batch_size": 0, "patience": patience, "loss_threshold": 0.0},
+        "run": {"dtype": "float32"}})
+
+
+def value_of(config, key):
+    return config["task"]["dataset"] if key == "dataset" else config["model"]["kwargs"].get(key)
+
+
+def test_makespan_is_longest_first_on_the_least_loaded_worker():
+    assert makespan([], 2) == 0
+    assert makespan([5, 3, 3, 1], 1) == 12
+    assert makespan([5, 3, 3, 1], 2) == 6
+    assert makespan([1, 1, 1], 8) == 1
+
+
+def test_slices_runs_groups_and_expected_epochs():
+    groups = {"a": [cell("a0", "a"), cell("a1", "a")], "b": [cell("b0", "b", layers=10)],
+              "c": [cell("c0", "c", "pubmed", patience=100)]}
+    finished = [{"id": "x", "group": "x", "status": "ok", "epochs_run": 300,
+                 "config": cell("x", "x", "pubmed", patience=100).config},
+                {"id": "y", "group": "y", "status": "ok", "epochs_run": 500,
+                 "config": cell("y", "y", "pubmed", patience=100).config}]
+    est = estimate("s", "train", groups, MODEL, TABLE, value_of, finished=finished, done=["x", "y"], workers=2)
+    keys = [s.where() for s in est.slices]
+    assert keys == ["--where dataset=cora --where num_layers=2", "--where dataset=cora --where num_layers=10",
+                    "--where dataset=pubmed --where num_layers=2"]
+    cora2, cora10, pubmed = est.slices
+    assert (cora2.runs, cora2.groups, cora2.expected_epochs) == (2, 1, 1000)
+    assert cora10.cpu_seconds > cora2.cpu_seconds / 2          # 10 layers, half the replicas
+    assert pubmed.expected_epochs == 400 and pubmed.done == 2  # the median of the finished (patience)
+    assert est.runs == 4 and est.groups == 3
+    assert est.wall_seconds <= est.cpu_seconds and est.wall_seconds >= max(s.cpu_seconds for s in est.slices)
+    text = format_estimate(est, "zoo bench s")
+    assert "total" in text and "--where dataset=pubmed --where num_layers=2" in text and "runs here" in text
+
+
+def test_hours():
+    assert [hours(s) for s in (5, 600, 7200, 5 * 86400)] == ["5 s", "10 min", "2.0 h", "5.0 d"]
+
+
+def test_cli_estimate_runs_nothing(tmp_path, capsys):
+    from zoo.cli import main
+
+    out = tmp_path / "never"
+    assert main(["bench", "balance_table2", "--estimate", "--where", "dataset=texas_npz,cornell_npz",
+                 "--where", "num_layers=2,40", "--workers", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert not out.exists()
+    lines = [ln for ln in text.splitlines() if ln.startswith("--where")]
+    assert len(lines) == 4 and all(" 15 " in ln for ln in lines)
+    assert "process with 2 worker(s)" in text and text.count("total") == 1
+    # --shard estimates that shard only
+    assert main(["bench", "balance_table2", "--estimate", "--where", "dataset=texas_npz", "--shard", "1/5",
+                 "--out", str(out)]) == 0
+    shard = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("--where")]
+    assert len(shard) == 1 and " 15 " in shard[0]  # 5 texas groups over 5 shards: one group each
+
+
+def test_cli_estimate_on_cuda_gives_gpu_time_from_the_cuda_entry(tmp_path, capsys):
+    """``--estimate --device cuda``: the cuda entry's times (the H200's Cornell slice took 44 / 80 /
+    132 s at L = 2 / 5 / 10 and about 8 min at L = 40 with 5 workers), headed GPU time, no CPU class."""
+    from zoo.cli import main
+
+    assert main(["bench", "balance_table2", "--estimate", "--where", "dataset=cornell_npz", "--device", "cuda",
+                 "--workers", "5", "--out", str(tmp_path / "never")]) == 0
+    text = capsys.readouterr().out
+    assert "on cuda (cost model: 5 trained groups in 2 records folder(s) on NVIDIA H200)" in text
+    assert "GPU time" in text and "CPU time" not in text and "needs a GPU" not in text
+    rows = {ln.split()[1]: ln.split() for ln in text.splitlines() if ln.startswith("--where")}
+    # 38 s of group + 8 s of the process's start (the measured slice: 44 s)
+    assert rows["num_layers=2"][5:7] == ["46", "s"] and rows["num_layers=40"][5:7] == ["9", "min"]
+
+
+def test_list_suites_shows_runs_and_cpu_hours(capsys):
+    from zoo.cli import main
+
+    assert main(["list", "suites"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("balance_table2"))
+    assert "600 runs" in line and "CPU-hours" in line
+
+
+def test_a_command_pays_its_processes_start():
+    """The imports of the driver and of each spawned worker are in the times, once per process."""
+    start = MODEL.process_start_s
+    assert start == cost.PROCESS_START_S > 0
+    one = estimate("s", "train", {"a": [cell("a0", "a", epochs=1)]}, MODEL, TABLE, value_of, workers=1)
+    group = one.slices[0].group_seconds[0]
+    assert one.wall_seconds == pytest.approx(group + start) and one.cpu_seconds == pytest.approx(group + start)
+    groups = {g: [cell(f"{g}0", g, epochs=1)] for g in "abc"}
+    two = estimate("s", "train", groups, MODEL, TABLE, value_of, workers=2, executor="process")
+    seconds = [g for s in two.slices for g in s.group_seconds]
+    # the driver, then two workers starting side by side; CPU: all three processes
+    assert two.wall_seconds == pytest.approx(makespan(seconds, 2) + 2 * start)
+    assert two.cpu_seconds == pytest.approx(sum(seconds) + 3 * start)
+    assert "8 s per process started" in format_estimate(two, "zoo bench s")
+
+
+def test_run_seconds_spawns_no_more_workers_than_groups():
+    assert run_seconds([], 2, "process", 8.0) == (0.0, 0.0)
+    assert run_seconds([10.0], 2, "process", 8.0) == (18.0, 18.0)  # one group: `--workers auto` runs it in the driver
+    assert run_seconds([10.0, 4.0], 2, "process", 8.0) == (38.0, 26.0)
+    assert run_seconds([10.0, 4.0], 2, "local", 8.0) == (22.0, 22.0)
+
+
+def test_a_cost_files_process_start_is_read_and_kept_by_calibrate(tmp_path):
+    path = tmp_path / "cost_model.json"
+    path.write_text('{"devices": {"cpu": {"coefficients": {"dense_macs": 1e-11}, "process_start_s": 3.5}}}')
+    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5
+    assert cost_file.load_cost_model("cuda", path).process_start_s == 3.5  # no cuda entry: the cpu one
+    cost_file.write_model([cost.CostModel({"dense_macs": 2e-11}, {}, "cpu", "refit")], path, {})
+    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5  # measured, not fitted: kept

@@ -1,0 +1,278 @@
+"""What a group of runs will cost, before running it: a calibrated linear model of wall time.
+
+The work of one replica for one epoch is summarised by four counts read from the cell's
+configuration and the dataset's size (a torch-free table, :data:`DATASET_TABLE`; no data is
+loaded), and the wall time is a fitted linear combination of them::
+
+    seconds per replica-epoch = a * dense_macs + b * edge_elements + c * dropout_elements
+                                + d * layers x calls / replicas
+
+* ``dense_macs``: multiply-adds of the node-wise linear maps (``N x in x out`` per weight, the
+  first layer's ``nnz(X) x out`` when the bag-of-words input is multiplied as CSR);
+* ``edge_elements``: elements of the per-edge tensors (``E' x width`` messages, ``E' x heads``
+  scores, ``E' = E + N`` with self-loops) and of the node-wise element-wise work (activations,
+  norms): memory-bound work whose cost is per element, not per multiply-add;
+* ``dropout_elements``: dropout masks drawn (per replica, from its own random stream);
+* ``layers x calls / replicas``: the per-layer dispatch overhead of the stacked (``vmap``) calls
+  an epoch makes (forward, backward, evaluation; per mini-batch for graph lists), shared by the
+  group's replicas.
+
+Each count is multiplied by the passes an epoch makes (forward + backward ~ 3 forwards, plus
+an evaluation forward when dropout makes the training forward unusable for evaluation). A group
+then takes ``epochs x replicas x per_replica_epoch`` (stopped replicas of a stacked group are
+still computed, so ``epochs`` is the group's longest run, plus the evaluation of state 0).
+
+A run also pays per process, before its first group: a fresh Python process imports torch, PyG
+and the zoo's runner (the driver, and each worker a ``--workers N`` run spawns), which no group's
+``group_wall_time_s`` holds.  That is :attr:`CostModel.process_start_s`, a measured constant
+(:data:`PROCESS_START_S`), added once per process by the estimate (:mod:`zoo.bench.plan.estimate`).
+
+The coefficients are fitted (:func:`zoo.bench.plan.calibration.fit`, non-negative least squares on
+the relative error) by ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship
+as ``cost_model.json`` (:mod:`zoo.bench.plan.cost_file`) with one entry per device kind (``cpu`` fitted on the project's 2-core
+machine; ``cuda`` fitted on one NVIDIA H200's records with ``--no-suite-factors``, 5 groups of
+Cornell and CiteSeer: their time is the per-layer dispatch and the dense products, so a large
+graph's edge work — zero in that fit — is outside what it has seen).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+HERE = Path(__file__).resolve().parent
+DATASET_TABLE = HERE / "dataset_sizes.json"
+TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica")
+
+#: first-layer inputs at most this dense are multiplied as CSR (zoo.ops.sparse_linear.SPARSE_MAX_DENSITY)
+SPARSE_MAX_DENSITY = 0.05
+#: dispatch cost of a stacked (vmap) call relative to a plain one (lipschitz_table1: R = 2 groups
+#: took 2-3x the time of R = 1 groups of the same cells)
+VMAP_OVERHEAD = 2.0
+#: nonzero share of a bag-of-words input whose files were absent when the table was made
+UNKNOWN_DENSITY = 0.01
+#: seconds a fresh process spends importing torch, PyG and the zoo's runner before its first group
+#: (measured on the project's shared 2-core CPU: 7.5-9.3 CPU-s per import, 2026-11-28; consistent
+#: with the quick suite's 2-worker run on a quiet machine, 34.5 s without the driver's own start,
+#: against 27 s of estimated groups).  A device entry's ``process_start_s`` replaces it.
+PROCESS_START_S = 8.0
+#: a graph whose size the table lacks (a suite file's own dataset): Cora-sized
+DEFAULT_SIZE = {"nodes": 2708, "edges": 10556, "features": 1433, "density": 0.0127, "classes": 7, "graphs": 1,
+                "train_share": 1.0, "kind": "transductive"}
+
+
+class CostModelError(ValueError):
+    """A cost-model file or calibration input that cannot be used."""
+
+
+# --------------------------------------------------------------------------- dataset sizes
+
+
+def _options_key(dataset: str, options: Mapping[str, Any]) -> str:
+    return dataset if not options else f"{dataset} {json.dumps(dict(options), sort_keys=True)}"
+
+
+def load_dataset_table(path: Path = DATASET_TABLE) -> Dict[str, Dict[str, Any]]:
+    """``{key: sizes}``; a key is the dataset name, or ``name {options json}`` for generated data."""
+    return json.loads(path.read_text())["datasets"]
+
+
+def dataset_size(task: Mapping[str, Any], table: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """Sizes for a cell's ``task`` table: exact (name + options), else by name, else Cora-sized."""
+    name = task["dataset"]
+    options = task.get("options") or {}
+    for key in (_options_key(name, options), name):
+        if key in table:
+            return {**DEFAULT_SIZE, **table[key]}
+    return dict(DEFAULT_SIZE)
+
+
+# --------------------------------------------------------------------------- features
+
+
+#: per family: (weights reading the layer input, extra out x out weights, edge elements per output
+#: unit, edge elements per head, tensor ops per layer relative to GAT's) — what one layer computes,
+#: read from the layer's code (zoo/models); the last sets the per-call dispatch overhead
+FAMILIES: Dict[str, Tuple[float, float, float, float, float]] = {
+    "gcn": (1, 0, 1, 0, 0.5),
+    "gin": (1, 1, 1, 0, 0.6),
+    "ggnn": (1, 6, 1, 0, 2.0),             # message map + the GRU's 2 x 3 gate maps, written out
+    "gat": (1, 0, 1, 4, 1.0),              # aggregation per unit; score, LeakyReLU, softmax per head
+    "gatdb": (1, 0, 1, 5, 1.1),
+    "gatnb": (1, 0, 1, 5, 1.1),
+    "gatv2": (1, 0, 4, 3, 1.0),            # W_s h_u + W_t h_v, LeakyReLU, a-dot, aggregation per unit
+    "unimp": (4, 0, 2, 3, 1.5),
+    "graph_transformer": (3, 5, 2, 3, 2.5),  # Q, K, V; output map and a 2-layer FFN; QK dot + aggregation
+    "universal_transformer": (3, 5, 2, 3, 2.5),
+    "san_pre_ln": (3, 5, 2, 3, 2.5),
+    "san_post_ln": (3, 5, 2, 3, 2.5),
+    "san_nonlocal": (3, 5, 3, 3, 3.0),     # + the per-head energy ||P_i X - X||^2
+}
+DEFAULT_FAMILY = (1, 0, 2, 3, 1.5)
+#: node-wise element-wise work per output unit (activation, residual, bias) and per norm
+NORM_ELEMENTS = {"none": 0, "layernorm": 4, "pairnorm": 4, "batchnorm": 4, "lipschitz": 6}
+
+
+@dataclass(frozen=True)
+class Features:
+    """Work of one replica for one epoch (:data:`TERMS`)."""
+
+    dense_macs: float
+    edge_elements: float
+    dropout_elements: float
+    layers_per_replica: float
+
+    def vector(self) -> List[float]:
+        return [self.dense_macs, self.edge_elements, self.dropout_elements, self.layers_per_replica]
+
+
+def positive_int(value: Any, default: int) -> int:
+    """``value`` as a positive integer count, or ``default`` where it is not one."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else default
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mapping[str, Any]],
+             mode: str = "train") -> Features:
+    """The :class:`Features` of one replica-epoch of ``config`` (a resolved suite cell) trained
+    in a group of ``replicas``; ``mode="energy_at_init"`` counts one forward pass."""
+    model = config["model"]
+    kw = model.get("kwargs") or {}
+    size = dataset_size(config["task"], table)
+    if size.get("density") is None:  # files absent where the table was made: a bag-of-words guess
+        size["density"] = UNKNOWN_DENSITY
+    n, e, f = float(size["nodes"]), float(size["edges"]), float(size["features"])
+    e_loops = e + n
+    name = str(model.get("name", "")).split(".")[0]
+    w_in, w_sq, per_unit, per_head, ops = FAMILIES.get(name, DEFAULT_FAMILY)
+    layers = positive_int(kw.get("num_layers"), 2)
+    hidden = positive_int(kw.get("hidden_dim"), 64)
+    heads = positive_int(kw.get("heads"), 1) if per_head else 1
+    classes = positive_int(size.get("classes"), 2)
+    out_heads = positive_int(kw.get("out_heads"), heads) if per_head else 1
+    averaged = kw.get("hidden_heads") == "mean"  # each hidden head is hidden_dim wide, then averaged
+    dropout = _float(kw.get("dropout"))
+    attn_dropout = _float(kw.get("attn_dropout"))
+    input_dropout = _float(kw.get("input_dropout"))
+    norm = NORM_ELEMENTS.get(str(model.get("norm") or "none"), 4)
+    if name == "gatv2" and kw.get("share_weights") is False:
+        w_in += 1
+    if name == "gatv2" and kw.get("update_weight") == "separate":
+        w_in += 1
+    classifier = kw.get("classifier", "none") not in (None, "none")
+    encoder = kw.get("input_encoder")
+    graph_level = size.get("kind") == "graph"
+
+    dense = edge = drop = 0.0
+    width_in = f
+    # a dropped-out input is a new dense tensor every epoch: no CSR product then
+    sparse_first = size["density"] <= SPARSE_MAX_DENSITY and not (input_dropout or dropout or encoder)
+    if encoder in ("affine", "linear", "mlp"):
+        enc = positive_int(kw.get("input_encoder_dim"), hidden)
+        dense += n * f * enc * size.get("density", 1.0) if size.get("density", 1.0) <= SPARSE_MAX_DENSITY else n * f * enc
+        width_in = enc
+    elif encoder:  # embedding look-ups (OGB atom / bond encoders)
+        width_in = hidden
+        edge += n * hidden
+    if name.startswith("san") or name.endswith("transformer"):  # an MLP encoder to hidden_dim, always
+        dense += n * f * hidden * (size["density"] if size.get("density", 1.0) <= SPARSE_MAX_DENSITY else 1.0)
+        dense += n * hidden * hidden
+        width_in = hidden
+        sparse_first = False
+    if input_dropout:
+        drop += n * f
+    for layer in range(layers):
+        last = layer == layers - 1 and not classifier and not graph_level
+        out = classes * out_heads if last else hidden * (heads if averaged else 1)
+        h = out_heads if last else heads
+        reads = width_in * (size.get("density", 1.0) if layer == 0 and sparse_first else 1.0)
+        dense += n * (w_in * reads * out + w_sq * out * out)
+        edge += e_loops * (per_unit * out + per_head * h) + n * out * (2 + norm)
+        if dropout:
+            drop += n * width_in
+        if attn_dropout and per_head:
+            drop += e_loops * h
+        width_in = hidden if averaged and not last else out
+    if classifier:
+        dense += n * hidden * classes
+    if graph_level:  # readout: pooling and a 2-layer MLP on the pooled vectors
+        g = float(size.get("graphs", 1))
+        dense += g * 2 * hidden * hidden
+        edge += n * hidden
+    deterministic = not (dropout or attn_dropout or input_dropout)
+    if mode == "energy_at_init":
+        passes, calls = 1.0, 1.0
+    elif graph_level or size.get("kind") == "inductive":
+        # one training pass (forward + backward) over the training graphs, one evaluation of all;
+        # every mini-batch is a call (a stacked forward's per-layer dispatch), backward counts twice
+        share = float(size.get("train_share", 1.0))
+        passes = 3.0 * share + 1.0
+        graphs = float(size.get("graphs", 1))
+        batch = positive_int((config.get("train") or {}).get("batch_size"), 0) or graphs
+        calls = 2.0 * math.ceil(graphs * share / batch) + math.ceil(graphs / batch) + 2.0
+    else:
+        passes = 3.0 if deterministic else 4.0
+        calls = 2.0 if deterministic else 3.0
+    # one replica is a plain call; several are one vmap call, whose per-op dispatch costs more
+    overhead = layers * calls * ops * (1.0 if replicas == 1 else VMAP_OVERHEAD)
+    return Features(dense * passes, edge * passes, drop * (1.0 if mode == "energy_at_init" else 2.0),
+                    overhead / max(replicas, 1))
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass
+class CostModel:
+    """Fitted coefficients (seconds per unit of each of :data:`TERMS`) and per-suite factors."""
+
+    coefficients: Dict[str, float]
+    suite_factors: Dict[str, float]
+    device: str = "cpu"
+    fitted_on: str = ""
+    #: actual / modelled time of groups that do not train (energy at initialisation: building L-layer
+    #: replicas and the per-layer energy trace in float64 dominate its one forward pass)
+    mode_factors: Dict[str, float] = field(default_factory=dict)
+    #: a fresh process's imports before its first group (the driver's, each spawned worker's)
+    process_start_s: float = PROCESS_START_S
+
+    def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
+                              table: Mapping[str, Mapping[str, Any]], mode: str = "train",
+                              suite: Optional[str] = None) -> float:
+        x = features(config, replicas, table, mode)
+        base = sum(self.coefficients.get(t, 0.0) * v for t, v in zip(TERMS, x.vector()))
+        if mode != "train":
+            return base * self.mode_factors.get(mode, 1.0)
+        return base * (self.suite_factors.get(suite, 1.0) if suite else 1.0)
+
+    def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
+                      table: Mapping[str, Mapping[str, Any]], mode: str = "train",
+                      suite: Optional[str] = None) -> float:
+        """A group of ``len(configs)`` stacked replicas run for ``epochs`` epochs (0 for
+        energy-at-init, counted as one forward)."""
+        r = len(configs)
+        passes = 1.0 if mode == "energy_at_init" else float(epochs) + 1.0
+        return passes * r * self.replica_epoch_seconds(configs[0], r, table, mode, suite)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_table() -> Dict[str, Dict[str, Any]]:
+    """:func:`load_dataset_table` of the shipped table, read once."""
+    return load_dataset_table()
+
+
+def expected_epochs(cap: int, finished: Sequence[int]) -> float:
+    """A group's expected epochs: the median of finished groups of the same slice when the suite
+    stops early (patience / loss threshold), else the cap."""
+    return float(statistics.median(finished)) if finished else float(cap)
+
+
+__all__ = ["Features", "features", "CostModel", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
+           "CostModelError", "TERMS", "PROCESS_START_S"]

@@ -1,0 +1,59 @@
+"""The cost model's file, ``cost_model.json`` (shipped beside this module): one fitted model per device
+kind, read by :func:`load_cost_model` and written by ``zoo bench calibrate`` (:func:`write_model`)."""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from zoo.bench.plan.cost import PROCESS_START_S, TERMS, CostModel
+
+MODEL_FILE = Path(__file__).resolve().parent / "cost_model.json"
+
+
+def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
+    """The shipped model for ``device`` (``cpu``, ``cuda``, or a torch device string); a device
+    kind with no fitted entry falls back to ``cpu`` (stated in ``fitted_on``), and so does a mode
+    factor its records did not measure (the ``cuda`` records hold no energy-at-init group)."""
+    data = json.loads(Path(path).read_text())
+    kind = str(device or "cpu").split(":")[0]
+    kind = "cpu" if kind == "auto" else kind
+    cpu = data["devices"]["cpu"]
+    entry = data.get("devices", {}).get(kind) or {}
+    fitted_on = entry.get("fitted_on", "")
+    if not entry.get("coefficients"):
+        entry = cpu
+        fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
+    modes = {**(cpu.get("mode_factors") or {}), **(entry.get("mode_factors") or {})}
+    start = float(entry.get("process_start_s", cpu.get("process_start_s", PROCESS_START_S)))
+    return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes,
+                     start)
+
+
+@functools.lru_cache(maxsize=4)
+def shipped_model(device: str = "cpu") -> CostModel:
+    """:func:`load_cost_model` of the shipped file, read once per device kind."""
+    return load_cost_model(device)
+
+
+def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any]) -> None:
+    """``cost_model.json``: one entry per device (a device fitted here replaces its entry; the
+    others, ``cuda`` included, are kept, or written empty)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        data = {}
+    devices = dict(data.get("devices") or {})
+    devices.setdefault("cpu", {})
+    devices.setdefault("cuda", {})
+    for m in models:
+        kept = devices.get(m.device, {}).get("process_start_s")  # measured, not fitted: kept
+        devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
+                             "mode_factors": m.mode_factors,
+                             **({"process_start_s": kept} if kept is not None else {}),
+                             "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
+    doc = {"about": "zoo.bench.plan.cost coefficients, seconds per unit of each term; "
+                    "written by `zoo bench calibrate RECORDS... --out FILE`",
+           "terms": list(TERMS), "devices": devices}
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -1,1 +1,0 @@
-"""zoo.bench.spec: see zoo/bench/__init__.py for the layers."""

@@ -1,0 +1,82 @@
+"""The ``zoo`` command: list plugins, train one configuration, run suites, export leaderboards.
+
+    zoo list [models|inits|norms|datasets|suites]
+    zoo train --model gatv2 --dataset cora --num-layers 10 --inits bal_o --optimizer sgd --lr 0.05 \\
+              --epochs 5000 --seeds 0-4 [--set heads=8 --set data.undirected=true] [--device cuda]
+    zoo bench SUITE [--quick] [--set KEY=VALUE]... [--device cuda] [--out DIR] [--where KEY=V1[,V2]]... [...]
+    zoo bench calibrate RECORDS... --out FILE [--device cpu]
+    zoo merge OUT... --out DIR
+    zoo leaderboard RESULTS... --out DIR
+    zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft | --todo]
+    zoo diagnose MODEL --dataset D [--num-layers N --inits A,B --norm N1[,N2] --epochs N --out PAGE.html]
+    zoo docs [--check]
+    zoo build-kernels
+
+One module per subcommand registers its parser and handler (``register(subparsers)``, the handler
+as the ``handler`` default); :mod:`zoo.cli.args` holds the argument types and option helpers they
+share, :mod:`zoo.cli.errors` the exit codes (docs/reliability.md).  Flags are spelled as the
+Python and TOML keys (``--num-layers`` is ``num_layers``); former spellings parse as hidden aliases.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from zoo.cli import bench, build_kernels, diagnose, docs, leaderboard, listing, merge, report, train
+from zoo.cli.errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, CliError, os_error,
+                            silence_stdout)
+
+#: the subcommands in the order ``zoo --help`` lists them
+SUBCOMMANDS = (listing, train, bench, diagnose, merge, leaderboard, report, docs, build_kernels)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``zoo`` parser: each subcommand module adds its own."""
+    from zoo import __version__
+
+    p = argparse.ArgumentParser(prog="zoo", description="gat-zoo: deep graph attention networks, benchmarks.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for module in SUBCOMMANDS:
+        module.register(sub)
+    return p
+
+
+def _recorded(out: Path) -> int:
+    """Run records in ``out`` (the ones a resume skips); 0 when the file cannot be read."""
+    from zoo.bench.store.records import completed_ids
+
+    try:
+        return len(completed_ids(out / "results.jsonl"))
+    except Exception:  # noqa: BLE001 - the message must not fail over a corrupt file
+        return 0
+
+
+def _interrupted(args: argparse.Namespace) -> int:
+    out = getattr(args, "bench_out", None)
+    if out is None:
+        print(f"{args.prog}: interrupted", file=sys.stderr)
+    else:
+        print(f"{args.prog}: interrupted: {_recorded(out)} run(s) recorded in {out}; "
+              "run the same command to resume", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``zoo`` command; returns its exit code (:mod:`zoo.cli.errors`)."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    from zoo.bench.suite.schema import SuiteError
+
+    try:
+        return args.handler(args)
+    except BrokenPipeError:  # the reader closed the pipe (`zoo list | head -1`): it has what it wanted
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return _interrupted(args)
+    except (SuiteError, CliError, ValueError, TypeError, RuntimeError, OSError) as e:
+        # OSError: disk full, read-only or vanished folders...: one line, no traceback
+        print(f"{args.prog}: error: {os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        return EXIT_ERROR

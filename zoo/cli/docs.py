@@ -1,0 +1,66 @@
+"""``zoo docs [--check]``: regenerate the generated blocks of ``docs/models/*.md``.
+
+The rendering is :mod:`zoo.docgen` (no IO); this module reads and writes the pages. Like
+``zoo report --check``, ``--check`` writes nothing and exits 1 when a page is out of date.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+EXIT_STALE = 1
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("docs", help="regenerate the equation / options / presets blocks of docs/models/*.md "
+                                    "from the layer docstrings and registry/*.toml")
+    p.add_argument("--root", default=".", help="repository root holding docs/models/ (default: the current folder)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if a page's generated block is out of date")
+    p.set_defaults(handler=run, prog=p.prog)
+
+
+def stale_pages(root: Path) -> Dict[Path, str]:
+    """``{page: up-to-date text}`` for every model page whose text differs from its rendering."""
+    from zoo.docgen import documented_models, render_page
+
+    stale: Dict[Path, str] = {}
+    for name, rel in documented_models().items():
+        path = root / rel
+        if not path.is_file():
+            raise ValueError(f"model {name!r}: its card names the page {rel}, which does not exist under {root}; "
+                             "create it (with the generated-block markers) or fix `docs` in registry/*.toml")
+        text = path.read_text(encoding="utf-8")
+        new = render_page(text, name)
+        if new != text:
+            stale[path] = new
+    return stale
+
+
+def _replace_text(path: Path, text: str) -> None:
+    # A page appears whole or not at all (a killed run leaves the old page, never half of one).
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write (or, with ``--check``, only report) the stale model pages."""
+    try:
+        stale = stale_pages(Path(args.root))
+    except LookupError as e:  # a card naming a missing class: one line (exit 2), like other bad input
+        raise ValueError(str(e)) from e
+    names: List[str] = sorted(str(p) for p in stale)
+    if args.check:
+        if names:
+            print(f"zoo docs: out of date: {', '.join(names)}; run `zoo docs` and commit the pages", file=sys.stderr)
+            return EXIT_STALE
+        print("zoo docs: model pages up to date")
+        return 0
+    for path, text in stale.items():
+        _replace_text(path, text)
+        print(f"updated {path}")
+    return 0

@@ -1,0 +1,62 @@
+"""``zoo list [models|inits|norms|datasets|suites]``: the registered plugins, datasets and suites."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, List, Optional, Sequence
+
+LISTABLE = ("models", "inits", "norms", "datasets", "suites")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("list", help="list models, inits, norms, datasets or suites")
+    p.add_argument("what", nargs="?", choices=LISTABLE, default=None)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import zoo
+
+    what: Optional[str] = args.what
+    for section in [what] if what else list(LISTABLE):
+        if section == "datasets":
+            from zoo.datasets import format_datasets_table
+
+            print("datasets:\n" + format_datasets_table())
+        elif section == "suites":
+            print("suites:\n" + suites_table())
+        else:
+            names = {"models": zoo.list_models, "inits": zoo.list_inits, "norms": zoo.list_norms}[section]()
+            print(f"{section}: {', '.join(with_aliases(section, names))}")
+    return 0
+
+
+def with_aliases(section: str, names: Sequence[str]) -> List[str]:
+    """``balanced_orthogonal (bal_o, balo, ...)``: the short names the README and suites use."""
+    from zoo.bench.suite.plugins import registry
+
+    aliases = registry({"models": "model", "inits": "init", "norms": "norm"}[section]).aliases()
+    by_name: Dict[str, List[str]] = {}
+    for alias, name in aliases.items():
+        by_name.setdefault(name, []).append(alias)
+    return [f"{n} ({', '.join(sorted(by_name[n]))})" if n in by_name else n for n in names]
+
+
+def suites_table() -> str:
+    """Each suite's runs and estimated CPU-hours at its full protocol (zoo.bench.plan.cost)."""
+    from zoo.bench.plan import cost, cost_file
+    from zoo.bench.plan.estimate import estimate
+    from zoo.bench.suite.cells import cell_value
+    from zoo.bench.suite.load import list_suites, load_suite
+
+    model, table = cost_file.load_cost_model("cpu"), cost.load_dataset_table()
+    lines = []
+    for name in list_suites():
+        try:
+            suite = load_suite(name, validate_models=False)
+        except Exception as e:  # a broken suite file is listed, not fatal
+            lines.append(f"  {name:<20} (cannot be loaded: {e})")
+            continue
+        est = estimate(name, suite.mode, suite.groups(), model, table, cell_value, by=())
+        lines.append(f"  {name:<20} {len(suite.cells):>5} runs  {est.cpu_seconds / 3600:>9,.1f} CPU-hours")
+    return "\n".join(lines) + "\n  (estimated by the cost model fitted on the records' shared 2-core CPU; " \
+        "zoo bench SUITE --estimate gives the table per slice)"
