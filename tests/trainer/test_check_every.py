@@ -11,6 +11,7 @@ import torch
 
 import zoo
 from tests.bench.run.test_train import graph_level_task, synthetic_task
+from tests.trainer.crash import Crash, crash_after_save
 from zoo.nn.readout import GraphPool
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.history import MetricsRecorder
@@ -94,17 +95,8 @@ def test_a_resumed_run_matches_for_every_check_every(tmp_path, monkeypatch, kind
     task = make()
     straight = _train(task, TrainConfig(check_every=1, keep_best_state=True, **options), graph)
 
-    class Crash(RuntimeError):
-        pass
-
-    real_save = ResumeFile.save
-
-    def save_then_crash(self, state):
-        real_save(self, state)
-        raise Crash(f"killed after saving epoch {state['next_epoch']}")
-
     path = tmp_path / "group.pt"
-    monkeypatch.setattr(ResumeFile, "save", save_then_crash)
+    real_save = crash_after_save(monkeypatch)
     with pytest.raises(Crash, match="epoch 3"):
         _train(task, TrainConfig(check_every=25, keep_best_state=True, **options), graph,
                ResumeFile(path, ResumePolicy(None, 3)))

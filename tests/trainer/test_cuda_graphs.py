@@ -15,6 +15,7 @@ import zoo
 import zoo.trainer.graphs as graphs
 from tests.bench.run.test_train import graph_level_task, synthetic_task
 from tests.trainer.capture_double import CheckedBackend, ContractError
+from tests.trainer.crash import Crash, crash_after_save
 from tests.trainer.test_check_every import CONFIGS, SEEDS, _factory, _same
 from tests.trainer.test_host_sync import FAMILIES, OPTIMISERS, _dropouts
 from zoo.trainer.config import TrainConfig
@@ -61,24 +62,31 @@ def test_replayed_records_are_the_eager_ones_bitwise(kind, check_every):
     _same(eager, replayed)
 
 
+def _replay_equals_eager(task, factory, cfg, dtype):
+    """Two replicas trained through the checked capture double and eagerly: records and final
+    parameters bitwise equal, every epoch after the warm-up replayed (both halves)."""
+    def run(backend):
+        reps, view = build_replicas(task, [factory, factory], [0, 1], torch.device("cpu"), dtype, cfg, True)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(graphs, "capture_backend", lambda device: backend)
+            results = train_replicas(task, reps, view, cfg, [0, 1])
+        return results, [p.detach().clone() for p in reps.params]
+
+    backend = CheckedBackend()
+    replayed = run(backend)
+    assert [c.replays for c in backend.captures] == [cfg.epochs - graphs.WARMUP] * 2
+    _same(run(None), replayed)
+
+
 def test_a_resumed_replayed_run_matches_the_straight_eager_one(tmp_path):
     """Killed after a checkpoint written between replays, resumed (warm-up, capture, replays again):
     bitwise the records of an uninterrupted eager run."""
     straight = _run("transductive", None)
 
-    class Crash(RuntimeError):
-        pass
-
-    real_save = ResumeFile.save
-
-    def save_then_crash(self, state):
-        real_save(self, state)
-        raise Crash(f"killed after saving epoch {state['next_epoch']}")
-
     path = tmp_path / "group.pt"
     backend = CheckedBackend()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ResumeFile, "save", save_then_crash)
+        crash_after_save(mp)
         with pytest.raises(Crash, match="epoch 6"):
             _run("transductive", backend, check_every=25, resume=ResumeFile(path, ResumePolicy(None, 6)))
     assert backend.captures and backend.captures[0].replays >= 2  # the checkpoint was taken while replaying
@@ -224,17 +232,7 @@ def test_every_family_replays_bitwise(name):
     factory = lambda: zoo.build(name, in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,  # noqa: E731
                                 num_layers=2, **FAMILIES[name], **_dropouts(name))
 
-    def run(backend):
-        reps, view = build_replicas(task, [factory, factory], [0, 1], torch.device("cpu"), torch.float64, cfg, True)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(graphs, "capture_backend", lambda device: backend)
-            results = train_replicas(task, reps, view, cfg, [0, 1])
-        return results, [p.detach().clone() for p in reps.params]
-
-    backend = CheckedBackend()
-    replayed = run(backend)
-    assert [c.replays for c in backend.captures] == [7 - graphs.WARMUP] * 2
-    _same(run(None), replayed)
+    _replay_equals_eager(task, factory, cfg, torch.float64)
 
 
 @pytest.mark.parametrize("dtype,options", [
@@ -250,14 +248,4 @@ def test_schedules_clipping_and_bf16_replay_bitwise(dtype, options):
     factory = lambda: zoo.build("gatv2", in_dim=task.num_features, out_dim=task.num_classes, hidden_dim=8,  # noqa: E731
                                 num_layers=2, dropout=0.3, attn_dropout=0.2)
 
-    def run(backend):
-        reps, view = build_replicas(task, [factory, factory], [0, 1], torch.device("cpu"), dtype, cfg, True)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(graphs, "capture_backend", lambda device: backend)
-            results = train_replicas(task, reps, view, cfg, [0, 1])
-        return results, [p.detach().clone() for p in reps.params]
-
-    backend = CheckedBackend()
-    replayed = run(backend)
-    assert [c.replays for c in backend.captures] == [9 - graphs.WARMUP] * 2
-    _same(run(None), replayed)
+    _replay_equals_eager(task, factory, cfg, dtype)
