@@ -62,6 +62,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"leave-one-out, this model{' with per-suite factors' if per_suite else ''}: {loo.describe()}")
     if per_suite:
         print(f"leave-one-out, without per-suite factors: {plain.describe()}")
-    print(f"leave-one-out, selection.group_cost (x a fitted scale): {old.describe()}")
+    print(f"leave-one-out, shards.group_cost (x a fitted scale): {old.describe()}")
     print(f"written: {args.out} ({args.device})")
     return 0

@@ -102,7 +102,7 @@ def test_observations_keep_the_device_asked_for():
 
 def test_shipped_model_beats_group_cost_on_the_records():
     """The committed records, leave-one-out: the model's median error is below that of the old
-    ``selection.group_cost`` (scaled) — the claim docs/benchmarks.md makes."""
+    ``plan.shards.group_cost`` (scaled) — the claim docs/benchmarks.md makes."""
     from zoo.bench.store.records import read_records
 
     rows = [r for folder in sorted(RECORDS.iterdir()) if folder.is_dir() for r in read_records(folder)]
