@@ -84,3 +84,15 @@ def test_rank_recorder_reads_the_graph_of_a_task_with_edge_features() -> None:
     assert [e["epoch"] for e in rec.history] == [0] and len(rec.history[0]["effective_rank"][0]) == 2
     with pytest.raises(ValueError, match="RankRecorder needs a transductive task"):
         rec.on_epoch_end(SimpleNamespace(epoch=2, inputs=None))
+
+
+def test_non_finite_features_have_rank_nan_and_the_diagnosis_goes_on():
+    """A replica that diverges mid-diagnosis (here: SGD at lr 1e30) has NaN ranks from then on; the
+    SVD used to raise on its features and took the whole page with it."""
+    bad = torch.ones(4, 3)
+    bad[1, 2] = float("inf")
+    assert math.isnan(numerical_rank(bad)) and math.isnan(effective_rank(bad))
+    page = zoo.diagnose("gat", "cornell", num_layers=3, hidden_dim=8, epochs=3, lr=1e30, optimizer="sgd")
+    ranks = page.data["effective_rank"]
+    assert np.isfinite(ranks[0]).all() and np.isnan(ranks[-1]).all()
+    assert "effective rank of X^l" in page.html

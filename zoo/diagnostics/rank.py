@@ -11,7 +11,9 @@ accuracy drop.  With the singular values :math:`\sigma_1 \ge \dots \ge \sigma_k`
 ``[1, rank(X)]``, equal 1 exactly on rank-1 features (every node a multiple of one vector, the
 collapse the paper proves) and ``min(N, d)`` on features with equal singular values; unlike the
 integer rank they are continuous, so a collapse shows before it is complete.  The zero matrix has
-rank 0 by convention.  Computed in float64 on the CPU or the features' device.
+rank 0 by convention, and features holding a non-finite value (a diverged replica) have rank NaN:
+the ranks are undefined there, and a deep model's diagnosis must go on for its other replicas.
+Computed in float64 on the CPU or the features' device.
 """
 from __future__ import annotations
 
@@ -33,7 +35,10 @@ def _singular_values(x: Tensor) -> Tensor:
 
 
 def numerical_rank(x: Tensor) -> float:
-    r""":math:`\|X\|_F^2 / \|X\|_2^2` of ``x`` ``(N, d)`` (0 for the zero matrix)."""
+    r""":math:`\|X\|_F^2 / \|X\|_2^2` of ``x`` ``(N, d)`` (0 for the zero matrix, NaN for
+    non-finite features)."""
+    if not bool(torch.isfinite(x).all()):
+        return float("nan")
     s = _singular_values(x)
     top = float(s[0]) if s.numel() else 0.0
     return float(s.pow(2).sum()) / top ** 2 if top > 0 else 0.0
@@ -41,7 +46,9 @@ def numerical_rank(x: Tensor) -> float:
 
 def effective_rank(x: Tensor) -> float:
     r"""Roy & Vetterli's effective rank :math:`\exp H(p)`, ``p`` the singular values of ``x``
-    ``(N, d)`` normalised to sum 1 (0 for the zero matrix)."""
+    ``(N, d)`` normalised to sum 1 (0 for the zero matrix, NaN for non-finite features)."""
+    if not bool(torch.isfinite(x).all()):
+        return float("nan")
     s = _singular_values(x)
     total = float(s.sum())
     if total <= 0:
