@@ -39,12 +39,16 @@ $(STAMP): setup.cfg pyproject.toml
 # xdist_group (an expensive module-scoped fixture) in one worker. PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 2
 XDIST  = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+# The tests start many Python processes (CLI runs, workers, fresh-process checks), each importing the
+# zoo: let them share compiled bytecode (__pycache__, git-ignored) even where the environment sets
+# PYTHONDONTWRITEBYTECODE, instead of each compiling the package from source.
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 
 test: $(STAMP)
-	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/python -m pytest -q $(XDIST)
+	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(PYTEST) -q $(XDIST)
 
 test-all: $(STAMP)
-	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/python -m pytest -q $(XDIST) -m "slow or not slow"
+	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(PYTEST) -q $(XDIST) -m "slow or not slow"
 
 $(DGL_VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(DGL_VENV)

@@ -13,7 +13,6 @@ replicas.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from dataclasses import MISSING, dataclass, field, fields
@@ -139,7 +138,7 @@ def cell_id(config: Mapping[str, Any]) -> str:
 
 
 def group_id(config: Mapping[str, Any]) -> str:
-    c = copy.deepcopy(dict(config))
+    c = dict(config)  # a shallow copy: only "run" and "model" are replaced, by new dicts (no deepcopy per cell)
     c["run"] = {k: v for k, v in c["run"].items() if k not in GROUP_FREE}
     c["model"] = {k: v for k, v in c["model"].items() if k not in GROUP_FREE}
     return cell_id(c)
