@@ -236,11 +236,12 @@ def format_estimate(est: Estimate, command: str) -> str:
                      f"{RUNS_HERE_CPU_HOURS:g} CPU-hours)")
     c = est.costs
     if c.per_process:
-        lines.append(f"each command's times include {hours(c.process_start_s)} + {hours(c.process_exit_s)} per process "
-                     "(the driver and each worker import torch, PyG and the zoo before their first group, and "
-                     "tear them down at exit)" + (f" and {hours(c.report_s)} for the leaderboard" if c.report_s else ""))
+        report = f" and {hours(c.report_s)} for the leaderboard" if c.report_s else ""
+        lines.append(f"each command's times include {hours(c.process_start_s)} + {hours(c.process_exit_s)} per "
+                     "process (the driver and each worker import torch, PyG and the zoo before their first group, "
+                     f"and tear them down at exit){report}")
     return "\n".join(lines)
 
 
-__all__ = ["estimate", "Estimate", "SliceEstimate", "CommandCosts", "format_estimate", "makespan", "run_seconds", "hours",
-           "RUNS_HERE_CPU_HOURS", "DEFAULT_BY"]
+__all__ = ["estimate", "Estimate", "SliceEstimate", "CommandCosts", "format_estimate", "makespan", "run_seconds",
+           "hours", "RUNS_HERE_CPU_HOURS", "DEFAULT_BY"]
