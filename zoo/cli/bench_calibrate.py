@@ -50,11 +50,18 @@ def run(args: argparse.Namespace) -> int:
                                    + ", ".join(devices))
         loo = calibration.leave_one_out(obs, table, per_suite)
         plain = calibration.leave_one_out(obs, table, False) if per_suite else loo
+        # a suite without records (its groups get the unseen-suite factor): needs two suites
+        unseen = calibration.leave_one_suite_out(obs, table) if per_suite and len({o.suite for o in obs}) > 1 \
+            else None
+        unseen_plain = calibration.leave_one_suite_out(obs, table, False) if unseen is not None else None
         old = calibration.proportional_leave_one_out(
             obs, [calibration.size_cost(o.config, o.replicas, o.epochs) for o in obs])
-        cost_file.write_model([model], Path(args.out), {"leave_one_out": loo.describe(),
-                                                   "leave_one_out_without_suite_factors": plain.describe(),
-                                                   "leave_one_out_group_cost": old.describe()})
+        notes = {"leave_one_out": loo.describe(), "leave_one_out_without_suite_factors": plain.describe(),
+                 "leave_one_out_group_cost": old.describe()}
+        if unseen is not None:
+            notes["leave_one_suite_out"] = unseen.describe()
+            notes["leave_one_suite_out_without_suite_factors"] = unseen_plain.describe()
+        cost_file.write_model([model], Path(args.out), notes)
     except (OSError, ValueError, records.CorruptRecordsError) as e:
         print(f"{PROG}: error: {os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return EXIT_ERROR
@@ -62,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"leave-one-out, this model{' with per-suite factors' if per_suite else ''}: {loo.describe()}")
     if per_suite:
         print(f"leave-one-out, without per-suite factors: {plain.describe()}")
+        print(f"factor of a suite without records: {model.unseen_suite_factor:.2f}")
+    if unseen is not None:
+        print(f"leave-one-suite-out (each suite as if it had no records; one point per suite): {unseen.describe()}; "
+              f"with factor 1: {unseen_plain.describe()}")
     print(f"leave-one-out, shards.group_cost (x a fitted scale): {old.describe()}")
     print(f"written: {args.out} ({args.device})")
     return 0

@@ -50,7 +50,7 @@ def estimate_run(suite: Any, out: Path, args: argparse.Namespace, workers: Any) 
     by = [k.strip() for k in args.estimate_by.split(",")] if args.estimate_by else list(DEFAULT_BY)
     est = estimate(suite.name, suite.mode, split, cost_file.load_cost_model(device), cost.load_dataset_table(),
                    cell_value, by=by, finished=finished, done=[c.id for c in cells if c.id in done],
-                   workers=workers, executor=executor, device=device)
+                   workers=workers, executor=executor, device=device, report=not args.no_leaderboard)
     command = f"zoo bench {args.suite}" + "".join(f" --set {k}={v}" for k, v in args.set) + \
         "".join(f" --where {w}" for w in args.where or [])
     print(format_estimate(est, command))

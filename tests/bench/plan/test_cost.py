@@ -82,6 +82,49 @@ def test_fit_is_non_negative_and_suite_factors_are_relative():
     assert model.suite_factors["slow"] > model.suite_factors["s"]
 
 
+def _scaled(obs, suite, factor):
+    return [calibration.Observation(suite, f"{suite}-{o.group}", o.config, o.replicas, o.epochs, o.mode,
+                                    factor * o.wall_time_s) for o in obs]
+
+
+def test_a_suite_without_records_gets_the_typical_suite_factor():
+    """The unseen-suite factor is the median suite's factor, not 1: three suites whose groups take
+    1x, 2x and 4x a common model's time, fitted together; a suite the fit has not seen is
+    predicted like the middle one, and a suite's factor is shrunk toward it, not toward 1."""
+    obs = synthetic_observations([2e-11, 4e-10, 1e-8, 1e-3])
+    model = calibration.fit(_scaled(obs, "a", 1.0) + _scaled(obs, "b", 2.0) + _scaled(obs, "c", 4.0), TABLE)
+    assert model.suite_factors["a"] < model.suite_factors["b"] < model.suite_factors["c"]
+    assert model.unseen_suite_factor == pytest.approx(model.suite_factors["b"], rel=1e-9)
+    assert model.unseen_suite_factor > 1.0
+    c = obs[0].config
+    base = model.group_seconds([c], 100, TABLE)  # no suite: the coefficients alone
+    assert model.group_seconds([c], 100, TABLE, suite="never_run") == pytest.approx(base * model.unseen_suite_factor)
+    assert model.group_seconds([c], 100, TABLE, suite="b") == pytest.approx(base * model.suite_factors["b"])
+    # one suite of one group: its factor lies between its own ratio and the unseen-suite factor
+    one = calibration.fit(_scaled(obs, "a", 1.0) + _scaled(obs, "b", 2.0) + _scaled(obs, "c", 4.0)
+                          + _scaled(obs[:1], "d", 16.0), TABLE)
+    assert one.unseen_suite_factor < one.suite_factors["d"] < 16.0 * one.suite_factors["a"]
+    assert calibration.fit(obs, TABLE, per_suite=False).unseen_suite_factor == 1.0
+
+
+def test_leave_one_suite_out_is_one_point_per_suite():
+    """Each suite predicted by the other suites' fit: exact synthetic suites are predicted exactly."""
+    obs = synthetic_observations([2e-11, 4e-10, 1e-8, 1e-3])
+    q = calibration.leave_one_suite_out(_scaled(obs, "a", 1.0) + _scaled(obs[:6], "b", 1.0), TABLE)
+    assert (q.groups, q.unit) == (2, "suites") and q.median_factor == pytest.approx(1.0, abs=1e-6)
+    assert q.describe().startswith("2 suites: median error x1.00")
+
+
+def test_the_shipped_model_lifts_a_suite_without_records():
+    """quick has no records in the fit: its groups take the unseen-suite factor of the shipped cpu entry
+    (the factor of 1 they had predicted the quick suite's groups at about half their time)."""
+    model = cost_file.load_cost_model("cpu")
+    assert "quick" not in model.suite_factors and model.unseen_suite_factor > 1.5
+    c = config()
+    assert model.group_seconds([c], 100, TABLE, suite="quick") == pytest.approx(
+        model.unseen_suite_factor * model.group_seconds([c], 100, TABLE))
+
+
 def test_observations_from_records_take_the_longest_replica():
     rec = {"status": "ok", "suite": "s", "group": "g", "group_wall_time_s": 10.0, "group_size": 2,
            "config": config(), "epochs_run": 40, "stop_reason": "patience"}

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from zoo.bench.plan import cost, cost_file
-from zoo.bench.plan.estimate import estimate, format_estimate, hours, makespan, run_seconds
+from zoo.bench.plan.estimate import CommandCosts, estimate, format_estimate, hours, makespan, run_seconds
 
 TABLE = cost.load_dataset_table()
 MODEL = cost_file.load_cost_model("cpu")
@@ -85,8 +85,9 @@ def test_cli_estimate_on_cuda_gives_gpu_time_from_the_cuda_entry(tmp_path, capsy
     assert "on cuda (cost model: 5 trained groups in 2 records folder(s) on NVIDIA H200)" in text
     assert "GPU time" in text and "CPU time" not in text and "needs a GPU" not in text
     rows = {ln.split()[1]: ln.split() for ln in text.splitlines() if ln.startswith("--where")}
-    # 38 s of group + 8 s of the process's start (the measured slice: 44 s)
-    assert rows["num_layers=2"][5:7] == ["46", "s"] and rows["num_layers=40"][5:7] == ["9", "min"]
+    # 38 s of group + 8 s of the process's start, 2 s of its exit and 1.5 s of leaderboard (the measured
+    # slice: 44 s by its summary line, which holds neither the driver's start and exit nor the leaderboard)
+    assert rows["num_layers=2"][5:7] == ["49", "s"] and rows["num_layers=40"][5:7] == ["9", "min"]
 
 
 def test_list_suites_shows_runs_and_cpu_hours(capsys):
@@ -98,33 +99,53 @@ def test_list_suites_shows_runs_and_cpu_hours(capsys):
     assert "600 runs" in line and "CPU-hours" in line
 
 
-def test_a_command_pays_its_processes_start():
-    """The imports of the driver and of each spawned worker are in the times, once per process."""
-    start = MODEL.process_start_s
-    assert start == cost.PROCESS_START_S > 0
+def test_a_command_pays_its_processes_start_and_exit_and_its_leaderboard():
+    """Outside its groups a command pays each process's start (imports) and exit (their teardown), once
+    per process, and the leaderboard once at the end."""
+    start, exit_, report = MODEL.process_start_s, MODEL.process_exit_s, MODEL.report_s
+    assert start == cost.PROCESS_START_S > 0 and exit_ == cost.PROCESS_EXIT_S > 0 and report == cost.REPORT_S > 0
     one = estimate("s", "train", {"a": [cell("a0", "a", epochs=1)]}, MODEL, TABLE, value_of, workers=1)
     group = one.slices[0].group_seconds[0]
-    assert one.wall_seconds == pytest.approx(group + start) and one.cpu_seconds == pytest.approx(group + start)
+    assert one.wall_seconds == pytest.approx(group + start + exit_ + report)
+    assert one.cpu_seconds == pytest.approx(group + start + exit_ + report)
     groups = {g: [cell(f"{g}0", g, epochs=1)] for g in "abc"}
     two = estimate("s", "train", groups, MODEL, TABLE, value_of, workers=2, executor="process")
     seconds = [g for s in two.slices for g in s.group_seconds]
-    # the driver, then two workers starting side by side; CPU: all three processes
-    assert two.wall_seconds == pytest.approx(makespan(seconds, 2) + 2 * start)
-    assert two.cpu_seconds == pytest.approx(sum(seconds) + 3 * start)
-    assert "8 s per process started" in format_estimate(two, "zoo bench s")
+    # the driver, then two workers starting (and at the end exiting) side by side; CPU: all three processes
+    assert two.wall_seconds == pytest.approx(makespan(seconds, 2) + 2 * (start + exit_) + report)
+    assert two.cpu_seconds == pytest.approx(sum(seconds) + 3 * (start + exit_) + report)
+    assert "8 s + 2 s per process" in format_estimate(two, "zoo bench s")
+    quiet = estimate("s", "train", groups, MODEL, TABLE, value_of, workers=2, executor="process", report=False)
+    assert quiet.wall_seconds == pytest.approx(two.wall_seconds - report)
+    assert "leaderboard" in format_estimate(two, "zoo bench s") and "leaderboard" not in format_estimate(quiet, "s")
 
 
 def test_run_seconds_spawns_no_more_workers_than_groups():
-    assert run_seconds([], 2, "process", 8.0) == (0.0, 0.0)
-    assert run_seconds([10.0], 2, "process", 8.0) == (18.0, 18.0)  # one group: `--workers auto` runs it in the driver
-    assert run_seconds([10.0, 4.0], 2, "process", 8.0) == (38.0, 26.0)
-    assert run_seconds([10.0, 4.0], 2, "local", 8.0) == (22.0, 22.0)
+    costs = CommandCosts(8.0, 2.0, 1.0)
+    assert run_seconds([], 2, "process", costs) == (0.0, 0.0)
+    assert run_seconds([10.0], 2, "process", costs) == (21.0, 21.0)  # one group: `--workers auto` runs it in the driver
+    assert run_seconds([10.0, 4.0], 2, "process", costs) == (45.0, 31.0)
+    assert run_seconds([10.0, 4.0], 2, "local", costs) == (25.0, 25.0)
 
 
-def test_a_cost_files_process_start_is_read_and_kept_by_calibrate(tmp_path):
+def test_cli_estimate_without_leaderboard_leaves_out_the_report(tmp_path, capsys):
+    from zoo.cli import main
+
+    args = ["bench", "quick", "--estimate", "--workers", "2", "--out", str(tmp_path / "never")]
+    assert main(args) == 0
+    assert "for the leaderboard" in capsys.readouterr().out
+    assert main(args + ["--no-leaderboard"]) == 0
+    assert "for the leaderboard" not in capsys.readouterr().out
+
+
+def test_a_cost_files_measured_constants_are_read_and_kept_by_calibrate(tmp_path):
     path = tmp_path / "cost_model.json"
-    path.write_text('{"devices": {"cpu": {"coefficients": {"dense_macs": 1e-11}, "process_start_s": 3.5}}}')
-    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5
-    assert cost_file.load_cost_model("cuda", path).process_start_s == 3.5  # no cuda entry: the cpu one
-    cost_file.write_model([cost.CostModel({"dense_macs": 2e-11}, {}, "cpu", "refit")], path, {})
-    assert cost_file.load_cost_model("cpu", path).process_start_s == 3.5  # measured, not fitted: kept
+    path.write_text('{"devices": {"cpu": {"coefficients": {"dense_macs": 1e-11}, "process_start_s": 3.5, '
+                    '"process_exit_s": 0.5, "report_s": 0.25}}}')
+    for device in ("cpu", "cuda"):  # no cuda entry: the cpu one
+        m = cost_file.load_cost_model(device, path)
+        assert (m.process_start_s, m.process_exit_s, m.report_s, m.unseen_suite_factor) == (3.5, 0.5, 0.25, 1.0)
+    refit = cost.CostModel({"dense_macs": 2e-11}, {"s": 2.0}, "cpu", "refit", unseen_suite_factor=1.75)
+    cost_file.write_model([refit], path, {})
+    m = cost_file.load_cost_model("cpu", path)  # measured, not fitted: kept; the fitted factor: written
+    assert (m.process_start_s, m.process_exit_s, m.report_s, m.unseen_suite_factor) == (3.5, 0.5, 0.25, 1.75)

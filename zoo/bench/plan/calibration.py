@@ -3,6 +3,7 @@ squares on the relative error, per device kind, and its leave-one-out quality (`
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -75,33 +76,44 @@ def nnls_relative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return coef / scale
 
 
-def _suite_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 2.0) -> Dict[str, float]:
-    """Per suite, the geometric mean of actual / predicted, shrunk toward 1 for suites with few
-    groups (``n / (n + shrink)`` of the log)."""
+def _suite_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 2.0
+                   ) -> Tuple[Dict[str, float], float]:
+    """``(per-suite factors, unseen-suite factor)``.
+
+    A suite's factor is the geometric mean of its groups' actual / predicted, shrunk toward the
+    unseen-suite factor for suites with few groups (``n / (n + shrink)`` of the log).  The
+    unseen-suite factor is the suites' typical factor: the median over suites of each suite's mean
+    log ratio (one vote per suite: neither one large suite nor one far-off suite sets it).  Not 1: the fit
+    minimises ``(predicted / actual - 1)^2``, which costs an over-prediction by a factor k more
+    than an under-prediction by the same factor, so with the scatter between suites the fitted
+    coefficients predict low and each suite's own factor lifts it."""
     logs: Dict[str, List[float]] = {}
     for o, r in zip(obs, ratio):
         logs.setdefault(o.suite, []).append(math.log(r))
-    return {s: math.exp(sum(v) / (len(v) + shrink)) for s, v in sorted(logs.items())}
+    prior = statistics.median(sum(v) / len(v) for v in logs.values()) if logs else 0.0
+    factors = {s: math.exp((sum(v) + shrink * prior) / (len(v) + shrink)) for s, v in sorted(logs.items())}
+    return factors, math.exp(prior)
 
 
 def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
         device: str = "cpu", fitted_on: str = "") -> CostModel:
-    """Fit the coefficients (and per-suite factors) on the trained groups of ``obs``, and one
-    factor per other mode (energy at initialisation) on the rest."""
+    """Fit the coefficients (and per-suite factors, with the factor of a suite the records lack:
+    :func:`_suite_factors`) on the trained groups of ``obs``, and one factor per other mode (energy
+    at initialisation) on the rest."""
     trained = [o for o in obs if o.mode == "train"]
     if len(trained) < len(TERMS):
         raise CostModelError(f"calibration needs at least {len(TERMS)} finished trained groups, got {len(trained)}")
     x, y = design(trained, table)
     coef = nnls_relative(x, y)
     pred = np.maximum(x @ coef, 1e-12)
-    factors = _suite_factors(trained, y / pred) if per_suite else {}
+    factors, unseen = _suite_factors(trained, y / pred) if per_suite else ({}, 1.0)
     modes: Dict[str, List[float]] = {}
     for o in obs:
         if o.mode != "train":
             xo, yo = design([o], table)
             modes.setdefault(o.mode, []).append(math.log(yo[0] / max(float(xo[0] @ coef), 1e-12)))
     return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on,
-                     {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())})
+                     {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())}, unseen_suite_factor=unseen)
 
 
 @dataclass
@@ -113,20 +125,21 @@ class FitQuality:
     median_factor: float
     p90_factor: float
     r2_log: float
+    unit: str = "groups"   # what a point is: a group, or a suite (leave_one_suite_out)
 
     def describe(self) -> str:
-        return (f"{self.groups} groups: median error x{self.median_factor:.2f}, 90th percentile "
+        return (f"{self.groups} {self.unit}: median error x{self.median_factor:.2f}, 90th percentile "
                 f"x{self.p90_factor:.2f}, R^2 (log wall time) {self.r2_log:.2f}")
 
 
-def quality(actual: Sequence[float], predicted: Sequence[float]) -> FitQuality:
+def quality(actual: Sequence[float], predicted: Sequence[float], unit: str = "groups") -> FitQuality:
     la = np.log(np.asarray(actual, dtype=float))
     lp = np.log(np.maximum(np.asarray(predicted, dtype=float), 1e-12))
     factor = np.exp(np.abs(la - lp))
     ss_res = float(((la - lp) ** 2).sum())
     ss_tot = float(((la - la.mean()) ** 2).sum())
     return FitQuality(len(la), float(np.median(factor)), float(np.quantile(factor, 0.9)),
-                      1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"))
+                      1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"), unit)
 
 
 def leave_one_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
@@ -138,6 +151,23 @@ def leave_one_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, A
         epochs = 0 if o.mode == "energy_at_init" else o.epochs
         predicted.append(model.group_seconds([o.config] * o.replicas, epochs, table, o.mode, o.suite))
     return quality([o.wall_time_s for o in obs], predicted)
+
+
+def leave_one_suite_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
+                        per_suite: bool = True) -> FitQuality:
+    """Each suite predicted by a model fitted on the other suites' records, as if it had none yet
+    (its groups get the unseen-suite factor); one point per suite (the geometric means of its
+    groups' actual and predicted times), so the error is that of a new suite's estimate, whatever
+    its size."""
+    predicted, actual = [], []
+    for suite in sorted({o.suite for o in obs}):
+        model = fit([o for o in obs if o.suite != suite], table, per_suite)
+        logs = [(math.log(o.wall_time_s), math.log(max(model.group_seconds(
+                    [o.config] * o.replicas, 0 if o.mode == "energy_at_init" else o.epochs, table, o.mode, o.suite),
+                    1e-12))) for o in obs if o.suite == suite]
+        actual.append(math.exp(sum(a for a, _ in logs) / len(logs)))
+        predicted.append(math.exp(sum(p for _, p in logs) / len(logs)))
+    return quality(actual, predicted, "suites")
 
 
 def size_cost(config: Mapping[str, Any], replicas: int, epochs: Optional[int] = None,

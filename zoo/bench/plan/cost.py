@@ -22,10 +22,19 @@ an evaluation forward when dropout makes the training forward unusable for evalu
 then takes ``epochs x replicas x per_replica_epoch`` (stopped replicas of a stacked group are
 still computed, so ``epochs`` is the group's longest run, plus the evaluation of state 0).
 
-A run also pays per process, before its first group: a fresh Python process imports torch, PyG
-and the zoo's runner (the driver, and each worker a ``--workers N`` run spawns), which no group's
-``group_wall_time_s`` holds.  That is :attr:`CostModel.process_start_s`, a measured constant
-(:data:`PROCESS_START_S`), added once per process by the estimate (:mod:`zoo.bench.plan.estimate`).
+A command also pays per process and once at its end, outside every group's ``group_wall_time_s``
+(:mod:`zoo.bench.plan.estimate` adds them; measurements and commands: docs/notes/quick_estimate.md):
+
+* :attr:`CostModel.process_start_s`: a fresh Python process imports torch, PyG and the zoo's runner
+  before its first group (the driver, and each worker a ``--workers N`` run spawns);
+* :attr:`CostModel.process_exit_s`: the same process's exit — the interpreter's final garbage
+  collection and module teardown walk every object those imports made (the driver waits for its
+  workers' exits when the pool shuts down, then makes its own);
+* :attr:`CostModel.report_s`: the leaderboard the command writes after the last group (reading the
+  records, rendering markdown, CSV, JSON and HTML).
+
+A suite without records of its own gets :attr:`CostModel.unseen_suite_factor` (see
+:func:`zoo.bench.plan.calibration.fit`): the coefficients alone predict low.
 
 The coefficients are fitted (:func:`zoo.bench.plan.calibration.fit`, non-negative least squares on
 the relative error) by ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship
@@ -55,11 +64,15 @@ SPARSE_MAX_DENSITY = 0.05
 VMAP_OVERHEAD = 2.0
 #: nonzero share of a bag-of-words input whose files were absent when the table was made
 UNKNOWN_DENSITY = 0.01
-#: seconds a fresh process spends importing torch, PyG and the zoo's runner before its first group
-#: (measured on the project's shared 2-core CPU: 7.5-9.3 CPU-s per import, 2026-11-28; consistent
-#: with the quick suite's 2-worker run on a quiet machine, 34.5 s without the driver's own start,
-#: against 27 s of estimated groups).  A device entry's ``process_start_s`` replaces it.
+#: seconds a fresh process spends importing torch, PyG and the zoo's runner before its first group;
+#: a device entry's ``process_start_s`` replaces it (measured: docs/notes/quick_estimate.md)
 PROCESS_START_S = 8.0
+#: seconds the same process spends exiting (the interpreter's teardown of those imports' objects);
+#: a device entry's ``process_exit_s`` replaces it
+PROCESS_EXIT_S = 2.0
+#: seconds the command spends on its leaderboard after the last group; a device entry's ``report_s``
+#: replaces it
+REPORT_S = 1.5
 #: a graph whose size the table lacks (a suite file's own dataset): Cora-sized
 DEFAULT_SIZE = {"nodes": 2708, "edges": 10556, "features": 1433, "density": 0.0127, "classes": 7, "graphs": 1,
                 "train_share": 1.0, "kind": "transductive"}
@@ -242,6 +255,12 @@ class CostModel:
     mode_factors: Dict[str, float] = field(default_factory=dict)
     #: a fresh process's imports before its first group (the driver's, each spawned worker's)
     process_start_s: float = PROCESS_START_S
+    #: a process's exit after its last group (the driver's, each spawned worker's)
+    process_exit_s: float = PROCESS_EXIT_S
+    #: the leaderboard written once at the end of a command
+    report_s: float = REPORT_S
+    #: the factor of a suite with no records in the fit (:func:`zoo.bench.plan.calibration.fit`)
+    unseen_suite_factor: float = 1.0
 
     def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
                               table: Mapping[str, Mapping[str, Any]], mode: str = "train",
@@ -250,7 +269,7 @@ class CostModel:
         base = sum(self.coefficients.get(t, 0.0) * v for t, v in zip(TERMS, x.vector()))
         if mode != "train":
             return base * self.mode_factors.get(mode, 1.0)
-        return base * (self.suite_factors.get(suite, 1.0) if suite else 1.0)
+        return base * (self.suite_factors.get(suite, self.unseen_suite_factor) if suite else 1.0)
 
     def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
                       table: Mapping[str, Mapping[str, Any]], mode: str = "train",
@@ -275,4 +294,4 @@ def expected_epochs(cap: int, finished: Sequence[int]) -> float:
 
 
 __all__ = ["Features", "features", "CostModel", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
-           "CostModelError", "TERMS", "PROCESS_START_S"]
+           "CostModelError", "TERMS", "PROCESS_START_S", "PROCESS_EXIT_S", "REPORT_S"]

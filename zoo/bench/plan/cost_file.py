@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from zoo.bench.plan.cost import PROCESS_START_S, TERMS, CostModel
+from zoo.bench.plan.cost import PROCESS_EXIT_S, PROCESS_START_S, REPORT_S, TERMS, CostModel
 
 MODEL_FILE = Path(__file__).resolve().parent / "cost_model.json"
+#: per device entry: the constants measured outside any group (not fitted; a refit keeps them), and defaults
+MEASURED = {"process_start_s": PROCESS_START_S, "process_exit_s": PROCESS_EXIT_S, "report_s": REPORT_S}
 
 
 def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
@@ -26,9 +28,9 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
         entry = cpu
         fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
     modes = {**(cpu.get("mode_factors") or {}), **(entry.get("mode_factors") or {})}
-    start = float(entry.get("process_start_s", cpu.get("process_start_s", PROCESS_START_S)))
+    measured = {k: float(entry.get(k, cpu.get(k, default))) for k, default in MEASURED.items()}
     return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes,
-                     start)
+                     unseen_suite_factor=float(entry.get("unseen_suite_factor", 1.0)), **measured)
 
 
 @functools.lru_cache(maxsize=4)
@@ -48,10 +50,9 @@ def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any
     devices.setdefault("cpu", {})
     devices.setdefault("cuda", {})
     for m in models:
-        kept = devices.get(m.device, {}).get("process_start_s")  # measured, not fitted: kept
+        kept = {k: v for k, v in devices.get(m.device, {}).items() if k in MEASURED}  # measured, not fitted
         devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
-                             "mode_factors": m.mode_factors,
-                             **({"process_start_s": kept} if kept is not None else {}),
+                             "unseen_suite_factor": m.unseen_suite_factor, "mode_factors": m.mode_factors, **kept,
                              "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
     doc = {"about": "zoo.bench.plan.cost coefficients, seconds per unit of each term; "
                     "written by `zoo bench calibrate RECORDS... --out FILE`",

@@ -6,10 +6,12 @@ threshold) and records of the slice exist — the median of the finished groups'
 are scheduled as the runner schedules them (longest first, each to the least-loaded worker), so
 the wall time of a slice or of the whole selection is that schedule's makespan.
 
-Every wall and CPU time includes the processes' start (:attr:`CostModel.process_start_s`: the
-imports before the first group): the driver's, and with several workers one spawned worker's on
-the wall clock (they start side by side) and every worker's in CPU time.  A slice's times are
-those of its own command, which starts its own processes.
+Every wall and CPU time includes what a command pays outside its groups (:class:`CommandCosts`,
+from the cost model): each process's start (the imports before its first group) and exit (the
+interpreter's teardown of them), and the leaderboard written at the end.  On the wall clock the
+spawned workers start and exit side by side, so that is one worker's start and exit beside the
+driver's; the CPU time counts every process's.  A slice's times are those of its own command,
+which starts its own processes and writes its own leaderboard.
 
 Slices are the cells sharing the values of ``by`` (default: dataset and depth, where they vary);
 each comes with the ``--where`` clauses that select it, so a line of the table is a command.
@@ -27,6 +29,23 @@ RUNS_HERE_CPU_HOURS = 6.0
 DEFAULT_BY = ("dataset", "num_layers")
 
 
+@dataclass(frozen=True)
+class CommandCosts:
+    """Seconds a ``zoo bench`` command pays outside its groups (:class:`CostModel`'s measured constants)."""
+
+    process_start_s: float = 0.0   # per process: the driver, each spawned worker
+    process_exit_s: float = 0.0    # per process, after its last group
+    report_s: float = 0.0          # once, the leaderboard after the last group (0: --no-leaderboard)
+
+    @classmethod
+    def of(cls, model: CostModel, report: bool = True) -> "CommandCosts":
+        return cls(model.process_start_s, model.process_exit_s, model.report_s if report else 0.0)
+
+    @property
+    def per_process(self) -> float:
+        return self.process_start_s + self.process_exit_s
+
+
 @dataclass
 class SliceEstimate:
     """One slice: its ``--where`` values, what is pending and what it should cost."""
@@ -37,16 +56,16 @@ class SliceEstimate:
     epochs: List[float] = field(default_factory=list)    # expected epochs per pending group
     group_seconds: List[float] = field(default_factory=list)
     done: int = 0
-    process_start_s: float = 0.0
+    costs: CommandCosts = CommandCosts()
     executor: str = "local"
     workers: int = 1
 
     @property
     def cpu_seconds(self) -> float:
-        return run_seconds(self.group_seconds, self.workers, self.executor, self.process_start_s)[0]
+        return run_seconds(self.group_seconds, self.workers, self.executor, self.costs)[0]
 
     def wall_seconds(self, workers: int) -> float:
-        return run_seconds(self.group_seconds, workers, self.executor, self.process_start_s)[1]
+        return run_seconds(self.group_seconds, workers, self.executor, self.costs)[1]
 
     @property
     def expected_epochs(self) -> Optional[float]:
@@ -68,7 +87,7 @@ class Estimate:
     executor: str
     device: str
     fitted_on: str
-    process_start_s: float = 0.0
+    costs: CommandCosts = CommandCosts()
 
     @property
     def runs(self) -> int:
@@ -80,27 +99,28 @@ class Estimate:
 
     @property
     def cpu_seconds(self) -> float:
-        return run_seconds(self._groups, self.workers, self.executor, self.process_start_s)[0]
+        return run_seconds(self._groups, self.workers, self.executor, self.costs)[0]
 
     @property
     def wall_seconds(self) -> float:
-        return run_seconds(self._groups, self.workers, self.executor, self.process_start_s)[1]
+        return run_seconds(self._groups, self.workers, self.executor, self.costs)[1]
 
     @property
     def _groups(self) -> List[float]:
         return [g for s in self.slices for g in s.group_seconds]
 
 
-def run_seconds(groups: Sequence[float], workers: int, executor: str, process_start_s: float) -> Tuple[float, float]:
+def run_seconds(groups: Sequence[float], workers: int, executor: str, costs: CommandCosts) -> Tuple[float, float]:
     """``(CPU, wall)`` seconds of one ``zoo bench`` command running ``groups``: the driver's start,
-    then the groups in this process (one worker, or ``local``) or on the spawned workers (at most
-    one per group), whose starts run side by side."""
+    the groups in this process (one worker, or ``local``) or on the spawned workers (at most one
+    per group, which start and exit side by side while the driver waits), the leaderboard, the
+    driver's exit."""
     if not groups:
         return 0.0, 0.0
     used = 1 if executor == "local" else max(1, min(int(workers), len(groups)))
     spawned = used if used > 1 and executor != "local" else 0
-    cpu = sum(groups) + process_start_s * (1 + spawned)
-    wall = makespan(groups, used) + process_start_s * (1 + (1 if spawned else 0))
+    cpu = sum(groups) + costs.per_process * (1 + spawned) + costs.report_s
+    wall = makespan(groups, used) + costs.per_process * (1 + (1 if spawned else 0)) + costs.report_s
     return cpu, wall
 
 
@@ -129,14 +149,16 @@ def stops_early(train: Mapping[str, Any]) -> bool:
 def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], model: CostModel,
              table: Mapping[str, Mapping[str, Any]], value_of: Callable[[Mapping[str, Any], str], Any],
              by: Sequence[str] = DEFAULT_BY, finished: Sequence[Mapping[str, Any]] = (), done: Sequence[str] = (),
-             workers: int = 1, executor: str = "local", device: str = "cpu") -> Estimate:
+             workers: int = 1, executor: str = "local", device: str = "cpu", report: bool = True) -> Estimate:
     """Per slice of ``groups`` (``{job id: [cells]}``, pending cells only; ``cells`` carry
     ``.config`` and ``.group``): runs, groups, expected epochs and seconds.
 
     ``finished``: records of the suite (their ``epochs_run`` give a slice's median epochs when
     the suite stops early); ``done``: ids already run (counted per slice, not estimated);
-    ``value_of(config, key)``: a cell's value of a suite key (``spec`` / ``leaderboard.cell_value``).
+    ``value_of(config, key)``: a cell's value of a suite key (``spec`` / ``leaderboard.cell_value``);
+    ``report``: the command writes its leaderboard at the end (``--no-leaderboard``: it does not).
     """
+    costs = CommandCosts.of(model, report)
     all_cells = [c for cells in groups.values() for c in cells]
     by = [k for k in by if len({repr(value_of(c.config, k)) for c in all_cells}) > 1] or \
         [k for k in by if all_cells and value_of(all_cells[0].config, k) is not None][:1]
@@ -154,8 +176,7 @@ def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], mo
     for cells in groups.values():
         c = cells[0].config
         key = key_of(c)
-        sl = slices.setdefault(key, SliceEstimate(key, process_start_s=model.process_start_s, executor=executor,
-                                                  workers=max(int(workers), 1)))
+        sl = slices.setdefault(key, SliceEstimate(key, costs=costs, executor=executor, workers=max(int(workers), 1)))
         cap = int(c["train"].get("epochs") or 0)
         seen = sorted(epochs_by_slice.get(key, {}).values())
         epochs = float(statistics.median(seen)) if seen and stops_early(c["train"]) else float(cap)
@@ -169,8 +190,7 @@ def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], mo
             if r.get("id") in done_ids and r.get("config"):
                 slices.setdefault(key_of(r["config"]), SliceEstimate(key_of(r["config"]))).done += 1
     ordered = sorted(slices.values(), key=lambda s: tuple(_sortable(v) for _, v in s.key))
-    return Estimate(suite_name, ordered, max(int(workers), 1), executor, device, model.fitted_on,
-                    model.process_start_s)
+    return Estimate(suite_name, ordered, max(int(workers), 1), executor, device, model.fitted_on, costs)
 
 
 def _sortable(v: Any) -> Tuple[int, Any]:
@@ -214,11 +234,14 @@ def format_estimate(est: Estimate, command: str) -> str:
         lines.append(f"run a slice: {command} --where ...  (the estimate assumes the records' machine: a "
                      "shared 2-core CPU; 'runs here' = at most "
                      f"{RUNS_HERE_CPU_HOURS:g} CPU-hours)")
-    if est.process_start_s:
-        lines.append(f"each command's times include {hours(est.process_start_s)} per process started (the driver "
-                     "and each worker import torch, PyG and the zoo before their first group)")
+    c = est.costs
+    if c.per_process:
+        report = f" and {hours(c.report_s)} for the leaderboard" if c.report_s else ""
+        lines.append(f"each command's times include {hours(c.process_start_s)} + {hours(c.process_exit_s)} per "
+                     "process (the driver and each worker import torch, PyG and the zoo before their first group, "
+                     f"and tear them down at exit){report}")
     return "\n".join(lines)
 
 
-__all__ = ["estimate", "Estimate", "SliceEstimate", "format_estimate", "makespan", "run_seconds", "hours",
-           "RUNS_HERE_CPU_HOURS", "DEFAULT_BY"]
+__all__ = ["estimate", "Estimate", "SliceEstimate", "CommandCosts", "format_estimate", "makespan", "run_seconds",
+           "hours", "RUNS_HERE_CPU_HOURS", "DEFAULT_BY"]
