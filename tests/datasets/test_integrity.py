@@ -278,6 +278,16 @@ def test_partial_ogb_folder_without_mirror_is_a_clear_error(tmp_path, monkeypatc
     assert folder.is_dir(), "offline, the zoo reports but does not delete the user's folder"
 
 
+def test_real_ogb_path_never_reads_stdin(tmp_path, monkeypatch, no_stdin):
+    """The real ogbg-molhiv path (OGB's own meta data) with a poisoned folder: the clear error, no prompt."""
+    monkeypatch.setenv(mirror.MIRROR_ENV, str(tmp_path / "no-mirror"))
+    root = tmp_path / "root"
+    _leave_failed_download(root)
+    with pytest.raises(zd.MissingDataError, match="not a complete OGB release"):
+        zd.load("ogbg_molhiv", root=root, download=False)
+
+
+@pytest.mark.slow  # the same in a fresh process's exit code and stderr: test_real_ogb_path_never_reads_stdin
 def test_ogb_never_reads_stdin_in_a_subprocess_with_stdin_closed(tmp_path):
     """The real ogbg-molhiv path with a poisoned folder, stdin closed: a clear error, rc 1, no EOFError."""
     root = tmp_path / "root"

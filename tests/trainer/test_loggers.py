@@ -6,11 +6,12 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from mlflow.tracking import MlflowClient
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import zoo
 from zoo.trainer.loggers import KEYS, MLflowLogger, TensorBoardLogger, replica_name
+
+# Under `pytest -n 2 --dist loadgroup` one worker imports mlflow and tensorboard and fits the module's model.
+pytestmark = pytest.mark.xdist_group("loggers")
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,8 @@ def test_replica_names_are_valid_in_both_tools():
 
 def test_tensorboard_event_files_hold_every_replicas_scalars(fitted):
     history, log_dir, _, _ = fitted
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     events = EventAccumulator(str(log_dir))
     events.Reload()
     names = [replica_name(label) for label in history.labels]
@@ -48,6 +51,8 @@ def test_tensorboard_event_files_hold_every_replicas_scalars(fitted):
 
 def test_mlflow_run_holds_metrics_and_params(fitted):
     history, _, uri, run_id = fitted
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and client.get_experiment(run.info.experiment_id).name == "loggers"
@@ -86,6 +91,8 @@ def test_a_second_fit_with_the_same_mlflow_logger_is_a_second_run(tmp_path):
         logger.on_epoch_end(state)
         logger.on_fit_end(state)
         runs.append(logger.run_id)
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert runs[0] != runs[1] and all(client.get_run(r).info.status == "FINISHED" for r in runs)
     assert client.get_run(runs[1]).data.metrics == {f"{k}/seed_0_init_xavier": 0.5 for k in KEYS}

@@ -16,6 +16,10 @@ from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.analyze import findings as fd
 from zoo.bench.suite.load import list_suites, load_suite, parse_suite
 
+# Under `pytest -n 2 --dist loadgroup` the modules that build reports share one worker: the shipped
+# suites are expanded once per process (cached), not once per worker.
+pytestmark = pytest.mark.xdist_group("shipped_report")
+
 P = fd.Point
 
 # ----------------------------------------------------------------------------- one comparison

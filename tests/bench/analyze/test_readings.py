@@ -11,6 +11,10 @@ from zoo.bench.analyze import status as rp
 from zoo.bench.analyze.readings import ReadingsError, parse_readings
 from zoo.bench.render.report import _note_text
 
+# Under `pytest -n 2 --dist loadgroup` the modules that build reports share one worker: the shipped
+# suites are expanded once per process (cached), not once per worker.
+pytestmark = pytest.mark.xdist_group("shipped_report")
+
 REPO = Path(__file__).resolve().parents[3]
 RECORDS = REPO / "docs" / "reproduction" / "records"
 

@@ -12,8 +12,9 @@ from zoo.bench.suite.selection import select_where
 from zoo.bench.suite.load import load_suite
 from zoo.bench.store.folders import read_folder
 
-# Under `pytest -n 2 --dist loadgroup` this module runs in one worker: the report of every committed record, built once.
-pytestmark = pytest.mark.xdist_group("report_costs")
+# Under `pytest -n 2 --dist loadgroup` this module runs in one worker with the other modules that build
+# reports: the report of every committed record is built once, the shipped suites expanded once.
+pytestmark = pytest.mark.xdist_group("shipped_report")
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "docs" / "reproduction" / "records"

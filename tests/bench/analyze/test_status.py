@@ -17,6 +17,10 @@ from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.analyze.stats import Summary, summarize, summarize_log
 from zoo.bench.suite.load import parse_suite
 
+# Under `pytest -n 2 --dist loadgroup` the modules that build reports share one worker: the shipped
+# suites are expanded once per process (cached), not once per worker.
+pytestmark = pytest.mark.xdist_group("shipped_report")
+
 REPO = Path(__file__).resolve().parents[3]
 
 # ----------------------------------------------------------------------------- status rules
