@@ -245,9 +245,10 @@ def environment(args: argparse.Namespace, out: Path) -> Dict[str, str]:
 def header_lines(env: Mapping[str, str]) -> List[str]:
     code = ("import torch; print('torch', torch.__version__, '| CUDA', torch.version.cuda, '|', "
             "torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device')\n"
-            "for m in ('triton', 'torch_geometric', 'pytest'):\n"
-            "    try: print(m, __import__(m).__version__)\n"
-            "    except ImportError: print(m, 'not installed')")
+            "from importlib.metadata import PackageNotFoundError, version\n"
+            "for m in ('triton', 'torch_geometric', 'pytest'):\n"  # versions without importing (PyG imports dynamo)
+            "    try: print(m, version(m))\n"
+            "    except PackageNotFoundError: print(m, 'not installed')")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(env), capture_output=True, text=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return [f"- {line}" for line in (done.stdout + done.stderr).splitlines()] + \
