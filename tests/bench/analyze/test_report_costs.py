@@ -2,6 +2,7 @@
 and per suite the ``zoo bench ... --where ...`` commands that would fill them."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,16 @@ ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "docs" / "reproduction" / "records"
 
 
-@pytest.fixture(scope="module")
-def report():
+@functools.lru_cache(maxsize=1)
+def _committed_report():
     return build_report(RECORDS)
+
+
+@pytest.fixture
+def report():
+    # Cached per process, not a module fixture: pytest-xdist tears module fixtures down between its
+    # batches of a worker's tests, and this report takes seconds to build.
+    return _committed_report()
 
 
 def test_every_unrun_paper_cell_has_a_cost_and_a_class(report):
