@@ -167,7 +167,7 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
             s["keys"] += [k for k in m.entry if k not in ENTRY_META and k not in ignore and k not in by
                           and k not in s["keys"]]
     out = []
-    by_slice = _pending_by_slice(pending, by, value_of)
+    by_slice = _index_by(pending, tuple(by), value_of, comparable)  # one pass, not a scan per slice
     for key, s in slices.items():
         where = [(k, (v,)) for k, v in zip(by, key) if v is not None]
         if by_slice is not None and len(where) == len(by):
@@ -185,19 +185,6 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
         out.append(FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here), len(s["entries"]),
                                list(extra), gpu))
     return sorted(out, key=lambda f: (f.seconds, f.command()))
-
-
-def _pending_by_slice(pending: Sequence[Mapping[str, Any]], by: Sequence[str],
-                      value_of: Callable[[Mapping[str, Any], str], Any]) -> Optional[Dict[Tuple[Any, ...], List[Mapping[str, Any]]]]:
-    """``pending`` (in order) by their comparable values of ``by``, or None if one cannot be hashed:
-    one pass instead of a scan of every pending cell per slice (lipschitz_table1 has 10k cells)."""
-    index: Dict[Tuple[Any, ...], List[Mapping[str, Any]]] = {}
-    try:
-        for c in pending:
-            index.setdefault(tuple(comparable(value_of(c["config"], k)) for k in by), []).append(c)
-    except TypeError:
-        return None
-    return index
 
 
 def gpu_hours(command: FillCommand) -> float:
