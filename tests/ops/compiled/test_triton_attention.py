@@ -36,6 +36,34 @@ EXTRA = 6
 BLOCKS = {"both-buckets": (4, 4), "heavy-one-block": (4, 8), "light-only": (8, 4)}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _builtin_names_listed_once():
+    """Triton's interpreter patches ``triton.language`` at every kernel launch and every call of a
+    ``@triton.jit`` helper, each time listing all members of the language modules
+    (``inspect.getmembers``) to find the builtins: about a quarter of this file's time. The modules'
+    builtin names do not change, so they are listed once (on the first, unpatched call) and each
+    patch then checks only those names' current values, as the interpreter does."""
+    from triton.runtime import interpreter
+
+    real = getattr(interpreter, "_patch_builtin", None)
+    if real is None or not hasattr(interpreter, "_patch_attr"):
+        yield  # another Triton layout: run as it is
+        return
+    names = {}
+
+    def patch_builtin(pkg, builder, scope):
+        if id(pkg) not in names:
+            names[id(pkg)] = [n for n, m in interpreter.inspect.getmembers(pkg) if interpreter.tl.core.is_builtin(m)]
+        for name in names[id(pkg)]:
+            member = getattr(pkg, name)
+            if interpreter.tl.core.is_builtin(member):
+                interpreter._patch_attr(pkg, name, member, builder, scope)
+
+    interpreter._patch_builtin = patch_builtin
+    yield
+    interpreter._patch_builtin = real
+
+
 def _set_blocks(monkeypatch, light, heavy):
     monkeypatch.setattr(triton_attention, "BLOCK_E", light)
     monkeypatch.setattr(triton_attention, "HEAVY_BLOCK_E", heavy)
