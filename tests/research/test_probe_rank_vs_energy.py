@@ -23,3 +23,9 @@ def test_one_rank_and_one_energy_per_layer(probe, capsys):
     assert t["effective rank"].shape == (3,) and t["Dirichlet energy"].shape == (3,)
     assert bool((t["effective rank"] >= 1).all()) and bool((t["Dirichlet energy"] >= 0).all())
     assert "gcn:xavier: layer" in capsys.readouterr().out
+
+
+def test_a_trained_model_is_measured_at_its_selected_state(probe, capsys):
+    out = probe.main(["gcn:xavier", "--layers", "2", "--hidden", "8", "--epochs", "3"])
+    assert out["gcn:xavier"]["effective rank"].shape == (2,)
+    assert "after 3 epochs: test" in capsys.readouterr().out
