@@ -128,3 +128,30 @@ def test_the_page_shows_needs_a_gpu_cells_in_gpu_hours():
     assert "on one GPU" not in command_line(cmds[0])  # runs here: CPU time only
     md = "\n".join(missing_markdown("s", miss, cmds))
     assert "| CPU time | GPU time | class |" in md
+
+
+def _cells_at(dataset, layers, variants, seeds=3):
+    return [{"id": f"{v}s{seed}", "group": v, "config": {
+        "model": {"name": "gatv2", "norm": "none", "kwargs": {"num_layers": layers, "hidden_dim": 64}},
+        "task": {"dataset": dataset, "options": {}}, "train": {"epochs": 5000, "batch_size": 0},
+        "run": {"dtype": "float32", "seed": seed, "variant": v}}} for v in variants for seed in range(seeds)]
+
+
+def test_a_slice_too_large_to_run_here_is_split_into_its_paper_cells_that_do():
+    """Each of pubmed L = 5's three paper cells runs here (~2.3 CPU-hours) but their dataset x depth
+    slice does not (~7): the slice is split by the key that tells the cells apart, so that every
+    *runs here* paper cell has a *runs here* command (before, one 'needs a GPU' line hid them all)."""
+    entries = [{"dataset": "pubmed", "num_layers": 5, "variant": v, "table": "T", "value": 60.0} for v in "abc"]
+    miss, cmds = commands(_cells_at("pubmed", 5, "abc"), entries)
+    assert all(m.cls == RUNS_HERE for m in miss) and sum(m.seconds for m in miss) > 6 * 3600
+    assert sorted(c.command() for c in cmds) == [
+        f"zoo bench s --where dataset=pubmed --where num_layers=5 --where variant={v}" for v in "abc"]
+    assert all(c.cls == RUNS_HERE and c.cells == 1 and c.runs == 3 for c in cmds)
+    assert sum(c.seconds for c in cmds) == pytest.approx(sum(m.seconds for m in miss))
+
+
+def test_a_slice_of_cells_that_each_need_a_gpu_stays_one_command():
+    entries = [{"dataset": "pubmed", "num_layers": 40, "variant": v, "table": "T", "value": 60.0} for v in "ab"]
+    miss, cmds = commands(_cells_at("pubmed", 40, "ab"), entries)
+    assert all(m.cls == NEEDS_GPU for m in miss)
+    assert [c.command() for c in cmds] == ["zoo bench s --where dataset=pubmed --where num_layers=40 --device cuda"]

@@ -7,7 +7,8 @@ more than one replica, less than R); its class is *runs here* when that fits
 :data:`~zoo.bench.plan.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*,
 and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`).
 The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands, each
-narrowed to the paper cells' keys so that it runs what it says it costs.
+narrowed to the paper cells' keys so that it runs what it says it costs; a slice too large to run
+here is split further where its paper cells run here on their own.
 """
 from __future__ import annotations
 
@@ -155,8 +156,39 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     are those of every ``pending`` cell (``seconds``: :func:`pending_seconds`) its ``--where``
     selects, each counted once, paper cell or not (``--where`` clauses select a product; values are
     compared as ``--where`` compares them, :func:`~zoo.bench.suite.cells.comparable`).
+    A slice too large to run here that holds paper cells which do run here on their own is split
+    by the paper cells' next key that tells them apart (e.g. ``variant``), until each command runs
+    here or holds no such cell: every *runs here* paper cell then has a *runs here* command.
     ``gpu_seconds`` (the same by the ``cuda`` cost model) sets each command's ``gpu_seconds``.
     """
+    out: List[FillCommand] = []
+    for command, members in _slice_commands(suite, missing, value_of, pending, seconds, tuple(by), extra,
+                                            ignore, gpu_seconds):
+        cells = [missing[i] for i in members]
+        finer = _distinguishing_key(cells, tuple(by), ignore)
+        if command.cls == RUNS_HERE or finer is None or all(m.cls == NEEDS_GPU for m in cells):
+            out.append(command)
+        else:
+            out += fill_commands(suite, cells, value_of, pending, seconds, (*by, finer), extra, ignore, gpu_seconds)
+    return sorted(out, key=lambda f: (f.seconds, f.command()))
+
+
+def _distinguishing_key(missing: Sequence[MissingCell], by: Tuple[str, ...], ignore: Sequence[str]) -> Optional[str]:
+    """The key outside ``by`` with the most distinct values among the paper cells (the first in their
+    entries' order on a tie; ``variant`` before the ``optimizer`` it implies), or None if none differs."""
+    keys: List[str] = []
+    for m in missing:
+        keys += [k for k in m.entry if k not in ENTRY_META and k not in ignore and k not in by and k not in keys]
+    counts = {k: len({repr(comparable(m.entry.get(k))) for m in missing}) for k in keys}
+    best = max(keys, key=lambda k: counts[k], default=None)  # max keeps the first of equals
+    return best if best is not None and counts[best] > 1 else None
+
+
+def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
+                    pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float], by: Tuple[str, ...],
+                    extra: Sequence[str], ignore: Sequence[str],
+                    gpu_seconds: Optional[Mapping[str, float]]) -> List[Tuple[FillCommand, List[int]]]:
+    """:func:`fill_commands`' slices by ``by``, each with the indexes of its paper cells in ``missing``."""
     slices: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for i, m in enumerate(missing):
         for c in m.cells:
@@ -167,7 +199,7 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
             s["keys"] += [k for k in m.entry if k not in ENTRY_META and k not in ignore and k not in by
                           and k not in s["keys"]]
     out = []
-    by_slice = _index_by(pending, tuple(by), value_of, comparable)  # one pass, not a scan per slice
+    by_slice = _index_by(pending, by, value_of, comparable)  # one pass, not a scan per slice
     for key, s in slices.items():
         where = [(k, (v,)) for k, v in zip(by, key) if v is not None]
         if by_slice is not None and len(where) == len(by):
@@ -182,9 +214,10 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
                 where.append((k, tuple(wanted[r] for r in sorted(wanted))))
                 here = narrowed
         gpu = sum(gpu_seconds[c["id"]] for c in here) if gpu_seconds is not None else None
-        out.append(FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here), len(s["entries"]),
-                               list(extra), gpu))
-    return sorted(out, key=lambda f: (f.seconds, f.command()))
+        command = FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here),
+                              len(s["entries"]), list(extra), gpu)
+        out.append((command, sorted(s["entries"])))
+    return out
 
 
 def gpu_hours(command: FillCommand) -> float:
