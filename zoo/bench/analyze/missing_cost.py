@@ -157,8 +157,8 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     selects, each counted once, paper cell or not (``--where`` clauses select a product; values are
     compared as ``--where`` compares them, :func:`~zoo.bench.suite.cells.comparable`).
     A slice too large to run here that holds paper cells which do run here on their own is split
-    by the paper cells' next key that tells them apart (e.g. ``variant``), until each command runs
-    here or holds no such cell: every *runs here* paper cell then has a *runs here* command.
+    by the key on which its paper cells take the most values (e.g. ``variant``), until each command
+    runs here or holds no such cell: every *runs here* paper cell then has a *runs here* command.
     ``gpu_seconds`` (the same by the ``cuda`` cost model) sets each command's ``gpu_seconds``.
     """
     out: List[FillCommand] = []
