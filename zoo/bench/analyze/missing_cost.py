@@ -162,14 +162,15 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     ``gpu_seconds`` (the same by the ``cuda`` cost model) sets each command's ``gpu_seconds``.
     """
     out: List[FillCommand] = []
-    for command, members in _slice_commands(suite, missing, value_of, pending, seconds, tuple(by), extra,
-                                            ignore, gpu_seconds):
+    for command, members, here in _slice_commands(suite, missing, value_of, pending, seconds, tuple(by), extra,
+                                                  ignore, gpu_seconds):
         cells = [missing[i] for i in members]
-        finer = _distinguishing_key(cells, tuple(by), ignore)
-        if command.cls == RUNS_HERE or finer is None or all(m.cls == NEEDS_GPU for m in cells):
+        finer = None if command.cls == RUNS_HERE or all(m.cls == NEEDS_GPU for m in cells) \
+            else _distinguishing_key(cells, tuple(by), ignore)
+        if finer is None:
             out.append(command)
-        else:
-            out += fill_commands(suite, cells, value_of, pending, seconds, (*by, finer), extra, ignore, gpu_seconds)
+        else:  # the finer slices select among this slice's cells only
+            out += fill_commands(suite, cells, value_of, here, seconds, (*by, finer), extra, ignore, gpu_seconds)
     return sorted(out, key=lambda f: (f.seconds, f.command()))
 
 
@@ -187,8 +188,10 @@ def _distinguishing_key(missing: Sequence[MissingCell], by: Tuple[str, ...], ign
 def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
                     pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float], by: Tuple[str, ...],
                     extra: Sequence[str], ignore: Sequence[str],
-                    gpu_seconds: Optional[Mapping[str, float]]) -> List[Tuple[FillCommand, List[int]]]:
-    """:func:`fill_commands`' slices by ``by``, each with the indexes of its paper cells in ``missing``."""
+                    gpu_seconds: Optional[Mapping[str, float]]
+                    ) -> List[Tuple[FillCommand, List[int], List[Mapping[str, Any]]]]:
+    """:func:`fill_commands`' slices by ``by``, each with the indexes of its paper cells in ``missing``
+    and the pending cells its command selects."""
     slices: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for i, m in enumerate(missing):
         for c in m.cells:
@@ -216,7 +219,7 @@ def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callab
         gpu = sum(gpu_seconds[c["id"]] for c in here) if gpu_seconds is not None else None
         command = FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here),
                               len(s["entries"]), list(extra), gpu)
-        out.append((command, sorted(s["entries"])))
+        out.append((command, sorted(s["entries"]), here))
     return out
 
 
