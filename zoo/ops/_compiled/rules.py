@@ -113,8 +113,13 @@ def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS)
         raise RulesUnavailable(reason)
     ops = getattr(torch.ops, ns)
     lib = f"{ns}::"
+    _register_fake(lib)
+    _register_autograd(lib, ops, graph_args)
+    _register_vmap(lib, ops, replica_major, graph_args)
 
-    # ------------------------------------------------------------------ fake (shapes only)
+
+def _register_fake(lib: str) -> None:
+    """The ops' fake (meta) kernels: output shapes only, for tracing and compile."""
     def fwd_fake(values: Tensor, col: Tensor, heads: int) -> Tuple[Tensor, Tensor, Tensor]:
         lead = values.shape[:-3]  # (R,) with a replica dimension, else ()
         n = values.shape[-3]
@@ -140,7 +145,9 @@ def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS)
                 values.new_empty(values.shape), values.new_empty((*score_src.shape[:-2], col.shape[0],
                                                                   score_src.shape[-1])))
 
-    # ------------------------------------------------------------------ autograd
+
+def _register_autograd(lib: str, ops: Any, graph_args: int) -> None:
+    """Each forward's backward op as its autograd formula."""
     # inputs: 4 tensors, the graph tensors, slope [, replicas_outer]: the backward gets the same
     # trailing arguments, and no gradient for any of them.
     def gatv2_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
@@ -176,7 +183,9 @@ def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS)
 
     torch.library.register_autograd(lib + "gat_forward", gat_grad, setup_context=gat_setup)
 
-    # ------------------------------------------------------------------ vmap
+
+def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> None:
+    """One call for all replicas under ``torch.func.vmap``: replicas first (the C++ ops) or folded into the heads."""
     def replicas_first(op: Any, info: Any, dims: Sequence[Any], args: Sequence[Any], tensors: int,
                        values_at: int) -> Optional[Tuple[Tuple[Tensor, ...], Tuple[int, ...]]]:
         """The C++ ops: all replicas in one call, replicas first (``tensors``: how many leading
