@@ -366,6 +366,34 @@ def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacke
             for i, chunk in enumerate(chunks)]
 
 
+def _check_arguments(save_weights: str, max_replicas: Optional[int], cuda_graphs: str,
+                     executor: Union[str, Executor, None], device: Optional[str], workers: Union[int, str]) -> None:
+    """Fail before any group runs, with the fix, rather than in every group."""
+    check_save_weights(save_weights)
+    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
+                                     or max_replicas < 1):
+        raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
+    TrainConfig(cuda_graphs=cuda_graphs)
+    if not (executor == "ray" or isinstance(executor, RayExecutor)):
+        dev = resolve_device(device)  # e.g. cuda asked for but absent
+        if cuda_graphs == "on" and dev.type != "cuda":
+            raise ValueError(f"cuda_graphs = 'on' needs a CUDA device, got {dev}; use 'auto' (CUDA graphs where the "
+                             "device has them) or 'off'")
+    if isinstance(workers, str) and workers != "auto":
+        raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
+
+
+def _executor(executor: Union[str, Executor, None], workers: Union[int, str], jobs: int, device: Optional[str],
+              threads: Optional[int], quiet: bool) -> Executor:
+    """The executor named by ``executor`` with its worker count (``"auto"``: by jobs and device)."""
+    if isinstance(executor, Executor):
+        return executor
+    n = 1 if executor == "ray" else auto_workers(jobs, device) if workers == "auto" else int(workers)
+    if threads is None and executor in (None, "local") and resolve_device(device).type == "cpu":
+        threads = 1
+    return make_executor(executor or "local", workers=n, quiet=quiet, env=data_env(), threads=threads)
+
+
 def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
               stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
               stop_after: Optional[int] = None, force_new: bool = False,
@@ -396,19 +424,8 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
     default 10 minutes).  ``cuda_graphs``: ``auto`` / ``on`` / ``off``, whether a group's epochs are
     replayed as CUDA graphs (:mod:`zoo.trainer.graphs`; no number depends on it).
     """
-    check_save_weights(save_weights)
-    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
-                                     or max_replicas < 1):
-        raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
+    _check_arguments(save_weights, max_replicas, cuda_graphs, executor, device, workers)
     out = Path(out)
-    TrainConfig(cuda_graphs=cuda_graphs)  # a bad value fails here, not in every group
-    if not (executor == "ray" or isinstance(executor, RayExecutor)):
-        dev = resolve_device(device)  # fail now, not in every group, when e.g. cuda is asked for but absent
-        if cuda_graphs == "on" and dev.type != "cuda":
-            raise ValueError(f"cuda_graphs = 'on' needs a CUDA device, got {dev}; use 'auto' (CUDA graphs where the "
-                             "device has them) or 'off'")
-    if isinstance(workers, str) and workers != "auto":
-        raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
     cells = select(suite, where, shard)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / records.RESULTS_FILE
@@ -427,13 +444,7 @@ def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: 
                          policy, cuda_graphs)
         if stop_after is not None:
             jobs = jobs[:stop_after]
-        if isinstance(executor, Executor):
-            ex = executor
-        else:
-            n = 1 if executor == "ray" else auto_workers(len(jobs), device) if workers == "auto" else int(workers)
-            if threads is None and executor in (None, "local") and resolve_device(device).type == "cpu":
-                threads = 1
-            ex = make_executor(executor or "local", workers=n, quiet=quiet, env=data_env(), threads=threads)
+        ex = _executor(executor, workers, len(jobs), device, threads, quiet)
         summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
                              executor=ex.describe())
         if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
