@@ -220,24 +220,27 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
         dense += g * 2 * hidden * hidden
         edge += n * hidden
     deterministic = not (dropout or attn_dropout or input_dropout)
-    if mode == "energy_at_init":
-        passes, calls = 1.0, 1.0
-    elif graph_level or size.get("kind") == "inductive":
-        # one training pass (forward + backward) over the training graphs, one evaluation of all;
-        # every mini-batch is a call (a stacked forward's per-layer dispatch), backward counts twice
-        share = float(size.get("train_share", 1.0))
-        passes = 3.0 * share + 1.0
-        graphs = float(size.get("graphs", 1))
-        batch = positive_int((config.get("train") or {}).get("batch_size"), 0) or graphs
-        calls = 2.0 * math.ceil(graphs * share / batch) + math.ceil(graphs / batch) + 2.0
-    else:
-        passes = 3.0 if deterministic else 4.0
-        calls = 2.0 if deterministic else 3.0
+    passes, calls = _passes_and_calls(config, size, mode, deterministic)
     # one replica is a plain call; several are one vmap call, whose per-op dispatch costs more
     overhead = layers * calls * ops * (1.0 if replicas == 1 else VMAP_OVERHEAD)
     return Features(dense * passes, edge * passes, drop * (1.0 if mode == "energy_at_init" else 2.0),
                     overhead / max(replicas, 1))
 
+
+
+def _passes_and_calls(config: Mapping[str, Any], size: Mapping[str, Any], mode: str,
+                      deterministic: bool) -> Tuple[float, float]:
+    """Passes over the graph per replica-epoch (a backward counts twice) and op calls per layer."""
+    if mode == "energy_at_init":
+        return 1.0, 1.0
+    if size.get("kind") in ("graph", "inductive"):
+        # one training pass (forward + backward) over the training graphs, one evaluation of all;
+        # every mini-batch is a call (a stacked forward's per-layer dispatch), backward counts twice
+        share = float(size.get("train_share", 1.0))
+        graphs = float(size.get("graphs", 1))
+        batch = positive_int((config.get("train") or {}).get("batch_size"), 0) or graphs
+        return 3.0 * share + 1.0, 2.0 * math.ceil(graphs * share / batch) + math.ceil(graphs / batch) + 2.0
+    return (3.0, 2.0) if deterministic else (4.0, 3.0)
 
 # --------------------------------------------------------------------------- the model
 
