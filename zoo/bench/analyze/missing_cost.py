@@ -148,7 +148,9 @@ def _index_by(cells: Sequence[Mapping[str, Any]], keys: Tuple[str, ...],
 def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
                   pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float],
                   by: Sequence[str] = SLICE_KEYS, extra: Sequence[str] = (),
-                  ignore: Sequence[str] = (), gpu_seconds: Optional[Mapping[str, float]] = None) -> List[FillCommand]:
+                  ignore: Sequence[str] = (), gpu_seconds: Optional[Mapping[str, float]] = None,
+                  narrow: Sequence[str] = (), inherited: Sequence[Tuple[str, Tuple[Any, ...]]] = ()
+                  ) -> List[FillCommand]:
     """One command per slice (the values of ``by``) of the missing cells, cheapest first.
 
     A slice's command also names the paper cells' other keys (``--where variant=a,b``) wherever the
@@ -159,18 +161,23 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     A slice too large to run here that holds paper cells which do run here on their own is split
     by the key on which its paper cells take the most values (e.g. ``variant``), until each command
     runs here or holds no such cell: every *runs here* paper cell then has a *runs here* command.
-    ``gpu_seconds`` (the same by the ``cuda`` cost model) sets each command's ``gpu_seconds``.
+    ``gpu_seconds`` (the same by the ``cuda`` cost model) sets each command's ``gpu_seconds``;
+    ``narrow``: keys every command names where its slice holds pending cells of other values, as the
+    paper cells' own keys (a suite's readings key: the text's reading, not the alternatives beside it);
+    ``inherited``: the ``--where`` clauses of the slice these are finer slices of (``pending`` is its
+    cells), kept in each finer command so that it selects no more than its parent's cells.
     """
     out: List[FillCommand] = []
     for command, members, here in _slice_commands(suite, missing, value_of, pending, seconds, tuple(by), extra,
-                                                  ignore, gpu_seconds):
+                                                  ignore, gpu_seconds, tuple(narrow), tuple(inherited)):
         cells = [missing[i] for i in members]
         finer = None if command.cls == RUNS_HERE or all(m.cls == NEEDS_GPU for m in cells) \
             else _distinguishing_key(cells, tuple(by), ignore)
         if finer is None:
             out.append(command)
         else:  # the finer slices select among this slice's cells only
-            out += fill_commands(suite, cells, value_of, here, seconds, (*by, finer), extra, ignore, gpu_seconds)
+            out += fill_commands(suite, cells, value_of, here, seconds, (*by, finer), extra, ignore, gpu_seconds,
+                                 narrow, command.where)
     return sorted(out, key=lambda f: (f.seconds, f.command()))
 
 
@@ -188,7 +195,8 @@ def _distinguishing_key(missing: Sequence[MissingCell], by: Tuple[str, ...], ign
 def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable[[Mapping[str, Any], str], Any],
                     pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float], by: Tuple[str, ...],
                     extra: Sequence[str], ignore: Sequence[str],
-                    gpu_seconds: Optional[Mapping[str, float]]
+                    gpu_seconds: Optional[Mapping[str, float]], narrow: Tuple[str, ...] = (),
+                    inherited: Tuple[Tuple[str, Tuple[Any, ...]], ...] = ()
                     ) -> List[Tuple[FillCommand, List[int], List[Mapping[str, Any]]]]:
     """:func:`fill_commands`' slices by ``by``, each with the indexes of its paper cells in ``missing``
     and the pending cells its command selects."""
@@ -196,7 +204,7 @@ def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callab
     for i, m in enumerate(missing):
         for c in m.cells:
             key = tuple(value_of(c["config"], k) for k in by)
-            s = slices.setdefault(key, {"cells": [], "entries": set(), "keys": []})
+            s = slices.setdefault(key, {"cells": [], "entries": set(), "keys": [k for k in narrow if k not in by]})
             s["cells"].append(c)
             s["entries"].add(i)
             s["keys"] += [k for k in m.entry if k not in ENTRY_META and k not in ignore and k not in by
@@ -205,16 +213,18 @@ def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callab
     by_slice = _index_by(pending, by, value_of, comparable)  # one pass, not a scan per slice
     for key, s in slices.items():
         where = [(k, (v,)) for k, v in zip(by, key) if v is not None]
-        if by_slice is not None and len(where) == len(by):
+        exact = len(where) == len(by)
+        where += [(k, vs) for k, vs in inherited if k not in by]  # pending already meets these
+        if by_slice is not None and exact:
             here = by_slice.get(tuple(comparable(v) for v in key), [])
         else:
             here = [c for c in pending
-                    if all(comparable(value_of(c["config"], k)) == comparable(v) for k, (v,) in where)]
+                    if all(comparable(value_of(c["config"], k)) == comparable(vs[0]) for k, vs in where if k in by)]
         for k in s["keys"]:
             wanted = {repr(comparable(value_of(c["config"], k))): value_of(c["config"], k) for c in s["cells"]}
             narrowed = [c for c in here if repr(comparable(value_of(c["config"], k))) in wanted]
             if len(narrowed) < len(here):
-                where.append((k, tuple(wanted[r] for r in sorted(wanted))))
+                where = [(w, vs) for w, vs in where if w != k] + [(k, tuple(wanted[r] for r in sorted(wanted)))]
                 here = narrowed
         gpu = sum(gpu_seconds[c["id"]] for c in here) if gpu_seconds is not None else None
         command = FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here),

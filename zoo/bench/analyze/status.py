@@ -75,7 +75,8 @@ from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze.missing_cost import FillCommand, MissingCell, fill_commands, missing_cells, pending_seconds
+from zoo.bench.analyze.missing_cost import (FillCommand, MissingCell, entry_matches, fill_commands, missing_cells,
+                                            pending_seconds)
 from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
 from zoo.bench.analyze.best_point import search_axes
 from zoo.bench.suite.cells import cell_value
@@ -95,6 +96,7 @@ NOTES_FILE = "notes.toml"  # next to the records folder: docs/reproduction/notes
 REPRODUCED, DIFFERS, OPEN, NO_PAPER = "reproduced", "differs — explained", "open", "—"
 #: a cell beside a paper number that is not the text's reading (zoo.bench.analyze.readings): shown, no status
 ALTERNATIVE = "alternative reading"
+ALTERNATIVE_NOT_RUN = "alternative reading not run"
 STATUSES = (REPRODUCED, DIFFERS, OPEN)
 NOTE_STATUS = {"differs": DIFFERS, "open": OPEN}
 NOTE_KEYS = ("suite", "table", "when", "finding", "status", "note")
@@ -274,6 +276,7 @@ class SuiteReport:
     fill: List[FillCommand] = field(default_factory=list)     # the commands that would run them
     unmatched: List[Dict[str, Any]] = field(default_factory=list)  # those paper entries
     readings: Optional[Readings] = None  # which cells are the text's reading (zoo.bench.analyze.readings)
+    alternatives_not_run: int = 0  # paper numbers beside an alternative reading whose cell has no records
 
     @property
     def wall_time_s(self) -> float:
@@ -284,7 +287,7 @@ class SuiteReport:
         run: Dict[str, List[int]] = {}
         for rows in self.rows.values():
             for r in rows:
-                if r.ref:
+                if r.ref and r.status != ALTERNATIVE:
                     run.setdefault(r.ref, []).append(r.entry.summary.n)
         parts = []
         for ref in sorted(set(run) | set(self.not_run)):
@@ -322,6 +325,8 @@ class Report:
         out["not run"] = sum(sum(s.not_run.values()) for s in self.suites) + sum(u["cells"] for u in self.unrun)
         out["no paper number"] = 0
         out[ALTERNATIVE] = 0
+        out[ALTERNATIVE_NOT_RUN] = sum(s.alternatives_not_run for s in self.suites) + \
+            sum(u["alternatives_not_run"] for u in self.unrun)
         for s in self.suites:
             for rows in s.rows.values():
                 for r in rows:
@@ -502,14 +507,23 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
         note = _note_for(board, e, ref, notes) if ok is not None else None
         status = NO_PAPER if ok is None else REPRODUCED if ok else (note.status if note else OPEN)
         rows.setdefault(e.table, []).append(Row(e, ref, status, note))
-    matched = {id(e.reported) for e in board.entries if e.reported is not None}
+    # a paper number is run once the text's reading of it is (a number keyed by model / norm, not by
+    # the readings key, also matches the alternatives' cells: those do not run the paper's cell)
+    by_text = {id(r.entry.reported) for rs in rows.values() for r in rs if r.ref and r.status != ALTERNATIVE}
+    by_any = {id(e.reported) for e in board.entries if e.reported is not None}
     not_run: Dict[str, int] = {}
     unmatched = []
     other = 0
-    for r in (info.get("reported") or {}).get("entries", []):
+    alternatives_not_run = 0
+    ignore = ("layer",) if board.layout.get("metric") == "pruned" else ()
+    entries = (info.get("reported") or {}).get("entries", [])
+    text = {id(e) for e in text_entries(entries, readings, info["cells"], ignore)}
+    for r in entries:
         if r.get("metric", board.layout["metric"]) != board.layout["metric"]:
             other += 1
-        elif id(r) not in matched:
+        elif id(r) not in text:
+            alternatives_not_run += id(r) not in by_any
+        elif id(r) not in by_text:
             not_run[str(r["table"])] = not_run.get(str(r["table"]), 0) + 1
             unmatched.append(r)
     ns = sorted({e.summary.n for e in board.entries})
@@ -517,7 +531,21 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
     if ns:
         scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
     return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale, unmatched=unmatched,
-                       readings=readings)
+                       readings=readings, alternatives_not_run=alternatives_not_run)
+
+
+def text_entries(entries: Sequence[Mapping[str, Any]], readings: Optional[Readings],
+                 cells: Sequence[Mapping[str, Any]] = (), ignore: Sequence[str] = ()) -> List[Mapping[str, Any]]:
+    """The paper ``entries`` that are the text's reading: a number copied beside an alternative
+    reading (``readings``) is not a paper cell of its own.  An entry that names the readings key is
+    the text's if its value is; one that does not (keyed by model / norm) if one of the suite's
+    ``cells`` of the text's reading matches it."""
+    if readings is None:
+        return list(entries)
+    text_cells = [c for c in cells if readings.is_text(cell_value(c["config"], readings.key))]
+    return [e for e in entries if (readings.is_text(e[readings.key]) if readings.key in e
+                                   else any(entry_matches(e, c["config"], cell_value, lb._norm, ignore)
+                                            for c in text_cells))]
 
 
 def _readings(info: Mapping[str, Any]) -> Optional[Readings]:
@@ -587,10 +615,12 @@ def _shipped_resolved(path: str, mtime_ns: int) -> Tuple[str, Dict[str, Any]]:
 
 def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Optional[Mapping[str, Any]],
                   info: Optional[Mapping[str, Any]], recs: Sequence[Mapping[str, Any]],
-                  layout: Mapping[str, Any]) -> Tuple[List[MissingCell], List[FillCommand]]:
+                  layout: Mapping[str, Any], readings: Optional[Readings] = None
+                  ) -> Tuple[List[MissingCell], List[FillCommand]]:
     """Cost and class of paper ``entries`` without records (cells of the full shipped suite, else
-    of the records' own suite), and one ``zoo bench --where`` command per slice filling them; CPU
-    time by the shipped ``cpu`` cost model, GPU time (``gpu_seconds``) by its ``cuda`` entry."""
+    of the records' own suite; of the text's reading only), and one ``zoo bench --where`` command per
+    slice filling them; CPU time by the shipped ``cpu`` cost model, GPU time (``gpu_seconds``) by its
+    ``cuda`` entry."""
     if not entries:
         return [], []
     if shipped:
@@ -602,9 +632,13 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     model, table = shipped_model("cpu"), shipped_table()
     seconds = pending_seconds(name, mode, cells, done, model, table)
     gpu = pending_seconds(name, mode, cells, done, shipped_model("cuda"), table)  # the same cells on one GPU
-    missing = missing_cells(name, mode, cells, entries, done, model, table, cell_value, lb._norm, ignore, seconds, gpu)
+    # the text's cells fill a paper cell, not the alternatives' beside it (the commands name the text's)
+    text = cells if readings is None else \
+        tuple(c for c in cells if readings.is_text(cell_value(c["config"], readings.key)))
+    missing = missing_cells(name, mode, text, entries, done, model, table, cell_value, lb._norm, ignore, seconds, gpu)
     pending = [c for c in cells if c["id"] in seconds]
-    return missing, fill_commands(name, missing, cell_value, pending, seconds, ignore=ignore, gpu_seconds=gpu)
+    return missing, fill_commands(name, missing, cell_value, pending, seconds, ignore=ignore, gpu_seconds=gpu,
+                                  narrow=(readings.key,) if readings is not None else ())
 
 
 def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],
@@ -651,6 +685,13 @@ def _suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optio
     return results
 
 
+def _shipped_readings(name: str, reported: Optional[Mapping[str, Any]]) -> Optional[Readings]:
+    try:
+        return parse_readings((reported or {}).get("readings"), f"benchmarks/suites/reported/{name}.json")
+    except ReadingsError as e:
+        raise ReportError(str(e)) from None
+
+
 def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -> Report:
     """Read every record folder under ``records_dir`` and the notes (default: ``records_dir/../notes.toml``)."""
     folders = record_folders(records_dir)
@@ -680,17 +721,22 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
     for s in suites:
         name = normalize_name(str(s.info.get("name")))
         s.findings = _suite_findings(name, shipped.get(name), s.info, s.board, notes, s.records)
-        s.missing, s.fill = missing_costs(name, s.unmatched, shipped.get(name), s.info, s.records, s.board.layout)
+        s.missing, s.fill = missing_costs(name, s.unmatched, shipped.get(name), s.info, s.records, s.board.layout,
+                                          s.readings)
     unrun = []
     for name, s in sorted(shipped.items()):
         if name in by_suite:
             continue
-        entries = [e for e in (s["reported"] or {}).get("entries", []) if e.get("metric", s["metric"]) == s["metric"]]
+        all_entries = [e for e in (s["reported"] or {}).get("entries", []) if e.get("metric", s["metric"]) == s["metric"]]
+        readings = _shipped_readings(name, s["reported"])
+        cells = _shipped_cells(str(s["path"]), Path(s["path"]).stat().st_mtime_ns)[1] if readings else ()
+        entries = text_entries(all_entries, readings, cells, ("layer",) if s["metric"] == "pruned" else ())
         per_table: Dict[str, int] = {}
         for e in entries:
             per_table[str(e["table"])] = per_table.get(str(e["table"]), 0) + 1
-        missing, fill = missing_costs(name, entries, s, None, [], s["layout"])
+        missing, fill = missing_costs(name, entries, s, None, [], s["layout"], readings)
         unrun.append({"suite": name, "title": s["meta"].get("title", name), "cells": len(entries),
+                      "alternatives_not_run": len(all_entries) - len(entries),
                       "tables": per_table, "findings": _suite_findings(name, s, None, None, notes),
                       "layout": s["layout"], "missing": missing, "fill": fill})
     return Report(suites, unrun, notes)

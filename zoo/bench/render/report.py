@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze.status import (ALTERNATIVE, DECADES_TOLERANCE, DIFFERS, FINDING_COUNTS, MISSING_NOTE, NO_PAPER, OPEN,
+from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DECADES_TOLERANCE, DIFFERS, FINDING_COUNTS, MISSING_NOTE, NO_PAPER, OPEN,
                                       POINTS_TOLERANCE, REPRODUCED, STATUSES, Report, Row, SuiteReport,
                                       finding_counts)
 from zoo.bench.render.html import page, plots, slug
@@ -80,10 +80,11 @@ def rules_text() -> List[str]:
         f"with n = 1, |Δlog10| ≤ {DECADES_TOLERANCE:g} decade.",
         f"- **{DIFFERS}**: not reproduced; the note gives the measured cause.",
         f"- **{OPEN}**: not reproduced and not explained yet; the note says what was tried.",
-        f"- **not run**: a paper number whose cell has no record yet. `{NO_PAPER}`: our cell has no paper number.",
+        f"- **not run**: a paper number whose cell (the text's reading) has no record yet. `{NO_PAPER}`: our cell "
+        "has no paper number.",
         f"- **{ALTERNATIVE}**: a cell beside a paper number that its suite does not declare as the text's reading "
         "(`readings` in the reported file, e.g. the nonlocal energy factors other than §4.1's 1/n): shown with its Δ, "
-        "no status, not counted.",
+        "no status, not counted (run or not).",
     ]
 
 
@@ -112,9 +113,10 @@ def to_markdown(report: Report, sources: ReportSources) -> str:
                   "`zoo bench ... --where ...` commands that would run them.", ""]
     if counts["no paper number"]:
         lines += [f"Our cells without a paper number: {counts['no paper number']}.", ""]
-    if counts[ALTERNATIVE]:
+    if counts[ALTERNATIVE] or counts[ALTERNATIVE_NOT_RUN]:
         lines += [f"Alternative readings (cells beside a paper number that the suite does not declare as the "
-                  f"text's reading; shown with Δ, no status, not counted above): {counts[ALTERNATIVE]}.", ""]
+                  f"text's reading; shown with Δ, no status, not counted above, also not as *not run*): "
+                  f"{counts[ALTERNATIVE]} run, {counts[ALTERNATIVE_NOT_RUN]} not run.", ""]
     lines += [f"Compute: {_hours(wall)} of run wall time (sum over the records' `wall_time_s`), {runs} runs in "
               f"{len(report.suites)} record folder(s). Machine(s): {', '.join(_machines(report)) or '(none)'}.", "",
               "Status rules:", "", *rules_text(), "", '<a id="findings-rules"></a>Findings rules '
