@@ -152,3 +152,5 @@ def test_a_number_keyed_by_model_is_the_texts_only_where_a_text_cell_matches_it(
         picked = [c for c in suite.info["cells"] if c["id"] not in done and all(
             comparable(cell_value(c["config"], k)) in {comparable(v) for v in vs} for k, vs in f.where)]
         assert len(picked) == f.runs and all(readings.is_text(cell_value(c["config"], readings.key)) for c in picked)
+        for k, vs in f.where:  # and names no value it does not run (a finer slice's inherited clause)
+            assert {comparable(v) for v in vs} == {comparable(cell_value(c["config"], k)) for c in picked}, f.command()

@@ -223,9 +223,12 @@ def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callab
         for k in s["keys"]:
             wanted = {repr(comparable(value_of(c["config"], k))): value_of(c["config"], k) for c in s["cells"]}
             narrowed = [c for c in here if repr(comparable(value_of(c["config"], k))) in wanted]
+            clause = (k, tuple(wanted[r] for r in sorted(wanted)))
             if len(narrowed) < len(here):
-                where = [(w, vs) for w, vs in where if w != k] + [(k, tuple(wanted[r] for r in sorted(wanted)))]
+                where = [(w, vs) for w, vs in where if w != k] + [clause]
                 here = narrowed
+            else:  # an inherited clause names only the values this finer slice has
+                where = [clause if w == k and len(vs) > len(clause[1]) else (w, vs) for w, vs in where]
         gpu = sum(gpu_seconds[c["id"]] for c in here) if gpu_seconds is not None else None
         command = FillCommand(suite, tuple(where), len(here), sum(seconds[c["id"]] for c in here),
                               len(s["entries"]), list(extra), gpu)
