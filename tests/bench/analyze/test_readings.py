@@ -154,3 +154,13 @@ def test_a_number_keyed_by_model_is_the_texts_only_where_a_text_cell_matches_it(
         assert len(picked) == f.runs and all(readings.is_text(cell_value(c["config"], readings.key)) for c in picked)
         for k, vs in f.where:  # and names no value it does not run (a finer slice's inherited clause)
             assert {comparable(v) for v in vs} == {comparable(cell_value(c["config"], k)) for c in picked}, f.command()
+
+
+def test_an_entry_keyed_otherwise_is_an_alternative_only_where_only_alternatives_match_it():
+    readings = parse_readings({"key": "variant", "text": ["a"], "source": "s"}, "x.json")
+    cells = [{"config": {"model": {"name": name, "kwargs": {}}, "run": {"variant": v}, "task": {"dataset": "cora"},
+                         "train": {}}} for name, v in (("gat", "b"), ("gcn", "a"))]
+    copy, text, unmatched, named = ({"table": "T", "model": "gat", "value": 1.0}, {"table": "T", "model": "gcn", "value": 2.0},
+                                    {"table": "T", "model": "sgc", "value": 3.0}, {"table": "T", "variant": "b", "value": 4.0})
+    assert text_entries([copy, text, unmatched, named], readings, cells) == [text, unmatched]
+    assert text_entries([copy, named], None, cells) == [copy, named]

@@ -538,14 +538,17 @@ def text_entries(entries: Sequence[Mapping[str, Any]], readings: Optional[Readin
                  cells: Sequence[Mapping[str, Any]] = (), ignore: Sequence[str] = ()) -> List[Mapping[str, Any]]:
     """The paper ``entries`` that are the text's reading: a number copied beside an alternative
     reading (``readings``) is not a paper cell of its own.  An entry that names the readings key is
-    the text's if its value is; one that does not (keyed by model / norm) if one of the suite's
-    ``cells`` of the text's reading matches it."""
+    the text's if its value is; one that does not (keyed by model / norm) unless only cells of
+    alternative readings among the suite's ``cells`` match it."""
     if readings is None:
         return list(entries)
-    text_cells = [c for c in cells if readings.is_text(cell_value(c["config"], readings.key))]
-    return [e for e in entries if (readings.is_text(e[readings.key]) if readings.key in e
-                                   else any(entry_matches(e, c["config"], cell_value, lb._norm, ignore)
-                                            for c in text_cells))]
+
+    def is_text(e: Mapping[str, Any]) -> bool:
+        if readings.key in e:
+            return readings.is_text(e[readings.key])
+        found = [c for c in cells if entry_matches(e, c["config"], cell_value, lb._norm, ignore)]
+        return not found or any(readings.is_text(cell_value(c["config"], readings.key)) for c in found)
+    return [e for e in entries if is_text(e)]
 
 
 def _readings(info: Mapping[str, Any]) -> Optional[Readings]:
