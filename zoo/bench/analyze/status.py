@@ -547,8 +547,15 @@ def text_entries(entries: Sequence[Mapping[str, Any]], readings: Optional[Readin
         if readings.key in e:
             return readings.is_text(e[readings.key])
         found = [c for c in cells if entry_matches(e, c["config"], cell_value, lb._norm, ignore)]
-        return not found or any(readings.is_text(cell_value(c["config"], readings.key)) for c in found)
+        return not found or bool(text_cells(found, readings))
     return [e for e in entries if is_text(e)]
+
+
+def text_cells(cells: Sequence[Mapping[str, Any]], readings: Optional[Readings]) -> Tuple[Mapping[str, Any], ...]:
+    """The suite ``cells`` of the text's reading (all of them where the suite declares no ``readings``)."""
+    if readings is None:
+        return tuple(cells)
+    return tuple(c for c in cells if readings.is_text(cell_value(c["config"], readings.key)))
 
 
 def _readings(info: Mapping[str, Any]) -> Optional[Readings]:
@@ -636,9 +643,8 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     seconds = pending_seconds(name, mode, cells, done, model, table)
     gpu = pending_seconds(name, mode, cells, done, shipped_model("cuda"), table)  # the same cells on one GPU
     # the text's cells fill a paper cell, not the alternatives' beside it (the commands name the text's)
-    text = cells if readings is None else \
-        tuple(c for c in cells if readings.is_text(cell_value(c["config"], readings.key)))
-    missing = missing_cells(name, mode, text, entries, done, model, table, cell_value, lb._norm, ignore, seconds, gpu)
+    missing = missing_cells(name, mode, text_cells(cells, readings), entries, done, model, table, cell_value,
+                            lb._norm, ignore, seconds, gpu)
     pending = [c for c in cells if c["id"] in seconds]
     return missing, fill_commands(name, missing, cell_value, pending, seconds, ignore=ignore, gpu_seconds=gpu,
                                   narrow=(readings.key,) if readings is not None else ())

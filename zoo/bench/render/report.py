@@ -13,9 +13,9 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DECADES_TOLERANCE, DIFFERS, FINDING_COUNTS, MISSING_NOTE, NO_PAPER, OPEN,
-                                      POINTS_TOLERANCE, REPRODUCED, STATUSES, Report, Row, SuiteReport,
-                                      finding_counts)
+from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DECADES_TOLERANCE, DIFFERS, FINDING_COUNTS,
+                                      MISSING_NOTE, NO_PAPER, OPEN, POINTS_TOLERANCE, REPRODUCED, STATUSES, Report,
+                                      Row, SuiteReport, finding_counts)
 from zoo.bench.render.html import page, plots, slug
 from zoo.bench.render.missing import missing_html, missing_markdown, totals_line as missing_totals
 from zoo.bench.render.leaderboard import metric_description, ours_text, search_description
