@@ -19,6 +19,8 @@ Readings (join with ``+``):
   final_layernorm      a LayerNorm (no affine) on the measured output
   logits               measure the decoder's output instead of the last layer's
   no_self_loops        attention over the neighbours only
+  input_dropout=P, dropout=P   the model's dropout rates (the encoder's input dropout; every sublayer)
+  train_mode           measure in training mode, as a freshly built module is (dropout active)
 Energies: ``lap`` is §2's (zoo.diagnostics.laplacian_energy), ``nomu`` drops the measure
 (``(1/n) ||P X - X||^2`` with ``P = D~^-1 (A + I)``); the last columns compare ``lap``.
 """
@@ -91,6 +93,10 @@ def parse(reading: str) -> Dict:
             continue
         if key in ("heads", "ffn"):
             spec["kwargs"]["heads" if key == "heads" else "ffn_dim"] = int(value)
+        elif key in ("input_dropout", "dropout"):
+            spec["kwargs"][key] = float(value)
+        elif key == "train_mode":
+            spec["train_mode"] = True
         elif key == "norm":
             spec["kwargs"]["nonlocal_norm"] = value
         elif key == "gain":
@@ -113,7 +119,7 @@ def measure(spec: Dict, variant: str, num_layers: int, seed: int, edge_index, x,
                       **kwargs).double()
     for edit in spec["edits"]:
         edit(model)
-    model.eval()
+    model.train(bool(spec.get("train_mode")))
     captured = {}
     hook = model.taps[num_layers - 1].register_forward_hook(lambda _m, _i, o: captured.setdefault("x", o))
     with torch.no_grad():

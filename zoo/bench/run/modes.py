@@ -25,6 +25,7 @@ import torch
 from zoo.bench.suite.measures import MODE_SPECS, ModeSpec
 from zoo.bench.suite.schema import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
+from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 from zoo.rescale import DynamicRescaling
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
@@ -94,11 +95,17 @@ class EnergyAtInit(Mode):
             raise ValueError("energy_at_init needs a transductive dataset (one graph)")
         # Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the final layer's output X^L, read from
         # the model's taps (before the decoder); the whole per-layer trace is kept in the record's extra.
+        # energy_forward = "train" measures with dropout on; each run draws its masks from its own
+        # seed's stream, so its number does not depend on the other runs of its group.
+        training = cells[0].config["run"].get("energy_forward", "eval") == "train"
+        rng = ReplicaRandomness([c.seed for c in cells])
+        tokens = rng.tokens(view.x.device)
         traces = []
         for r in range(replicas.size):
             replicas.base.load_state_dict(replicas.state_of(r), strict=False)
-            replicas.base.eval()
-            traces.append(energy_trace(replicas.base, view.edge_index, view.x).tolist())
+            replicas.base.train(training)
+            with replica_randomness(rng, tokens[r]):
+                traces.append(energy_trace(replicas.base, view.edge_index, view.x).tolist())
         elapsed = time.perf_counter() - started
         return [RunResult(metrics={"laplacian_energy": trace[-1]}, val_loss=None, train_loss=None, best_epoch=None,
                           epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,

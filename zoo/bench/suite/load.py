@@ -37,7 +37,7 @@ from zoo.bench.suite.builds import check_init_compatibility, dry_build
 from zoo.bench.suite.expand import (check_board_keys, check_overrides_and_excludes, grid_points, read_header,
                                     read_search, read_tables, search_points)
 from zoo.bench.suite.reported import load_reported
-from zoo.bench.suite.schema import Suite, SuiteError
+from zoo.bench.suite.schema import Cell, Suite, SuiteError
 from zoo.bench.suite.settings import cells_with_settings
 
 
@@ -103,6 +103,14 @@ def load_suite(name_or_path: Union[str, Path], quick: bool = False, validate_mod
 # --------------------------------------------------------------------------- parse + expand
 
 
+def _check_mode_keys(source: str, meta: Mapping[str, Any], cells: Sequence[Cell]) -> None:
+    """Run keys that only one mode reads: refused in the others rather than silently ignored."""
+    mode = meta.get("mode", "train")
+    if mode != "energy_at_init" and any("energy_forward" in c.config["run"] for c in cells):
+        raise SuiteError(f"{source}: energy_forward applies to mode = \"energy_at_init\" only (this suite's mode is "
+                         f"{mode!r}); remove it")
+
+
 def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>",
                 validate_models: bool = True, settings: Optional[Mapping[str, Any]] = None,
                 where: Optional[Mapping[str, Sequence[Any]]] = None, check_inits: bool = True) -> Suite:
@@ -125,6 +133,7 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     tuned = list(search.axes) if search is not None else ()
     cells, replaced = cells_with_settings(source, points, tables.grid, board, settings, where, tuned)
     check_board_keys(source, board, cells)
+    _check_mode_keys(source, meta, cells)
     if validate_models:
         dry_build(source, cells)
     if check_inits:

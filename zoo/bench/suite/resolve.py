@@ -11,9 +11,9 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.bench.suite import plugins as registries
-from zoo.bench.suite.schema import (DEFAULT_OMITTED_TRAIN_KEYS, DTYPES, FIXED_BY_TASK, KEY_TYPES, OPTIONAL_RUN_KEYS,
-                                    OPTIONAL_TRAIN_KEYS, PLUGIN_KEYS, RESCALE_CRITERIA, RUN_KEYS, TASK_KEYS, TRAIN_KEYS,
-                                    SuiteError, check_keys)
+from zoo.bench.suite.schema import (DEFAULT_OMITTED_TRAIN_KEYS, DTYPES, ENERGY_FORWARD, FIXED_BY_TASK, KEY_TYPES,
+                                    OPTIONAL_RUN_KEYS, OPTIONAL_TRAIN_KEYS, PLUGIN_KEYS, RESCALE_CRITERIA, RUN_KEYS,
+                                    TASK_KEYS, TRAIN_KEYS, SuiteError, check_keys)
 from zoo.trainer.config import OPTIMIZERS, SELECT, TrainConfig
 
 
@@ -145,6 +145,8 @@ def _place(where: str, parts: _Parts, key: str, value: Any) -> None:
     elif key in RUN_KEYS:
         if key == "rescale" and value not in RESCALE_CRITERIA:
             raise SuiteError(f"{where}: rescale must be one of {', '.join(RESCALE_CRITERIA)}, got {value!r}")
+        if key == "energy_forward" and value not in ENERGY_FORWARD:
+            raise SuiteError(f"{where}: energy_forward must be one of {', '.join(ENERGY_FORWARD)}, got {value!r}")
         parts.run[key] = value
     elif key in parts.model_opts and key in parts.data_opts:
         raise SuiteError(f"{where}: {key!r} is an option of model {parts.model!r} and of dataset {parts.dataset!r}; "

@@ -52,13 +52,18 @@ TASK_KEYS = {"dataset": None, "split": None, "transforms": [], "data_seed": 0}
 # readout (graph tasks; zoo.nn.readout) enters a cell's config only where set: other suites' cell ids stay as they were.
 PLUGIN_KEYS = {"model": None, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": None}
 
-RUN_KEYS = {"seed": 0, "dtype": "float32", "variant": None, "prune_layers": [], "rescale": None}
+RUN_KEYS = {"seed": 0, "dtype": "float32", "variant": None, "prune_layers": [], "rescale": None,
+            "energy_forward": "eval"}
 
 # Run keys that enter a cell's config only where set (added later: the other cells' ids stay as they were).
-OPTIONAL_RUN_KEYS = ("rescale",)
+OPTIONAL_RUN_KEYS = ("rescale", "energy_forward")
 
 #: ``rescale``: a dynamic-rescaling criterion (zoo.rescale.CRITERIA; the callback runs with its defaults).
 RESCALE_CRITERIA = ("relative_gradients", "weight_norms")
+
+#: ``energy_forward`` (mode ``energy_at_init``): the module mode of the measured forward pass —
+#: ``eval`` (dropout off, the default) or ``train`` (dropout on, as a freshly built module is).
+ENERGY_FORWARD = ("eval", "train")
 
 FIXED_BY_TASK = ("in_dim", "out_dim")
 
@@ -73,7 +78,7 @@ KEY_TYPES: Dict[str, Tuple[type, ...]] = {
     "patience_on": (str,), "dataset": (str,), "model": (str,), "init": (str,), "norm": (str,),
     "transforms": (list,), "init_kwargs": (dict,), "norm_kwargs": (dict,), "prune_layers": (list,),
     "betas": (list,), "keep_best_state": (bool,), "variant": (str,), "lr_scheduler": (str,),
-    "lr_scheduler_kwargs": (dict,), "rescale": (str,), "grad_clip_norm": (int, float), "precision": (str,),
+    "lr_scheduler_kwargs": (dict,), "rescale": (str,), "energy_forward": (str,), "grad_clip_norm": (int, float), "precision": (str,),
 }
 
 
