@@ -104,6 +104,34 @@ def test_transformer_options_and_errors():
     assert m.layers[0].attention.score_norm is m.norm_plugin
 
 
+@pytest.mark.parametrize("family", ["graph_transformer", "universal_transformer"])
+def test_residual_none_is_the_block_without_skips(family):
+    """``residual="none"``: Y = N1(MP(X)), X' = N2(FFN(Y)) (the Oxford code's block); the default adds the skips."""
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    x = torch.randn(4, 6)
+    torch.manual_seed(0)
+    plain = zoo.build(family, in_dim=6, out_dim=3, hidden_dim=8, heads=2, num_layers=2, pe_dim=0,
+                      residual="none").eval()
+    torch.manual_seed(0)
+    skips = zoo.build(family, in_dim=6, out_dim=3, hidden_dim=8, heads=2, num_layers=2, pe_dim=0).eval()
+    g = as_graph(ei, x, "add")
+    h = plain.lin_in(x)
+    for index in range(2):
+        block = plain.block(index)
+        mp, _ = block.attention(g, h)
+        y = block.norm1(mp)
+        h = block.norm2(block.ffn(y))
+    torch.testing.assert_close(plain(ei, x), plain.lin_out(h))
+    assert not torch.allclose(plain(ei, x), skips(ei, x))  # same weights, the skips change the output
+
+
+def test_residual_errors_name_the_values_and_the_fix():
+    with pytest.raises(ValueError, match="identity"):
+        zoo.build("graph_transformer", in_dim=6, out_dim=3, hidden_dim=8, residual="linear")
+    with pytest.raises(ValueError, match="placement='post'"):
+        zoo.build("graph_transformer", in_dim=6, out_dim=3, hidden_dim=8, residual="none", placement="pre")
+
+
 def test_unimp_gate_mixes_root_and_message():
     ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
     x = torch.randn(3, 6)

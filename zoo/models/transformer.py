@@ -119,18 +119,25 @@ class TransformerBlock(nn.Module):
 
         \text{pre:}\quad Y = X + \mathrm{MP}(\mathrm{N}_1(X)),\quad X' = Y + \mathrm{FFN}(\mathrm{N}_2(Y))
 
+        \text{post, residual = none:}\quad Y = \mathrm{N}_1(\mathrm{MP}(X)),\quad X' = \mathrm{N}_2(\mathrm{FFN}(Y))
+
     ``FFN(Y) = ReLU(Y W_1 + b_1) W_2 + b_2``; ``N`` is LayerNorm unless a feature norm plugin
     (e.g. PairNorm) is given; ``dropout`` acts on each sublayer's output before the residual.
+    ``residual = "none"`` (post placement only; an option of the graph transformers, not of SAN)
+    drops both skips: the block of the Oxford report's code (github samuelbarrett1234/atml-group-11,
+    ``Layer_VanillaTransformer``), where its text follows Vaswani et al.
 
     Shapes: x ``(N, dim)`` -> ``(N, dim)``; alpha ``(E, heads)``.
     """
 
     def __init__(self, dim: int, heads: int, ffn_dim: int, *, placement: str = "post", dropout: float = 0.0,
                  attn_dropout: float = 0.0, scaled: bool = True, score_norm: Optional[ScoreNorm] = None,
-                 feature_norm: Any = None, nonlocal_energy: bool = False, nonlocal_norm: str = "n") -> None:
+                 feature_norm: Any = None, nonlocal_energy: bool = False, nonlocal_norm: str = "n",
+                 residual: str = "identity") -> None:
         super().__init__()
         if placement not in PLACEMENTS:
             raise unknown_name_error("norm placement", placement, PLACEMENTS)
+        self.residual = check_block_residual(residual, placement)
         self.placement, self.dropout = placement, dropout
         self.attention = GraphSelfAttention(dim, heads, scaled=scaled, attn_dropout=attn_dropout,
                                             score_norm=score_norm, nonlocal_energy=nonlocal_energy,
@@ -155,11 +162,27 @@ class TransformerBlock(nn.Module):
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         if self.placement == "post":
             mp, alpha = self.attention(graph, x)
-            y = self.norm1(x + self._sub(mp))
-            return self.norm2(y + self._sub(self.ffn(y))), alpha
+            skip = self.residual == "identity"
+            y = self.norm1(x + self._sub(mp) if skip else self._sub(mp))
+            return self.norm2(y + self._sub(self.ffn(y)) if skip else self._sub(self.ffn(y))), alpha
         mp, alpha = self.attention(graph, self.norm1(x))
         y = x + self._sub(mp)
         return y + self._sub(self.ffn(self.norm2(y))), alpha
+
+
+BLOCK_RESIDUALS = ("identity", "none")
+
+
+def check_block_residual(value: str, placement: str) -> str:
+    """Validate a transformer block's skips: ``identity`` (Vaswani) or ``none`` (post placement only:
+    a pre-LN block without skips never normalises its output)."""
+    key = normalize_name(str(value))
+    if key not in BLOCK_RESIDUALS:
+        raise unknown_name_error("residual", value, BLOCK_RESIDUALS)
+    if key == "none" and placement != "post":
+        raise ValueError(f"residual='none' needs placement='post' (got {placement!r}): without skips a "
+                         "pre-LN block's output is never normalised; use placement='post'")
+    return key
 
 
 NONLOCAL_NORMS = ("n", "nd", "none", "mu")
@@ -257,6 +280,8 @@ class GraphTransformer(AttentionStack):
         pe_dim: number of Laplacian eigenvectors used as positional encodings (0 disables them).
         scaled: divide scores by ``sqrt(channels)`` (Vaswani); the report's Eq. 8 has no scaling (default).
         placement: ``post`` (Vaswani, default) or ``pre`` LayerNorm.
+        residual: ``identity`` (each sublayer adds its input, Vaswani; default) or ``none`` (no skips,
+            post placement: the report's code's block, where its text follows Vaswani).
         norm, norm_kwargs: ``lipschitz`` normalises the scores (Eq. 19); a feature norm
             (``pairnorm``, ``layernorm``) replaces the blocks' LayerNorm.
     """
@@ -268,7 +293,7 @@ class GraphTransformer(AttentionStack):
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
                  heads: int = 1, dropout: float = 0.0, attn_dropout: float = 0.0, ffn_dim: Optional[int] = None,
                  pe_dim: int = 8, scaled: bool = False, placement: str = "post", norm: Any = None,
-                 norm_kwargs: Optional[Dict[str, Any]] = None) -> None:
+                 norm_kwargs: Optional[Dict[str, Any]] = None, residual: str = "identity") -> None:
         super().__init__()
         check_stack_options(hidden_dim, heads, dropout, attn_dropout)
         if pe_dim < 0:
@@ -285,7 +310,7 @@ class GraphTransformer(AttentionStack):
         self.layers = nn.ModuleList(
             TransformerBlock(hidden_dim, heads, ffn_dim or 2 * hidden_dim, placement=placement, dropout=dropout,
                              attn_dropout=attn_dropout, scaled=scaled, score_norm=score_norm,
-                             feature_norm=feature_norm)
+                             feature_norm=feature_norm, residual=residual)
             for _ in range(copies)
         )
         self.lin_out = nn.Linear(hidden_dim, out_dim)
