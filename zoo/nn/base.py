@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from zoo.graph import Graph, GraphLike, _read_edges, as_graph, read_edge_features, self_loop_policy
+from zoo.nn.degree_features import degree_block
 from zoo.nn.encoders import align_edge_features, make_encoder
 from zoo.nn.heads import make_classifier
 from zoo.nn.replay import replayable
@@ -114,6 +115,10 @@ class DeepGNN(nn.Module):
             score; only for families whose layer has an edge term (``supports_edge_features``:
             GATv2, GATDB, GATNB).  ``forward`` then needs ``edge_attr``.
         edge_dim: raw edge-feature columns the edge encoder reads (``bond``: OGB's 3 by default).
+        layer_degree_onehot: the largest node degree ``D``: every layer reads a one-hot degree block
+            (``D + 1`` columns, self-loops not counted) beside its input, appended after the layer's
+            dropout so it is never dropped (the Oxford report's code for its Table 4 variant (d),
+            :mod:`zoo.nn.degree_features`); ``None`` (default): no block.
         recompute: recompute each layer in the backward pass instead of keeping its
             activations (``torch.utils.checkpoint``, non-reentrant): memory ~ one layer's
             intermediates instead of ``num_layers``, at about one extra forward of compute.
@@ -167,6 +172,7 @@ class DeepGNN(nn.Module):
         edge_encoder: Any = None,
         edge_dim: Optional[int] = None,
         recompute: bool = False,
+        layer_degree_onehot: Optional[int] = None,
     ) -> None:
         super().__init__()
         owner = self.family or type(self).__name__
@@ -175,6 +181,8 @@ class DeepGNN(nn.Module):
             positive_int(name, value)
         positive_int("out_heads", out_heads, allow_none=True)
         positive_int("input_encoder_dim", input_encoder_dim, allow_none=True)
+        positive_int("layer_degree_onehot", layer_degree_onehot, allow_none=True)
+        self.layer_degree_onehot = layer_degree_onehot
         self.classifier_kind = resolve_classifier(classifier, out_heads)
         check_encoder_options(owner, input_encoder, input_encoder_dim, edge_encoder, self.supports_edge_features)
         self.hidden_heads = resolve_hidden_heads(owner, hidden_heads, heads, out_heads, hidden_dim, self.supports_heads)
@@ -208,6 +216,7 @@ class DeepGNN(nn.Module):
         classifier = self.classifier_kind
         stack_out = self.out_dim if classifier == "none" else hidden_dim
         dims = [first_dim] + [hidden_dim] * (num_layers - 1) + [stack_out]
+        extra = 0 if self.layer_degree_onehot is None else self.layer_degree_onehot + 1
         self.layers = nn.ModuleList()
         for index in range(num_layers):
             output_layer = index == num_layers - 1 and classifier == "none"
@@ -215,7 +224,7 @@ class DeepGNN(nn.Module):
             concat = not output_layer and self.hidden_heads == "concat"
             channels = dims[index + 1] if output_layer else hidden_dim // heads if concat else hidden_dim
             self.layers.append(
-                self.make_layer(index, dims[index], channels, layer_heads, concat, score_norm=score_norm)
+                self.make_layer(index, dims[index] + extra, channels, layer_heads, concat, score_norm=score_norm)
             )
         # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
         self.classifier = make_classifier(classifier, hidden_dim, self.out_dim)
@@ -288,7 +297,10 @@ class DeepGNN(nn.Module):
         post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
         h = self.norms[index - 1](x) if pre_norm and index > 0 else x
         h = dropout(h, self.dropout, self.training)
-        result = layer(g, h) if edges is None else layer(g, h, edges)
+        # the degree block joins after the dropout (never dropped); residuals still read ``h``
+        inp = h if self.layer_degree_onehot is None else torch.cat(
+            [h, degree_block(g, self.layer_degree_onehot, h.dtype)], dim=-1)
+        result = layer(g, inp) if edges is None else layer(g, inp, edges)
         if not (isinstance(result, tuple) and len(result) == 2):  # a custom layer's forward: say which contract
             raise TypeError(f"{type(layer).__name__}.forward must return (out, alpha) — the output features and "
                             f"the (E, heads) edge coefficients, see zoo.nn.base.LayerProtocol — got "
