@@ -162,9 +162,11 @@ class TransformerBlock(nn.Module):
     def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
         if self.placement == "post":
             mp, alpha = self.attention(graph, x)
-            skip = self.residual == "identity"
-            y = self.norm1(x + self._sub(mp) if skip else self._sub(mp))
-            return self.norm2(y + self._sub(self.ffn(y)) if skip else self._sub(self.ffn(y))), alpha
+            if self.residual == "none":  # the Oxford code's block: no skips
+                y = self.norm1(self._sub(mp))
+                return self.norm2(self._sub(self.ffn(y))), alpha
+            y = self.norm1(x + self._sub(mp))
+            return self.norm2(y + self._sub(self.ffn(y))), alpha
         mp, alpha = self.attention(graph, self.norm1(x))
         y = x + self._sub(mp)
         return y + self._sub(self.ffn(self.norm2(y))), alpha
