@@ -11,6 +11,8 @@ Readings (join with ``+``):
   base                 the suite's model (init "xavier": Xavier hidden layers, PyTorch-default
                        encoder/decoder)
   heads=H, ffn=F       attention heads, FFN width
+  full_heads=H         H concatenated full-width heads (GAT-style): each head its own d x d Q / K / V
+                       (Xavier), the output map H d -> d (Xavier), scores scaled by 1/sqrt(d)
   norm=R               nonlocal factor reading (``nonlocal_norm``: n, nd, none, mu)
   gain=G               hidden-layer weights Xavier with gain G (G x the default scale)
   torch_default        every Linear / LayerNorm at PyTorch's default init
@@ -39,6 +41,8 @@ from torch_geometric.nn import LayerNorm as PygLayerNorm
 import zoo
 from zoo.bench.suite.reported import load_reported
 from zoo.diagnostics import laplacian_energy
+from zoo.models.transformer import GraphSelfAttention
+from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 
 REPORTED = Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "reported" / "nonlocal_energy.json"
 
@@ -81,6 +85,39 @@ def _graph_layernorm(model):
         layer.norm1, layer.norm2 = (PygLayerNorm(dim, affine=False, mode="graph") for _ in range(2))
 
 
+class FullWidthHeads(nn.Module):
+    """``(P_1 X V_1 || ... || P_H X V_H) W`` with every ``V_i`` d x d (the output of H heads is H d wide)."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.dim = dim
+        self.qkv = nn.ModuleList(nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in range(3)) for _ in range(heads))
+        self.out = nn.Linear(heads * dim, dim, bias=False)
+        for lin in [*(m for head in self.qkv for m in head), self.out]:
+            nn.init.xavier_uniform_(lin.weight)
+
+    def forward(self, graph, x):
+        n, src, dst = graph.num_nodes, graph.src, graph.dst
+        outs, alphas = [], []
+        for q, k, v in self.qkv:
+            scores = (gather_rows(q(x), dst) * gather_rows(k(x), src)).sum(-1, keepdim=True) / math.sqrt(self.dim)
+            alpha = segment_softmax(scores, dst, n)
+            outs.append(segment_sum(alpha * gather_rows(v(x), src), dst, n))
+            alphas.append(alpha)
+        return self.out(torch.cat(outs, -1)), torch.cat(alphas, -1)
+
+
+def _full_heads(heads: int) -> Callable:
+    def apply(model):
+        for layer in model.layers:
+            for name, child in list(layer.named_children()):
+                if isinstance(child, GraphSelfAttention):
+                    if child.nonlocal_energy:
+                        raise SystemExit("full_heads=H reads Pre-LN / Post-LN only (it has no nonlocal factor)")
+                    setattr(layer, name, FullWidthHeads(child.dim, heads).to(next(child.parameters()).dtype))
+    return apply
+
+
 def _no_self_loops(model):
     model.self_loops = "remove"
 
@@ -101,6 +138,8 @@ def parse(reading: str) -> Dict:
             spec["kwargs"]["nonlocal_norm"] = value
         elif key == "gain":
             spec["edits"].append(_gain(float(value)))
+        elif key == "full_heads":
+            spec["edits"].insert(0, _full_heads(int(value)))  # before any gain edit, which then reaches them
         elif key in ("torch_default", "encoder_zero_bias", "graph_layernorm", "no_self_loops"):
             spec["edits"].append(globals()["_" + key])
         elif key in ("final_layernorm", "logits"):
@@ -129,11 +168,13 @@ def measure(spec: Dict, variant: str, num_layers: int, seed: int, edge_index, x,
     if spec.get("final_layernorm"):
         out = nn.functional.layer_norm(out, out.shape[-1:])
     # nomu: (1/n) sum_i |Delta X(i)|^2 = lap with mu_i removed; from the same pieces as lap
-    a = torch.zeros(x.size(0), x.size(0), dtype=torch.float64)
-    a[edge_index[0], edge_index[1]] = 1.0
-    a = ((a + a.t()) > 0).double()
-    a.fill_diagonal_(1.0)
-    delta = (a @ out) / a.sum(1, keepdim=True) - out
+    # P = D~^-1 (A + I) on the symmetrised graph, sparse: a dense n x n matrix is 3 GB on PubMed
+    n = x.size(0)
+    pairs = torch.cat([edge_index, edge_index.flip(0), torch.arange(n).repeat(2, 1)], 1)
+    pairs = torch.unique(pairs[0] * n + pairs[1])
+    row, col = pairs // n, pairs % n
+    summed = torch.zeros_like(out).index_add_(0, row, out[col])
+    delta = summed / torch.bincount(row, minlength=n).unsqueeze(1).to(out.dtype) - out
     return {"lap": float(laplacian_energy(edge_index, out)), "nomu": float(delta.pow(2).sum() / x.size(0))}
 
 
