@@ -86,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
     for n in report.unused_notes():
         print(f"zoo report: warning: note #{n.index} of suite {n.suite!r} matches no compared cell of its records "
               f"(when = {n.when}, table = {n.table!r})", file=sys.stderr)
+    for suite in report.suites:
+        ignored = suite.board.dropped.get("not_in_suite", 0)
+        if ignored:  # e.g. records merged from a checkout whose suite resolved differently
+            print(f"zoo report: warning: {suite.board.suite}: {ignored} record(s) match no cell of the folder's "
+                  f"suite.resolved.json and are left out; copy the suite.resolved.json of the run that wrote them "
+                  f"(if the suite file is unchanged) or re-run those cells", file=sys.stderr)
     for p in problems:
         print(f"zoo report: {p}", file=sys.stderr)
     if not args.check:

@@ -313,6 +313,19 @@ def test_cli_check_fails_on_a_stale_page(records, tmp_path, capsys):
     assert "unknown status 'differ'" in capsys.readouterr().err
 
 
+def test_cli_warns_about_records_of_cells_the_folder_does_not_resolve(records, tmp_path, capsys):
+    from zoo.cli import main
+
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE)
+    log = records / "synth" / "results.jsonl"
+    stray = json.loads(log.read_text().splitlines()[0])
+    stray["id"] = "0" * 16  # a cell the folder's suite.resolved.json does not have
+    log.write_text(log.read_text() + json.dumps(stray) + "\n")
+    assert main(["report", str(records), "--md", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err
+    assert "synth: 1 record(s) match no cell of the folder's suite.resolved.json" in err
+
+
 # ----------------------------------------------------------------------------- drift
 
 
