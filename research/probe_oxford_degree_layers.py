@@ -29,6 +29,8 @@ from torch_geometric.utils import degree
 
 from zoo.datasets import load
 
+from oxford_protocol import train_code_protocol
+
 
 class DegreeGAT(nn.Module):
     def __init__(self, in_dim: int, num_classes: int, max_degree: int, every_layer: bool,
@@ -56,27 +58,7 @@ def run(task, onehot: Tensor, max_degree: int, every_layer: bool, drop_degrees: 
     d = task.data
     torch.manual_seed(seed)
     model = DegreeGAT(task.num_features, task.num_classes, max_degree, every_layer, drop_degrees)
-    opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
-    best_loss, best_acc, best_test, wait = float("inf"), 0.0, 0.0, 0
-    for _ in range(2000):
-        model.train()
-        opt.zero_grad()
-        F.cross_entropy(model(d.x, d.edge_index, onehot)[d.train_mask], d.y[d.train_mask]).backward()
-        opt.step()
-        model.eval()
-        with torch.no_grad():
-            out = model(d.x, d.edge_index, onehot)
-        val_loss = float(F.cross_entropy(out[d.val_mask], d.y[d.val_mask]))
-        pred = out.argmax(-1)
-        val_acc = float((pred[d.val_mask] == d.y[d.val_mask]).double().mean())
-        if val_loss < best_loss:
-            best_test = float((pred[d.test_mask] == d.y[d.test_mask]).double().mean()) * 100
-        improved = val_loss < best_loss or val_acc > best_acc
-        best_loss, best_acc = min(best_loss, val_loss), max(best_acc, val_acc)
-        wait = 0 if improved else wait + 1
-        if wait >= 100:
-            break
-    return best_test
+    return train_code_protocol(model, lambda: model(d.x, d.edge_index, onehot), d)
 
 
 def main() -> None:

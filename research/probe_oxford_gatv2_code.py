@@ -33,6 +33,8 @@ from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
 from zoo.datasets import load
 
+from oxford_protocol import train_code_protocol
+
 GAIN = nn.init.calculate_gain("leaky_relu", 0.2)
 
 
@@ -79,27 +81,7 @@ class Model(nn.Module):
 def run(d, ei: Tensor, form: str, variant: str, seed: int) -> float:
     torch.manual_seed(seed)
     model = Model(d.x.size(1), int(d.y.max()) + 1, form, variant)
-    opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
-    best_loss, best_acc, best_test, wait = float("inf"), 0.0, 0.0, 0
-    for _ in range(2000):
-        model.train()
-        opt.zero_grad()
-        F.cross_entropy(model(d.x, ei)[d.train_mask], d.y[d.train_mask]).backward()
-        opt.step()
-        model.eval()
-        with torch.no_grad():
-            out = model(d.x, ei)
-        loss = float(F.cross_entropy(out[d.val_mask], d.y[d.val_mask]))
-        pred = out.argmax(1)
-        acc = float((pred[d.val_mask] == d.y[d.val_mask]).float().mean())
-        improved = loss < best_loss or acc > best_acc
-        if loss < best_loss:  # the state restored at the end: the lowest validation loss
-            best_test = float((pred[d.test_mask] == d.y[d.test_mask]).float().mean()) * 100
-        best_loss, best_acc = min(loss, best_loss), max(acc, best_acc)
-        wait = 0 if improved else wait + 1
-        if wait >= 100:
-            break
-    return best_test
+    return train_code_protocol(model, lambda: model(d.x, ei), d)
 
 
 def main() -> None:
