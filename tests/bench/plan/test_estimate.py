@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from zoo.bench.plan import cost, cost_file
-from zoo.bench.plan.estimate import CommandCosts, estimate, format_estimate, hours, makespan, run_seconds
+from zoo.bench.plan.estimate import (CommandCosts, estimate, expected_epochs_of, format_estimate, hours, makespan,
+                                     run_seconds)
 
 TABLE = cost.load_dataset_table()
 MODEL = cost_file.load_cost_model("cpu")
@@ -149,3 +150,15 @@ def test_a_cost_files_measured_constants_are_read_and_kept_by_calibrate(tmp_path
     cost_file.write_model([refit], path, {})
     m = cost_file.load_cost_model("cpu", path)  # measured, not fitted: kept; the fitted factor: written
     assert (m.process_start_s, m.process_exit_s, m.report_s, m.unseen_suite_factor) == (3.5, 0.5, 0.25, 1.75)
+
+
+def test_expected_epochs_of_uses_finished_groups_only_where_training_stops_early():
+    def rec(gid, epochs, patience, status="ok"):
+        return {"id": gid + str(epochs), "group": gid, "status": status, "epochs_run": epochs,
+                "config": cell("r", gid, "pubmed", patience=patience).config}
+    key_of = lambda c: (value_of(c, "dataset"), value_of(c, "num_layers"))  # noqa: E731
+    finished = [rec("g1", 200, 100), rec("g1", 300, 100), rec("g2", 500, 100), rec("g3", 50, 100, "failed")]
+    epochs_of = expected_epochs_of(finished, key_of)
+    assert epochs_of(cell("p", "p", "pubmed", patience=100).config) == 400   # groups g1 (300) and g2 (500)
+    assert epochs_of(cell("p", "p", "pubmed").config) == 1000                # no early stop: the cap
+    assert epochs_of(cell("c", "c", "cora", patience=100).config) == 1000    # no finished group in its slice

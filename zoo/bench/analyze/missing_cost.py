@@ -82,9 +82,11 @@ def entry_matches(entry: Mapping[str, Any], config: Mapping[str, Any],
 
 
 def pending_seconds(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], done: Sequence[str], model: CostModel,
-                    table: Mapping[str, Mapping[str, Any]]) -> Dict[str, float]:
+                    table: Mapping[str, Mapping[str, Any]],
+                    epochs_of: Optional[Callable[[Mapping[str, Any]], float]] = None) -> Dict[str, float]:
     """Each resolved cell not in ``done`` (ids) -> its share of its group's estimated seconds (a group's
-    estimate is shared by its pending cells)."""
+    estimate is shared by its pending cells) at the epochs ``epochs_of(config)`` expects
+    (:func:`zoo.bench.plan.estimate.expected_epochs_of`; default: the suite's cap)."""
     done_ids = set(done)
     groups: Dict[str, List[Mapping[str, Any]]] = {}
     for c in cells:
@@ -93,7 +95,7 @@ def pending_seconds(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], d
     per_cell: Dict[str, float] = {}
     for gcells in groups.values():
         cfg = gcells[0]["config"]
-        epochs = int((cfg.get("train") or {}).get("epochs") or 0)
+        epochs = epochs_of(cfg) if epochs_of else int((cfg.get("train") or {}).get("epochs") or 0)
         seconds = model.group_seconds([c["config"] for c in gcells], epochs, table, mode, suite)
         for c in gcells:
             per_cell[c["id"]] = seconds / len(gcells)

@@ -75,13 +75,14 @@ from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze.missing_cost import (FillCommand, MissingCell, entry_matches, fill_commands, missing_cells,
-                                            pending_seconds)
+from zoo.bench.analyze.missing_cost import (SLICE_KEYS, FillCommand, MissingCell, entry_matches, fill_commands,
+                                            missing_cells, pending_seconds)
 from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
 from zoo.bench.analyze.best_point import search_axes
 from zoo.bench.suite.cells import cell_value
 from zoo.bench.plan.cost import shipped_table
 from zoo.bench.plan.cost_file import shipped_model
+from zoo.bench.plan.estimate import expected_epochs_of
 from zoo.bench.suite.measures import metric_spec
 from zoo.bench.suite.load import list_suites, load_suite, suites_dir
 from zoo.bench.suite.reported import load_reported
@@ -640,8 +641,10 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     done = [r["id"] for r in recs if r.get("status", "ok") == "ok"]
     ignore = ("layer",) if layout.get("metric") == "pruned" else ()
     model, table = shipped_model("cpu"), shipped_table()
-    seconds = pending_seconds(name, mode, cells, done, model, table)
-    gpu = pending_seconds(name, mode, cells, done, shipped_model("cuda"), table)  # the same cells on one GPU
+    # a suite that stops early runs as long as its slice's finished groups did, not to the cap
+    epochs_of = expected_epochs_of(recs, lambda c: tuple(cell_value(c, k) for k in SLICE_KEYS))
+    seconds = pending_seconds(name, mode, cells, done, model, table, epochs_of)
+    gpu = pending_seconds(name, mode, cells, done, shipped_model("cuda"), table, epochs_of)  # the same cells on one GPU
     # the text's cells fill a paper cell, not the alternatives' beside it (the commands name the text's)
     missing = missing_cells(name, mode, text_cells(cells, readings), entries, done, model, table, cell_value,
                             lb._norm, ignore, seconds, gpu)

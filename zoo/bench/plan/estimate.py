@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.plan.cost import CostModel
+from zoo.bench.plan.cost import CostModel, expected_epochs
 
 #: a slice that fits "a few hours on 2 cores" runs here; longer ones need a GPU (or a cluster)
 RUNS_HERE_CPU_HOURS = 6.0
@@ -146,6 +146,26 @@ def stops_early(train: Mapping[str, Any]) -> bool:
     return bool(train.get("patience")) or float(train.get("loss_threshold") or 0.0) > 0.0
 
 
+def expected_epochs_of(finished: Sequence[Mapping[str, Any]],
+                       key_of: Callable[[Mapping[str, Any]], Any]) -> Callable[[Mapping[str, Any]], float]:
+    """``config -> epochs`` its pending group is expected to run: the cap, or, where the cell's
+    training stops early (:func:`stops_early`), the median epochs of the ``finished`` groups (``ok``
+    records; a group ran as long as its longest run) of its slice (``key_of``), if any."""
+    by_slice: Dict[Any, Dict[str, int]] = {}
+    for r in finished:
+        if r.get("status", "ok") == "ok" and r.get("config"):
+            grp = by_slice.setdefault(key_of(r["config"]), {})
+            gid = r.get("group", r.get("id"))
+            grp[gid] = max(grp.get(gid, 0), int(r.get("epochs_run") or 0))
+
+    def epochs_of(config: Mapping[str, Any]) -> float:
+        train = config.get("train") or {}
+        cap = int(train.get("epochs") or 0)
+        seen = list(by_slice.get(key_of(config), {}).values()) if stops_early(train) else []
+        return expected_epochs(cap, seen)
+    return epochs_of
+
+
 def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], model: CostModel,
              table: Mapping[str, Mapping[str, Any]], value_of: Callable[[Mapping[str, Any], str], Any],
              by: Sequence[str] = DEFAULT_BY, finished: Sequence[Mapping[str, Any]] = (), done: Sequence[str] = (),
@@ -166,20 +186,13 @@ def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], mo
     def key_of(config: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:
         return tuple((k, value_of(config, k)) for k in by)
 
-    epochs_by_slice: Dict[Any, Dict[str, int]] = {}
-    for r in finished:
-        if r.get("status", "ok") == "ok" and r.get("config"):
-            grp = epochs_by_slice.setdefault(key_of(r["config"]), {})
-            gid = r.get("group", r.get("id"))
-            grp[gid] = max(grp.get(gid, 0), int(r.get("epochs_run") or 0))
+    epochs_of = expected_epochs_of(finished, key_of)
     slices: Dict[Any, SliceEstimate] = {}
     for cells in groups.values():
         c = cells[0].config
         key = key_of(c)
         sl = slices.setdefault(key, SliceEstimate(key, costs=costs, executor=executor, workers=max(int(workers), 1)))
-        cap = int(c["train"].get("epochs") or 0)
-        seen = sorted(epochs_by_slice.get(key, {}).values())
-        epochs = float(statistics.median(seen)) if seen and stops_early(c["train"]) else float(cap)
+        epochs = epochs_of(c)
         sl.runs += len(cells)
         sl.groups += 1
         sl.epochs.append(0.0 if mode == "energy_at_init" else epochs)
