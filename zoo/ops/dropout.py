@@ -19,6 +19,21 @@ from zoo.ops.sparse_input import SparseInput
 
 
 
+def keep_draws(shape: Sequence[int], q: float, generator: Optional[torch.Generator], dtype: torch.dtype,
+               device: torch.device) -> Tensor:
+    """Bernoulli(``q``) 0/1 draws of ``shape`` as ``dtype``: uniform draws compared with ``q``.
+
+    Why not ``bernoulli_``: PyTorch's CPU kernel for it draws element by element, a few times
+    slower than ``uniform_`` plus a comparison (``benchmarks/speed_dropout.py --draw`` prints the
+    ratio), and a GAT's attention dropout draws one number per edge and head every epoch.  Below
+    single precision the uniforms are float32 (a half-precision uniform would move ``q`` by up to
+    2^-8); float32's 24 random bits put ``q`` within 2^-24 of exact.
+    """
+    draw = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+    keep = torch.rand(shape, generator=generator, dtype=draw, device=device).lt_(q)
+    return keep if draw == dtype else keep.to(dtype)
+
+
 class ReplicaRandomness:
     """One random stream per replica, seeded by that replica's own seed.
 
@@ -78,11 +93,9 @@ class ReplicaRandomness:
 
     def _keep(self, replica: int, shape: torch.Size, dtype: torch.dtype, device: torch.device, p: float) -> Tensor:
         """``(1 - p)``-Bernoulli 0/1 draws of ``shape`` from replica ``replica``'s stream."""
-        keep = torch.empty(shape, dtype=dtype, device=device)
         # called from the vmap rules too: draw as plain tensors, outside vmap's randomness handling
         with _no_vmap_randomness():
-            keep.bernoulli_(1.0 - p, generator=self.generator(replica, device))
-        return keep
+            return keep_draws(shape, 1.0 - p, self.generator(replica, device), dtype, device)
 
     def mask(self, replica: int, like: Tensor, p: float) -> Tensor:
         """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``."""
@@ -205,7 +218,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     nonzeros = _sparse_input(x)
     if nonzeros is not None:
         if not _ACTIVE or not custom_ops_active():  # the global stream, as F.dropout
-            keep = torch.empty(nonzeros.values.shape, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p)
+            keep = keep_draws(nonzeros.values.shape, 1.0 - p, None, x.dtype, x.device)
             return nonzeros.dropped(keep, p)
         rng, token = _ACTIVE[-1]
         if _is_batched(token):  # stacked replicas: each draws from its own stream (the vmap rule)
@@ -216,4 +229,4 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * dropout_mask(x, p)
 
 
-__all__ = ["ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout", "dropout_mask"]
+__all__ = ["keep_draws", "ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout", "dropout_mask"]
