@@ -76,6 +76,25 @@ def test_csr_linear_equals_dense(monkeypatch):
     torch.testing.assert_close(zf.linear(x, w[1]), torch.nn.functional.linear(x, w[1]), atol=1e-10, rtol=0)
 
 
+def test_csr_parts_hold_the_input_and_its_transpose():
+    """The transpose's CSR parts (taken from the input's CSC form, not from a dense transpose) are
+    the dense transpose's CSR parts, entry for entry."""
+    import warnings
+
+    from zoo.ops import sparse_linear as zf
+
+    x = _sparse_features()
+    parts = zf._csr_parts(x)
+    assert parts is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        csr, csr_t = x.to_sparse_csr(), x.t().contiguous().to_sparse_csr()
+    expected = (csr.crow_indices(), csr.col_indices(), csr.values(),
+                csr_t.crow_indices(), csr_t.col_indices(), csr_t.values())
+    for got, want in zip(parts, expected):
+        assert torch.equal(got, want)
+
+
 @pytest.mark.skipif(not HAS_CUSTOM_OPS, reason="needs torch.library.custom_op (torch >= 2.4); the fallback is tests/ops/test_fallback.py")
 def test_dense_inputs_keep_dense_path(monkeypatch):
     from zoo.ops import sparse_linear as zf

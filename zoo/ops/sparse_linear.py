@@ -28,9 +28,12 @@ def _csr_parts(x: Tensor) -> Optional[Tuple[Tensor, ...]]:
         return None
     with warnings.catch_warnings():  # "sparse CSR support is in beta"
         warnings.simplefilter("ignore", UserWarning)
-        csr, csr_t = x.to_sparse_csr(), x.t().contiguous().to_sparse_csr()
+        csr = x.to_sparse_csr()
+        # x's CSC form is its transpose's CSR form; converting the CSR is O(nnz), where transposing
+        # the dense x first copies every entry (125 M for Coauthor CS's 18333 x 6805 features)
+        csc = csr.to_sparse_csc()
     return (csr.crow_indices(), csr.col_indices(), csr.values(),
-            csr_t.crow_indices(), csr_t.col_indices(), csr_t.values())
+            csc.ccol_indices(), csc.row_indices(), csc.values())
 
 
 #: CSR copies (and their transposes, for the weight gradient) of constant inputs; ``None`` = keep dense
