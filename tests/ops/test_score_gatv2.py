@@ -83,7 +83,8 @@ def test_gatv2_score_refuses_a_negative_slope():
         gatv2_score(xs, None, att, src, dst, -0.1)
 
 
-@pytest.mark.parametrize("options", [dict(), dict(share_weights=False), dict(share_weights=False, update_weight="separate")])
+@pytest.mark.parametrize("options", [dict(), dict(share_weights=False), dict(share_weights=False, update_weight="separate"),
+                                     dict(attention_bias=True), dict(share_weights=False, attention_bias=True)])
 @pytest.mark.parametrize("fused_aggregation", [True, False])
 def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkeypatch):
     """Whole GATv2 models at float64, one replica and two stacked under vmap, with the fused and the
@@ -91,6 +92,11 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
     edge_index, n = awkward_graph()
     x = torch.randn(n, 6, dtype=torch.float64)
     models = seeded_double_models("gatv2", heads=2, **options)
+    for i, m in enumerate(models):  # the attention bias starts at zero: give it values
+        for name, p in m.named_parameters():
+            if name.endswith("att_bias"):
+                with torch.no_grad():
+                    p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(i), dtype=p.dtype))
 
     def run(enabled):
         calls = record_calls(monkeypatch, "zoo.ops.dispatch.gatv2_score")
@@ -103,15 +109,32 @@ def test_gatv2_models_fused_score_equal_plain(options, fused_aggregation, monkey
         torch.testing.assert_close(a, b, **TOL)
 
 
-@pytest.mark.parametrize("options", [dict(), dict(attention_bias=True), dict(negative_slope=-0.1)])
-def test_gatv2_scores_the_fused_op_cannot_take_keep_the_plain_path(options, monkeypatch):
-    """Attention bias and a negative slope keep the plain ops."""
+@pytest.mark.parametrize("options, takes_fused", [(dict(), True), (dict(attention_bias=True), True),
+                                                  (dict(negative_slope=-0.1), False)])
+def test_gatv2_scores_take_the_fused_op_unless_it_cannot(options, takes_fused, monkeypatch):
+    """A negative slope keeps the plain ops; the attention bias, added to the target rows first
+    (dispatch.fold_node_terms), does not."""
     with fused(True, min_elements=0):
         calls = record_calls(monkeypatch, "zoo.ops.dispatch.gatv2_score")
         edge_index, n = awkward_graph()
         model = zoo.build("gatv2", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, **options)
         out = model(edge_index, torch.randn(n, 6))
-        assert out.shape == (n, 3) and bool(calls) == (not options)
+        assert out.shape == (n, 3) and bool(calls) == takes_fused
+
+
+def test_folding_the_attention_bias_leaves_edge_terms_and_the_pre_activation():
+    """x_u + x_v + b = x_u + (x_v + b): the bias joins the target rows, an (E, H, C) edge term stays."""
+    from zoo.ops.dispatch import fold_node_terms
+
+    g = torch.Generator().manual_seed(0)
+    n, e, h, c = 5, 9, 2, 3
+    x_src, bias = torch.randn(n, h, c, generator=g, dtype=torch.float64), torch.randn(h, c, generator=g, dtype=torch.float64)
+    edge = torch.randn(e, h, c, generator=g, dtype=torch.float64)
+    src, dst = torch.randint(0, n, (e,), generator=g), torch.randint(0, n, (e,), generator=g)
+    target, left = fold_node_terms(x_src, None, (edge, bias))
+    assert len(left) == 1 and left[0] is edge
+    torch.testing.assert_close(x_src[src] + target[dst] + edge, x_src[src] + x_src[dst] + edge + bias)
+    assert fold_node_terms(x_src, None, (edge,)) == (None, (edge,))  # nothing to fold: unchanged
 
 
 @pytest.mark.parametrize("fused_aggregation", [True, False])

@@ -10,8 +10,9 @@ rounding (same dropout masks included); the per-family rules below are each meas
   one matrix product, edge scores as one op (the latter only without an extra score term or
   score normalisation, with ``negative_slope >= 0``); no size threshold, no dropout rule.
 * GATv2's score (:func:`gatv2_scores`): the ``"score"`` kernel for the plain
-  ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term, attention bias or score normalisation,
-  ``negative_slope >= 0``), for one replica only from ``min_elements`` edge x head x channel
+  ``a^T LeakyReLU(W_s h_u + W_t h_v)`` (no edge term or score normalisation, ``negative_slope >= 0``;
+  an attention bias joins the target rows first, :func:`fold_node_terms`), for one replica only
+  from ``min_elements`` edge x head x channel
   elements (under vmap always).  Attention dropout acts on ``alpha``, after the score, so it does
   not keep the score plain; while it is active the size rule applies under vmap too, as for the
   aggregation, so both steps of a tiny graph's replicas stay plain stacked or alone.
@@ -23,7 +24,7 @@ rounding (same dropout masks included); the per-family rules below are each meas
 * Score and aggregation together (:func:`gat_attention`, :func:`gatv2_attention`, what the layers
   call): the *compiled* op (:mod:`zoo.ops._compiled`: C++ on the CPU, Triton on CUDA) when both
   kernels and ``compiled`` are on, attention dropout is inactive, the score is the family's plain
-  one (GAT: with or without an edge term; no score normalisation; GATv2: no extra terms) and a
+  one (GAT: with or without an edge term; no score normalisation; GATv2: no edge term) and a
   backend serves the device — at every size: it beats the plain ops at one replica even on the
   smallest suite graphs, so no size threshold applies to it (figures: docs/notes/performance.md,
   "Dispatch thresholds").  Otherwise the two steps above.
@@ -118,6 +119,21 @@ def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negat
 
 
 @float32_under_autocast
+def fold_node_terms(x_src: Tensor, x_dst: Optional[Tensor],
+                    terms: Sequence[Tensor]) -> Tuple[Optional[Tensor], Tuple[Tensor, ...]]:
+    r"""GATv2's pre-activation terms without an edge dimension (the attention bias ``b``, ``(H, C)``)
+    added to the target rows: :math:`x^s_u + x^t_v + b = x^s_u + (x^t_v + b)`.  Returns the target
+    rows and the edge terms left.  Why: one ``(N, H, C)`` add instead of an ``(E, H, C)`` one, and the
+    score keeps the plain form that the fused and compiled kernels take."""
+    node = [t for t in terms if t.dim() < x_src.dim()]  # logical dims: the same under vmap
+    if not node:
+        return x_dst, tuple(terms)
+    target = x_src if x_dst is None else x_dst
+    for term in node:
+        target = target + term
+    return target, tuple(t for t in terms if t.dim() >= x_src.dim())
+
+
 def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: object, negative_slope: float, *,
                  terms: Sequence[Tensor] = (), score: Optional[ScoreHook] = None, attn_dropout: float = 0.0,
                  training: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
@@ -131,6 +147,7 @@ def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: obj
     """
     config = use_fused()
     src, dst = graph.src, graph.dst
+    x_dst, terms = fold_node_terms(x_src, x_dst, terms)
     fusable = not terms and score is None and negative_slope >= 0 and not vmap_without_rules(x_src, x_dst, att)
     dropping = dropout_active(attn_dropout, training)
     if fusable and fuses_gatv2_score(graph.num_edges, x_src, config, dropping):
@@ -200,6 +217,7 @@ def gatv2_attention(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: 
     Shapes: x_src, x_dst, values ``(N, H, C)``; att ``(H, C)`` -> out ``(N, H, C)``, alpha ``(E, H)``.
     """
     messages = x_src if values is None else values
+    x_dst, terms = fold_node_terms(x_src, x_dst, terms)
     if not terms and score is None and compiled_serves(messages, attn_dropout, training):
         return compiled.gatv2_attention(x_src, x_src if x_dst is None else x_dst, messages, att, negative_slope,
                                         compiled.graph_arguments_of(graph))
@@ -209,5 +227,5 @@ def gatv2_attention(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: 
                      source_rows=src_rows if values is None else None)
 
 
-__all__ = ["attention", "compiled_serves", "dropout_active", "fuses_aggregation", "fuses_gatv2_score", "gat_attention",
-           "gat_scores", "gatv2_attention", "gatv2_scores", "large_enough"]
+__all__ = ["attention", "compiled_serves", "dropout_active", "fold_node_terms", "fuses_aggregation", "fuses_gatv2_score",
+           "gat_attention", "gat_scores", "gatv2_attention", "gatv2_scores", "large_enough"]

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.skipif(not ops.available(torch.device("cpu")),
                                 reason="the C++ attention kernels could not be built here (no compiler?)")
 
 MODELS = [("gat", {}), ("gatv2", {}), ("gatv2", dict(share_weights=False)),
-          ("gatv2", dict(share_weights=False, update_weight="separate")), ("gatdb", {}), ("gatnb", {})]
+          ("gatv2", dict(share_weights=False, update_weight="separate")), ("gatv2", dict(attention_bias=True)),
+          ("gatdb", {}), ("gatnb", {})]
 
 
 @pytest.fixture
@@ -38,10 +39,11 @@ def compiled_calls(monkeypatch):
 
 
 def _nudge_biases(models):
-    """GATDB/GATNB start with zero biases (= GAT): give them values so the edge term is exercised."""
+    """GATDB/GATNB start with zero biases (= GAT), GATv2 with a zero attention bias: give them values
+    so the edge term and the bias are exercised."""
     for i, m in enumerate(models):
         for name, p in m.named_parameters():
-            if name.endswith("xi"):
+            if name.endswith(("xi", "att_bias")):
                 with torch.no_grad():
                     p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(i), dtype=p.dtype))
 
