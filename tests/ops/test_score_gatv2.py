@@ -185,3 +185,18 @@ def test_fused_score_size_rule_under_attention_dropout():
     assert under_vmap(False) and not under_vmap(True)
     with fused(True, min_elements=12 * 6):
         assert under_vmap(True) and worth_it(12, stacked[0], dropping=True)
+
+
+def test_gatv2_scores_compute_in_float32_under_autocast():
+    """Every dispatch entry point computes in float32 under autocast (zoo.ops.precision): the
+    scores of bfloat16 inputs come back float32."""
+    from zoo.graph import as_graph
+    from zoo.ops.dispatch import gatv2_scores
+
+    edge_index, n = awkward_graph()
+    graph = as_graph(edge_index, torch.randn(n, 4))
+    x = torch.randn(n, 2, 3, dtype=torch.bfloat16)
+    att, bias = torch.randn(2, 3, dtype=torch.bfloat16), torch.randn(2, 3, dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scores, _ = gatv2_scores(x, None, att, graph, 0.2, terms=(bias,))
+    assert scores.dtype == torch.float32

@@ -118,7 +118,6 @@ def gat_scores(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negat
     return F.leaky_relu(scores, negative_slope)
 
 
-@float32_under_autocast
 def fold_node_terms(x_src: Tensor, x_dst: Optional[Tensor],
                     terms: Sequence[Tensor]) -> Tuple[Optional[Tensor], Tuple[Tensor, ...]]:
     r"""GATv2's pre-activation terms without an edge dimension (the attention bias ``b``, ``(H, C)``)
@@ -134,6 +133,7 @@ def fold_node_terms(x_src: Tensor, x_dst: Optional[Tensor],
     return target, tuple(t for t in terms if t.dim() >= x_src.dim())
 
 
+@float32_under_autocast
 def gatv2_scores(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: object, negative_slope: float, *,
                  terms: Sequence[Tensor] = (), score: Optional[ScoreHook] = None, attn_dropout: float = 0.0,
                  training: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
