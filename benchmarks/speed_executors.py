@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     import torch
 
     print(f"torch threads in this process: {torch.get_num_threads()}", flush=True)
-    from zoo.bench.run.driver import TaskCache
+    from zoo.trainer.cells import TaskCache
 
     cache = TaskCache()  # process / stage every dataset once, untimed (first loads write the data root)
     for c in cells:

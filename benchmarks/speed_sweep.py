@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 import zoo
-from zoo.bench.run.driver import resolve_device
+from zoo.trainer.cells import resolve_device
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas

@@ -21,7 +21,7 @@ from typing import Callable
 
 from torch import nn
 
-from zoo.bench.run.driver import resolve_device
+from zoo.trainer.cells import resolve_device
 from zoo.bench.plan.shards import select
 from zoo.bench.suite.selection import parse_where
 from zoo.bench.suite.load import load_suite

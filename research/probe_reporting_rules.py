@@ -35,7 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
+from zoo.trainer.cells import TaskCache, model_factory, resolve_device, train_config
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
 from zoo.bench.plan.shards import select
@@ -93,11 +93,11 @@ def report_rules(cells: Sequence, dev: torch.device, save: Optional[Path] = None
     torch.set_num_threads(1)
     for gid, group in groups.items():
         task = cache.get(group[0].config["task"])
-        cfg = train_config(group[0])
+        cfg = train_config(group[0].config)
         dtype = getattr(torch, group[0].config["run"]["dtype"])
         seeds = [c.seed for c in group]
         start = time.perf_counter()
-        builders = [model_factory(c, task) for c in group]
+        builders = [model_factory(c.config, task) for c in group]
         if wrap is not None:
             builders = [wrap(b) for b in builders]
         replicas, view = build_replicas(task, builders, seeds, dev, dtype, cfg, True)

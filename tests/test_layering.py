@@ -250,6 +250,14 @@ def test_trainer_imports_nothing_from_bench(tmp_path: Path) -> None:
     assert trainer_imports_from_above(edges) == []
 
 
+def test_fit_does_not_sit_on_the_runner() -> None:
+    """``zoo.fit`` and the runner share the training layer's cell adapter (``zoo.trainer.cells``):
+    the library entry point imports nothing from the runner (``zoo.bench.run``), at any level."""
+    edges, _ = import_graph()
+    assert "zoo.trainer.cells" in edges["zoo.fitting"]
+    assert sorted(t for t in edges["zoo.fitting"] if _within(t, "zoo.bench.run")) == []
+
+
 def test_no_function_level_imports_in_bench() -> None:
     """Inside zoo/bench/ a function-level import is allowed only for an optional dependency."""
     _, raw = import_graph()

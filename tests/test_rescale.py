@@ -133,12 +133,12 @@ def test_suites_name_the_same_criteria_and_other_cells_keep_their_ids():
 
 
 def test_a_suite_cell_with_rescale_trains_with_the_callback():
-    from zoo.bench.run.modes import training_callbacks
     from zoo.bench.suite.load import load_suite
+    from zoo.trainer.cells import training_callbacks
 
     cells = {c.config["run"]["variant"]: c for c in load_suite("rescale_heterophilous").cells}
-    assert training_callbacks([cells["none"]]) == []
-    (cb,) = training_callbacks([cells["weight_norms"]])
+    assert training_callbacks([cells["none"].config]) == []
+    (cb,) = training_callbacks([cells["weight_norms"].config])
     assert isinstance(cb, DynamicRescaling) and cb.criterion == "weight_norms" and cb.every == 10
 
 

@@ -1,20 +1,17 @@
 """``zoo.fit``: train a model (seeds x inits as stacked replicas) with the benchmark runner's protocol.
 
 The configuration is made into the same suite cells ``zoo bench`` / ``zoo train`` would run
-(:func:`zoo.bench.suite.load.parse_suite`: the same validation, defaults and cell ids), the models
-and the :class:`~zoo.trainer.config.TrainConfig` come from those cells as the runner makes them
-(:func:`zoo.bench.run.driver.model_factory`, :func:`~zoo.bench.run.driver.train_config`), and the
-training layer trains them (:func:`zoo.trainer.replicas.build_replicas`,
-:func:`zoo.trainer.loop.train_replicas`): selection, stopping, evaluation reuse and stacking are the
-runner's, so ``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells (tested).
+(:func:`zoo.bench.suite.load.parse_suite`: the same validation, defaults and cell ids), and the
+training layer's cell adapter turns them into a run exactly as the runner's driver does
+(:func:`zoo.trainer.cells.start_group`: the task, models, ``TrainConfig``, dtype, seeds and stacked
+replicas; :meth:`~zoo.trainer.cells.GroupRun.train`: the loop with the cells' training plugins), so
+``zoo.fit`` and ``zoo bench`` give the same numbers for the same cells by construction.
 
-This entry point sits above both ``zoo.bench`` (it speaks in suite cells) and ``zoo.trainer`` (the
-loop, which imports nothing from ``zoo.bench``); it returns the trainer's
+This entry point sits above the suite layer (it speaks in suite cells) and ``zoo.trainer``; it
+imports nothing from the runner (``zoo.bench.run``) and returns the trainer's
 :class:`~zoo.trainer.history.History`.
 """
 from __future__ import annotations
-
-import dataclasses
 
 import contextlib
 import copy
@@ -24,15 +21,13 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from zoo.bench.run.driver import TaskCache, model_factory, resolve_device, train_config
 from zoo.bench.suite import plugins as registries
 from zoo.bench.suite.plugins import user_datasets
 from zoo.bench.suite.load import parse_suite
 from zoo.callbacks import check_callbacks
+from zoo.trainer.cells import TaskCache, resolve_device, start_group
 from zoo.trainer.history import History, MetricsRecorder
-from zoo.trainer.loop import train_replicas
 from zoo.trainer.progress import ProgressBar, interactive
-from zoo.trainer.replicas import build_replicas
 from zoo.trainer.tasks import TaskInput, task_input
 
 __all__ = ["fit", "fit_suite", "incompatible_inits"]
@@ -210,32 +205,27 @@ def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, dev
     cells = suite.cells
     if len({c.group for c in cells}) != 1:  # pragma: no cover - seeds and inits are group-free keys
         raise ValueError("zoo.fit trains one architecture; the options gave several")
+    if cells[0].config["run"].get("prune_layers"):
+        raise ValueError(f"prune_layers={cells[0].config['run']['prune_layers']!r} is a measurement of zoo bench (a "
+                         "suite of mode prune_layers records each pruned layer's test accuracy); zoo.fit does not "
+                         "prune: remove prune_layers, or run it as a suite")
     dev = resolve_device(device)
     if threads is None and dev.type == "cpu":
         threads = 1
     with _torch_threads(threads):
         loaded = TaskCache(data_root).get(cells[0].config["task"]) if given.task is None else given.task
+        factories = None
         if from_weights:
             template = model_or_name
             factories = [lambda: copy.deepcopy(template) for _ in cells]
-        else:
-            factories = [model_factory(c, loaded) for c in cells]
-        cfg = train_config(cells[0])
-        cfg = dataclasses.replace(cfg, cuda_graphs=cuda_graphs)  # checked like the other keys
-        if check_every is not None:
-            cfg = dataclasses.replace(cfg, check_every=check_every)
-        if keep_models:
-            cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
-        dtype = getattr(torch, cells[0].config["run"]["dtype"])
-        seeds_of = [c.seed for c in cells]
         labels = [f"seed={c.seed} init={c.config['model']['init']}" for c in cells]
-        start = time.perf_counter()
-        replicas, view = build_replicas(loaded, factories, seeds_of, dev, dtype, cfg, stacked)
+        run = start_group([c.config for c in cells], loaded, dev, stacked=stacked, factories=factories,
+                          cuda_graphs=cuda_graphs, check_every=check_every,
+                          keep_best_state=keep_models)  # copies of the selected states; the training is unchanged
         metrics = MetricsRecorder()
-        results = train_replicas(loaded, replicas, view, cfg, seeds_of, callbacks=[metrics, *callbacks],
-                                 labels=labels)
-        elapsed = time.perf_counter() - start
-    return _history(results, metrics, replicas, cells, labels, elapsed, keep_models)
+        results = run.train(callbacks=[metrics, *callbacks], labels=labels)
+        elapsed = time.perf_counter() - run.started
+    return _history(results, metrics, run.replicas, cells, labels, elapsed, keep_models)
 
 
 def _checked(model_or_name: Any, seeds: Any, inits: Any, threads: Any) -> Tuple[List[int], List[str]]:

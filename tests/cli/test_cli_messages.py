@@ -47,7 +47,7 @@ def test_fit_refuses_init_and_inits_together():
 def test_a_python_device_error_speaks_python(monkeypatch):
     import torch
 
-    from zoo.bench.run.driver import resolve_device
+    from zoo.trainer.cells import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="use device='cpu' \\(CLI: --device cpu\\)"):

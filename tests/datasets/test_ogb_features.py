@@ -251,8 +251,7 @@ def tiny_molecule_task(graphs_per_split=(12, 6, 6), seed=0):
 def test_graph_task_through_model_factory_grouped_equals_sequential(model, readout, extra):
     """ogbg-molhiv's path on tiny data: atom encoder, bond features, readout, OGB Evaluator,
     mini-batches shared by the replicas; stacked replicas reproduce one-at-a-time runs at float64."""
-    from zoo.bench.run.driver import model_factory
-    from zoo.bench.suite.schema import Cell
+    from zoo.trainer.cells import model_factory
     from zoo.trainer.loop import train_replicas
     from zoo.trainer.replicas import build_replicas
     from zoo.trainer.config import TrainConfig
@@ -260,7 +259,7 @@ def test_graph_task_through_model_factory_grouped_equals_sequential(model, reado
     task = tiny_molecule_task()
     m = {"name": model, "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": readout,
          "kwargs": {"hidden_dim": 8, "num_layers": 2, "input_encoder": "atom", **extra}}
-    factory = model_factory(Cell(id="c", group="g", config={"model": m}), task)
+    factory = model_factory({"model": m}, task)
     cfg = TrainConfig(optimizer="adam", lr=0.01, epochs=4, batch_size=5)
     seeds = [0, 1]
 
@@ -283,15 +282,14 @@ def test_graph_task_through_model_factory_grouped_equals_sequential(model, reado
 
 
 def test_readout_on_node_task_is_refused():
-    from zoo.bench.run.driver import model_factory
-    from zoo.bench.suite.schema import Cell
+    from zoo.trainer.cells import model_factory
 
     task = tiny_molecule_task()
     task.kind = "transductive"
     m = {"name": "gcn", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "readout": "sum",
          "kwargs": {}}
     with pytest.raises(ValueError, match="readout='sum' pools node outputs"):
-        model_factory(Cell(id="c", group="g", config={"model": m}), task)
+        model_factory({"model": m}, task)
 
 
 def test_suite_readout_key_is_validated_and_optional():
@@ -342,12 +340,11 @@ def test_conservation_identity_holds_with_edge_features(name):
 
 
 def test_graph_tied_model_on_graph_task_is_refused():
-    from zoo.bench.run.driver import model_factory
-    from zoo.bench.suite.schema import Cell
+    from zoo.trainer.cells import model_factory
 
     m = {"name": "gatdb", "init": "xavier", "init_kwargs": {}, "norm": "none", "norm_kwargs": {}, "kwargs": {}}
     with pytest.raises(ValueError, match="tied to one graph"):
-        model_factory(Cell(id="c", group="g", config={"model": m}), tiny_molecule_task())()
+        model_factory({"model": m}, tiny_molecule_task())()
 
 
 @pytest.mark.slow

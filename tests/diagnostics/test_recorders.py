@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import zoo
-from zoo.bench.run.driver import TaskCache
+from zoo.trainer.cells import TaskCache
 from zoo.diagnostics import EnergyRecorder, LayerRecorder, energy_trace, relative_grad_norms
 
 SMALL = dict(num_layers=3, hidden_dim=8, dtype="float64", epochs=3)

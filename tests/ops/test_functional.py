@@ -113,7 +113,7 @@ def test_dense_inputs_keep_dense_path(monkeypatch):
 def test_sparse_input_models_equal_dense_and_grouped_equals_sequential(model, monkeypatch):
     """Training with CSR first-layer inputs gives the dense path's numbers (1e-10, float64),
     and grouped == sequential on that path."""
-    from tests.bench.run.test_train import _run, _sequential, synthetic_task
+    from tests.trainer.test_train import _run, _sequential, synthetic_task
     from zoo.trainer.config import TrainConfig
     from zoo.ops import sparse_linear as zf
 

@@ -18,7 +18,7 @@ from zoo.trainer.loop import train_replicas
 from zoo.trainer.optim import StackedPlateau, make_lr_scheduler
 from zoo.trainer.replicas import build_replicas
 from tests.conftest import awkward_graph
-from tests.bench.run.test_train import _run, synthetic_task
+from tests.trainer.test_train import _run, synthetic_task
 
 CODE = dict(input_encoder="affine", input_encoder_dim=4, classifier="linear", bias=True, activation="elu")
 

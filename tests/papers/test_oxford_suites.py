@@ -6,7 +6,7 @@ from tests.papers.shipped import finding
 
 def test_oxford_table4_gat_d_appends_degree_features(mirror, tmp_path, monkeypatch):
     """Report §5.2 (d): degrees are *added* to each node's features: Cora 1433 + 169 = 1602."""
-    from zoo.bench.run.driver import TaskCache
+    from zoo.trainer.cells import TaskCache
     from zoo.bench.suite.load import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))

@@ -12,7 +12,7 @@ such ops are found by name instead:
   the dispatcher): ``Tensor.tolist``, ``.numpy``, ``.cpu``, ``.__bool__``, ``.item``.
 
 :class:`EpochWindow` counts only between two epochs of :func:`zoo.trainer.loop.train_replicas`
-(as its ``progress`` hook), so that setup, warm-up and the final read of the results are outside.
+(as its first callback), so that setup, warm-up and the final read of the results are outside.
 """
 from __future__ import annotations
 
@@ -92,10 +92,13 @@ class HostSyncCounter(TorchDispatchMode):
 
 
 class EpochWindow:
-    """A ``progress`` hook for ``train_replicas`` that counts host syncs from the end of epoch
+    """A callback for ``train_replicas`` (put it first) that counts host syncs from the end of epoch
     ``first``'s bookkeeping to the end of epoch ``last``'s: everything the loop does in between
-    (callbacks, host checks, lr schedule, training steps, the next evaluations and bookkeeping).
-    ``per_epoch`` is the count divided by ``last - first``."""
+    (the other callbacks, host checks, lr schedule, training steps, the next evaluations and
+    bookkeeping).  ``per_epoch`` is the count divided by ``last - first``.  It reads nothing itself
+    (``syncs_host = False``)."""
+
+    syncs_host = False
 
     def __init__(self, first: int, last: int) -> None:
         assert 0 <= first < last
@@ -104,8 +107,8 @@ class EpochWindow:
         self.counter = HostSyncCounter()
         self.closed = False
 
-    def __call__(self, n: int) -> None:
-        self.seen += n
+    def on_epoch_end(self, state: Any) -> None:
+        self.seen = int(state.epoch)
         if self.seen == self.first:
             self.counter.__enter__()
         elif self.seen == self.last and not self.closed:
@@ -131,7 +134,7 @@ class EpochWindow:
 
 
 def window_counts(run: Any, first: int, last: int) -> Tuple[EpochWindow, Any]:
-    """Call ``run(progress)`` under an :class:`EpochWindow`; returns the window and ``run``'s result."""
+    """Call ``run(window)`` with an :class:`EpochWindow`; returns the window and ``run``'s result."""
     window = EpochWindow(first, last)
     try:
         out = run(window)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import zoo
-from tests.bench.run.test_train import graph_level_task, synthetic_task
+from tests.trainer.test_train import graph_level_task, synthetic_task
 from tests.trainer.crash import Crash, crash_after_save
 from zoo.nn.readout import GraphPool
 from zoo.trainer.config import TrainConfig

@@ -13,7 +13,7 @@ import torch
 
 import zoo
 import zoo.trainer.graphs as graphs
-from tests.bench.run.test_train import graph_level_task, synthetic_task
+from tests.trainer.test_train import graph_level_task, synthetic_task
 from tests.trainer.capture_double import CheckedBackend, ContractError
 from tests.trainer.crash import Crash, crash_after_save
 from tests.trainer.test_check_every import CONFIGS, SEEDS, _factory, _same

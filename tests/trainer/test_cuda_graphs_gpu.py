@@ -18,7 +18,7 @@ import torch
 
 import zoo
 import zoo.trainer.graphs as graphs
-from tests.bench.run.test_train import graph_level_task, synthetic_task
+from tests.trainer.test_train import graph_level_task, synthetic_task
 from tests.trainer.test_host_sync import FAMILIES, OPTIMISERS, _dropouts
 from zoo.nn.readout import GraphPool
 from zoo.trainer.config import TrainConfig

@@ -47,6 +47,21 @@ def test_fit_gives_the_numbers_of_zoo_bench(tmp_path):
     assert history.labels == [f"seed={s} init={i}" for s in seeds for i in ("xavier", "balanced_orthogonal")]
 
 
+def test_fit_applies_the_cells_training_plugins_as_bench_does(tmp_path):
+    """A cell with ``rescale`` trains with dynamic rescaling in zoo.fit too (it recorded the key and
+    trained without it), so fit and bench give its numbers from one adapter."""
+    opts = dict(SMALL, rescale="weight_norms")
+    history = zoo.fit("gatv2", "cornell", seeds=[0, 1], optimizer="sgd", lr=0.1, **opts)
+    _same_as_bench(history, _bench(tmp_path, "gatv2", "cornell", [0, 1], ["xavier"], "sgd", 0.1, **opts))
+    plain = zoo.fit("gatv2", "cornell", seeds=[0, 1], optimizer="sgd", lr=0.1, **SMALL)
+    assert [f["val_loss"] for f in plain.final] != [f["val_loss"] for f in history.final]
+
+
+def test_fit_refuses_prune_layers_which_it_would_not_measure():
+    with pytest.raises(ValueError, match="prune_layers=\\[1\\] is a measurement of zoo bench"):
+        zoo.fit("gat", "cornell", prune_layers=[1], **SMALL)
+
+
 @pytest.mark.slow
 def test_fit_on_cora_l10_matches_bench_float64(tmp_path):
     """The issue's check: Cora, L = 10, seeds 0-4 x {xavier, bal_o}, float64 (few epochs)."""
@@ -59,7 +74,7 @@ def test_fit_on_cora_l10_matches_bench_float64(tmp_path):
 
 def test_history_models_are_the_selected_states(graph=None):
     history = zoo.fit("gat", "cornell", seeds=[0, 3], optimizer="adam", lr=0.01, **SMALL)
-    from zoo.bench.run.driver import TaskCache
+    from zoo.trainer.cells import TaskCache
 
     task = TaskCache().get(history.config["task"])
     d = task.data

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import zoo
-from tests.bench.run.test_train import graph_level_task, synthetic_task
+from tests.trainer.test_train import graph_level_task, synthetic_task
 from tests.trainer.host_sync import HostSyncCounter, window_counts
 from zoo.nn.readout import GraphPool
 from zoo.trainer.config import TrainConfig
@@ -33,7 +33,7 @@ def _dropouts(name: str) -> dict:
 
 def _syncs(task, factories, seeds, cfg):
     reps, view = build_replicas(task, factories, seeds, torch.device("cpu"), torch.float32, cfg, True)
-    window, results = window_counts(lambda p: train_replicas(task, reps, view, cfg, seeds, progress=p), 2, EPOCHS - 1)
+    window, results = window_counts(lambda p: train_replicas(task, reps, view, cfg, seeds, callbacks=[p]), 2, EPOCHS - 1)
     assert window.epochs == EPOCHS - 3, "the run ended before the window closed"
     return window, results
 
@@ -111,8 +111,8 @@ def test_zoo_fits_metrics_recorder_does_not_synchronise():
                                 num_layers=2, dropout=0.3)
     reps, view = build_replicas(task, [factory, factory], [0, 1], torch.device("cpu"), torch.float32, cfg, True)
     recorder = MetricsRecorder()
-    window, _ = window_counts(lambda p: train_replicas(task, reps, view, cfg, [0, 1], progress=p,
-                                                       callbacks=[recorder]), 2, EPOCHS - 1)
+    window, _ = window_counts(lambda p: train_replicas(task, reps, view, cfg, [0, 1],
+                                                       callbacks=[p, recorder]), 2, EPOCHS - 1)
     assert not window.counter.counts, window.counter.report()
     assert recorder.epochs == list(range(EPOCHS + 1)) and len(recorder.rows["val"]) == EPOCHS + 1
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from tests.bench.run.test_train import synthetic_task
+from tests.trainer.test_train import synthetic_task
 from zoo.graph import as_graph
 from zoo.trainer.clipping import clip_replica_grads, replica_grad_norms
 from zoo.trainer.config import TrainConfig

@@ -63,7 +63,7 @@ def dropout_active(attn_dropout: float, training: bool) -> bool:
 
     While it does, the fused kernels follow the size rule under vmap too: a replica's numbers are
     then bitwise those of the same replica trained alone, where a tiny graph takes the plain path
-    (tests/bench/run/test_train.py::test_dropout_replica_depends_only_on_its_seed)."""
+    (tests/trainer/test_train.py::test_dropout_replica_depends_only_on_its_seed)."""
     return training and float(attn_dropout) > 0.0
 
 

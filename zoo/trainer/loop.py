@@ -45,7 +45,7 @@ order fixed by ``data_seed``, shared by all replicas), and the training loss is 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -65,17 +65,18 @@ from zoo.trainer.views import TransductiveView, loss_function
 
 
 def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, seeds: Sequence[int],
-                   progress: Optional[Callable[[int], None]] = None, callbacks: Sequence[Any] = (),
-                   labels: Optional[Sequence[str]] = None,
+                   callbacks: Sequence[Any] = (), labels: Optional[Sequence[str]] = None,
                    resume: Optional[ResumeFile] = None) -> List[RunResult]:
     """Train every replica of ``replicas`` on ``task`` under ``cfg`` (see the module docstring).
 
     ``callbacks``: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`), called
     after every evaluated state, and optionally ``on_fit_end(state)`` with the last one; they only
-    read, so the training is the same with or without them.  ``labels`` names the replicas for them.
+    read (the progress bar is one, :mod:`zoo.trainer.progress`), so the training is the same with or
+    without them.  ``labels`` names the replicas for them.
     ``resume``: resume from its saved state if it has one, and save the loop's state when it
-    is due (:mod:`zoo.trainer.resume`); the numbers are those of an uninterrupted run (the
-    callbacks' own state is not saved: a resumed group calls them from the resumed epoch on).
+    is due (:mod:`zoo.trainer.resume`); the numbers are those of an uninterrupted run, and the
+    callbacks with ``state_dict`` / ``load_state_dict`` get their state back (the others are called
+    from the resumed epoch on).
     """
     device = replicas.params[0].device
     if device.type == "cpu":
@@ -94,10 +95,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     first_epoch, resumed_s = 0, 0.0
     saved = resume.load() if resume is not None else None
     if saved is not None:  # the loop's state after epoch ``first_epoch - 1``'s training step
-        first_epoch, resumed_s = restore(saved, replicas, optimizer, scheduler, view, state)
+        first_epoch, resumed_s = restore(saved, replicas, optimizer, scheduler, view, state, callbacks)
         start -= resumed_s
-        if progress is not None:
-            progress(first_epoch)
     check_every = _check_every(cfg, device, callbacks)
     graphs = epoch_graphs(cfg, device, task, view, replicas, first_epoch)  # replays the epoch on CUDA
     # the in-place step reads the mask on the host: free on the CPU when the loop reads it every epoch anyway
@@ -118,8 +117,6 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     for epoch in range(first_epoch, cfg.epochs + 1):
         last = epoch
         ev = graphs.assess(assess, epoch)
-        if progress is not None:
-            progress(1)
         if callbacks:
             seen = _epoch_state(epoch, replicas, view, ev, state.active, labels, scratch)
             for cb in callbacks:
@@ -131,7 +128,7 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         graphs.advance(advance, epoch, ev)
         if saving:
             resume.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
-                                     state))
+                                 state, callbacks))
 
     for cb in callbacks:
         if callable(getattr(cb, "on_fit_end", None)):

@@ -1,5 +1,7 @@
-"""A tqdm progress bar over a fit's epochs, as a callback (``zoo.fit(..., progress=True)``).
+"""The progress bar over a training run's epochs: a callback, for ``zoo.fit`` and ``zoo bench`` alike.
 
+``zoo.fit(..., progress=True)`` adds one bar per fit (with the best validation metric so far);
+the runner's in-process executor adds one per group (``zoo bench``: its label names the group).
 ``progress=None`` (the default of ``zoo.fit`` / ``zoo.diagnose``) shows it only where someone
 watches: a terminal on stderr or a notebook kernel; a script writing to a log file gets nothing
 (tqdm's redraws would fill it with escapes).
@@ -21,10 +23,17 @@ def interactive() -> bool:
 
 
 class ProgressBar:
-    """One bar per fit: epochs done, and the best validation metric of any replica so far."""
+    """A tqdm bar of ``epochs`` epochs, drawn at the first evaluated epoch (a run that fails before
+    training leaves no stray line) and advanced to each state's epoch (a resumed run starts where it
+    was).  ``show_best``: the best validation metric of any replica so far, which reads the device
+    every epoch; without it the bar reads nothing (``syncs_host = False``).  ``only_terminal``: draw
+    nothing unless stderr is a terminal (a runner's log)."""
 
-    def __init__(self, epochs: int, desc: str = "zoo.fit") -> None:
+    def __init__(self, epochs: int, desc: str = "zoo.fit", show_best: bool = True,
+                 only_terminal: bool = False) -> None:
         self.epochs, self.desc = int(epochs), desc
+        self.syncs_host = show_best
+        self.only_terminal = only_terminal
         self.bar: Optional[Any] = None
         self.best = float("-inf")
 
@@ -32,8 +41,12 @@ class ProgressBar:
         if self.bar is None:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=self.epochs, desc=self.desc, unit="ep", leave=False, dynamic_ncols=True)
+            # disable=None: tqdm's own test, no bar unless stderr is a terminal
+            self.bar = tqdm(total=self.epochs, desc=self.desc, unit="ep", leave=False, dynamic_ncols=True,
+                            disable=None if self.only_terminal else False)
         self.bar.update(max(0, int(state.epoch) - self.bar.n))
+        if not self.syncs_host:
+            return
         val = state.metrics.get("val")
         if val is not None and val.numel():
             self.best = max(self.best, float(val.max()))

@@ -207,19 +207,37 @@ def restore_params(params: List[Tensor], saved: Sequence[Tensor]) -> List[Tensor
 
 
 def snapshot(next_epoch: int, elapsed_s: float, replicas: Any, optimizer: Any, scheduler: Any, view: Any,
-             loop: Any) -> Dict[str, Any]:
+             loop: Any, callbacks: Sequence[Any] = ()) -> Dict[str, Any]:
     """The loop's state after training epoch ``next_epoch - 1`` (what :meth:`ResumeFile.save` writes)."""
     generator = getattr(view, "generator", None)
     return {"next_epoch": next_epoch, "elapsed_s": elapsed_s, **replicas.state_dict(),
             "optimizer": optimizer.state_dict(),
             "scheduler": tensor_state(scheduler) if scheduler is not None else None,
             "batch_rng": generator.get_state() if generator is not None else None,
-            "torch_rng": torch.get_rng_state(), **loop.state_dict()}
+            "torch_rng": torch.get_rng_state(), **loop.state_dict(),
+            "callbacks": {key: cb.state_dict() for key, cb in stateful_callbacks(callbacks).items()}}
+
+
+def stateful_callbacks(callbacks: Sequence[Any]) -> Dict[str, Any]:
+    """The callbacks that keep a state (``state_dict`` and ``load_state_dict``), by class name
+    (``Name#1`` for a second one of a class): the key survives callbacks without state coming or
+    going (a progress bar in one sitting and not the next)."""
+    out: Dict[str, Any] = {}
+    for cb in callbacks:
+        if callable(getattr(cb, "state_dict", None)) and callable(getattr(cb, "load_state_dict", None)):
+            name = type(cb).__qualname__
+            key, n = name, 0
+            while key in out:
+                n += 1
+                key = f"{name}#{n}"
+            out[key] = cb
+    return out
 
 
 def restore(saved: Dict[str, Any], replicas: Any, optimizer: Any, scheduler: Any, view: Any,
-            loop: Any) -> Tuple[int, float]:
-    """Load a :func:`snapshot` into the loop's objects; returns ``(next_epoch, elapsed_s)``."""
+            loop: Any, callbacks: Sequence[Any] = ()) -> Tuple[int, float]:
+    """Load a :func:`snapshot` into the loop's objects (and the callbacks' states); returns
+    ``(next_epoch, elapsed_s)``."""
     saved = to_device(saved, replicas.params[0].device)
     replicas.load_state_dict(saved)
     optimizer.load_state_dict(saved["optimizer"])  # made for the restored parameters' layout
@@ -229,4 +247,8 @@ def restore(saved: Dict[str, Any], replicas: Any, optimizer: Any, scheduler: Any
         view.generator.set_state(saved["batch_rng"].cpu())
     torch.set_rng_state(saved["torch_rng"].cpu())
     loop.load_state_dict(saved)
+    states = saved.get("callbacks") or {}
+    for key, cb in stateful_callbacks(callbacks).items():
+        if key in states:
+            cb.load_state_dict(states[key])
     return int(saved["next_epoch"]), float(saved["elapsed_s"])

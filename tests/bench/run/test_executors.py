@@ -238,7 +238,7 @@ def test_local_executor_sets_and_restores_torch_threads():
     cell = load_suite("quick", quick=True).cells[0]
     job = GroupJob(index=0, cells=[cell], mode="energy_at_init", device="cpu", stacked=True)
     ex = LocalExecutor(threads=1)
-    list(ex.run([job], lambda job, progress=None: seen.append(torch.get_num_threads())))
+    list(ex.run([job], lambda job, callbacks=(): seen.append(torch.get_num_threads())))
     assert seen == [1]
     assert torch.get_num_threads() == before
     torch.set_num_threads(1)

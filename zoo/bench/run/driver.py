@@ -35,14 +35,11 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import nn
-
 from tqdm.auto import tqdm
 
-import zoo
 from zoo._io import write_atomic
 from zoo.bench.run.resume_file import RESUME_DIR, resume_key, fingerprint, remove_resume_file
 from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers,
@@ -54,10 +51,9 @@ from zoo.bench.plan.shards import group_cost, select, selection_info
 from zoo.bench.suite.schema import Cell, Suite
 from zoo.bench.store import records
 from zoo.bench.store.weights import check_save_weights, write_weights
-from zoo.datasets import MissingDataError, load
-from zoo.nn.readout import GraphPool
+from zoo.datasets import MissingDataError
+from zoo.trainer.cells import TaskCache, build_config, resolve_device, start_group
 from zoo.trainer.config import TrainConfig
-from zoo.trainer.replicas import build_replicas
 from zoo.trainer.results import RunResult
 from zoo.trainer.resume import ResumeFile, ResumePolicy, parse_every
 
@@ -77,17 +73,6 @@ class RunSummary:
     executor: str = "local"
 
 
-def resolve_device(device: Optional[str]) -> torch.device:
-    """``None``/"auto" -> cuda if available else cpu; "cuda"/"cuda:1"/"cpu" as given (checked)."""
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available here; use device='cpu' "
-                         "(CLI: --device cpu)")
-    return dev
-
-
 @contextlib.contextmanager
 def _lock(out: Path) -> Iterator[None]:
     fh = open(out / "suite.lock", "w")
@@ -104,79 +89,6 @@ def _lock(out: Path) -> Iterator[None]:
         fh.close()
 
 
-# --------------------------------------------------------------------------- tasks and models
-
-
-class TaskCache:
-    """Load each distinct (dataset, split, transforms, options, data_seed) once per run
-    (``max_items`` keeps only the most recent ones: long-lived workers)."""
-
-    def __init__(self, root: Optional[PathLike] = None, max_items: Optional[int] = None) -> None:
-        self.root = root
-        self.max_items = max_items
-        self._tasks: Dict[str, Any] = {}
-
-    def get(self, task_cfg: Dict[str, Any]) -> Any:
-        key = json.dumps(task_cfg, sort_keys=True, default=str)
-        if key not in self._tasks:
-            transforms = [t if isinstance(t, str) else (t[0], t[1]) for t in task_cfg["transforms"]]
-            if self.max_items is not None and len(self._tasks) >= self.max_items:
-                self._tasks.pop(next(iter(self._tasks)))
-            self._tasks[key] = load(task_cfg["dataset"], root=self.root, split=task_cfg["split"],
-                                    transforms=transforms, seed=task_cfg["data_seed"], **task_cfg["options"])
-        return self._tasks[key]
-
-
-def output_size(task: Any) -> int:
-    """Logits per row: classes, or the width of the target matrix for multi-label / ROC-AUC tasks
-    (one logit for a binary ROC-AUC task with class labels, such as minesweeper: the trainer's
-    ROC-AUC loss is binary cross-entropy against the label column)."""
-    y = task.data.y if task.data is not None else task.graphs["train"][0].y
-    if (task.multilabel or task.metric == "rocauc") and y.dim() == 2:
-        return int(y.size(1))
-    if task.metric == "rocauc" and y.dim() == 1 and int(task.num_classes) == 2:
-        return 1
-    return int(task.num_classes)
-
-
-def model_factory(cell: Cell, task: Any) -> Callable[[], nn.Module]:
-    """A zero-argument builder of ``cell``'s model for ``task`` (seeded by the caller).
-
-    Graph tasks: the GNN maps to ``hidden_dim`` features per node, then :class:`GraphPool`
-    (readout ``m["readout"]``, default ``mean``, and a 2-layer MLP) gives one output per graph.
-    """
-    m = cell.config["model"]
-    if m.get("readout") is not None and task.kind != "graph":
-        raise ValueError(f"readout={m['readout']!r} pools node outputs into graph outputs, but {task.name} is a "
-                         f"{task.kind} (node-level) task; remove readout from the suite cell")
-
-    def build() -> nn.Module:
-        kwargs = dict(m["kwargs"])
-        if task.kind == "graph":
-            pooled = int(kwargs.get("hidden_dim", 64))
-            gnn = zoo.build(m["name"], in_dim=task.num_features, out_dim=pooled, init=m["init"],
-                            init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
-                            norm_kwargs=m["norm_kwargs"] or None, **kwargs)
-            if getattr(gnn, "graph_tied", False):
-                raise ValueError(f"{m['name']} learns parameters tied to one graph (per-edge / per-node biases); "
-                                 f"{task.name} is a graph task with many graphs: use gatv2, gat or gcn")
-            return GraphPool(gnn, pooled, output_size(task), readout=m.get("readout") or "mean")
-        return zoo.build(m["name"], in_dim=task.num_features, out_dim=output_size(task), init=m["init"],
-                         init_kwargs=m["init_kwargs"] or None, norm=m["norm"],
-                         norm_kwargs=m["norm_kwargs"] or None, **kwargs)
-
-    return build
-
-
-def train_config(cell: Cell) -> TrainConfig:
-    t = dict(cell.config["train"])
-    t["betas"] = tuple(t["betas"])
-    t["data_seed"] = cell.config["task"]["data_seed"]
-    if cell.config["run"].get("prune_layers"):
-        t["keep_best_state"] = True
-    return TrainConfig(**t)
-
-
 # --------------------------------------------------------------------------- measurements
 
 
@@ -190,32 +102,26 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
 
 
 def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device, stacked: bool,
-              progress: Optional[Callable[[int], None]] = None,
-              save_weights: str = "none",
-              resume: Optional[ResumeFile] = None,
+              callbacks: Sequence[Any] = (), save_weights: str = "none", resume: Optional[ResumeFile] = None,
               cuda_graphs: str = "auto") -> List[Tuple[RunResult, Dict[str, Any]]]:
     """Train (or measure) one group of cells together; returns (result, extra record fields) per cell.
 
-    ``mode`` is the suite's mode (``train``, ``energy_at_init``, ``prune_layers``); ``save_weights``
-    (``best`` / ``last``) adds each replica's model file bytes as ``extra["weights_data"]``;
-    ``resume`` saves / resumes the training loop's state (:mod:`zoo.trainer.resume`);
-    ``cuda_graphs``: ``TrainConfig.cuda_graphs`` (no cell key: it changes no number).
+    The replicas are built as ``zoo.fit`` builds them (:func:`zoo.trainer.cells.start_group`), then
+    the suite's ``mode`` (``train``, ``energy_at_init``, ``prune_layers``...) produces the results;
+    ``callbacks`` (a progress bar) go to the training loop; ``save_weights`` (``best`` / ``last``)
+    adds each replica's model file bytes as ``extra["weights_data"]``; ``resume`` saves / resumes
+    the training loop's state (:mod:`zoo.trainer.resume`); ``cuda_graphs``: ``TrainConfig.cuda_graphs``
+    (no cell key: it changes no number).
     """
-    dtype = getattr(torch, cells[0].config["run"]["dtype"])
-    cfg = dataclasses.replace(train_config(cells[0]), cuda_graphs=cuda_graphs)
-    if save_weights == "best":
-        cfg.keep_best_state = True  # copies of the selected states; the training is unchanged
-    factories = [model_factory(c, task) for c in cells]
-    seeds = [c.seed for c in cells]  # replica r is seeded by seeds[r] alone
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    start = time.perf_counter()
-    replicas, view = build_replicas(task, factories, seeds, device, dtype, cfg, stacked)
-    results = get_mode(mode).produce(task, replicas, view, cells, cfg, progress, start, resume)
+    run = start_group([c.config for c in cells], task, device, stacked=stacked, cuda_graphs=cuda_graphs,
+                      keep_best_state=save_weights == "best")  # copies of the selected states
+    results = get_mode(mode).produce(run, cells, callbacks, resume)
     mem, mem_kind = _peak_memory(device)
     # a resumed group: the training time of the sittings before this one counts too
-    group_time = time.perf_counter() - start + float(results[0].extra.get("resumed_elapsed_s", 0.0))
-    payload = weights_payload(save_weights, replicas, cells, results)
+    group_time = time.perf_counter() - run.started + float(results[0].extra.get("resumed_elapsed_s", 0.0))
+    payload = weights_payload(save_weights, run.replicas, cells, results)
     out = []
     for cell, res, data in zip(cells, results, payload):
         extra = {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
@@ -241,13 +147,13 @@ def _worker_tasks(data_root: Optional[str]) -> TaskCache:
     return _WORKER_TASKS[key]
 
 
-def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = None,
-                  tasks: Optional[TaskCache] = None) -> Outcome:
+def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[TaskCache] = None) -> Outcome:
     """The work every executor runs for one job, here or on a worker: load the task (from the
     data root / mirror *of this machine*), train the group, and return ``(cell, result, extra)``
     per cell — ``extra`` holds everything of the record that only the worker knows (task
-    facts, build config, device, peak memory).  Missing data -> ``skipped``; any error ->
-    ``failed`` with its traceback; nothing is written here.
+    facts, build config, device, peak memory).  ``callbacks``: the training loop's (the local
+    executor's progress bar).  Missing data -> ``skipped``; any error -> ``failed`` with its
+    traceback; nothing is written here.
     """
     try:
         if tasks is None:  # a worker: the driver's ZOO_DATA / ZOO_DATA_MIRROR (absolute paths)
@@ -263,33 +169,30 @@ def execute_group(job: GroupJob, progress: Optional[Callable[[int], None]] = Non
         if job.resume_dir is not None and job.resume_every is not None and job.resume_every.enabled:
             resume = ResumeFile(Path(job.resume_dir) / f"{resume_key(cells, job.stacked)}.pt",
                                       job.resume_every, fingerprint(cells, job.stacked))
-        results = run_group(job.mode, cells, task, dev, job.stacked, progress=progress,
+        results = run_group(job.mode, cells, task, dev, job.stacked, callbacks=callbacks,
                             save_weights=job.save_weights, resume=resume, cuda_graphs=job.cuda_graphs)
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
                   "commit": prov["commit"], "host": prov["host"]}
-        build_config = _build_config(cells[0], task)
         out = []
         for cell, (res, extra) in zip(cells, results):
             res.best_state = None  # tensors the driver does not need (and would have to receive)
-            out.append((cell, res, {**common, "build_config": {**build_config, "init": cell.config["model"]["init"]},
-                                    **extra}))
+            out.append((cell, res, {**common, "build_config": build_config(cell.config, task), **extra}))
         return Outcome(job, "ok", out)
     except Exception as e:  # recorded as failed; the suite goes on and a re-run retries it
         if len(job.cells) > 1:
-            return _replica_by_replica(job, progress, tasks)
+            return _replica_by_replica(job, callbacks, tasks)
         return Outcome(job, "failed", error=format_error(e))
 
 
-def _replica_by_replica(job: GroupJob, progress: Optional[Callable[[int], None]],
-                        tasks: Optional[TaskCache]) -> Outcome:
+def _replica_by_replica(job: GroupJob, callbacks: Sequence[Any], tasks: Optional[TaskCache]) -> Outcome:
     """A stacked group that failed, run again one replica at a time: the replicas that fail are
     recorded failed on their own, the others finish (a replica's numbers do not depend on its
     group: each is seeded by its own seed, tested equal alone and stacked)."""
     results, failures, errors = [], {}, []
     for cell in job.cells:  # no resume state: the group's own stays for a re-run; a retry leaves no files
-        alone = execute_group(dataclasses.replace(job, cells=[cell], resume_every=None), progress, tasks)
+        alone = execute_group(dataclasses.replace(job, cells=[cell], resume_every=None), callbacks, tasks)
         if alone.status == "ok":
             results += alone.results
         elif alone.status == "failed":
@@ -505,8 +408,3 @@ def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: Ru
         # the records are written: the group's resume file (if it made one) is not needed any more
         remove_resume_file(results_path.parent, cells, outcome.job.stacked)
 
-
-def _build_config(cell: Cell, task: Any) -> Dict[str, Any]:
-    m = cell.config["model"]
-    return {"name": m["name"], "in_dim": task.num_features, "out_dim": output_size(task), "norm": m["norm"],
-            "norm_kwargs": m["norm_kwargs"], "init_kwargs": m["init_kwargs"], **m["kwargs"]}

@@ -7,7 +7,7 @@ outcome as soon as it is known and never writes anything, so the driver alone ap
 (the JSONL stays atomic, resumable and free of duplicates whatever runs the groups).
 
 =========  ===========================================================================
-local      the groups one after another in this process (default; per-epoch progress)
+local      the groups one after another in this process (default; a per-epoch progress bar)
 process    ``--workers N``: N spawned worker processes, one torch thread each
 ray        one Ray task per group (``num_cpus`` / fractional ``num_gpus``), on a local
            Ray instance or the cluster at ``--ray-address``; dead workers are retried
@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
-from tqdm.auto import tqdm
 
 from zoo._names import unknown_name_error
-from zoo.bench.run.modes import get_mode
+from zoo.trainer.progress import ProgressBar
 
 EXECUTORS = ("local", "process", "ray")
 DIED = "worker process died while running this group (killed, or out of memory)"
@@ -106,27 +105,6 @@ class Executor:
 # --------------------------------------------------------------------------- local
 
 
-class _LazyBar:
-    """A group's per-epoch bar, drawn at its first epoch: a group that is skipped (data missing) or
-    fails before training leaves no stray bar line."""
-
-    def __init__(self, job: GroupJob, steps: int, quiet: bool) -> None:
-        self.job, self.steps, self.quiet, self.bar = job, steps, quiet, None
-
-    def update(self, n: int = 1) -> None:
-        if self.quiet:
-            return
-        if self.bar is None:
-            # disable=None: no bar when stderr is not a terminal (a log file would get its escapes every epoch)
-            self.bar = tqdm(total=self.steps, desc=group_label(self.job), leave=False, unit="ep", dynamic_ncols=True,
-                            disable=None)
-        self.bar.update(n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 class LocalExecutor(Executor):
     """Today's loop: one group after another in this process, with a per-epoch progress bar."""
 
@@ -146,13 +124,14 @@ class LocalExecutor(Executor):
         try:
             for job in jobs:
                 self._started(job)
-                bar = _LazyBar(job, get_mode(job.mode).progress_steps(job.cells[0]), self.quiet)
+                bars = [] if self.quiet else [group_bar(job)]
                 if self.threads is not None:  # set per job: the caller's code may change it in between
                     torch.set_num_threads(self.threads)
                 try:
-                    yield work(job, progress=bar.update)
+                    yield work(job, callbacks=bars)
                 finally:
-                    bar.close()
+                    for bar in bars:
+                        bar.close()
         finally:
             torch.set_num_threads(before)
 
@@ -328,6 +307,13 @@ def _short(e: BaseException, limit: int = 2000) -> str:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def group_bar(job: GroupJob) -> ProgressBar:
+    """A group's per-epoch bar (a training callback): drawn at its first epoch, so a group skipped or
+    failed before training leaves no line, and only on a terminal (a log would get its escapes)."""
+    return ProgressBar(job.cells[0].config["train"]["epochs"], desc=group_label(job), show_best=False,
+                       only_terminal=True)
 
 
 def group_label(job: GroupJob) -> str:

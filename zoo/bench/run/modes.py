@@ -4,9 +4,9 @@ Each mode implements a declaration of :mod:`zoo.bench.suite.measures` (its name 
 its records hold) and produces one :class:`~zoo.trainer.results.RunResult` per replica; the
 runner calls :meth:`Mode.produce` and never names a metric.
 
-- ``train``: the training protocol (:func:`~zoo.trainer.loop.train_replicas`); cells with a
-  ``prune_layers`` list are also pruned (as in ``prune_layers``); cells with ``rescale`` train
-  with dynamic rescaling (:class:`zoo.rescale.DynamicRescaling`).
+- ``train``: the training protocol (:meth:`zoo.trainer.cells.GroupRun.train`, as ``zoo.fit``'s;
+  cells with ``rescale`` train with dynamic rescaling); cells with a ``prune_layers`` list are
+  also pruned (as in ``prune_layers``).
 - ``energy_at_init``: no training; the Laplacian energy of the last layer's output at
   initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
 - ``prune_layers``: train, then the test accuracy of the best state with one layer skipped
@@ -18,7 +18,7 @@ runner calls :meth:`Mode.produce` and never names a metric.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
@@ -26,15 +26,10 @@ from zoo.bench.suite.measures import MODE_SPECS, ModeSpec
 from zoo.bench.suite.schema import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
 from zoo.ops.dropout import ReplicaRandomness, replica_randomness
-from zoo.rescale import DynamicRescaling
-from zoo.trainer.config import TrainConfig
-from zoo.trainer.loop import train_replicas
-from zoo.trainer.replicas import Replicas
+from zoo.trainer.cells import GroupRun
 from zoo.trainer.results import RunResult
 from zoo.trainer.resume import ResumeFile
 from zoo.trainer.views import score
-
-Progress = Optional[Callable[[int], None]]
 
 
 class Mode:
@@ -46,14 +41,11 @@ class Mode:
     def name(self) -> str:
         return self.spec.name
 
-    def progress_steps(self, cell: Cell) -> int:
-        """How many progress ticks a group of ``cell`` makes (states evaluated: epochs + 1)."""
-        return (cell.config["train"]["epochs"] if self.spec.trains else 0) + 1
-
-    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
-        """The group's results; ``resume`` saves / resumes a training loop (ignored by modes that
-        do not train)."""
+    def produce(self, run: GroupRun, cells: Sequence[Cell], callbacks: Sequence[Any] = (),
+                resume: Optional[ResumeFile] = None) -> List[RunResult]:
+        """The group's results from its built replicas (:func:`zoo.trainer.cells.start_group`);
+        ``callbacks`` (a progress bar) and ``resume`` (save / resume the loop's state) are for the
+        modes that train."""
         raise NotImplementedError
 
 
@@ -63,20 +55,12 @@ class Train(Mode):
     def prunes(self, cells: Sequence[Cell]) -> bool:
         return bool(cells[0].config["run"].get("prune_layers"))
 
-    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
-        results = train_replicas(task, replicas, view, cfg, [c.seed for c in cells], progress=progress,
-                                 callbacks=training_callbacks(cells), resume=resume)
+    def produce(self, run: GroupRun, cells: Sequence[Cell], callbacks: Sequence[Any] = (),
+                resume: Optional[ResumeFile] = None) -> List[RunResult]:
+        results = run.train(callbacks=callbacks, resume=resume)
         if self.prunes(cells):
-            prune(task, replicas, view, cells, results)
+            prune(run.task, run.replicas, run.view, cells, results)
         return results
-
-
-def training_callbacks(cells: Sequence[Cell]) -> List[Any]:
-    """The training plugins a group's cells ask for: ``rescale = "<criterion>"`` adds
-    :class:`zoo.rescale.DynamicRescaling` with the authors' schedule."""
-    criterion = cells[0].config["run"].get("rescale")
-    return [DynamicRescaling(criterion=criterion)] if criterion else []
 
 
 class PruneLayers(Train):
@@ -89,8 +73,9 @@ class PruneLayers(Train):
 class EnergyAtInit(Mode):
     spec = MODE_SPECS["energy_at_init"]
 
-    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
+    def produce(self, run: GroupRun, cells: Sequence[Cell], callbacks: Sequence[Any] = (),
+                resume: Optional[ResumeFile] = None) -> List[RunResult]:
+        task, replicas, view = run.task, run.replicas, run.view
         if task.kind != "transductive":
             raise ValueError("energy_at_init needs a transductive dataset (one graph)")
         # Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the final layer's output X^L, read from
@@ -106,7 +91,7 @@ class EnergyAtInit(Mode):
             replicas.base.train(training)
             with replica_randomness(rng, tokens[r]):
                 traces.append(energy_trace(replicas.base, view.edge_index, view.x).tolist())
-        elapsed = time.perf_counter() - started
+        elapsed = time.perf_counter() - run.started
         return [RunResult(metrics={"laplacian_energy": trace[-1]}, val_loss=None, train_loss=None, best_epoch=None,
                           epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,
                           wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters(),
@@ -118,9 +103,10 @@ class EnergyAtInit(Mode):
 class TrainAttention(Train):
     spec = MODE_SPECS["train_attention"]
 
-    def produce(self, task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], cfg: TrainConfig,
-                progress: Progress, started: float, resume: Optional[ResumeFile] = None) -> List[RunResult]:
-        results = super().produce(task, replicas, view, cells, cfg, progress, started, resume)
+    def produce(self, run: GroupRun, cells: Sequence[Cell], callbacks: Sequence[Any] = (),
+                resume: Optional[ResumeFile] = None) -> List[RunResult]:
+        results = super().produce(run, cells, callbacks, resume)
+        task, replicas, view = run.task, run.replicas, run.view
         if task.kind != "transductive":
             raise ValueError("train_attention reads the attention over one graph: it needs a transductive dataset")
         for r, res in enumerate(results):
@@ -151,7 +137,7 @@ def _slope(trace: List[float]) -> Optional[float]:
         return None
 
 
-def prune(task: Any, replicas: Replicas, view: Any, cells: Sequence[Cell], results: List[RunResult]) -> None:
+def prune(task: Any, replicas: Any, view: Any, cells: Sequence[Cell], results: List[RunResult]) -> None:
     """Nonlocal paper Table 8: test accuracy of the best state with one layer skipped (1-based index)."""
     if task.kind != "transductive":
         raise ValueError("layer pruning is implemented for transductive datasets")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import zoo
-from zoo.bench.run.driver import output_size
+from zoo.trainer.cells import output_size
 
 
 def test_binary_class_labels_get_one_logit_and_train(mirror):

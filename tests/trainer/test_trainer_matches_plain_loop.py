@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from tests.bench.run.test_train import synthetic_task
+from tests.trainer.test_train import synthetic_task
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas

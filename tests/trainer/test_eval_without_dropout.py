@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import zoo
-from tests.bench.run.test_train import synthetic_task
+from tests.trainer.test_train import synthetic_task
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas, draws_dropout
