@@ -22,6 +22,7 @@ from pathlib import Path
 
 from zoo.bench.store.records import read_records
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.plan.shards import select
 from zoo.bench.suite.selection import parse_where
 from zoo.bench.suite.load import load_suite
@@ -33,7 +34,7 @@ def _noop(x: int = 0) -> int:
 
 def _timed_run(label: str, suite, out: Path, **kwargs) -> float:
     t0 = time.perf_counter()
-    summary = run_suite(suite, out, device="cpu", quiet=True, **kwargs)
+    summary = run_suite(suite, out, RunOptions(device="cpu", quiet=True, **kwargs))
     wall = time.perf_counter() - t0
     if summary.failed:
         raise SystemExit(f"{label}: {len(summary.failed)} run(s) failed: {next(iter(summary.failed.values()))}")

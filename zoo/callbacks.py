@@ -1,7 +1,12 @@
 """Training callbacks: what ``zoo.fit`` shows a callback after every evaluated epoch.
 
 A callback is any object with ``on_epoch_end(state: EpochState)`` (and optionally
-``on_fit_end(state: EpochState)``, called once with the last state).  ``zoo.fit`` trains R
+``on_fit_end(state: EpochState)``, called once with the last state).  A callback that keeps a
+state across epochs may give ``state_dict()`` and ``load_state_dict(state)``: a run that saves its
+loop's state to resume later (``zoo bench``'s long groups, :mod:`zoo.trainer.resume`) saves the
+callback's with it and gives it back on resume, so the callback goes on as if the run had not
+stopped (callbacks without them are called from the resumed epoch on).  The progress bar is a
+callback too (:mod:`zoo.trainer.progress`).  ``zoo.fit`` trains R
 replicas together (seeds x inits, stacked), so the state holds every parameter as a stacked
 ``(R, ...)`` tensor; :meth:`EpochState.replica` gives one replica as an ordinary module (with
 ``.grad`` set) for the diagnostics that read modules (:mod:`zoo.diagnostics`).

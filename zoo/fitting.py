@@ -30,7 +30,7 @@ from zoo.trainer.history import History, MetricsRecorder
 from zoo.trainer.progress import ProgressBar, interactive
 from zoo.trainer.tasks import TaskInput, task_input
 
-__all__ = ["fit", "fit_suite", "incompatible_inits"]
+__all__ = ["fit", "fit_cells", "fit_suite", "incompatible_inits"]
 
 
 @contextlib.contextmanager
@@ -113,8 +113,9 @@ def incompatible_inits(model_or_name: Union[str, nn.Module], task: Any, inits: S
     return out
 
 
-def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sgd", lr: float = 0.05,
-        epochs: int = 200, seeds: Union[int, Sequence[int]] = (0,), inits: Union[None, str, Sequence[str]] = None,
+def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: Optional[str] = None,
+        lr: Optional[float] = None, epochs: Optional[int] = None, seeds: Union[int, Sequence[int]] = (0,),
+        inits: Union[None, str, Sequence[str]] = None,
         callbacks: Sequence[Any] = (), device: Optional[str] = None, threads: Optional[int] = None,
         stacked: bool = True, keep_models: bool = True, data_root: Optional[str] = None,
         progress: Optional[bool] = None, check_every: Optional[int] = None, cuda_graphs: str = "auto",
@@ -135,7 +136,9 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
             ``select``, ``loss_threshold``, ``weight_decay``, ``lr_scheduler``, ``warmup_epochs``,
             ``grad_clip_norm``, ``precision``...), model option (``num_layers``,
             ``hidden_dim``, ``norm``...) and run key (``dtype="float64"``) goes in ``options``, as
-            suite keys (``docs/benchmarks.md``); unknown keys are a one-line error.
+            suite keys; unknown keys are a one-line error.  A key not given (or ``None``) takes the
+            one default that a suite's ``[defaults]``, ``zoo train`` and ``zoo diagnose`` share
+            (``docs/benchmarks.md``, "Defaults": Adam, lr 0.005, 200 epochs, ...).
         seeds, inits: one replica per (seed, init) pair, trained together (stacked: one forward
             pass for all; ``stacked=False`` runs them one at a time, the reference path).
         callbacks: objects with ``on_epoch_end(state)`` (:class:`zoo.callbacks.EpochState`: the
@@ -161,48 +164,64 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: str = "sg
     Example::
 
         history = zoo.fit("gatv2", "cora", num_layers=10, inits=["xavier", "bal_o"], seeds=[0, 1],
-                          lr=0.05, epochs=100)
+                          optimizer="sgd", lr=0.05, epochs=100)
         history.metrics["val"]            # (epochs + 1, 4) validation accuracy per replica
         model = history.model("seed=0 init=bal_o")
     """
     callbacks = check_callbacks(callbacks)
-    if progress or (progress is None and interactive()):
-        callbacks = [*callbacks, ProgressBar(epochs)]
+    given, raw = _fit_suite(model_or_name, task, seeds, inits, threads,
+                            dict(options, optimizer=optimizer, lr=lr, epochs=epochs))
+    with user_datasets(given.user_specs):
+        cells = parse_suite(raw, source="zoo.fit", validate_models=False).cells
+        if progress or (progress is None and interactive()):
+            callbacks = [*callbacks, ProgressBar(cells[0].config["train"]["epochs"])]
+        try:
+            return _fit_cells(model_or_name, given, cells, device=device, threads=threads, stacked=stacked,
+                              keep_models=keep_models, data_root=data_root, callbacks=callbacks,
+                              check_every=check_every, cuda_graphs=cuda_graphs)
+        finally:  # a bar left by an error or Ctrl-C would stay on the screen
+            for cb in callbacks:
+                if isinstance(cb, ProgressBar):
+                    cb.close()
+
+
+def fit_cells(model_or_name: Union[str, nn.Module], task: Any, *, seeds: Union[int, Sequence[int]] = (0,),
+              inits: Union[None, str, Sequence[str]] = None, **options: Any) -> List[Any]:
+    """The cells ``zoo.fit`` would train for these arguments, nothing trained: suite cells
+    (:class:`~zoo.bench.suite.schema.Cell`) with the ids of its ``History.cells`` (``zoo train``
+    makes the same for the same options)."""
+    given, raw = _fit_suite(model_or_name, task, seeds, inits, None, dict(options))
+    with user_datasets(given.user_specs):
+        return parse_suite(raw, source="zoo.fit", validate_models=False).cells
+
+
+def _fit_suite(model_or_name: Any, task: Any, seeds: Any, inits: Any, threads: Any,
+               options: Dict[str, Any]) -> Tuple[TaskInput, Dict[str, Any]]:
+    """``zoo.fit``'s arguments checked, made into its task and its raw suite (a key left ``None``
+    takes the suite default)."""
     if inits is not None and options.get("init") is not None:
         raise ValueError(f"zoo.fit got init={options['init']!r} and inits={inits!r}: give one (inits compares several "
                          "inits side by side; init is one)")
     seed_list, init_list = _checked(model_or_name, seeds, inits, threads)
     from_weights = isinstance(model_or_name, nn.Module)
-    options = dict(options)
     given = task_input(task, options)  # a task of the wrong type is refused here
     if from_weights and options.get("dtype") is None:  # train a model's weights in their own precision
         dtypes = {p.dtype for p in model_or_name.parameters() if p.is_floating_point()}
         if dtypes == {torch.float64}:
-            options = {**options, "dtype": "float64"}
-    raw = fit_suite(model_or_name, given.keys, seeds=seed_list, inits=init_list, optimizer=optimizer, lr=lr,
-                    epochs=epochs, **options)
+            options["dtype"] = "float64"
+    raw = fit_suite(model_or_name, given.keys, seeds=seed_list, inits=init_list, **options)
     if from_weights:
         init_name = model_or_name.build_config.get("init")
         if isinstance(init_name, str):
             raw["defaults"]["init"] = init_name  # recorded, not applied: the weights are the model's
-    try:
-        with user_datasets(given.user_specs):
-            return _fit_cells(model_or_name, given, raw, device=device, threads=threads, stacked=stacked,
-                              keep_models=keep_models, data_root=data_root, callbacks=callbacks,
-                              check_every=check_every, cuda_graphs=cuda_graphs)
-    finally:  # a bar left by an error or Ctrl-C would stay on the screen
-        for cb in callbacks:
-            if isinstance(cb, ProgressBar):
-                cb.close()
+    return given, raw
 
 
-def _fit_cells(model_or_name: Any, given: TaskInput, raw: Dict[str, Any], *, device: Optional[str],
+def _fit_cells(model_or_name: Any, given: TaskInput, cells: List[Any], *, device: Optional[str],
                threads: Optional[int], stacked: bool, keep_models: bool, data_root: Optional[str],
                callbacks: Sequence[Any], check_every: Optional[int] = None, cuda_graphs: str = "auto") -> History:
-    """Resolve the fit's suite into cells and train them (a user's graph is a dataset meanwhile)."""
+    """Train the fit's cells (a user's graph is a dataset meanwhile)."""
     from_weights = isinstance(model_or_name, nn.Module)
-    suite = parse_suite(raw, source="zoo.fit", validate_models=False)
-    cells = suite.cells
     if len({c.group for c in cells}) != 1:  # pragma: no cover - seeds and inits are group-free keys
         raise ValueError("zoo.fit trains one architecture; the options gave several")
     if cells[0].config["run"].get("prune_layers"):

@@ -150,3 +150,10 @@ class DynamicRescaling:
         lam = rescale_step_(model, stacked, self.criterion, self.iterations, self.clip, state.active)
         if self.keep_factors:
             self.factors[int(state.epoch)] = [f.cpu() for f in lam]
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The kept factors (saved with a resumed group's loop state; the schedule is the epoch's)."""
+        return {"factors": {epoch: list(f) for epoch, f in self.factors.items()}}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.factors = {int(epoch): [t.cpu() for t in f] for epoch, f in state["factors"].items()}

@@ -43,10 +43,11 @@ def test_quick_suite_shows_the_papers_points(tmp_path, mirror, monkeypatch):
     L = 10 with SGD Xavier stays near chance on Cora while Bal_O trains.  Minutes on 2 cores."""
     from zoo.bench.store.records import read_records
     from zoo.bench.run.driver import run_suite
+    from zoo.bench.run.options import RunOptions
     from zoo.bench.suite.load import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
-    run_suite(load_suite("quick"), tmp_path / "quick", device="cpu", quiet=True)
+    run_suite(load_suite("quick"), tmp_path / "quick", RunOptions(device="cpu", quiet=True))
     by = _quick_findings(read_records(tmp_path / "quick"))
     assert min(by[("twin", "gatdb", "xavier", 1)]) >= 0.95
     assert max(by[("twin", "gat", "xavier", 1)]) <= 0.60

@@ -10,6 +10,7 @@ import torch
 
 import zoo
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.store import records
 
@@ -22,7 +23,7 @@ def _bench(tmp_path, model, dataset, seeds, inits, optimizer, lr, **options):
            "defaults": {"model": model, "dataset": dataset, "optimizer": optimizer, "lr": lr, **options},
            "grid": {"seed": list(seeds), "init": list(inits)}}
     suite = parse_suite(raw, source="test")
-    run_suite(suite, tmp_path / "bench", quiet=True)
+    run_suite(suite, tmp_path / "bench", RunOptions(quiet=True))
     return {r["id"]: r for r in records.read_records(tmp_path / "bench" / records.RESULTS_FILE)}
 
 

@@ -1,8 +1,8 @@
 """Benchmarks: declarative suites, stacked multi-seed training, run logs and leaderboards.
 
->>> from zoo.bench import load_suite, run_suite, write_leaderboard
+>>> from zoo.bench import RunOptions, load_suite, run_suite, write_leaderboard
 >>> suite = load_suite("quick", quick=True)
->>> run_suite(suite, "results/quick")            # resumable; one JSON line per finished run
+>>> run_suite(suite, "results/quick", RunOptions(workers="auto"))   # resumable; one JSON line per finished run
 >>> write_leaderboard(["results/quick"], "results/quick/leaderboard")
 
 Command line: ``zoo bench SUITE``, ``zoo train ...``, ``zoo leaderboard ...`` (``zoo --help``).
@@ -12,7 +12,7 @@ Layers, imported only downward::
     suite/    suites, keys, the training-config schema, metrics and modes     (no torch)
     plan/     cost model, estimates, shards                                   (no torch)
     store/    run records, results folders, merge                             (no torch)
-    run/      optimisers, the training protocol, modes, executors, the driver (torch)
+    run/      run options, modes, executors, the driver (torch; training: zoo.trainer)
     analyze/  leaderboard aggregation, findings, report status rules          (no torch)
     render/   Markdown, CSV/JSON, HTML as strings                             (no IO, no torch)
     publish   writes leaderboards and the report
@@ -29,9 +29,9 @@ _EXPORTS = {
     "Suite": "zoo.bench.suite.schema", "SuiteError": "zoo.bench.suite.schema", "TrainConfig": "zoo.trainer.config",
     "read_records": "zoo.bench.store.records", "append_record": "zoo.bench.store.records",
     "summarize": "zoo.bench.analyze.stats", "load_board": "zoo.bench.analyze.board",
-    "write_leaderboard": "zoo.bench.publish", "run_suite": "zoo.bench.run.driver",
+    "write_leaderboard": "zoo.bench.publish", "run_suite": "zoo.bench.run.driver", "RunOptions": "zoo.bench.run.options",
 }
-__all__ = ["load_suite", "parse_suite", "list_suites", "run_suite", "write_leaderboard", "load_board",
+__all__ = ["load_suite", "parse_suite", "list_suites", "run_suite", "RunOptions", "write_leaderboard", "load_board",
            "read_records", "append_record", "summarize", "Suite", "SuiteError", "TrainConfig"]
 
 

@@ -64,12 +64,12 @@ def parse_names(text: str) -> List[str]:
 
 
 def parse_workers(text: str) -> Any:
-    """``--workers``: a number >= 1 or ``auto``."""
+    """``--workers``: ``auto`` or a number (its range is the runner's to check: ``RunOptions``)."""
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
+        return int(text)
+    except ValueError:
         raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', got {text!r}") from None
 
 
@@ -147,9 +147,10 @@ def add_settings(parser: Any, help: str) -> None:
 
 
 def add_architecture(parser: Any) -> None:
-    """The model's depth, width and inits, named as ``zoo.fit``'s keywords (``zoo train``, ``zoo diagnose``)."""
-    add_renamed(parser, "--num-layers", "--layers", type=positive_int, metavar="N", help="message-passing layers")
-    add_renamed(parser, "--hidden-dim", "--hidden", type=positive_int, metavar="N", help="width of the hidden layers")
+    """The model's depth, width and inits, named as ``zoo.fit``'s keywords (``zoo train``, ``zoo diagnose``);
+    their values are checked where the keys are defined, when the model is built."""
+    add_renamed(parser, "--num-layers", "--layers", type=int, metavar="N", help="message-passing layers")
+    add_renamed(parser, "--hidden-dim", "--hidden", type=int, metavar="N", help="width of the hidden layers")
     add_renamed(parser, "--inits", "--init", type=parse_names, metavar="A[,B...]",
                 help="init plugin; A,B trains each init (x seeds) as replicas side by side, e.g. xavier,bal_o")
 

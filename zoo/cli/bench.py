@@ -8,15 +8,12 @@ calibrate`` (:mod:`zoo.cli.bench_calibrate`) is its subcommand.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from zoo.cli import bench_calibrate
-from zoo.cli.args import (SuiteOrSubcommand, add_renamed, add_settings, parse_device, parse_workers, positive_int,
-                          settings_of, writable_dir)
-from zoo.cli.errors import EXIT_FAILED, EXIT_NOTHING
+from zoo.cli.args import SuiteOrSubcommand, add_renamed, add_settings, parse_device, parse_workers, settings_of
+from zoo.cli.runs import run_and_report
 
 HELP = "run a benchmark suite (resumable) and write its leaderboard; `zoo bench calibrate`: fit the cost model"
 
@@ -43,7 +40,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--out", default=None, help="results folder (default results/<suite>[-quick][-set-<hash>])")
     p.add_argument("--data-root", default=None)
-    p.add_argument("--max-replicas", type=positive_int, default=None, help="cap on replicas trained at once (memory)")
+    p.add_argument("--max-replicas", type=int, default=None, help="cap on replicas trained at once (memory)")
     p.add_argument("--force-new", action="store_true",
                    help="OUT holds another/edited suite's results: move them to OUT/superseded-<time>/ and start afresh")
     p.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
@@ -72,7 +69,7 @@ def _add_execution_options(p: argparse.ArgumentParser) -> None:
                          "Default auto: one per CPU core, capped by the groups (in this process when that is 1, "
                          "or on a GPU), which measured fastest on a 2-core machine (docs/distributed.md); "
                          "1 with --threads or --executor ray")
-    ex.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    ex.add_argument("--threads", type=int, default=None, metavar="N",
                     help="torch threads for groups run in this process (default 1 on the CPU: small graphs "
                          "gain nothing from more and slow down sharply when cores are shared)")
     ex.add_argument("--estimate", action="store_true",
@@ -98,13 +95,29 @@ def run(args: argparse.Namespace) -> int:
     from zoo.bench.suite.selection import parse_where
 
     suite = load_suite(args.suite, quick=args.quick, settings=settings_of(args.set),
-                       where=parse_where(args.where or []))
+                       where=parse_where(args.where))
     out = Path(args.out) if args.out else default_bench_out(suite, args.quick)
+    options = run_options(args)
     if args.estimate:
         from zoo.cli.bench_estimate import estimate_run
 
-        return estimate_run(suite, out, args, default_workers(args))
-    return run_bench(suite, out, args, leaderboard=not args.no_leaderboard)
+        return estimate_run(suite, out, args, options)
+    args.bench_out = out  # for the Ctrl-C message
+    return run_and_report(suite, out, options, leaderboard=not args.no_leaderboard)
+
+
+def run_options(args: argparse.Namespace) -> Any:
+    """The runner's options from ``zoo bench``'s flags (:class:`~zoo.bench.run.options.RunOptions`
+    checks each)."""
+    from zoo.bench.plan.shards import parse_shard
+    from zoo.bench.run.options import RunOptions
+    from zoo.bench.suite.selection import parse_where
+
+    return RunOptions(device=args.device, executor=_executor(args), workers=default_workers(args),
+                      threads=args.threads, stacked=not args.sequential, max_replicas=args.max_replicas,
+                      where=parse_where(args.where), shard=parse_shard(args.shard) if args.shard else None,
+                      data_root=args.data_root, save_weights=args.save_weights, resume_every=args.resume_every,
+                      cuda_graphs=args.cuda_graphs, force_new=args.force_new, quiet=args.quiet)
 
 
 def default_bench_out(suite: Any, quick: bool) -> Path:
@@ -122,82 +135,19 @@ def default_workers(args: argparse.Namespace) -> Any:
     """``--workers`` as given, else ``auto`` (one process per core, capped by the groups; measured
     fastest on a 2-core machine, docs/distributed.md) -- or 1 when ``--threads`` asks for the
     in-process loop or Ray sets the parallelism."""
-    given = getattr(args, "workers", None)
-    if given is not None:
-        return given
-    if getattr(args, "executor", "local") == "ray" or getattr(args, "threads", None) is not None:
+    if args.workers is not None:
+        return args.workers
+    if args.executor == "ray" or args.threads is not None:
         return 1
     return "auto"
 
 
-def _executor(args: argparse.Namespace, workers: Any) -> Any:
+def _executor(args: argparse.Namespace) -> Any:
     """``--executor``: a name the runner knows, or the Ray executor made from the Ray flags."""
+    if args.executor != "ray":
+        return args.executor
     from zoo.bench.run.driver import data_env
     from zoo.bench.run.executors import make_executor
 
-    name = getattr(args, "executor", "local")
-    if name != "ray":
-        return name
-    if workers != 1:
-        raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs set "
-                         "the parallelism (--cpus-per-group / --gpus-per-group per task)")
     return make_executor("ray", ray_address=args.ray_address, cpus_per_group=args.cpus_per_group,
                          gpus_per_group=args.gpus_per_group, max_retries=args.max_retries, env=data_env())
-
-
-def run_bench(suite: Any, out: Path, args: argparse.Namespace, leaderboard: bool = True) -> int:
-    """Run ``suite`` into ``out`` with the options of ``zoo bench`` / ``zoo train``; print the summary."""
-    from zoo.bench.plan.shards import parse_shard
-    from zoo.bench.run.driver import run_suite
-    from zoo.bench.suite.selection import parse_where
-
-    where = parse_where(getattr(args, "where", []) or [])
-    shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
-    workers = default_workers(args)
-    executor = _executor(args, workers)
-    writable_dir(out, "--out")
-    if args.data_root is not None:
-        writable_dir(Path(args.data_root), "--data-root", probe=False)
-    elif os.environ.get("ZOO_DATA"):  # the same check for the environment's data root, before any run
-        writable_dir(Path(os.environ["ZOO_DATA"]).expanduser(), "$ZOO_DATA", probe=False)
-    args.bench_out = out  # for the Ctrl-C message
-    summary = run_suite(suite, out, device=args.device, quiet=args.quiet, stacked=not args.sequential,
-                        max_replicas=getattr(args, "max_replicas", None), data_root=args.data_root,
-                        force_new=getattr(args, "force_new", False),
-                        executor=executor, workers=workers, where=where, shard=shard,
-                        threads=getattr(args, "threads", None), save_weights=args.save_weights,
-                        resume_every=getattr(args, "resume_every", None),
-                        cuda_graphs=getattr(args, "cuda_graphs", "auto"))
-    code = _report_summary(suite, summary, out)
-    if leaderboard and summary.ran + summary.already_done > 0:
-        _write_leaderboard(out)
-    return code
-
-
-def _report_summary(suite: Any, summary: Any, out: Path) -> int:
-    """Print what the run did; the exit code it makes (0, 1: some failed, 3: nothing ran)."""
-    print(f"{suite.name}: {summary.ran} run(s) done now, {summary.already_done} already done, "
-          f"{len(summary.skipped)} skipped, {len(summary.failed)} failed, {summary.diverged} diverged; "
-          f"{summary.wall_time_s:.1f} s ({summary.executor}); results in {out}")
-    for reason in sorted(set(summary.skipped.values())):
-        print(f"  skipped: {reason}", file=sys.stderr)
-    for error in sorted(set(summary.failed.values())):
-        print(f"  failed (recorded; a re-run retries it): {error.strip().splitlines()[-1]}", file=sys.stderr)
-    if summary.ran + summary.already_done == 0:
-        if summary.failed:
-            print(f"zoo: no run of {suite.name} finished: {len(summary.failed)} failed (see above)", file=sys.stderr)
-            return EXIT_FAILED
-        print(f"zoo: nothing ran: none of the {summary.total} run(s) of {suite.name} could start "
-              "(see 'skipped' above); nothing was recorded", file=sys.stderr)
-        return EXIT_NOTHING
-    return EXIT_FAILED if summary.failed else 0
-
-
-def _write_leaderboard(out: Path) -> None:
-    from zoo.bench.analyze.board import load_board
-    from zoo.bench.publish import write_leaderboard
-    from zoo.bench.render.leaderboard import to_markdown
-
-    paths = write_leaderboard([out], out / "leaderboard")
-    print(to_markdown(load_board(out)))
-    print(f"leaderboard: {paths['html']}")

@@ -71,12 +71,18 @@ def train_suite(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``zoo train``: zoo.fit's cells for these options, run by the suite runner with ``zoo train``'s own
+    :class:`~zoo.bench.run.options.RunOptions`."""
+    from zoo.bench.run.options import RunOptions
     from zoo.bench.suite.load import parse_suite
     from zoo.bench.suite.schema import cell_id
-    from zoo.cli.bench import run_bench
+    from zoo.cli.runs import run_and_report
 
     raw = train_suite(args)
     suite = parse_suite(raw, source="zoo train")
     out = Path(args.out or f"results/train/{cell_id(raw)[:10]}")
-    args.max_replicas = None
-    return run_bench(suite, out, args)
+    options = RunOptions(device=args.device, workers="auto", stacked=not args.sequential, data_root=args.data_root,
+                         save_weights=args.save_weights, cuda_graphs=args.cuda_graphs, force_new=args.force_new,
+                         quiet=args.quiet)
+    args.bench_out = out  # for the Ctrl-C message
+    return run_and_report(suite, out, options)

@@ -156,8 +156,8 @@ def _merge(parts: List[Dict[str, Any]], names: List[str]) -> Dict[str, Any]:
 
 
 def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[str]] = None,
-             epochs: int = 50, seeds: Union[int, Sequence[int]] = (0,), optimizer: str = "sgd", lr: float = 0.05,
-             every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
+             epochs: Optional[int] = None, seeds: Union[int, Sequence[int]] = (0,), optimizer: Optional[str] = None,
+             lr: Optional[float] = None, every: int = 1, out: Optional[PathLike] = None, title: Optional[str] = None,
              compare: Optional[Sequence[Mapping[str, Any]]] = None,
              cell: Optional[str] = None, seed: Optional[int] = None, device: Optional[str] = None,
              progress: Optional[bool] = None, **options: Any) -> Diagnosis:
@@ -177,14 +177,15 @@ def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[s
         inits: inits to compare (e.g. ``["xavier", "bal_o"]``): one replica per init and seed,
             trained together.  ``norm=[...]`` (a list) or ``compare=[{option: value}, ...]``
             compare configurations that are trained separately (other models, norms, depths).
-        epochs, optimizer, lr, options: the training (``zoo.fit``); ``every``: record every
-            ``every`` epochs (the first and last state always).
+        epochs, optimizer, lr, options: the training (``zoo.fit``: a key not given takes the
+            defaults every entry point shares, ``docs/benchmarks.md``, "Defaults"); ``every``: record
+            every ``every`` epochs (the first and last state always).
         progress: ``zoo.fit``'s progress bar (``None``: where stderr is a terminal or in a notebook).
 
     Example::
 
-        d = zoo.diagnose("gat", "cora", num_layers=10, inits=["xavier", "bal_o"], epochs=50,
-                         out="diagnose.html")
+        d = zoo.diagnose("gat", "cora", num_layers=10, inits=["xavier", "bal_o"], optimizer="sgd", lr=0.05,
+                         epochs=50, out="diagnose.html")
         print(d.verdict)
     """
     from zoo.fitting import fit
@@ -223,7 +224,9 @@ def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[s
     page_title = title or (f"Why does {' vs '.join(models)}{f' (L = {layers})' if layers else ''} train or not? "
                            f"{first['dataset']}")
     fit_time = sum(h.wall_time_s for h in histories)
-    subtitle = f"{len(configs)} configuration(s), {epochs} epochs, {optimizer} lr {lr}; fit {fit_time:.1f} s"
+    trained = histories[0].config["train"]  # the keys given, or their defaults
+    subtitle = (f"{len(configs)} configuration(s), {trained['epochs']} epochs, {trained['optimizer']} "
+                f"lr {trained['lr']}; fit {fit_time:.1f} s")
     page = render_page(data, title=page_title, configs=configs, subtitle=subtitle, verdict_text=text)
     path = None
     if out is not None:

@@ -38,6 +38,16 @@ class MetricsRecorder:
         self._active.append(state.active.clone())
         self._rows = None
 
+    def state_dict(self) -> Dict[str, Any]:
+        """The epochs recorded so far (saved with the loop's resume state: a resumed run's rows are
+        those of an uninterrupted one)."""
+        return {"epochs": list(self.epochs), "values": list(self._values), "active": list(self._active)}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.epochs = list(state["epochs"])
+        self._values, self._active = list(state["values"]), list(state["active"])
+        self._rows = None
+
     @property
     def rows(self) -> Dict[str, List[List[float]]]:
         """``rows[key][t][r]``: the metric of replica ``r`` at the ``t``-th epoch (reads the device)."""

@@ -364,12 +364,13 @@ def test_the_shipped_paper_numbers_are_used(tmp_path):
 def test_real_quick_record_folders_render(tmp_path, mirror, monkeypatch):
     """Energy-mode, prune-mode and table_by suites, run for real (--quick), make a report."""
     from zoo.bench.run.driver import run_suite
+    from zoo.bench.run.options import RunOptions
     from zoo.bench.suite.load import load_suite
 
     monkeypatch.setenv("ZOO_DATA_MIRROR", str(mirror))
     for name in ("nonlocal_energy", "nonlocal_pruning", "oxford_table4"):
-        run_suite(load_suite(name, quick=True), tmp_path / "rec" / name, device="cpu", quiet=True,
-                  data_root=tmp_path / "data")
+        run_suite(load_suite(name, quick=True), tmp_path / "rec" / name,
+                  RunOptions(device="cpu", quiet=True, data_root=tmp_path / "data"))
     report, problems = generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=tmp_path / "r.html", draft=True)
     assert [s.board.suite for s in report.suites] == ["nonlocal_energy", "nonlocal_pruning", "oxford_table4"]
     text = (tmp_path / "r.md").read_text()

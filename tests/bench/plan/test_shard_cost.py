@@ -42,9 +42,10 @@ def test_skewed_suite_is_split_into_balanced_shards():
 
 def test_workers_take_the_longest_group_first():
     from zoo.bench.run.driver import make_jobs
+    from zoo.bench.run.options import RunOptions
 
     suite = parse_suite(SKEWED)
-    jobs = make_jobs(suite, suite.cells, "cpu", True, None, None)
+    jobs = make_jobs(suite, suite.cells, RunOptions(device="cpu"))
     assert [j.cost for j in jobs] == [seconds(j.cells) for j in jobs]
     first = sorted(jobs, key=lambda j: (-j.cost, j.index))[0]  # the order run_suite gives a pool
     assert first.cells[0].config["run"]["variant"] == "heavy"

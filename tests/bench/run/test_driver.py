@@ -16,6 +16,7 @@ import pytest
 from zoo.bench.publish import write_leaderboard
 from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import list_suites, load_suite, parse_suite
 
 TWIN = {
@@ -35,7 +36,7 @@ def data_root(tmp_path, monkeypatch):
 
 def test_records_and_leaderboard_recomputed_independently(tmp_path, data_root):
     out = tmp_path / "run"
-    summary = run_suite(parse_suite(TWIN), out, device="cpu", quiet=True)
+    summary = run_suite(parse_suite(TWIN), out, RunOptions(device="cpu", quiet=True))
     assert summary.ran == 12 and not summary.skipped
     recs = read_records(out)
     assert len(recs) == 12 and len({r["id"] for r in recs}) == 12
@@ -63,7 +64,7 @@ def test_records_and_leaderboard_recomputed_independently(tmp_path, data_root):
     html = paths["html"].read_text()
     assert "<svg" in html and "http" not in html.split("<svg")[0].replace("http-equiv", "")
     # A second run is a no-op: every id is logged.
-    again = run_suite(parse_suite(TWIN), out, device="cpu", quiet=True)
+    again = run_suite(parse_suite(TWIN), out, RunOptions(device="cpu", quiet=True))
     assert again.ran == 0 and again.already_done == 12 and len(read_records(out)) == 12
 
 
@@ -85,7 +86,7 @@ def test_diverged_runs_are_recorded_and_the_suite_goes_on(tmp_path, data_root):
     raw["grid"] = {"num_layers": [3], "lr": [1e9, 0.01], "seed": [0]}
     raw["leaderboard"] = {"rows": ["lr"], "columns": "num_layers", "metric": "test"}
     out = tmp_path / "div"
-    summary = run_suite(parse_suite(raw), out, device="cpu", quiet=True)
+    summary = run_suite(parse_suite(raw), out, RunOptions(device="cpu", quiet=True))
     recs = {r["config"]["train"]["lr"]: r for r in read_records(out)}
     assert summary.ran == 2 and summary.diverged == 1
     assert recs[1e9]["diverged"] and recs[1e9]["diverged_epoch"] >= 1 and recs[1e9]["stop_reason"] == "diverged"
@@ -96,9 +97,10 @@ def test_diverged_runs_are_recorded_and_the_suite_goes_on(tmp_path, data_root):
 RESUME_SCRIPT = textwrap.dedent("""
     import json, sys
     from zoo.bench.run.driver import run_suite
+    from zoo.bench.run.options import RunOptions
     from zoo.bench.suite.load import parse_suite
     raw = json.loads(sys.argv[1])
-    run_suite(parse_suite(raw), sys.argv[2], device="cpu", quiet=True, stacked=False)
+    run_suite(parse_suite(raw), sys.argv[2], RunOptions(device="cpu", quiet=True, stacked=False))
 """)
 
 
@@ -119,7 +121,7 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path, data_r
     proc.wait()
     before = read_records(out)  # must parse: no partial line
     assert 3 <= len(before) < 16, "the kill should land mid-suite"
-    summary = run_suite(parse_suite(raw), out, device="cpu", quiet=True)
+    summary = run_suite(parse_suite(raw), out, RunOptions(device="cpu", quiet=True))
     after = read_records(out)
     assert summary.already_done == len(before) and summary.ran == 16 - len(before)
     assert len(after) == 16 and len({r["id"] for r in after}) == 16
@@ -134,7 +136,7 @@ def test_lock_prevents_two_runners(tmp_path, data_root):
     with open(out / "suite.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         with pytest.raises(RuntimeError, match="another runner"):
-            run_suite(parse_suite(TWIN), out, device="cpu", quiet=True)
+            run_suite(parse_suite(TWIN), out, RunOptions(device="cpu", quiet=True))
 
 
 def _missing_models(name: str) -> list:
@@ -174,7 +176,7 @@ def test_quick_forms_run_end_to_end(name, tmp_path, data_root, mirror):
         pytest.skip(f"suite {name} needs model(s) {missing} that are not registered yet")
     out = tmp_path / name
     settings = {"epochs": FEWER_EPOCHS[name]} if name in FEWER_EPOCHS else None
-    summary = run_suite(load_suite(name, quick=True, settings=settings), out, device="cpu", quiet=True)
+    summary = run_suite(load_suite(name, quick=True, settings=settings), out, RunOptions(device="cpu", quiet=True))
     assert summary.ran + len(summary.skipped) == summary.total
     assert summary.ran > 0, f"every cell skipped: {set(summary.skipped.values())}"
     paths = write_leaderboard([out], out / "leaderboard")

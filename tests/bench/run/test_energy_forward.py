@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.store.records import read_records
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.suite.schema import SuiteError
@@ -23,7 +24,7 @@ SUITE = {
 
 
 def _energies(raw, out):
-    run_suite(parse_suite(raw), out, device="cpu", quiet=True)
+    run_suite(parse_suite(raw), out, RunOptions(device="cpu", quiet=True))
     return {(r["config"]["run"]["variant"], r["config"]["run"]["seed"]): r["metrics"]["laplacian_energy"]
             for r in read_records(out)}
 

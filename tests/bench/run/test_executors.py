@@ -20,6 +20,7 @@ import pytest
 from zoo.bench.run.executors import ProcessExecutor, RayExecutor, make_executor
 from zoo.bench.store.records import read_records
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo._toml import tomllib
 from zoo.bench.suite.load import find_suite, parse_suite
 
@@ -57,17 +58,17 @@ def test_make_executor_choices():
     assert make_executor("local", workers=2).name == "process"
     assert isinstance(make_executor("process", workers=3), ProcessExecutor)
     with pytest.raises(ValueError, match="unknown executor 'rey'. Did you mean 'ray'"):
-        make_executor("rey")
-    with pytest.raises(ValueError, match="--workers must be >= 1"):
-        make_executor("local", workers=0)
-    with pytest.raises(ValueError, match="--workers is for the process executor"):
-        make_executor("ray", workers=2)
+        RunOptions(executor="rey")
+    with pytest.raises(ValueError, match="workers must be a number >= 1 or 'auto', got 0"):
+        RunOptions(workers=0)
+    with pytest.raises(ValueError, match="workers is for the process executor"):
+        RunOptions(executor="ray", workers=2)
 
 
 def test_workers_2_equals_local(tmp_path, data_root):
     suite = parse_suite(tiny())
-    run_suite(suite, tmp_path / "local", device="cpu", quiet=True)
-    summary = run_suite(suite, tmp_path / "proc", device="cpu", quiet=True, workers=2)
+    run_suite(suite, tmp_path / "local", RunOptions(device="cpu", quiet=True))
+    summary = run_suite(suite, tmp_path / "proc", RunOptions(device="cpu", quiet=True, workers=2))
     assert summary.executor == "process (2 workers)" and summary.ran == 12 and not summary.failed
     same_numbers(by_id(tmp_path / "proc"), by_id(tmp_path / "local"))
 
@@ -115,8 +116,8 @@ def test_ray_missing_says_how_to_install(monkeypatch):
 def test_ray_equals_local_on_the_quick_suite(tmp_path, data_root, ray_cluster):
     suite = quick_float64_suite()
     where = {"dataset": ["twin"], "model": ["gat", "gatdb"]}  # two groups (one init each on twin)
-    run_suite(suite, tmp_path / "local", device="cpu", quiet=True, where=where)
-    summary = run_suite(suite, tmp_path / "ray", device="cpu", quiet=True, where=where, executor="ray")
+    run_suite(suite, tmp_path / "local", RunOptions(device="cpu", quiet=True, where=where))
+    summary = run_suite(suite, tmp_path / "ray", RunOptions(device="cpu", quiet=True, where=where, executor="ray"))
     assert summary.executor.startswith("ray") and summary.ran == 2 and not summary.failed
     local, remote = by_id(tmp_path / "local"), by_id(tmp_path / "ray")
     same_numbers(remote, local)
@@ -127,13 +128,13 @@ def test_ray_task_that_raises_is_recorded_and_the_rest_completes(tmp_path, data_
     """One group fails on its Ray worker; the other two complete with the local executor's numbers."""
     raw = tiny()
     raw["grid"] = {"model": ["gat"], "k": [1, 3, 4], "init": ["xavier"]}  # twin k=1 raises on the worker
-    summary = run_suite(parse_suite(raw), tmp_path / "r", device="cpu", quiet=True, executor="ray")
+    summary = run_suite(parse_suite(raw), tmp_path / "r", RunOptions(device="cpu", quiet=True, executor="ray"))
     assert summary.executor.startswith("ray") and summary.ran == 2 and len(summary.failed) == 1
     recs = read_records(tmp_path / "r")
     failed = [r for r in recs if r.get("status") == "failed"]
     assert len(failed) == 1 and "k must be an int >= 2" in failed[0]["error"] and failed[0]["executor"] == "ray"
     assert sorted(r["config"]["task"]["options"]["k"] for r in recs if r["status"] == "ok") == [3, 4]
-    run_suite(parse_suite(raw), tmp_path / "local", device="cpu", quiet=True, where={"k": [3, 4]})
+    run_suite(parse_suite(raw), tmp_path / "local", RunOptions(device="cpu", quiet=True, where={"k": [3, 4]}))
     remote = {i: r for i, r in by_id(tmp_path / "r").items() if r.get("status", "ok") == "ok"}
     same_numbers(remote, by_id(tmp_path / "local"))
 
@@ -173,8 +174,8 @@ def test_killed_ray_worker_is_retried_and_the_result_is_complete(tmp_path, data_
     raw["grid"] = {"model": ["gat"], "k": [3], "init": ["xavier", "bal_o"]}
     killed: list = []
     thread = _kill_one_ray_task_worker(killed)
-    summary = run_suite(parse_suite(raw), tmp_path / "k", device="cpu", quiet=True,
-                        executor=RayExecutor(max_retries=2))
+    summary = run_suite(parse_suite(raw), tmp_path / "k", RunOptions(device="cpu", quiet=True,
+                        executor=RayExecutor(max_retries=2)))
     thread.join()
     assert killed, "no Ray worker was running the group"
     assert summary.ran == 2 and not summary.failed
@@ -182,22 +183,23 @@ def test_killed_ray_worker_is_retried_and_the_result_is_complete(tmp_path, data_
     # Without retries the dead worker's group is recorded as failed, and a re-run completes it.
     killed.clear()
     thread = _kill_one_ray_task_worker(killed)
-    summary = run_suite(parse_suite(raw), tmp_path / "k0", device="cpu", quiet=True,
-                        executor=RayExecutor(max_retries=0))
+    summary = run_suite(parse_suite(raw), tmp_path / "k0", RunOptions(device="cpu", quiet=True,
+                        executor=RayExecutor(max_retries=0)))
     thread.join()
     assert killed and summary.ran == 0 and len(summary.failed) == 2
     recs = read_records(tmp_path / "k0")
     assert [r["status"] for r in recs] == ["failed", "failed"] and "WorkerCrashedError" in recs[0]["error"]
-    assert run_suite(parse_suite(raw), tmp_path / "k0", device="cpu", quiet=True, executor="ray").ran == 2
+    assert run_suite(parse_suite(raw), tmp_path / "k0", RunOptions(device="cpu", quiet=True, executor="ray")).ran == 2
 
 
 DRIVER = textwrap.dedent("""
     import json, sys
     from zoo.bench.run.executors import RayExecutor
     from zoo.bench.run.driver import run_suite
+    from zoo.bench.run.options import RunOptions
     from zoo.bench.suite.load import parse_suite
-    run_suite(parse_suite(json.loads(sys.argv[1])), sys.argv[2], device="cpu", quiet=True,
-              executor=RayExecutor(address=sys.argv[3]))
+    run_suite(parse_suite(json.loads(sys.argv[1])), sys.argv[2],
+              RunOptions(device="cpu", quiet=True, executor=RayExecutor(address=sys.argv[3])))
 """)
 
 
@@ -217,7 +219,7 @@ def test_killed_ray_driver_resumes_without_duplicates(tmp_path, data_root, ray_c
     proc.wait()
     before = read_records(out)
     assert 2 <= len(before) < 12, "the kill should land mid-suite"
-    summary = run_suite(parse_suite(raw), out, device="cpu", quiet=True, executor="ray")
+    summary = run_suite(parse_suite(raw), out, RunOptions(device="cpu", quiet=True, executor="ray"))
     after = read_records(out)
     assert summary.already_done == len(before) and summary.ran == 12 - len(before)
     assert len(after) == 12 and len({r["id"] for r in after}) == 12
@@ -242,8 +244,8 @@ def test_local_executor_sets_and_restores_torch_threads():
     assert seen == [1]
     assert torch.get_num_threads() == before
     torch.set_num_threads(1)
-    with pytest.raises(ValueError, match="--threads must be >= 1"):
-        LocalExecutor(threads=0)
+    with pytest.raises(ValueError, match="threads must be a positive integer"):
+        RunOptions(threads=0)
 
 
 def test_cli_workers_default_is_auto_unless_threads_or_ray():

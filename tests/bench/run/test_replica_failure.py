@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.store import records
 from zoo.inits import INITS, register_init
@@ -29,7 +30,7 @@ def test_one_failing_replica_does_not_take_its_group_with_it(tmp_path, flaky_ini
            "grid": {"seed": [0, 1], "init_kwargs": [{}, {"fail": True}]}}
     suite = parse_suite(raw, source="test")
     assert len(suite.groups()) == 1 and len(suite.cells) == 4  # one stacked group of four replicas
-    summary = run_suite(suite, tmp_path, quiet=True)
+    summary = run_suite(suite, tmp_path, RunOptions(quiet=True))
     got = records.read_records(tmp_path / records.RESULTS_FILE)
     status = {(r["seed"], bool(r["config"]["model"]["init_kwargs"])): r["status"] for r in got}
     assert status == {(0, False): records.OK, (1, False): records.OK,

@@ -15,6 +15,7 @@ import pytest
 
 from zoo.bench.store.records import read_records
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import parse_suite
 from zoo.trainer.resume import ResumePolicy, ResumeFile, parse_every
 
@@ -43,7 +44,7 @@ def straight(tmp_path_factory):
     base = tmp_path_factory.mktemp("straight")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ZOO_DATA", str(base / "data"))
-        run_suite(parse_suite(SUITE), base / "out", device="cpu", quiet=True, resume_every="off")
+        run_suite(parse_suite(SUITE), base / "out", RunOptions(device="cpu", quiet=True, resume_every="off"))
     assert not (base / "out" / "checkpoints").exists()
     return base / "out"
 
@@ -83,11 +84,11 @@ def test_interrupted_group_resumes_bitwise(tmp_path, data_root, monkeypatch, str
 
     monkeypatch.setattr(ResumeFile, "save", save_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
+        run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="3ep"))
     assert len(list((out / "checkpoints").glob("*.pt"))) == 1
     monkeypatch.setattr(ResumeFile, "save", real_save)
 
-    again = run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
+    again = run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="3ep"))
     assert again.ran == 3 and not again.failed
     ok = [r for r in read_records(out) if r["status"] == "ok"]
     assert {r["resumed_at_epoch"] for r in ok} == {6}
@@ -109,7 +110,7 @@ def test_group_that_raises_is_retried_replica_by_replica_without_checkpoints(tmp
             raise RuntimeError("crashed after the second checkpoint")
 
     monkeypatch.setattr(ResumeFile, "save", save_then_crash)
-    first = run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
+    first = run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="3ep"))
     assert first.ran == 3 and not first.failed
     assert numbers(out) == numbers(straight)
     assert not (out / "checkpoints").exists() or not list((out / "checkpoints").glob("*.pt"))
@@ -132,6 +133,7 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
         import os, signal, json
         from zoo.trainer.resume import ResumeFile
         from zoo.bench.run.driver import run_suite
+        from zoo.bench.run.options import RunOptions
         from zoo.bench.suite.load import parse_suite
         real = ResumeFile.save
         def save(self, state):
@@ -139,8 +141,8 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
             if self.saves == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
         ResumeFile.save = save
-        run_suite(parse_suite(json.loads({json.dumps(json.dumps(SUITE))})), {str(out)!r}, device="cpu", quiet=True,
-                  resume_every="4ep")
+        run_suite(parse_suite(json.loads({json.dumps(json.dumps(SUITE))})), {str(out)!r},
+                  RunOptions(device="cpu", quiet=True, resume_every="4ep"))
     """)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -148,7 +150,7 @@ def test_kill_9_mid_group_then_resume_is_bitwise(tmp_path, data_root, straight):
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert not (out / "results.jsonl").exists() or not read_records(out)
     assert len(list((out / "checkpoints").glob("*.pt"))) == 1
-    again = run_suite(suite, out, device="cpu", quiet=True, resume_every="4ep")
+    again = run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="4ep"))
     assert again.ran == 3
     assert {r["resumed_at_epoch"] for r in read_records(out)} == {8}
     assert numbers(out) == numbers(straight)
@@ -175,14 +177,14 @@ def test_other_executors_resume_the_checkpoint(tmp_path, data_root, monkeypatch,
     suite = parse_suite(SUITE)
     out = tmp_path / executor
     real = crash_after_second_save(monkeypatch)
-    run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep")
+    run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="3ep"))
     monkeypatch.setattr(ResumeFile, "save", real)
     assert len(list((out / "checkpoints").glob("*.pt"))) == 1
     if executor == "ray":
         ray = pytest.importorskip("ray")
         ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     try:
-        again = run_suite(suite, out, device="cpu", quiet=True, resume_every="3ep", executor=executor)
+        again = run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="3ep", executor=executor))
     finally:
         if executor == "ray":
             ray.shutdown()

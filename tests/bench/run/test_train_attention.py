@@ -9,6 +9,7 @@ import pytest
 
 from zoo.bench.analyze import findings as fd
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.store.records import read_records
 
@@ -23,7 +24,7 @@ SUITE = {
 
 
 def test_records_carry_the_self_attention(tmp_path):
-    run_suite(parse_suite(SUITE), tmp_path / "r", device="cpu", quiet=True)
+    run_suite(parse_suite(SUITE), tmp_path / "r", RunOptions(device="cpu", quiet=True))
     records = read_records(tmp_path / "r")
     assert len(records) == 4
     for rec in records:

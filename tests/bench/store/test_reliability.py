@@ -20,6 +20,7 @@ from zoo.bench.analyze.board import load_board
 from zoo.bench.render.leaderboard import to_markdown
 from zoo.bench.store.records import CorruptRecordsError, append_record, read_records
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import load_suite, parse_suite
 from zoo.bench.suite.schema import SuiteError
 from zoo.cli import main
@@ -50,7 +51,7 @@ def finished(tmp_path_factory):
     old = os.environ.get("ZOO_DATA")
     os.environ["ZOO_DATA"] = str(out.parent / "data")
     try:
-        run_suite(parse_suite(copy.deepcopy(TINY)), out, device="cpu", quiet=True)
+        run_suite(parse_suite(copy.deepcopy(TINY)), out, RunOptions(device="cpu", quiet=True))
     finally:
         if old is None:
             os.environ.pop("ZOO_DATA")
@@ -91,15 +92,15 @@ def test_changed_suite_into_existing_out_is_refused(finished, tmp_path, data_roo
     before = (out / "suite.resolved.json").read_text()
     edited = parse_suite(tiny(lr=0.02))
     with pytest.raises(RuntimeError, match="edited suite.*--force-new"):
-        run_suite(edited, out, device="cpu", quiet=True)
+        run_suite(edited, out, RunOptions(device="cpu", quiet=True))
     assert (out / "suite.resolved.json").read_text() == before
-    summary = run_suite(edited, out, device="cpu", quiet=True, force_new=True)
+    summary = run_suite(edited, out, RunOptions(device="cpu", quiet=True, force_new=True))
     assert summary.ran == 2 and summary.already_done == 0
     archived = [p for p in out.iterdir() if p.name.startswith("superseded-")]
     assert len(archived) == 1 and len(read_records(archived[0] / "results.jsonl")) == 2
     more = copy.deepcopy(tiny(lr=0.02))
     more["grid"]["seed"] = [0, 1, 2]
-    summary = run_suite(parse_suite(more), out, device="cpu", quiet=True)
+    summary = run_suite(parse_suite(more), out, RunOptions(device="cpu", quiet=True))
     assert summary.ran == 1 and summary.already_done == 2 and load_board(out).runs == 3
 
 
@@ -237,11 +238,11 @@ def test_cli_lr_nan_fails_before_training(tmp_path, data_root, capsys):
 
 def test_max_replicas_must_be_positive(tmp_path, data_root, capsys):
     """--max-replicas -1 ran nothing and exited 0."""
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "quick", "--quick", "--max-replicas", "-1"])
-    assert e.value.code == 2 and "--max-replicas: must be a positive integer" in capsys.readouterr().err
+    assert main(["bench", "quick", "--quick", "--max-replicas", "-1", "--out", str(tmp_path / "cli")]) == 2
+    assert "max_replicas must be a positive integer (or unset), got -1" in capsys.readouterr().err
+    assert not (tmp_path / "cli").exists()  # refused before anything is written
     with pytest.raises(ValueError, match="max_replicas must be a positive integer"):
-        run_suite(parse_suite(copy.deepcopy(TINY)), tmp_path / "o", device="cpu", quiet=True, max_replicas=-1)
+        RunOptions(device="cpu", quiet=True, max_replicas=-1)
 
 
 @pytest.mark.parametrize("kwargs,needle", [
@@ -288,7 +289,7 @@ def test_corrupt_resolved_suite_is_named(finished, tmp_path, data_root):
     with pytest.raises(CorruptRecordsError, match=f"{out}/suite.resolved.json is corrupt"):
         load_board(out)
     with pytest.raises(CorruptRecordsError, match="suite.resolved.json is corrupt"):
-        run_suite(parse_suite(copy.deepcopy(TINY)), out, device="cpu", quiet=True)
+        run_suite(parse_suite(copy.deepcopy(TINY)), out, RunOptions(device="cpu", quiet=True))
 
 
 def test_record_without_config_names_file_and_line(finished, tmp_path):
@@ -377,8 +378,9 @@ def test_nan_features_raise_once_per_tensor_with_opt_outs(monkeypatch):
 
 def test_stacked_training_with_input_checks_still_matches(data_root):
     """The check runs inside vmap'd (stacked) training: grouped == one-at-a-time still holds."""
-    a = run_suite(parse_suite(copy.deepcopy(TINY)), data_root.parent / "a", device="cpu", quiet=True)
-    b = run_suite(parse_suite(copy.deepcopy(TINY)), data_root.parent / "b", device="cpu", quiet=True, stacked=False)
+    a = run_suite(parse_suite(copy.deepcopy(TINY)), data_root.parent / "a", RunOptions(device="cpu", quiet=True))
+    b = run_suite(parse_suite(copy.deepcopy(TINY)), data_root.parent / "b",
+                  RunOptions(device="cpu", quiet=True, stacked=False))
     assert a.ran == b.ran == 2
     ra = {r["id"]: r["metrics"] for r in read_records(data_root.parent / "a")}
     rb = {r["id"]: r["metrics"] for r in read_records(data_root.parent / "b")}

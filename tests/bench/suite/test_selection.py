@@ -10,6 +10,7 @@ from zoo.bench.publish import write_leaderboard
 from zoo.bench.store.merge import MergeError, merge
 from zoo.bench.store.records import append_record, completed_ids, read_records
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.plan.shards import parse_shard, select, shard_groups
 from zoo.bench.suite.selection import SelectionError, parse_where
 from zoo.bench.suite.load import load_suite, parse_suite
@@ -90,11 +91,11 @@ def test_where_errors_exit_2_on_the_command_line(capsys, tmp_path):
 def test_a_slice_keeps_full_suite_ids_so_a_full_run_skips_it(tmp_path, data_root):
     suite = parse_suite(TINY)
     out = tmp_path / "run"
-    sliced = run_suite(suite, out, device="cpu", quiet=True, where={"k": [4], "model": ["gatv2"]})
+    sliced = run_suite(suite, out, RunOptions(device="cpu", quiet=True, where={"k": [4], "model": ["gatv2"]}))
     assert sliced.total == sliced.ran == 2
     info = json.loads((out / "suite.resolved.json").read_text())
     assert len(info["cells"]) == 12 and info["selection"]["where"] == {"k": [4], "model": ["gatv2"]}
-    full = run_suite(suite, out, device="cpu", quiet=True)
+    full = run_suite(suite, out, RunOptions(device="cpu", quiet=True))
     assert full.already_done == 2 and full.ran == 10 and len(by_id(out)) == 12
 
 
@@ -128,11 +129,11 @@ def test_shards_partition_the_groups_deterministically_and_balance_cost():
 def test_shards_then_merge_equal_the_unsharded_run(tmp_path, data_root, capsys):
     suite = parse_suite(TINY)
     whole = tmp_path / "whole"
-    run_suite(suite, whole, device="cpu", quiet=True)
+    run_suite(suite, whole, RunOptions(device="cpu", quiet=True))
     shards = []
     for i in (1, 2, 3):
         shards.append(tmp_path / f"shard{i}")
-        s = run_suite(suite, shards[-1], device="cpu", quiet=True, shard=(i, 3))
+        s = run_suite(suite, shards[-1], RunOptions(device="cpu", quiet=True, shard=(i, 3)))
         assert s.ran == s.total == 4  # 6 equal groups of 2 -> 2 groups per shard
     ids = [set(by_id(s)) for s in shards]
     assert not (ids[0] & ids[1]) and not (ids[1] & ids[2]) and not (ids[0] & ids[2])
@@ -146,14 +147,14 @@ def test_shards_then_merge_equal_the_unsharded_run(tmp_path, data_root, capsys):
                                                                       for e in b.entries]
     assert main(["leaderboard", str(merged), "--out", str(tmp_path / "lb")]) == 0
     # A re-run of the merged folder has nothing left to do.
-    assert run_suite(suite, merged, device="cpu", quiet=True).ran == 0
+    assert run_suite(suite, merged, RunOptions(device="cpu", quiet=True)).ran == 0
 
 
 def test_merge_refuses_overlaps_other_suites_and_partial_outputs(tmp_path, data_root):
     suite = parse_suite(TINY)
     one, one_again = tmp_path / "s1", tmp_path / "s1b"
-    run_suite(suite, one, device="cpu", quiet=True, shard=(1, 3))
-    run_suite(suite, one_again, device="cpu", quiet=True, shard=(1, 3))
+    run_suite(suite, one, RunOptions(device="cpu", quiet=True, shard=(1, 3)))
+    run_suite(suite, one_again, RunOptions(device="cpu", quiet=True, shard=(1, 3)))
     with pytest.raises(MergeError, match="both shard 1/3"):
         merge([one, one_again], tmp_path / "m1")
     with pytest.raises(MergeError, match="given twice"):
@@ -161,7 +162,7 @@ def test_merge_refuses_overlaps_other_suites_and_partial_outputs(tmp_path, data_
     other = json.loads(json.dumps(TINY))
     other["defaults"]["epochs"] = 7
     two = tmp_path / "other"
-    run_suite(parse_suite(other), two, device="cpu", quiet=True, shard=(2, 3))
+    run_suite(parse_suite(other), two, RunOptions(device="cpu", quiet=True, shard=(2, 3)))
     with pytest.raises(MergeError, match="different suites"):
         merge([one, two], tmp_path / "m2")
     (tmp_path / "busy").mkdir()
@@ -181,7 +182,7 @@ def test_failed_records_are_retried_and_ignored_by_the_leaderboard(tmp_path, dat
     raw["grid"]["k"] = [1, 3]  # twin k=1 raises when the task is built: that group fails, the rest runs
     suite = parse_suite(raw)
     out = tmp_path / "fail"
-    summary = run_suite(suite, out, device="cpu", quiet=True)
+    summary = run_suite(suite, out, RunOptions(device="cpu", quiet=True))
     assert summary.ran == 4 and len(summary.failed) == 4
     recs = read_records(out)
     bad = [r for r in recs if r.get("status") == "failed"]
@@ -191,7 +192,7 @@ def test_failed_records_are_retried_and_ignored_by_the_leaderboard(tmp_path, dat
     board = load_board(out)
     assert board.runs == 4 and {e.column for e in board.entries} == {3}
     write_leaderboard([out], out / "lb")
-    again = run_suite(suite, out, device="cpu", quiet=True)  # failed runs are retried, finished ones are not
+    again = run_suite(suite, out, RunOptions(device="cpu", quiet=True))  # failed runs are retried, finished ones are not
     assert again.already_done == 4 and again.ran == 0 and len(again.failed) == 4
     # A run that failed once and then finished counts once, with its finished record.
     ok = next(r for r in recs if r["status"] == "ok")

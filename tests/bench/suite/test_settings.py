@@ -23,6 +23,7 @@ from zoo.cli.report import REPORT_DEFAULTS
 from zoo.bench.store.merge import MergeError, merge
 from zoo.bench.store.records import SuiteMismatchError, read_records
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.suite.schema import SuiteError
 from zoo.bench.suite.settings import describe_settings
@@ -233,27 +234,27 @@ def data_root(tmp_path, monkeypatch):
 def test_a_full_run_never_takes_reduced_records_for_done(tmp_path, data_root):
     out = tmp_path / "run"
     reduced = parse_suite(copy.deepcopy(TINY), settings={"epochs": 1})
-    assert run_suite(reduced, out, device="cpu", quiet=True, where={"seed": [0]}).ran == 1
-    again = run_suite(parse_suite(copy.deepcopy(TINY), settings={"epochs": 1}), out, device="cpu", quiet=True)
+    assert run_suite(reduced, out, RunOptions(device="cpu", quiet=True, where={"seed": [0]})).ran == 1
+    again = run_suite(parse_suite(copy.deepcopy(TINY), settings={"epochs": 1}), out, RunOptions(device="cpu", quiet=True))
     assert again.already_done == 1 and again.ran == 1  # the same --set resumes
     assert all(r["epochs_run"] <= 1 for r in read_records(out))
     before = (out / "suite.resolved.json").read_text()
     full = parse_suite(copy.deepcopy(TINY))
     with pytest.raises(SuiteMismatchError) as e:
-        run_suite(full, out, device="cpu", quiet=True)
+        run_suite(full, out, RunOptions(device="cpu", quiet=True))
     msg = str(e.value)
     assert "run with --set epochs=1" in msg and "at the suite's own protocol (no --set)" in msg
     assert "--force-new" in msg and "another --out" in msg
     with pytest.raises(SuiteMismatchError, match="with --set epochs=1.*this run is with --set lr=0.5"):
-        run_suite(parse_suite(copy.deepcopy(TINY), settings={"lr": 0.5}), out, device="cpu", quiet=True)
+        run_suite(parse_suite(copy.deepcopy(TINY), settings={"lr": 0.5}), out, RunOptions(device="cpu", quiet=True))
     assert (out / "suite.resolved.json").read_text() == before  # nothing rewritten
-    summary = run_suite(full, out, device="cpu", quiet=True, force_new=True)
+    summary = run_suite(full, out, RunOptions(device="cpu", quiet=True, force_new=True))
     assert summary.already_done == 0 and summary.ran == 2
     archived = [p for p in out.iterdir() if p.name.startswith("superseded-")]
     assert len(archived) == 1 and json.loads((archived[0] / "suite.resolved.json").read_text())["set"] == {"epochs": 1}
     assert "set" not in json.loads((out / "suite.resolved.json").read_text())
     with pytest.raises(SuiteMismatchError, match="at the suite's own protocol.*this run is with --set epochs=1"):
-        run_suite(reduced, out, device="cpu", quiet=True)
+        run_suite(reduced, out, RunOptions(device="cpu", quiet=True))
 
 
 def test_cli_bench_with_set(tmp_path, data_root, capsys):

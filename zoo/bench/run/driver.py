@@ -35,27 +35,27 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from tqdm.auto import tqdm
 
 from zoo._io import write_atomic
 from zoo.bench.run.resume_file import RESUME_DIR, resume_key, fingerprint, remove_resume_file
-from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, RayExecutor, auto_workers,
-                                     format_error, make_executor)
+from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, auto_workers, format_error,
+                                     make_executor)
 from zoo.bench.run.modes import get_mode
+from zoo.bench.run.options import RunOptions
 from zoo.bench.run.provenance import provenance
 from zoo.bench.run.weights import weights_payload
 from zoo.bench.plan.shards import group_cost, select, selection_info
 from zoo.bench.suite.schema import Cell, Suite
 from zoo.bench.store import records
-from zoo.bench.store.weights import check_save_weights, write_weights
+from zoo.bench.store.weights import write_weights
 from zoo.datasets import MissingDataError
 from zoo.trainer.cells import TaskCache, build_config, resolve_device, start_group
-from zoo.trainer.config import TrainConfig
 from zoo.trainer.results import RunResult
-from zoo.trainer.resume import ResumeFile, ResumePolicy, parse_every
+from zoo.trainer.resume import ResumeFile
 
 PathLike = Union[str, Path]
 
@@ -251,134 +251,104 @@ def data_env() -> Dict[str, str]:
     return {k: _abs_paths(os.environ[k]) for k in ("ZOO_DATA", "ZOO_DATA_MIRROR") if os.environ.get(k)}
 
 
-def make_jobs(suite: Suite, cells: Sequence[Cell], device: Optional[str], stacked: bool,
-              max_replicas: Optional[int], data_root: Optional[PathLike], save_weights: str = "none",
-              resume_dir: Optional[PathLike] = None,
-              resume_every: ResumePolicy = ResumePolicy(), cuda_graphs: str = "auto") -> List[GroupJob]:
-    """Pending cells -> jobs: one per group (split by ``max_replicas``), or one per cell unstacked;
-    each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.plan.cost`)."""
+def make_jobs(suite: Suite, cells: Sequence[Cell], options: RunOptions,
+              resume_dir: Optional[PathLike] = None) -> List[GroupJob]:
+    """Pending cells -> jobs: one per group (split by ``options.max_replicas``), or one per cell
+    unstacked; each job's ``cost`` is its estimated seconds (:mod:`zoo.bench.plan.cost`)."""
     groups: Dict[str, List[Cell]] = {}
     for c in cells:
         groups.setdefault(c.group, []).append(c)
-    root = None if data_root is None else str(Path(data_root).expanduser().resolve())
+    root = None if options.data_root is None else str(Path(options.data_root).expanduser().resolve())
     env = data_env()
-    chunks = [chunk for g in groups.values() for chunk in (_chunks(g, max_replicas) if stacked else [[c] for c in g])]
+    chunks = [chunk for g in groups.values()
+              for chunk in (_chunks(g, options.max_replicas) if options.stacked else [[c] for c in g])]
     ckpt = None if resume_dir is None else str(Path(resume_dir).expanduser().resolve())
-    return [GroupJob(i, chunk, suite.mode, device, stacked, root, env, group_cost(chunk), save_weights, ckpt,
-                     resume_every, cuda_graphs)
+    return [GroupJob(i, chunk, suite.mode, options.device, options.stacked, root, env, group_cost(chunk),
+                     options.save_weights, ckpt, options.resume_every, options.cuda_graphs)
             for i, chunk in enumerate(chunks)]
 
 
-def _check_arguments(save_weights: str, max_replicas: Optional[int], cuda_graphs: str,
-                     executor: Union[str, Executor, None], device: Optional[str], workers: Union[int, str]) -> None:
-    """Fail before any group runs, with the fix, rather than in every group."""
-    check_save_weights(save_weights)
-    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
-                                     or max_replicas < 1):
-        raise ValueError(f"max_replicas must be a positive integer (or unset), got {max_replicas!r}")
-    TrainConfig(cuda_graphs=cuda_graphs)
-    if not (executor == "ray" or isinstance(executor, RayExecutor)):
-        dev = resolve_device(device)  # e.g. cuda asked for but absent
-        if cuda_graphs == "on" and dev.type != "cuda":
-            raise ValueError(f"cuda_graphs = 'on' needs a CUDA device, got {dev}; use 'auto' (CUDA graphs where the "
-                             "device has them) or 'off'")
-    if isinstance(workers, str) and workers != "auto":
-        raise ValueError(f"workers must be a number >= 1 or 'auto', got {workers!r}")
-
-
-def _executor(executor: Union[str, Executor, None], workers: Union[int, str], jobs: int, device: Optional[str],
-              threads: Optional[int], quiet: bool) -> Executor:
-    """The executor named by ``executor`` with its worker count (``"auto"``: by jobs and device)."""
-    if isinstance(executor, Executor):
-        return executor
-    n = 1 if executor == "ray" else auto_workers(jobs, device) if workers == "auto" else int(workers)
-    if threads is None and executor in (None, "local") and resolve_device(device).type == "cpu":
+def _executor(options: RunOptions, jobs: int) -> Executor:
+    """The executor the options name, with its worker count (``"auto"``: by jobs and device)."""
+    if isinstance(options.executor, Executor):
+        return options.executor
+    workers = options.workers
+    n = 1 if options.ray else auto_workers(jobs, options.device) if workers == "auto" else int(workers)
+    threads = options.threads
+    if threads is None and options.executor == "local" and resolve_device(options.device).type == "cpu":
         threads = 1
-    return make_executor(executor or "local", workers=n, quiet=quiet, env=data_env(), threads=threads)
+    return make_executor(options.executor, workers=n, quiet=options.quiet, env=data_env(), threads=threads)
 
 
-def run_suite(suite: Suite, out: PathLike, device: Optional[str] = None, quiet: bool = False,
-              stacked: bool = True, max_replicas: Optional[int] = None, data_root: Optional[PathLike] = None,
-              stop_after: Optional[int] = None, force_new: bool = False,
-              executor: Union[str, Executor, None] = None, workers: Union[int, str] = 1,
-              where: Optional[Mapping[str, Sequence[Any]]] = None, shard: Optional[Tuple[int, int]] = None,
-              threads: Optional[int] = None, save_weights: str = "none",
-              resume_every: Union[str, float, ResumePolicy, None] = None,
-              cuda_graphs: str = "auto") -> RunSummary:
-    """Run every pending cell of ``suite`` into ``out`` (see the module docstring).
+def run_suite(suite: Suite, out: PathLike, options: Optional[RunOptions] = None) -> RunSummary:
+    """Run every pending cell of ``suite`` into ``out`` as ``options`` say (:class:`RunOptions`; see the
+    module docstring).
 
-    ``stacked=False`` trains every cell on its own (the reference); ``max_replicas`` caps the
-    replicas stacked at once (memory); ``stop_after`` stops after that many groups (tests).
-    An ``out`` holding another or an edited suite's results is refused (``records.check_same_suite``);
-    ``force_new`` moves those results into ``out/superseded-<time>/`` first.
-    ``executor`` is ``"local"`` (default), ``"process"`` (``workers`` processes; ``"auto"``: one
-    per core, see :func:`~zoo.bench.run.executors.auto_workers`), ``"ray"`` or an
-    :class:`~zoo.bench.run.executors.Executor`; ``where`` (``{key: [values]}``) and ``shard``
-    (``(i, n)``) select part of the suite (:mod:`zoo.bench.suite.selection`, :mod:`zoo.bench.plan.shards`); ids stay the full suite's.
-    ``threads``: torch threads for groups run in this process; default 1 on the CPU, because the
-    zoo's graphs are small enough that multi-threaded kernels mostly synchronise, and collapse when
-    anything else shares the cores (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread,
-    41 s with 2 threads beside one other busy process; docs/benchmarks.md). Use ``--workers`` for
-    the other cores.  ``save_weights``: ``"best"`` (the selected epoch's state) or ``"last"`` keeps
-    each finished run's model file in ``out/weights/<cell id>.safetensors``, named by its record
-    (:mod:`zoo.bench.store.weights`; ``zoo.load(out, cell=..., seed=...)``); ``"none"`` (default).
-    ``resume_every``: a group training longer than this saves its state in ``out/checkpoints/``
-    and a re-run resumes it (:mod:`zoo.trainer.resume`; ``600``, ``10m``, ``50ep``, ``off``;
-    default 10 minutes).  ``cuda_graphs``: ``auto`` / ``on`` / ``off``, whether a group's epochs are
-    replayed as CUDA graphs (:mod:`zoo.trainer.graphs`; no number depends on it).
+    An ``out`` holding another or an edited suite's results is refused (``records.check_same_suite``;
+    ``options.force_new`` moves them into ``out/superseded-<time>/`` first).  ``options.where`` /
+    ``options.shard`` select part of the suite (:mod:`zoo.bench.suite.selection`, :mod:`zoo.bench.plan.shards`);
+    ids stay the full suite's.  Groups run in this process by default, with one torch thread on the
+    CPU (Cora GAT L=10, 3 replicas, 10 epochs: 2.4 s with 1 thread, 41 s with 2 threads beside one
+    other busy process; docs/benchmarks.md); ``options.workers`` uses the other cores.
     """
-    _check_arguments(save_weights, max_replicas, cuda_graphs, executor, device, workers)
+    options = RunOptions() if options is None else options
+    options.check_here()
     out = Path(out)
-    cells = select(suite, where, shard)
+    cells = select(suite, options.where, options.shard)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / records.RESULTS_FILE
     t0 = time.perf_counter()
     with _lock(out):
         resolved = suite.resolved()  # the full suite: a slice / shard keeps the full suite's ids
-        records.check_same_suite(out, resolved, force_new=force_new)
-        info = selection_info(where, shard)
+        records.check_same_suite(out, resolved, force_new=options.force_new)
+        info = selection_info(options.where, options.shard)
         if info is not None:
             resolved["selection"] = info
         write_atomic(out / "suite.resolved.json", json.dumps(resolved, indent=1, sort_keys=True, default=str))
         done = records.completed_ids(results_path)
         pending = [c for c in cells if c.id not in done]
-        policy = resume_every if isinstance(resume_every, ResumePolicy) else parse_every(resume_every)
-        jobs = make_jobs(suite, pending, device, stacked, max_replicas, data_root, save_weights, out / RESUME_DIR,
-                         policy, cuda_graphs)
-        if stop_after is not None:
-            jobs = jobs[:stop_after]
-        ex = _executor(executor, workers, len(jobs), device, threads, quiet)
+        jobs = make_jobs(suite, pending, options, out / RESUME_DIR)
+        if options.stop_after is not None:
+            jobs = jobs[:options.stop_after]
+        ex = _executor(options, len(jobs))
         summary = RunSummary(out=out, total=len(cells), already_done=len(cells) - len(pending), ran=0,
                              executor=ex.describe())
-        if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
-            jobs.sort(key=lambda j: (-j.cost, j.index))
-        work = functools.partial(execute_group, tasks=TaskCache(data_root)) if isinstance(ex, LocalExecutor) \
-            else execute_group
-        # Nothing pending (all done, or skipped): no bar at all, not an empty "0it" line.
-        bar = tqdm(total=len(pending), desc=f"{suite.name}", unit="run", disable=quiet or not jobs,
-                   dynamic_ncols=True)
-        in_flight = [0]
-
-        def started(job: GroupJob) -> None:  # worker pools report nothing until a group ends: show what runs
-            in_flight[0] += len(job.cells)
-            bar.set_postfix_str(f"{in_flight[0]} run(s) in flight")
-
-        ex.on_start = started
         try:
-            outcomes = ex.run(jobs, work)
-            try:
-                for outcome in outcomes:
-                    _log_outcome(suite, outcome, results_path, summary, ex.name)
-                    in_flight[0] -= len(outcome.job.cells)
-                    bar.set_postfix_str(f"{in_flight[0]} run(s) in flight", refresh=False)
-                    bar.update(len(outcome.job.cells))
-            finally:  # on any exit (Ctrl-C, a write error) the executor stops its workers now
-                getattr(outcomes, "close", lambda: None)()
+            _run_jobs(suite, jobs, ex, TaskCache(options.data_root), results_path, summary,
+                      quiet=options.quiet or not jobs, pending=len(pending))
         finally:
-            bar.close()
             write_atomic(out / "skipped.json", json.dumps(summary.skipped, indent=1, sort_keys=True))
     summary.wall_time_s = time.perf_counter() - t0
     return summary
+
+
+def _run_jobs(suite: Suite, jobs: List[GroupJob], ex: Executor, tasks: TaskCache, results_path: Path,
+              summary: RunSummary, quiet: bool, pending: int) -> None:
+    """Hand the jobs to the executor and log each outcome as it comes (the bar counts runs)."""
+    if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
+        jobs.sort(key=lambda j: (-j.cost, j.index))
+    work = functools.partial(execute_group, tasks=tasks) if isinstance(ex, LocalExecutor) else execute_group
+    # Nothing pending (all done, or skipped): no bar at all, not an empty "0it" line.
+    bar = tqdm(total=pending, desc=f"{suite.name}", unit="run", disable=quiet, dynamic_ncols=True)
+    in_flight = [0]
+
+    def started(job: GroupJob) -> None:  # worker pools report nothing until a group ends: show what runs
+        in_flight[0] += len(job.cells)
+        bar.set_postfix_str(f"{in_flight[0]} run(s) in flight")
+
+    ex.on_start = started
+    try:
+        outcomes = ex.run(jobs, work)
+        try:
+            for outcome in outcomes:
+                _log_outcome(suite, outcome, results_path, summary, ex.name)
+                in_flight[0] -= len(outcome.job.cells)
+                bar.set_postfix_str(f"{in_flight[0]} run(s) in flight", refresh=False)
+                bar.update(len(outcome.job.cells))
+        finally:  # on any exit (Ctrl-C, a write error) the executor stops its workers now
+            getattr(outcomes, "close", lambda: None)()
+    finally:
+        bar.close()
 
 
 def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: RunSummary, executor: str) -> None:

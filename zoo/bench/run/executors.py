@@ -31,7 +31,6 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
-from zoo._names import unknown_name_error
 from zoo.trainer.progress import ProgressBar
 
 EXECUTORS = ("local", "process", "ray")
@@ -111,8 +110,6 @@ class LocalExecutor(Executor):
     name = "local"
 
     def __init__(self, quiet: bool = True, threads: Optional[int] = None) -> None:
-        if threads is not None and threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {threads}")
         self.quiet = quiet
         self.threads = threads
 
@@ -162,8 +159,6 @@ class ProcessExecutor(Executor):
     name = "process"
 
     def __init__(self, workers: int) -> None:
-        if workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {workers}")
         self.workers = workers
 
     def describe(self) -> str:
@@ -328,7 +323,7 @@ def auto_workers(jobs: int, device: Optional[str]) -> int:
 
     The CLI's default (``zoo bench`` without ``--workers``): on the 2-core machine the quick suite
     measured faster with 2 workers than in-process, the spawn + torch/zoo import per worker
-    included (docs/distributed.md).  ``run_suite``'s own default stays 1 (library use, tests).
+    included (docs/distributed.md).  ``RunOptions``'s own default stays 1 (library use, tests).
     """
     if device not in (None, "auto", "cpu"):
         return 1
@@ -342,18 +337,12 @@ def make_executor(name: str = "local", *, workers: int = 1, quiet: bool = True, 
                   ray_num_cpus: Optional[int] = None, cpus_per_group: float = 1.0, gpus_per_group: float = 0.0,
                   max_retries: int = 3, env: Optional[Dict[str, str]] = None,
                   threads: Optional[int] = None) -> Executor:
-    """The executor by name; ``local`` with ``workers > 1`` means ``process``.
+    """The executor by name (checked by :class:`~zoo.bench.run.options.RunOptions`); ``local`` with
+    ``workers > 1`` means ``process``.
 
     ``threads``: torch intra-op threads of the ``local`` executor (``None``: torch's default).
     """
-    if name not in EXECUTORS:
-        raise unknown_name_error("executor", name, EXECUTORS)
-    if workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
     if name == "ray":
-        if workers != 1:
-            raise ValueError("--workers is for the process executor; with --executor ray the cluster's CPUs "
-                             "set the parallelism (--cpus-per-group / --gpus-per-group per task)")
         return RayExecutor(ray_address, ray_num_cpus, cpus_per_group, gpus_per_group, max_retries, env)
     if name == "process" or workers > 1:
         return ProcessExecutor(workers)
