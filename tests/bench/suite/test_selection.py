@@ -228,7 +228,7 @@ def test_completed_ids_skip_failed_records(tmp_path):
 @pytest.mark.parametrize("argv,needle", [
     (["--shard", "4/3"], "--shard 4/3: need 1 <= I <= N"),
     (["--shard", "x"], "--shard takes I/N"),
-    (["--executor", "ray", "--workers", "2"], "--workers is for the process executor"),
+    (["--executor", "ray", "--workers", "2"], "workers is for the process executor (--workers)"),
     (["--where", "modle=gat"], "did you mean 'model'"),
 ])
 def test_bench_flag_errors_exit_2(argv, needle, capsys, tmp_path):

@@ -101,8 +101,8 @@ class RunOptions:
                                        or self.workers < 1):
             raise ValueError(f"workers must be a number >= 1 or 'auto', got {self.workers!r}")
         if self.ray and self.workers != 1:
-            raise ValueError("workers is for the process executor; with the ray executor the cluster's CPUs set the "
-                             "parallelism (--cpus-per-group / --gpus-per-group per task)")
+            raise ValueError("workers is for the process executor (--workers); with the ray executor (--executor ray) "
+                             "the cluster's CPUs set the parallelism (--cpus-per-group / --gpus-per-group per task)")
 
 
 def _count(name: str, value: Any, low: int = 1) -> None:
