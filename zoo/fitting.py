@@ -174,7 +174,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: Optional[
     with user_datasets(given.user_specs):
         cells = parse_suite(raw, source="zoo.fit", validate_models=False).cells
         if progress or (progress is None and interactive()):
-            callbacks = [*callbacks, ProgressBar(cells[0].config["train"]["epochs"])]
+            callbacks = [*callbacks, ProgressBar(cells[0].epochs)]
         try:
             return _fit_cells(model_or_name, given, cells, device=device, threads=threads, stacked=stacked,
                               keep_models=keep_models, data_root=data_root, callbacks=callbacks,
@@ -237,7 +237,7 @@ def _fit_cells(model_or_name: Any, given: TaskInput, cells: List[Any], *, device
         if from_weights:
             template = model_or_name
             factories = [lambda: copy.deepcopy(template) for _ in cells]
-        labels = [f"seed={c.seed} init={c.config['model']['init']}" for c in cells]
+        labels = [f"seed={c.seed} init={c.init}" for c in cells]
         run = start_group([c.config for c in cells], loaded, dev, stacked=stacked, factories=factories,
                           cuda_graphs=cuda_graphs, check_every=check_every,
                           keep_best_state=keep_models)  # copies of the selected states; the training is unchanged
@@ -270,7 +270,7 @@ def _history(results: Sequence[Any], metrics: MetricsRecorder, replicas: Any, ce
     final = [{**res.metrics, "train_loss": res.train_loss, "val_loss": res.val_loss, "stop_reason": res.stop_reason,
               "epochs_run": res.epochs_run, "diverged": res.diverged} for res in results]
     return History(
-        labels=labels, seeds=[c.seed for c in cells], inits=[c.config["model"]["init"] for c in cells],
+        labels=labels, seeds=[c.seed for c in cells], inits=[c.init for c in cells],
         epochs=np.array(metrics.epochs), metrics={k: np.array(v, dtype=float) for k, v in metrics.rows.items()},
         best_epoch=[res.best_epoch for res in results], final=final, results=list(results), cells=list(cells),
         config=cells[0].config, wall_time_s=elapsed,

@@ -32,8 +32,8 @@ def test_the_runners_epoch_bar_stays_out_of_a_log(capsys):
 
     from zoo.bench.run import executors
 
-    cell = SimpleNamespace(config={"train": {"epochs": 100}, "task": {"dataset": "cora"},
-                                   "model": {"name": "gat", "kwargs": {"num_layers": 2}}})
+    cell = SimpleNamespace(epochs=100, config={"task": {"dataset": "cora"},
+                                               "model": {"name": "gat", "kwargs": {"num_layers": 2}}})
     bar = executors.group_bar(SimpleNamespace(cells=[cell]))
     assert not bar.syncs_host  # it reads no metric: the loop keeps its check interval
     for epoch in range(101):

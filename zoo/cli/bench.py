@@ -44,12 +44,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force-new", action="store_true",
                    help="OUT holds another/edited suite's results: move them to OUT/superseded-<time>/ and start afresh")
     p.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
-    p.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+    p.add_argument("--cuda-graphs", default="auto", metavar="auto|on|off",
                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
                         "allows it; a failed capture trains eagerly, with a warning), on (required), off")
     p.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     p.add_argument("--no-leaderboard", action="store_true")
-    p.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
+    p.add_argument("--save-weights", default="none", metavar="none|best|last",
                    help="keep each run's weights beside its record: best = the selected epoch, last = the final "
                         "state (OUT/weights/<id>.safetensors, ~4 bytes per parameter; zoo.load(OUT, cell=, seed=))")
 
@@ -62,7 +62,7 @@ def _add_execution_options(p: argparse.ArgumentParser) -> None:
     ex.add_argument("--shard", default=None, metavar="I/N",
                     help="run shard I of N (1-based): a deterministic, cost-balanced part of the groups "
                          "(job arrays; combine the --out folders with `zoo merge`)")
-    ex.add_argument("--executor", choices=("local", "process", "ray"), default="local",
+    ex.add_argument("--executor", default="local", metavar="local|process|ray",
                     help="where groups run: here / in --workers processes (default), or on Ray")
     ex.add_argument("--workers", type=parse_workers, default=None, metavar="N|auto",
                     help="run groups in N worker processes, one torch thread each; 1 = in this process. "

@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
     add_architecture(p)
     p.add_argument("--norm", help="norm plugin (A,B: norms side by side)")
     p.add_argument("--epochs", type=int, help="training epochs (default: the suites' and zoo.fit's, docs/benchmarks.md)")
-    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), help="(default: as --epochs)")
+    p.add_argument("--optimizer", metavar="sgd|adam|adamw", help="(default: as --epochs)")
     p.add_argument("--lr", type=float, help="(default: as --epochs)")
     p.add_argument("--seeds", type=parse_seeds, default=[0], metavar="0-4|0,3,7",
                    help="seeds, one replica each (default 0)")

@@ -24,7 +24,8 @@ def register(sub: Any) -> None:
     add_architecture(p)
     p.add_argument("--heads", type=int)
     p.add_argument("--norm")
-    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
+    p.add_argument("--optimizer", metavar="sgd|adam|adamw",
+                   help="default (as for every key not given): the suites' and zoo.fit's, docs/benchmarks.md")
     p.add_argument("--lr", type=float)
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--epochs", type=int)
@@ -34,7 +35,7 @@ def register(sub: Any) -> None:
     p.add_argument("--warmup-epochs", type=int)
     p.add_argument("--grad-clip-norm", type=float, metavar="NORM",
                    help="clip each replica's gradient to this global 2-norm")
-    p.add_argument("--precision", choices=("fp32", "bf16"), help="bf16: forward under bfloat16 autocast")
+    p.add_argument("--precision", metavar="fp32|bf16", help="bf16: forward under bfloat16 autocast")
     p.add_argument("--dropout", type=float)
     p.add_argument("--split", type=lambda s: int(s) if s.isdigit() else s,
                    help="a split name (public, per_class, ratio...) or a Geom-GCN split number")
@@ -42,16 +43,16 @@ def register(sub: Any) -> None:
                 help="dataset transform by name (repeatable), e.g. normalize_features")
     p.add_argument("--seeds", type=parse_seeds, default=[0], metavar="0-4|0,3,7",
                    help="seeds, one replica each (default 0)")
-    p.add_argument("--dtype", choices=("float32", "float64"))
+    p.add_argument("--dtype", metavar="float32|float64")
     add_settings(p, "any other suite key: model option, dataset option (data.KEY), trainer key")
     p.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
     p.add_argument("--data-root", default=None)
     p.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
-    p.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+    p.add_argument("--cuda-graphs", default="auto", metavar="auto|on|off",
                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
                         "allows it; a failed capture trains eagerly, with a warning), on (required), off")
-    p.add_argument("--save-weights", choices=("none", "best", "last"), default="none",
+    p.add_argument("--save-weights", default="none", metavar="none|best|last",
                    help="keep each run's weights beside its record (as zoo bench --save-weights)")
     p.add_argument("--force-new", action="store_true",
                    help="OUT holds another configuration's results: move them to OUT/superseded-<time>/ first")

@@ -163,7 +163,7 @@ def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[
         try:
             task = tasks.get(cells[0].config["task"])
         except MissingDataError as e:
-            return Outcome(job, "skipped", error=f"dataset {cells[0].config['task']['dataset']!r} unavailable: {e}")
+            return Outcome(job, "skipped", error=f"dataset {cells[0].dataset!r} unavailable: {e}")
         dev = resolve_device(job.device)
         resume = None
         if job.resume_dir is not None and job.resume_every is not None and job.resume_every.enabled:

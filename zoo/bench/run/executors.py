@@ -307,7 +307,7 @@ def _short(e: BaseException, limit: int = 2000) -> str:
 def group_bar(job: GroupJob) -> ProgressBar:
     """A group's per-epoch bar (a training callback): drawn at its first epoch, so a group skipped or
     failed before training leaves no line, and only on a terminal (a log would get its escapes)."""
-    return ProgressBar(job.cells[0].config["train"]["epochs"], desc=group_label(job), show_best=False,
+    return ProgressBar(job.cells[0].epochs, desc=group_label(job), show_best=False,
                        only_terminal=True)
 
 

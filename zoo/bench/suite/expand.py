@@ -174,7 +174,7 @@ def check_board_keys(source: str, board: Dict[str, Any], cells: Sequence[Cell]) 
     valid = set(TRAIN_KEYS) | set(TASK_KEYS) | set(PLUGIN_KEYS) | set(RUN_KEYS)
     for c in cells:
         opts = [k for k in registries.model_options(c.config["model"]["name"]) if k not in FIXED_BY_TASK]
-        data = list(registries.dataset_options(c.config["task"]["dataset"]))
+        data = list(registries.dataset_options(c.dataset))
         valid |= set(opts) | set(data) | {f"arch.{k}" for k in opts} | {f"data.{k}" for k in data}
     rows = board["rows"]
     if not isinstance(rows, list) or not all(isinstance(r, str) for r in rows):

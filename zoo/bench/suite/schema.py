@@ -98,6 +98,20 @@ class Cell:
     def seed(self) -> int:
         return int(self.config["run"]["seed"])
 
+    @property
+    def init(self) -> str:
+        """The init plugin's canonical name (``balanced_orthogonal`` for ``bal_o``)."""
+        return self.config["model"]["init"]
+
+    @property
+    def dataset(self) -> str:
+        return self.config["task"]["dataset"]
+
+    @property
+    def epochs(self) -> int:
+        """The epoch cap of the training protocol."""
+        return int(self.config["train"]["epochs"])
+
 
 @dataclass
 class Suite:
