@@ -35,9 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from zoo.trainer.cells import TaskCache, model_factory, resolve_device, train_config
-from zoo.trainer.loop import train_replicas
-from zoo.trainer.replicas import build_replicas
+from zoo.trainer.cells import TaskCache, model_factory, resolve_device, start_group
 from zoo.bench.plan.shards import select
 from zoo.bench.suite.selection import parse_where
 from zoo.bench.suite.load import load_suite
@@ -93,17 +91,14 @@ def report_rules(cells: Sequence, dev: torch.device, save: Optional[Path] = None
     torch.set_num_threads(1)
     for gid, group in groups.items():
         task = cache.get(group[0].config["task"])
-        cfg = train_config(group[0].config)
-        dtype = getattr(torch, group[0].config["run"]["dtype"])
         seeds = [c.seed for c in group]
-        start = time.perf_counter()
         builders = [model_factory(c.config, task) for c in group]
         if wrap is not None:
             builders = [wrap(b) for b in builders]
-        replicas, view = build_replicas(task, builders, seeds, dev, dtype, cfg, True)
+        run = start_group([c.config for c in group], task, dev, factories=builders)  # the runner's adapter
         recorder = MetricsRecorder()
-        train_replicas(task, replicas, view, cfg, seeds, callbacks=[recorder], labels=[f"seed={s}" for s in seeds])
-        wall = time.perf_counter() - start
+        run.train(callbacks=[recorder], labels=[f"seed={s}" for s in seeds])
+        wall = time.perf_counter() - run.started
         val = [[100 * x for x in row] for row in recorder.rows["val"]]
         test = [[100 * x for x in row] for row in recorder.rows["test"]]
         rules = read_rules(val, test)
