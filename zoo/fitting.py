@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -26,6 +27,7 @@ from zoo.bench.suite.plugins import user_datasets
 from zoo.bench.suite.load import parse_suite
 from zoo.callbacks import check_callbacks
 from zoo.trainer.cells import TaskCache, resolve_device, start_group
+from zoo.trainer.graphs import GraphFallback
 from zoo.trainer.history import History, MetricsRecorder
 from zoo.trainer.progress import ProgressBar, interactive
 from zoo.trainer.tasks import TaskInput, task_input
@@ -157,9 +159,12 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: Optional[
             default: 1 on the CPU, 25 on a GPU); no number depends on it.  Callbacks that read the
             host make it 1.
         cuda_graphs: ``"auto"`` (default) replays the training epoch as CUDA graphs on a CUDA device
-            where the run allows it (else eager; a failed capture falls back to eager with one
-            warning), ``"on"`` requires it, ``"off"`` never captures (``TrainConfig.cuda_graphs``,
-            :mod:`zoo.trainer.graphs`); no number depends on it.
+            where the run allows it and a replayed epoch equals an eager one (else eager: a replay
+            that differs makes the fit train again eagerly from the start, with one warning, the
+            callbacks seeing the epochs again; a capture or replay that raises is an error asking for
+            a fresh process, which ``zoo bench`` starts itself), ``"on"`` requires it, ``"off"``
+            never captures (``TrainConfig.cuda_graphs``, :mod:`zoo.trainer.graphs`); no number
+            depends on it; ``results[r].extra["cuda_graphs"]`` says how the fit ran.
 
     Example::
 
@@ -238,13 +243,33 @@ def _fit_cells(model_or_name: Any, given: TaskInput, cells: List[Any], *, device
             template = model_or_name
             factories = [lambda: copy.deepcopy(template) for _ in cells]
         labels = [f"seed={c.seed} init={c.init}" for c in cells]
-        run = start_group([c.config for c in cells], loaded, dev, stacked=stacked, factories=factories,
-                          cuda_graphs=cuda_graphs, check_every=check_every,
-                          keep_best_state=keep_models)  # copies of the selected states; the training is unchanged
-        metrics = MetricsRecorder()
-        results = run.train(callbacks=[metrics, *callbacks], labels=labels)
+
+        def train(graphs_mode: str) -> Tuple[Any, MetricsRecorder, List[Any]]:
+            run = start_group([c.config for c in cells], loaded, dev, stacked=stacked, factories=factories,
+                              cuda_graphs=graphs_mode, check_every=check_every,
+                              keep_best_state=keep_models)  # copies of the selected states; the training is unchanged
+            metrics = MetricsRecorder()
+            return run, metrics, run.train(callbacks=[metrics, *callbacks], labels=labels)
+
+        try:
+            run, metrics, results = train(cuda_graphs)
+        except GraphFallback as e:
+            run, metrics, results = train(_eager_after(e))
+            for res in results:
+                res.extra["cuda_graphs"] = f"fell back ({e.reason})"
         elapsed = time.perf_counter() - run.started
     return _history(results, metrics, run.replicas, cells, labels, elapsed, keep_models)
+
+
+def _eager_after(e: GraphFallback) -> str:
+    """The ``cuda_graphs`` to fit again with after ``e`` — here only where nothing raised on the device;
+    after a capture or replay that raised, this process's CUDA state is suspect: an error."""
+    if e.poisoned:
+        raise RuntimeError(f"zoo.fit: {e.reason}; after a failed capture or replay this process's random generators "
+                           "and CUDA graph memory may be left inconsistent: fit again in a new Python process with "
+                           "cuda_graphs='off' (zoo bench runs such a group again in a fresh process by itself)") from e
+    warnings.warn(f"cuda_graphs: {e.reason}; training again eagerly from the start", RuntimeWarning, stacklevel=3)
+    return "off"
 
 
 def _checked(model_or_name: Any, seeds: Any, inits: Any, threads: Any) -> Tuple[List[int], List[str]]:

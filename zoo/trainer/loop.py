@@ -23,8 +23,8 @@ plain accuracy (``task.evaluate``, e.g. ROC-AUC, read each replica's outputs) an
 mini-batches of graphs, which are collated on the host every epoch and copied to the device.
 An epoch is two halves, *assess* (evaluate state ``e``, bookkeeping, selection) and *advance* (lr
 schedule, training step), with the callbacks and the host check between them; on CUDA both are
-captured once as CUDA graphs after a few eager epochs and replayed (``cuda_graphs``,
-:mod:`zoo.trainer.graphs`).
+captured once as CUDA graphs after a few eager epochs, checked against an eager epoch and replayed
+(``cuda_graphs``, :mod:`zoo.trainer.graphs`; each result's ``extra["cuda_graphs"]`` says how it ran).
 
 Epoch protocol (balance paper §3).  ``epoch e`` is the state after ``e`` optimisation epochs,
 ``e = 0 .. epochs``.  For each ``e``: evaluate the state (train/val/test metric, val loss);
@@ -113,19 +113,21 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             scheduler.step(ev.val_loss, state.active)
         state.set_pass_loss(train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads))
 
+    graphs.bind(assess, advance, lambda: {"replicas": replicas, "optimizer": optimizer, "optimizer.opt": optimizer.opt,
+                                          "scheduler": scheduler, "state": state}, replicas.rng)
     last = first_epoch
     for epoch in range(first_epoch, cfg.epochs + 1):
         last = epoch
-        ev = graphs.assess(assess, epoch)
+        ev = graphs.assess(epoch)
         if callbacks:
-            seen = _epoch_state(epoch, replicas, view, ev, state.active, labels, scratch)
+            seen = _epoch_state(epoch, replicas, view, graphs.for_callbacks(ev), state.active, labels, scratch)
             for cb in callbacks:
                 cb.on_epoch_end(seen)
         saving = resume is not None and resume.due(epoch)  # a save reads the device: a check too
         check = saving or (epoch + 1) % check_every == 0
         if epoch == cfg.epochs or (check and not _any_running(state)):
             break
-        graphs.advance(advance, epoch, ev)
+        graphs.advance(epoch, ev)
         if saving:
             resume.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
                                  state, callbacks))
@@ -133,8 +135,9 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     for cb in callbacks:
         if callable(getattr(cb, "on_fit_end", None)):
             cb.on_fit_end(seen)
-    resumed = {"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {}
-    return run_results(state, replicas, last, time.perf_counter() - start, scheduler, resumed)
+    extra = {"cuda_graphs": graphs.status,
+             **({"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {})}
+    return run_results(state, replicas, last, time.perf_counter() - start, scheduler, extra)
 
 
 def _check_every(cfg: TrainConfig, device: torch.device, callbacks: Sequence[Any]) -> int:
@@ -155,7 +158,8 @@ def _any_running(state: LoopState) -> bool:
 
 def _epoch_state(epoch: int, replicas: Replicas, view: Any, ev: Evaluation, active: Tensor,
                  labels: Optional[Sequence[str]], scratch: Dict[str, Any]) -> EpochState:
-    """What callbacks see of state ``epoch`` (the tensors themselves, not copies)."""
+    """What callbacks see of state ``epoch`` (the tensors themselves, not copies; ``ev`` is
+    :meth:`~zoo.trainer.graphs.EpochGraphs.for_callbacks`' view of the evaluation)."""
     return EpochState(
         epoch=epoch, names=replicas.names, params=replicas.params,
         grads=None if ev.grads is None else list(ev.grads),

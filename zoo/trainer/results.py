@@ -35,11 +35,12 @@ def _finite(value: float, has_best: bool) -> Optional[float]:
 
 
 def run_results(state: LoopState, replicas: Any, last_epoch: int, elapsed: float, scheduler: Any,
-                resumed: Dict[str, Any]) -> List[RunResult]:
+                extra: Dict[str, Any]) -> List[RunResult]:
     """One :class:`RunResult` per replica from the final ``state`` (reads the device once);
     ``last_epoch``: the last state the loop evaluated (it may have run past the last replica's
     stop, up to its next host check: the run's epochs are those up to that stop);
-    ``resumed``: extra entries of a resumed run (``resumed_at_epoch``, ``resumed_elapsed_s``)."""
+    ``extra``: entries of every replica's ``extra``: how the epochs ran (``cuda_graphs``), and those of a
+    resumed run (``resumed_at_epoch``, ``resumed_elapsed_s``)."""
     n_params = replicas.num_parameters()
     be, de, se = state.best_epoch.tolist(), state.diverged_epoch.tolist(), state.stop_epoch.tolist()
     epochs_done = max(se) if se and min(se) >= 0 else last_epoch
@@ -62,6 +63,6 @@ def run_results(state: LoopState, replicas: Any, last_epoch: int, elapsed: float
             num_parameters=n_params,
             best_state=replicas.state_of(r, state.best_state) if state.best_state is not None else None,
             # the learning rate of the replica's last optimisation step (scheduled runs only)
-            extra={**({"last_step_lr": float(scheduler.lr[r])} if scheduler is not None else {}), **resumed},
+            extra={**({"last_step_lr": float(scheduler.lr[r])} if scheduler is not None else {}), **extra},
         ))
     return results
