@@ -46,7 +46,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
     p.add_argument("--cuda-graphs", default="auto", metavar="auto|on|off",
                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
-                        "allows it; a failed capture trains eagerly, with a warning), on (required), off")
+                        "allows it and a replayed epoch equals an eager one; a group whose graphs fail runs again "
+                        "eagerly in a fresh process), on (required), off")
     p.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
     p.add_argument("--no-leaderboard", action="store_true")
     p.add_argument("--save-weights", default="none", metavar="none|best|last",

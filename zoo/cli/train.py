@@ -51,7 +51,8 @@ def register(sub: Any) -> None:
     p.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
     p.add_argument("--cuda-graphs", default="auto", metavar="auto|on|off",
                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
-                        "allows it; a failed capture trains eagerly, with a warning), on (required), off")
+                        "allows it and a replayed epoch equals an eager one; a group whose graphs fail runs again "
+                        "eagerly in a fresh process), on (required), off")
     p.add_argument("--save-weights", default="none", metavar="none|best|last",
                    help="keep each run's weights beside its record (as zoo bench --save-weights)")
     p.add_argument("--force-new", action="store_true",

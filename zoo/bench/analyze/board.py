@@ -155,9 +155,26 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
     entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), sort_key(e.column)))
     first = recs[0] if recs else {}
     prov = {"commits": sorted({r.get("commit", "?") for r in recs}), "devices": sorted({r.get("device", "?") for r in recs}),
-            "versions": first.get("versions", {})}
+            "versions": first.get("versions", {}), "cuda_graphs": graph_states(recs)}
     return Board(suite_info["name"], suite_info.get("meta", {}), layout, entries, prov, runs=len(recs),
                  reduced=describe_settings(suite_info))
+
+
+def graph_states(recs: Sequence[Dict[str, Any]]) -> Dict[str, int]:
+    """How the records' epochs ran (their ``cuda_graphs``: ``replayed``, ``eager``, ``eager (why)``,
+    ``fell back (why)``) -> runs; ``{}`` when no record says (records older than the field)."""
+    if not any("cuda_graphs" in r for r in recs):
+        return {}
+    states: Dict[str, int] = {}
+    for r in recs:
+        key = str(r.get("cuda_graphs", "not recorded"))
+        states[key] = states.get(key, 0) + 1
+    return dict(sorted(states.items()))
+
+
+def graph_states_text(states: Dict[str, int]) -> str:
+    """``; CUDA graphs: 12 replayed, 3 fell back (reason)`` — how the runs' epochs ran, where the records say."""
+    return "; CUDA graphs: " + ", ".join(f"{n} {state}" for state, n in states.items()) if states else ""
 
 
 def _choose_points(suite_info: Dict[str, Any], buckets: Dict[Tuple[Any, Tuple[Any, ...], Any, str], Dict[str, Any]],

@@ -8,7 +8,8 @@ from typing import Any, Dict, List, Sequence
 
 from zoo.bench.suite.measures import metric_spec
 from zoo.bench.suite.search_space import describe_point
-from zoo.bench.analyze.board import Board, Entry, diff_label, dropped_note, fmt, fmt_diff, fmt_paper, is_log_metric, tables
+from zoo.bench.analyze.board import (Board, Entry, diff_label, dropped_note, fmt, fmt_diff, fmt_paper, graph_states_text,
+                                     is_log_metric, tables)
 
 
 def metric_description(board: Board) -> str:
@@ -66,7 +67,8 @@ def to_markdown(board: Board) -> str:
         lines.append(f"Paper: {board.meta['paper']}" + (f" — {', '.join(board.meta['tables'])}" if board.meta.get("tables") else ""))
     lines += [metric_description(board), *([search_description(board)] if search_description(board) else []),
               f"Provenance: commit {', '.join(board.provenance['commits'])}; device {', '.join(board.provenance['devices'])}; "
-              + ", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items()), ""]
+              + ", ".join(f"{k} {v}" for k, v in board.provenance.get("versions", {}).items())
+              + graph_states_text(board.provenance.get("cuda_graphs", {})), ""]
     for note in notes(board):
         lines += [f"> **Note.** {note}", ""]
     for table, t in tables(board).items():

@@ -17,7 +17,7 @@ from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DECADES_
                                       MISSING_NOTE, NO_PAPER, OPEN, POINTS_TOLERANCE, REPRODUCED, STATUSES, Report,
                                       Row, SuiteReport, finding_counts)
 from zoo.bench.render.html import page, plots, slug
-from zoo.bench.render.missing import missing_html, missing_markdown, totals_line as missing_totals
+from zoo.bench.render.missing import gpu_caveat, missing_html, missing_markdown, totals_line as missing_totals
 from zoo.bench.render.leaderboard import metric_description, ours_text, search_description
 
 
@@ -110,7 +110,8 @@ def to_markdown(report: Report, sources: ReportSources) -> str:
                   "| " + " | ".join(str(fc[k]) for k in FINDING_COUNTS) + " |", ""]
     if report.missing():
         lines += [f"Paper cells not run: {missing_totals(report.missing())}; each suite lists them with the "
-                  "`zoo bench ... --where ...` commands that would run them.", ""]
+                  f"`zoo bench ... --where ...` commands that would run them.{' ' + gpu_caveat() if gpu_caveat() else ''}",
+                  ""]
     if counts["no paper number"]:
         lines += [f"Our cells without a paper number: {counts['no paper number']}.", ""]
     if counts[ALTERNATIVE] or counts[ALTERNATIVE_NOT_RUN]:
@@ -246,6 +247,7 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
               (f"Records: `{_display_path(s.folder, sources.root)}` — {len(s.records)} runs, {_hours(s.wall_time_s)} on "
                f"{', '.join(b.provenance['devices'])}; commit(s) {commits}; "
                + ", ".join(f"{k} {v}" for k, v in b.provenance.get("versions", {}).items())
+               + lb.graph_states_text(b.provenance.get("cuda_graphs", {}))
                + f". Full leaderboard (CSV/JSON/HTML): `zoo leaderboard {_display_path(s.folder, sources.root)} --out DIR`."
                if s.records else f"Records: `{_display_path(s.folder, sources.root)}` — no finished run yet."), "",
               metric_description(b), ""]
@@ -313,7 +315,8 @@ def to_html(report: Report, sources: ReportSources) -> str:
             f"{h.escape(', '.join(_machines(report)) or '(none)')}.</p>",
             "<ul>" + "".join(f"<li>{h.escape(_plain(r[2:]))}</li>" for r in rules_text()) + "</ul>"]
     if report.missing():
-        body.append(f"<p>Paper cells not run: {h.escape(_plain(missing_totals(report.missing())))}.</p>")
+        body.append(f"<p>Paper cells not run: {h.escape(_plain(missing_totals(report.missing())))}. "
+                    f"{h.escape(_plain(gpu_caveat()))}</p>")
     fc = report.finding_counts()
     if sum(fc.values()):
         body += ["<h2 id=\"findings\">Findings</h2><p>The papers' claims about figures and tables, decided on our "

@@ -20,7 +20,11 @@ when its run has finished, in one atomic write, and a re-run skips every id alre
 A group that trains longer than ``resume_every`` (default 10 minutes) saves its state now
 and then, so a re-run resumes it from its last saved state with the same numbers.
 A group that raised (or whose worker died) is logged as ``status: "failed"`` with its error;
-the leaderboard ignores such records and a re-run retries them.
+the leaderboard ignores such records and a re-run retries them.  A group whose CUDA graphs failed
+(a capture or replay that raised, a self-check difference: :class:`zoo.trainer.graphs.GraphFallback`)
+is run again eagerly from its start in a fresh worker process (:data:`~zoo.bench.run.executors.REDO`),
+its resume file dropped; every record says how its epochs ran (``cuda_graphs``: ``replayed``,
+``eager``, ``eager (why)`` or ``fell back (why)``).
 """
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ from tqdm.auto import tqdm
 
 from zoo._io import write_atomic
 from zoo.bench.run.resume_file import RESUME_DIR, resume_key, fingerprint, remove_resume_file
-from zoo.bench.run.executors import (Executor, GroupJob, LocalExecutor, Outcome, auto_workers, format_error,
+from zoo.bench.run.executors import (REDO, Executor, GroupJob, LocalExecutor, Outcome, auto_workers, format_error,
                                      make_executor)
 from zoo.bench.run.modes import get_mode
 from zoo.bench.run.options import RunOptions
@@ -54,6 +58,7 @@ from zoo.bench.store import records
 from zoo.bench.store.weights import write_weights
 from zoo.datasets import MissingDataError
 from zoo.trainer.cells import TaskCache, build_config, resolve_device, start_group
+from zoo.trainer.graphs import GraphFallback
 from zoo.trainer.results import RunResult
 from zoo.trainer.resume import ResumeFile
 
@@ -152,9 +157,11 @@ def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[
     data root / mirror *of this machine*), train the group, and return ``(cell, result, extra)``
     per cell — ``extra`` holds everything of the record that only the worker knows (task
     facts, build config, device, peak memory).  ``callbacks``: the training loop's (the local
-    executor's progress bar).  Missing data -> ``skipped``; any error -> ``failed`` with its
-    traceback; nothing is written here.
+    executor's progress bar).  Missing data -> ``skipped``; failed CUDA graphs ->
+    :data:`~zoo.bench.run.executors.REDO` (the group eagerly, in a fresh process); any other error ->
+    ``failed`` with its traceback; nothing is written here.
     """
+    resume = None
     try:
         if tasks is None:  # a worker: the driver's ZOO_DATA / ZOO_DATA_MIRROR (absolute paths)
             os.environ.update(job.env)
@@ -165,7 +172,6 @@ def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[
         except MissingDataError as e:
             return Outcome(job, "skipped", error=f"dataset {cells[0].dataset!r} unavailable: {e}")
         dev = resolve_device(job.device)
-        resume = None
         if job.resume_dir is not None and job.resume_every is not None and job.resume_every.enabled:
             resume = ResumeFile(Path(job.resume_dir) / f"{resume_key(cells, job.stacked)}.pt",
                                       job.resume_every, fingerprint(cells, job.stacked))
@@ -174,16 +180,27 @@ def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
-                  "commit": prov["commit"], "host": prov["host"]}
+                  "commit": prov["commit"], "host": prov["host"],
+                  **({"cuda_graphs": f"fell back ({job.graphs_fallback})"} if job.graphs_fallback else {})}
         out = []
         for cell, (res, extra) in zip(cells, results):
             res.best_state = None  # tensors the driver does not need (and would have to receive)
             out.append((cell, res, {**common, "build_config": build_config(cell.config, task), **extra}))
         return Outcome(job, "ok", out)
+    except GraphFallback as e:
+        if resume is not None:  # the re-run starts from the group's start
+            resume.remove()
+        return eager_redo(job, e.reason)
     except Exception as e:  # recorded as failed; the suite goes on and a re-run retries it
         if len(job.cells) > 1:
             return _replica_by_replica(job, callbacks, tasks)
         return Outcome(job, "failed", error=format_error(e))
+
+
+def eager_redo(job: GroupJob, reason: str) -> Outcome:
+    """``job`` to be run again eagerly (``cuda_graphs = "off"``) in a fresh process, its records
+    saying ``fell back (reason)``."""
+    return Outcome(job, REDO, error=reason, redo=dataclasses.replace(job, cuda_graphs="off", graphs_fallback=reason))
 
 
 def _replica_by_replica(job: GroupJob, callbacks: Sequence[Any], tasks: Optional[TaskCache]) -> Outcome:
@@ -193,6 +210,8 @@ def _replica_by_replica(job: GroupJob, callbacks: Sequence[Any], tasks: Optional
     results, failures, errors = [], {}, []
     for cell in job.cells:  # no resume state: the group's own stays for a re-run; a retry leaves no files
         alone = execute_group(dataclasses.replace(job, cells=[cell], resume_every=None), callbacks, tasks)
+        if alone.status == REDO:  # this process is suspect now: the whole group again, elsewhere
+            return eager_redo(job, alone.error)
         if alone.status == "ok":
             results += alone.results
         elif alone.status == "failed":
@@ -354,6 +373,9 @@ def _run_jobs(suite: Suite, jobs: List[GroupJob], ex: Executor, tasks: TaskCache
 def _log_outcome(suite: Suite, outcome: Outcome, results_path: Path, summary: RunSummary, executor: str) -> None:
     """The only place records are written: one atomic line per run, in the driver."""
     cells = outcome.job.cells
+    if outcome.status == REDO:  # an executor that runs no re-runs: failed, so the next run retries it
+        outcome = Outcome(outcome.job, "failed", error=f"its CUDA graphs failed ({outcome.error}) and the executor "
+                                                        "did not run it again eagerly")
     if outcome.status == "skipped":
         for c in cells:
             summary.skipped[c.id] = outcome.error

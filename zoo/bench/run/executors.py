@@ -15,11 +15,17 @@ ray        one Ray task per group (``num_cpus`` / fractional ``num_gpus``), on a
 
 Failures never stop a suite: a group whose work raised comes back as ``status="failed"``
 with the error (the work function catches it), and a worker that died — after Ray's
-``max_retries`` — is turned into a failed outcome here.  This module knows nothing of
+``max_retries`` — is turned into a failed outcome here.  A group that comes back as ``redo``
+must be run again as ``outcome.redo`` in a *fresh* process, and the process it ran in runs no
+more groups (its device state is suspect: a CUDA graph capture or replay raised there, see
+:mod:`zoo.trainer.graphs`): ``local`` hands that group and every later one to a new worker
+process, ``process`` retires its pool once the groups in flight are done, and ``ray`` runs a group
+that may capture in a worker of its own (``max_calls = 1``).  This module knows nothing of
 training; ``ray`` is imported only when the Ray executor is used.
 """
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import signal
@@ -34,6 +40,8 @@ import torch
 from zoo.trainer.progress import ProgressBar
 
 EXECUTORS = ("local", "process", "ray")
+#: an outcome whose job must be run again, as ``outcome.redo``, in a fresh process
+REDO = "redo"
 DIED = "worker process died while running this group (killed, or out of memory)"
 RAY_INSTALL_HINT = "pip install gat-zoo[ray]"
 
@@ -54,12 +62,19 @@ class GroupJob:
     resume_dir: Optional[str] = None   # where a long group saves its state (None: never)
     resume_every: Any = None           # zoo.trainer.resume.ResumePolicy
     cuda_graphs: str = "auto"          # TrainConfig.cuda_graphs: replay the epoch as CUDA graphs
+    graphs_fallback: Optional[str] = None  # why this is an eager re-run of a group whose CUDA graphs failed
+
+    @property
+    def may_capture(self) -> bool:
+        """Whether the group may capture CUDA graphs (a CUDA device, or one chosen on the worker)."""
+        return self.cuda_graphs != "off" and str(self.device or "auto").split(":")[0] != "cpu"
 
 
 @dataclass
 class Outcome:
     """What came back for one job: ``ok`` with ``(cell, RunResult, extra)`` per cell, or
-    ``skipped`` (data unavailable) / ``failed`` with a reason.  An ``ok`` job may still hold
+    ``skipped`` (data unavailable) / ``failed`` with a reason, or :data:`REDO` with the job to run
+    instead in a fresh process (``redo``) and why (``error``).  An ``ok`` job may still hold
     ``failures`` (cell id -> reason): replicas that failed on their own while the others finished."""
 
     job: GroupJob
@@ -68,6 +83,7 @@ class Outcome:
     error: str = ""
     attempts: int = 1
     failures: Dict[str, str] = field(default_factory=dict)
+    redo: Optional[GroupJob] = None
 
 
 def failed(job: GroupJob, error: str) -> Outcome:
@@ -75,6 +91,12 @@ def failed(job: GroupJob, error: str) -> Outcome:
 
 
 Work = Callable[..., Outcome]
+
+
+def portable(work: "Work") -> "Work":
+    """The work function a fresh process can run: a local executor's work may close over this
+    process's caches (a ``functools.partial``); a new process runs the function without them."""
+    return work.func if isinstance(work, functools.partial) else work
 
 
 def format_error(exc: BaseException, limit: int = 4000) -> str:
@@ -118,17 +140,25 @@ class LocalExecutor(Executor):
 
     def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:
         before = torch.get_num_threads()
+        pending = list(jobs)
         try:
-            for job in jobs:
+            while pending:
+                job = pending.pop(0)
                 self._started(job)
                 bars = [] if self.quiet else [group_bar(job)]
                 if self.threads is not None:  # set per job: the caller's code may change it in between
                     torch.set_num_threads(self.threads)
                 try:
-                    yield work(job, callbacks=bars)
+                    outcome = work(job, callbacks=bars)
                 finally:
                     for bar in bars:
                         bar.close()
+                if outcome.status == REDO:  # this process runs no more groups: the rest go to a fresh one
+                    fresh = ProcessExecutor(1)
+                    fresh.on_start = self.on_start
+                    yield from fresh.run([outcome.redo, *pending], portable(work))
+                    return
+                yield outcome
         finally:
             torch.set_num_threads(before)
 
@@ -169,15 +199,20 @@ class ProcessExecutor(Executor):
         queue = list(jobs)
         inflight: Dict[Future, GroupJob] = {}
         pool: Optional[ProcessPoolExecutor] = None
+        retiring = False  # a worker's device state is suspect: no more submissions; a new pool when idle
         try:
             while queue or inflight:
+                if retiring and not inflight and pool is not None:
+                    pool.shutdown(wait=True)
+                    pool, retiring = None, False
                 if pool is None:
                     pool = ProcessPoolExecutor(max_workers=min(self.workers, max(len(queue), 1)), mp_context=ctx,
                                                initializer=_init_process_worker)
-                while queue and len(inflight) < self.workers:
+                while queue and len(inflight) < self.workers and not retiring:
                     job = queue.pop(0)
                     inflight[pool.submit(work, job)] = job
-                    self._started(job)
+                    if job.graphs_fallback is None:  # a re-run was reported started already
+                        self._started(job)
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
@@ -189,6 +224,10 @@ class ProcessExecutor(Executor):
                         outcome = failed(job, DIED)
                     except Exception as e:  # pickling errors and the like: the work itself catches its own
                         outcome = failed(job, format_error(e))
+                    if outcome.status == REDO:
+                        queue.insert(0, outcome.redo)
+                        retiring = True
+                        continue
                     yield outcome
                 if broken:
                     for fut, job in list(inflight.items()):
@@ -272,9 +311,13 @@ class RayExecutor(Executor):
                                                 max_retries=self.max_retries, retry_exceptions=False)
         threads = max(1, int(self.cpus_per_group))
         refs: Dict[Any, GroupJob] = {}
+
+        def submit(job: GroupJob) -> None:  # a group that may capture CUDA graphs gets a worker of its own
+            refs[(remote.options(max_calls=1) if job.may_capture else remote).remote(work, job, threads)] = job
+
         try:
             for job in jobs:
-                refs[remote.remote(work, job, threads)] = job
+                submit(job)
                 self._started(job)  # queued on the cluster: in flight from the driver's point of view
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
@@ -285,6 +328,9 @@ class RayExecutor(Executor):
                     except ray.exceptions.RayError as e:  # worker died max_retries + 1 times, or similar
                         outcome = failed(job, f"{type(e).__name__}: {_short(e)}")
                         outcome.attempts = self.max_retries + 1
+                    if outcome.status == REDO:
+                        submit(outcome.redo)
+                        continue
                     yield outcome
         finally:
             for ref in refs:  # driver interrupted: cancel what is still queued / running
