@@ -3,8 +3,10 @@
 #   make test    - the test suite
 #   make test-dgl - (slow: ~3 GB of wheels the first time) the DGL tests against real DGL, in .venv-dgl
 #   make test-gpu - on a GPU machine: the CUDA checks (fail, not skip, without a GPU)
-#   make gpu-check - on a GPU machine, with no .venv and no package index: tests, speed, GPU busy and the
-#                    Cornell slice of balance_table2 in <= 8 minutes, one summary file (benchmarks/gpu_check.py)
+#   make gpu-check - on a GPU machine, with no .venv and no package index: the CUDA tests, graph against eager
+#                    records, speed, GPU busy, the Cornell slice of balance_table2 and the refitted GPU cost entry
+#                    in <= 8 minutes, one summary file (benchmarks/gpu_check.py); make gpu-check-smoke: the same on
+#                    the CPU, small; make gpu-bundle: one archive of what a GPU machine without an index needs
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -22,7 +24,7 @@ DGL_PINS := torch==2.2.1 torchdata==0.7.1 dgl==2.1.0 "numpy<2" "pandas<2.3" pyda
 SUITE  ?= quick
 OUT    ?= results/$(SUITE)
 
-.PHONY: install test test-all test-dgl test-gpu gpu-check bench clean
+.PHONY: install test test-all test-dgl test-gpu gpu-check gpu-check-smoke gpu-bundle bench clean
 
 install: $(STAMP)
 
@@ -76,6 +78,14 @@ test-gpu: $(STAMP)
 GPU_CHECK_OUT ?= gpu-check
 gpu-check:
 	$(PYTHON) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
+
+# The GPU check's CPU smoke run: every step, a few epochs, graphs through the tests' capture double.
+gpu-check-smoke: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py --device cpu --quick --out $(GPU_CHECK_OUT)-smoke $(GPU_CHECK_ARGS)
+
+# The project at HEAD, the check's datasets and the wheels a stock CUDA image lacks, in one archive (<= 60 MB).
+gpu-bundle: $(STAMP)
+	$(BIN)/python benchmarks/gpu_bundle.py --download --out gpu-bundle.tar.gz
 
 bench: $(STAMP)
 	ZOO_DATA_MIRROR="$${ZOO_DATA_MIRROR:-$(abspath ../shared/datasets)}" $(BIN)/zoo bench $(SUITE) --out $(OUT)

@@ -1,15 +1,20 @@
-"""How busy the device is during the runner's stacked training epochs: kernel time / wall time.
+"""How busy the device is during the runner's stacked training epochs: device time / wall time.
 
 ``torch.profiler`` over ``--epochs`` epochs of ``train_replicas`` (SGD, no stopping, ``--replicas``
 stacked replicas: 3 inits x seeds, as ``speed_train.py``), after 3 warm-up epochs.  On CUDA the
-kernel time is the profiler's device time of every kernel; on the CPU it is the self time of the
+figures come from the profiler's *device* events alone (kernels, copies, fills): their summed
+duration (kernel time), and the union of their intervals (busy time: overlapping kernels on several
+streams count once).  The profiler also books each kernel's time on the operator row that launched
+it (``aten::mm``, ``zoo_triton::gatv2_backward``), so summing the self device time of every row of
+``key_averages()`` counts each kernel twice.  On the CPU the kernel time is the self time of the
 operators that compute (``aten::`` and the zoo's compiled ops), so the share left over is the host's
-Python, dispatch and autograd bookkeeping.  Prints one line: wall per epoch, kernel time per
-epoch, busy %, kernels per epoch, and wall per kernel; ``--table`` adds the profiler's top kernels.
+Python, dispatch and autograd bookkeeping.  Prints one line: wall per epoch, kernel time per epoch,
+busy %, device events per epoch, and wall per event; ``--table`` adds the profiler's top kernels.
 The training runs as ``zoo bench`` runs it: on CUDA its epochs are replayed as CUDA graphs
 (``cuda_graphs = "auto"``, :mod:`zoo.trainer.graphs`).  ``--graphs`` times instead the same
 training with ``cuda_graphs`` on and off in this process (CUDA-synchronised wall clock over the
-epochs after the warm-up and the capture) and prints both and their ratio.
+replayed epochs: after the warm-up, the capture and its self-check, before the last, eager, epoch)
+and prints both and their ratio.
 
     python benchmarks/gpu_busy.py --device cuda                          # cornell_npz gatv2 L=40 R=15
     python benchmarks/gpu_busy.py --device cpu --layers 2 --replicas 3 --epochs 3
@@ -21,9 +26,10 @@ import argparse
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import torch
+from torch.autograd import DeviceType
 
 #: operator namespaces whose self time is computation (CPU profiles)
 COMPUTE_PREFIXES = ("aten::", "zoo_kernels::", "zoo_triton::")
@@ -32,16 +38,19 @@ INITS = ("xavier", "balanced_xavier", "balanced_orthogonal")
 
 @dataclass(frozen=True)
 class Busy:
-    """Kernel time against wall time over ``epochs`` profiled epochs."""
+    """Kernel time and busy time against wall time over ``epochs`` profiled epochs (``busy_s``: the
+    union of the device's intervals on CUDA; the kernel time where there are no intervals, the CPU)."""
 
     epochs: int
     wall_s: float
     kernel_s: float
     kernels: int
+    busy_s: Optional[float] = None
 
     @property
     def fraction(self) -> float:
-        return self.kernel_s / self.wall_s if self.wall_s > 0 else float("nan")
+        busy = self.kernel_s if self.busy_s is None else self.busy_s
+        return busy / self.wall_s if self.wall_s > 0 else float("nan")
 
     def line(self, label: str) -> str:
         e = max(self.epochs, 1)
@@ -50,23 +59,38 @@ class Busy:
                 f"us wall per kernel {1e6 * self.wall_s / max(self.kernels, 1):.1f}")
 
 
-def _device_us(event: Any) -> float:
-    return float(getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0)) or 0.0)
+def _is_device(event: Any) -> bool:
+    """A device-side event (a kernel, copy or fill), not an operator the host ran."""
+    kind = getattr(event, "device_type", DeviceType.CPU)
+    return kind not in (DeviceType.CPU, None)
 
 
 def kernel_time(events: Iterable[Any], device: torch.device) -> tuple:
-    """``(seconds, count)`` of the kernels in profiler ``events`` (``key_averages()`` rows): device time
-    on CUDA; on the CPU the self time of the computing operators (:data:`COMPUTE_PREFIXES`)."""
+    """``(seconds, count)`` of the work in profiler ``events`` (``prof.events()`` or ``key_averages()``):
+    on CUDA the device events' own time (never an operator row's, which repeats its kernels'); on the
+    CPU the self time of the computing operators (:data:`COMPUTE_PREFIXES`)."""
     total_us, count = 0.0, 0
     for e in events:
         if device.type == "cuda":
-            us = _device_us(e)
+            us = float(e.self_device_time_total) if _is_device(e) else 0.0
         else:
             us = float(e.self_cpu_time_total) if str(e.key).startswith(COMPUTE_PREFIXES) else 0.0
         if us > 0:
             total_us += us
-            count += int(e.count)
+            count += int(getattr(e, "count", 1))
     return total_us / 1e6, count
+
+
+def busy_time(events: Iterable[Any]) -> float:
+    """Seconds in which the device ran anything: the union of the device events' intervals (raw
+    events, ``prof.events()``)."""
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events if _is_device(e))
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total / 1e6
 
 
 def _setup(dataset: str, model: str, layers: int, replicas: int, hidden: int) -> tuple:
@@ -106,12 +130,12 @@ def profile(dataset: str, model: str, layers: int, replicas: int, epochs: int, d
         train_replicas(task, reps, view, cfg, seeds)
         sync()
         wall = time.perf_counter() - start
-    events = prof.key_averages()
-    seconds, count = kernel_time(events, device)
+    raw = prof.events()
+    seconds, count = kernel_time(raw, device)
     if table:
         key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-        print(events.table(sort_by=key, row_limit=8, max_name_column_width=50), flush=True)
-    return Busy(epochs, wall, seconds, count)
+        print(prof.key_averages().table(sort_by=key, row_limit=8, max_name_column_width=50), flush=True)
+    return Busy(epochs, wall, seconds, count, busy_time(raw) if device.type == "cuda" else None)
 
 
 class _Window:
@@ -126,7 +150,8 @@ class _Window:
     def on_epoch_end(self, state) -> None:
         self.seen = int(state.epoch) + 1  # states evaluated so far
         if self.seen in (self.start, self.stop):
-            torch.cuda.synchronize()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
             if self.seen == self.start:
                 self.t0 = time.perf_counter()
             else:
@@ -165,6 +190,18 @@ def graphs_line(label: str, ms: dict) -> str:
             f"(on/off {ms['on'] / ms['off']:.3f}x)")
 
 
+def _use_the_double() -> None:
+    """The CPU smoke run: "CUDA graphs" through the tests' double of a capture."""
+    import sys
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    sys.path.insert(0, root)
+    import zoo.trainer.graphs as graphs
+    from tests.trainer.capture_double import CheckedBackend
+
+    graphs.capture_backend = lambda device: CheckedBackend()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda")
@@ -175,6 +212,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--table", action="store_true", help="also the profiler's top kernels")
     p.add_argument("--graphs", action="store_true", help="time the epochs with CUDA graphs on vs off instead")
+    p.add_argument("--double", action="store_true",
+                   help="--graphs on the CPU through the tests' capture double (a smoke run: no timing meaning)")
     args = p.parse_args()
     os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
     device = torch.device(args.device)
@@ -182,8 +221,10 @@ def main() -> None:
         p.error(f"--device {args.device}: this torch sees no CUDA device (torch {torch.__version__})")
     label = f"{args.dataset} {args.model} L={args.layers} R={args.replicas} on {args.device}"
     if args.graphs:
-        if device.type != "cuda":
-            p.error("--graphs: CUDA graphs need --device cuda")
+        if device.type != "cuda" and not args.double:
+            p.error("--graphs: CUDA graphs need --device cuda (or --double on the CPU, a smoke run)")
+        if args.double:
+            _use_the_double()
         ms = graphs_speed(args.dataset, args.model, args.layers, args.replicas, args.epochs, device)
         print(graphs_line(label, ms), flush=True)
         return

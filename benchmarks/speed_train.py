@@ -9,22 +9,26 @@ after the other, ``--repeat`` times (the best time of each is kept), so the rati
 even on a loaded machine.  ``--clock cpu`` times process CPU time instead of wall time (steadier
 when other processes share the cores; use it with ``--threads 1``).  ``--device cuda`` runs both
 sides on the GPU and times them by wall clock with ``torch.cuda.synchronize`` at each end of a
-timing (both sides alike; the GPU's queued work is inside the figure), after 3 warm-up epochs.
+timing (both sides alike; the GPU's queued work is inside the figure), after 3 warm-up epochs; ours
+is then timed in its steady state, over the epochs after the CUDA graphs' warm-up, capture and
+self-check and before the last, eager, epoch (the same epochs with ``--cuda-graphs off``).
+``--cuda-graphs auto,off`` times ours once per mode (a column each); ``--json FILE`` writes the table.
 
     python benchmarks/speed_train.py            # Cora gatv2 L=10 w64, Cornell gatv2 L=2, PubMed gat L=5 8x8
     python benchmarks/speed_train.py --quick    # fewer epochs, one repeat
     python benchmarks/speed_train.py --configs cornell --threads 1
-    python benchmarks/speed_train.py --device cuda --epochs 30 --repeat 2
+    python benchmarks/speed_train.py --device cuda --epochs 30 --repeat 2 --cuda-graphs auto,off
 
 Targets: ours / PyG <= 0.4 at 1 replica and <= 0.1 at 15 replicas.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List
 
 import torch
 import torch.nn.functional as F
@@ -134,8 +138,26 @@ def time_pyg(task, c: dict, epochs: int) -> float:
 # --------------------------------------------------------------------------- ours
 
 
-def time_ours(task, c: dict, replicas: int, epochs: int, stacked: bool = True) -> float:
-    """Seconds per replica-epoch of ``train_replicas`` on ``replicas`` stacked replicas."""
+class SteadyWindow:
+    """A ``progress`` hook timing the evaluated states ``start .. stop`` (the clock read at both ends)."""
+
+    def __init__(self, start: int, stop: int) -> None:
+        self.start, self.stop, self.seen, self.t0, self.t1 = start, stop, 0, 0.0, 0.0
+
+    def __call__(self, n: int) -> None:
+        self.seen += n
+        if self.seen == self.start:
+            self.t0 = _clock()
+        elif self.seen == self.stop:
+            self.t1 = _clock()
+
+
+def time_ours(task, c: dict, replicas: int, epochs: int, stacked: bool = True, cuda_graphs: str = "auto") -> float:
+    """Seconds per replica-epoch of ``train_replicas`` on ``replicas`` stacked replicas.  On CUDA the
+    steady state only: the ``epochs`` timed are those after the graphs' warm-up, capture and
+    self-check and before the last, eager, epoch (for ``cuda_graphs = "off"`` the same epochs)."""
+    from zoo.trainer.graphs import WARMUP
+
     inits = [INITS[i % len(INITS)] for i in range(replicas)]
     seeds = [i // len(INITS) for i in range(replicas)] if replicas > 1 else [0]
 
@@ -143,12 +165,18 @@ def time_ours(task, c: dict, replicas: int, epochs: int, stacked: bool = True) -
         return lambda: zoo.build(c["model"], in_dim=task.num_features, out_dim=task.num_classes,
                                  hidden_dim=c["hidden"], num_layers=c["layers"], heads=c["heads"], init=init)
 
-    # loss_threshold=0, no patience: every replica runs exactly `epochs` epochs
-    cfg = TrainConfig(optimizer="sgd", lr=c["lr"], epochs=epochs, loss_threshold=0.0)
+    steady = _device.type == "cuda"
+    total = epochs + WARMUP + 2 if steady else epochs  # + the capture's epoch and the last, eager, one
+    # loss_threshold=0, no patience: every replica runs exactly `total` epochs
+    cfg = TrainConfig(optimizer="sgd", lr=c["lr"], epochs=total, loss_threshold=0.0, cuda_graphs=cuda_graphs)
     reps, view = build_replicas(task, [factory(i) for i in inits], seeds, _device, torch.float32, cfg, stacked)
     warm = TrainConfig(**{**cfg.__dict__, "epochs": warmup_epochs(_device)})
     train_replicas(task, reps, view, warm, seeds)
     reps, view = build_replicas(task, [factory(i) for i in inits], seeds, _device, torch.float32, cfg, stacked)
+    if steady:  # states WARMUP + 1 .. total - 1: replayed (or their eager equals)
+        window = SteadyWindow(WARMUP + 2, WARMUP + 2 + epochs)
+        train_replicas(task, reps, view, cfg, seeds, progress=window)
+        return (window.t1 - window.t0) / (epochs * replicas)
     start = _clock()
     train_replicas(task, reps, view, cfg, seeds)
     return (_clock() - start) / (epochs * replicas)
@@ -181,6 +209,9 @@ def main() -> None:
     p.add_argument("--plain-allocator", action="store_true",
                    help="leave glibc's allocator as it is (zoo.trainer.allocator.tune_allocator off) for both sides")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]: both sides run there")
+    p.add_argument("--cuda-graphs", default="auto",
+                   help="ours with cuda_graphs = each of these (comma-separated of auto, on, off; default auto)")
+    p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     global _clock, _device
@@ -200,26 +231,39 @@ def main() -> None:
     epochs = args.epochs or (5 if args.quick else 20)
     repeat = args.repeat or (1 if args.quick else 3)
     counts = [int(r) for r in args.replicas.split(",")]
+    modes = [m for m in args.cuda_graphs.split(",") if m]
+    if any(m not in ("auto", "on", "off") for m in modes):
+        p.error(f"--cuda-graphs: each of auto, on, off; got {args.cuda_graphs!r}")
+    columns = [(r, m) for r in counts for m in modes]
+    name_of = {(r, m): f"R={r}" + (f" {m}" if len(modes) > 1 else "") for r, m in columns}
     print(f"machine: {machine()}; allocator tuned (both sides): {tuned}")
     clock = "wall clock, CUDA-synchronised" if _device.type == "cuda" else f"{args.clock} clock"
-    print(f"{epochs} epochs per timing, best of {repeat}, {clock}; ms per replica-epoch (train step + per-epoch evaluation)")
-    header = f"{'config':34} {'PyG loop':>9}" + "".join(f" {f'ours R={r}':>10} {'ratio':>6}" for r in counts)
+    steady = " (steady state: after the warm-up, capture and self-check, before the last epoch)" \
+        if _device.type == "cuda" else ""
+    print(f"{epochs} epochs per timing{steady}, best of {repeat}, {clock}; ms per replica-epoch "
+          "(train step + per-epoch evaluation)")
+    header = f"{'config':34} {'PyG loop':>9}" + "".join(f" {'ours ' + name_of[k]:>10} {'ratio':>6}" for k in columns)
     print(header)
     print("-" * len(header))
-    rows: List[Tuple[str, float, List[float]]] = []
+    rows: List[Dict[str, object]] = []
     for name in args.configs.split(","):
         c = CONFIGS[name]
         task = _load(c["dataset"])
-        pyg, ours = float("inf"), {r: float("inf") for r in counts}
+        pyg, ours = float("inf"), {k: float("inf") for k in columns}
         for _ in range(repeat):  # interleaved, so load changes hit both sides
             pyg = min(pyg, time_pyg(task, c, epochs))
-            for r in counts:
-                ours[r] = min(ours[r], time_ours(task, c, r, epochs))
+            for r, m in columns:
+                ours[r, m] = min(ours[r, m], time_ours(task, c, r, epochs, cuda_graphs=m))
         label = f"{c['dataset']} {c['model']} L={c['layers']} w{c['hidden']}" + (f" {c['heads']}h" if c["heads"] > 1 else "")
-        line = f"{label:34} {1e3 * pyg:>9.2f}" + "".join(f" {1e3 * ours[r]:>10.2f} {ours[r] / pyg:>5.2f}x" for r in counts)
+        line = f"{label:34} {1e3 * pyg:>9.2f}" + "".join(f" {1e3 * ours[k]:>10.2f} {ours[k] / pyg:>5.2f}x" for k in columns)
         print(line, flush=True)
-        rows.append((label, pyg, [ours[r] for r in counts]))
+        rows.append({"config": label, "pyg_ms": 1e3 * pyg,
+                     "ours": [{"replicas": r, "cuda_graphs": m, "ms": 1e3 * ours[r, m], "ratio": ours[r, m] / pyg}
+                              for r, m in columns]})
     print("targets: ratio <= 0.40x at R=1, <= 0.10x at R=15")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "epochs": epochs, "repeat": repeat, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
