@@ -123,7 +123,7 @@ def test_the_page_shows_needs_a_gpu_cells_in_gpu_hours():
     miss = missing_cells("s", "train", all_cells, ENTRIES, [], MODEL, TABLE, value_of, seconds=seconds, gpu_seconds=gpu)
     cmds = fill_commands("s", miss, value_of, all_cells, seconds, gpu_seconds=gpu)
     total = sum(gpu[c["id"]] for c in all_cells[6:9]) / 3600
-    assert f"1 *need a GPU* (3 runs, ≈ {total:,.1f} GPU-hours;" in totals_line(miss)
+    assert f"1 *need a GPU* (3 runs, ≈ {total:,.1f} GPU-hours by a provisional estimate;" in totals_line(miss)
     assert command_line(cmds[-1]).endswith(f"needs a GPU, ≈ {hours(cmds[-1].gpu_seconds)} on one GPU")
     assert "on one GPU" not in command_line(cmds[0])  # runs here: CPU time only
     md = "\n".join(missing_markdown("s", miss, cmds))

@@ -1,5 +1,7 @@
 """The cost model's file, ``cost_model.json`` (shipped beside this module): one fitted model per device
-kind, read by :func:`load_cost_model` and written by ``zoo bench calibrate`` (:func:`write_model`)."""
+kind, read by :func:`load_cost_model` and written by ``zoo bench calibrate`` (:func:`write_model`).  An
+entry may say why it is not yet a price (``provisional``: the ``cuda`` entry, fitted before the training
+loop was rebuilt); its ``fitted_on`` and the reproduction page say so, and a refit drops it."""
 from __future__ import annotations
 
 import functools
@@ -23,7 +25,8 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
     kind = "cpu" if kind == "auto" else kind
     cpu = data["devices"]["cpu"]
     entry = data.get("devices", {}).get(kind) or {}
-    fitted_on = entry.get("fitted_on", "")
+    fitted_on = entry.get("fitted_on", "") + (f"; provisional: {entry['provisional']}" if entry.get("provisional")
+                                              else "")
     if not entry.get("coefficients"):
         entry = cpu
         fitted_on = f"no {kind} entry: the cpu fit ({entry.get('fitted_on', '')})"
@@ -31,6 +34,14 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
     measured = {k: float(entry.get(k, cpu.get(k, default))) for k, default in MEASURED.items()}
     return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes,
                      unseen_suite_factor=float(entry.get("unseen_suite_factor", 1.0)), **measured)
+
+
+@functools.lru_cache(maxsize=4)
+def provisional(device: str = "cuda", path: Path = MODEL_FILE) -> str:
+    """Why the shipped entry of ``device`` is not yet a price (its ``provisional`` text), or ``""``.
+    A refit (:func:`write_model`) drops it."""
+    entry = json.loads(Path(path).read_text()).get("devices", {}).get(str(device).split(":")[0]) or {}
+    return str(entry.get("provisional") or "")
 
 
 @functools.lru_cache(maxsize=4)

@@ -7,6 +7,7 @@ import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zoo.bench.analyze.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
+from zoo.bench.plan.cost_file import provisional
 from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
 
 
@@ -35,10 +36,18 @@ def totals(missing: Sequence[MissingCell]) -> Dict[str, Dict[str, float]]:
 
 def totals_line(missing: Sequence[MissingCell]) -> str:
     t = totals(missing)
+    marked = " by a provisional estimate" if provisional("cuda") else ""
     return (f"{t[RUNS_HERE]['cells']:.0f} *runs here* (≤ {RUNS_HERE_CPU_HOURS:g} CPU-hours each; "
             f"{t[RUNS_HERE]['runs']:.0f} runs, ≈ {t[RUNS_HERE]['seconds'] / 3600:,.0f} CPU-hours), "
             f"{t[NEEDS_GPU]['cells']:.0f} *need a GPU* ({t[NEEDS_GPU]['runs']:.0f} runs, "
-            f"≈ {t[NEEDS_GPU]['gpu_seconds'] / 3600:,.1f} GPU-hours; ≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours)")
+            f"≈ {t[NEEDS_GPU]['gpu_seconds'] / 3600:,.1f} GPU-hours{marked}; "
+            f"≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours)")
+
+
+def gpu_caveat() -> str:
+    """The sentence saying why the GPU times are not yet a price (the ``cuda`` entry's ``provisional``), or ``""``."""
+    why = provisional("cuda")
+    return f"The GPU times come from the cost model's `cuda` entry, {why}." if why else ""
 
 
 def _gpu_time(seconds: Any) -> str:
@@ -58,7 +67,7 @@ def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Seque
     lines = [f"### {suite}: paper cells not run — estimated cost", "",
              f"{totals_line(missing)}; estimated by the cost model fitted on the records' shared 2-core CPU "
              "(`zoo bench SUITE --estimate`), GPU time by its `cuda` entry, fitted on one H200's records "
-             "(`--estimate --device cuda`).", "",
+             f"(`--estimate --device cuda`).{' ' + gpu_caveat() if gpu_caveat() else ''}", "",
              "| paper table | cell | runs | CPU time | GPU time | class |", "|---|---|---|---|---|---|"]
     for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))):
         lines.append(f"| {m.entry.get('table', '')} | {describe_entry(m.entry)} | {len(m.cells)} | "
