@@ -237,7 +237,7 @@ def test_callbacks_see_copies_of_the_static_buffers():
 
     backend = CheckedBackend()
     replayed = kept(backend)
-    assert backend.captures[0].replays == cfg.epochs - graphs.WARMUP + 1
+    assert backend.captures[0].replays >= cfg.epochs - graphs.WARMUP
     eager = kept(None)
     assert len(set(eager[:, 0].tolist())) > 1  # the values move from epoch to epoch
     torch.testing.assert_close(replayed, eager, rtol=0, atol=0)
