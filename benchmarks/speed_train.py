@@ -10,8 +10,8 @@ even on a loaded machine.  ``--clock cpu`` times process CPU time instead of wal
 when other processes share the cores; use it with ``--threads 1``).  ``--device cuda`` runs both
 sides on the GPU and times them by wall clock with ``torch.cuda.synchronize`` at each end of a
 timing (both sides alike; the GPU's queued work is inside the figure), after 3 warm-up epochs; ours
-is then timed in its steady state, over the epochs after the CUDA graphs' warm-up, capture and
-self-check and before the last, eager, epoch (the same epochs with ``--cuda-graphs off``).
+is then timed in its steady state: a run of ``--epochs`` more epochs than a short one, less the
+short one's time (the CUDA graphs' warm-up, capture and self-check and the last, eager, epoch cancel).
 ``--cuda-graphs auto,off`` times ours once per mode (a column each); ``--json FILE`` writes the table.
 
     python benchmarks/speed_train.py            # Cora gatv2 L=10 w64, Cornell gatv2 L=2, PubMed gat L=5 8x8
@@ -138,24 +138,11 @@ def time_pyg(task, c: dict, epochs: int) -> float:
 # --------------------------------------------------------------------------- ours
 
 
-class SteadyWindow:
-    """A ``progress`` hook timing the evaluated states ``start .. stop`` (the clock read at both ends)."""
-
-    def __init__(self, start: int, stop: int) -> None:
-        self.start, self.stop, self.seen, self.t0, self.t1 = start, stop, 0, 0.0, 0.0
-
-    def __call__(self, n: int) -> None:
-        self.seen += n
-        if self.seen == self.start:
-            self.t0 = _clock()
-        elif self.seen == self.stop:
-            self.t1 = _clock()
-
-
 def time_ours(task, c: dict, replicas: int, epochs: int, stacked: bool = True, cuda_graphs: str = "auto") -> float:
     """Seconds per replica-epoch of ``train_replicas`` on ``replicas`` stacked replicas.  On CUDA the
-    steady state only: the ``epochs`` timed are those after the graphs' warm-up, capture and
-    self-check and before the last, eager, epoch (for ``cuda_graphs = "off"`` the same epochs)."""
+    steady state only: a run of ``epochs`` more epochs than a short one, the difference of their times
+    (the warm-up, the graphs' capture and self-check and the last, eager, epoch cancel; no callback
+    enters the loop)."""
     from zoo.trainer.graphs import WARMUP
 
     inits = [INITS[i % len(INITS)] for i in range(replicas)]
@@ -165,21 +152,19 @@ def time_ours(task, c: dict, replicas: int, epochs: int, stacked: bool = True, c
         return lambda: zoo.build(c["model"], in_dim=task.num_features, out_dim=task.num_classes,
                                  hidden_dim=c["hidden"], num_layers=c["layers"], heads=c["heads"], init=init)
 
-    steady = _device.type == "cuda"
-    total = epochs + WARMUP + 2 if steady else epochs  # + the capture's epoch and the last, eager, one
-    # loss_threshold=0, no patience: every replica runs exactly `total` epochs
-    cfg = TrainConfig(optimizer="sgd", lr=c["lr"], epochs=total, loss_threshold=0.0, cuda_graphs=cuda_graphs)
-    reps, view = build_replicas(task, [factory(i) for i in inits], seeds, _device, torch.float32, cfg, stacked)
-    warm = TrainConfig(**{**cfg.__dict__, "epochs": warmup_epochs(_device)})
-    train_replicas(task, reps, view, warm, seeds)
-    reps, view = build_replicas(task, [factory(i) for i in inits], seeds, _device, torch.float32, cfg, stacked)
-    if steady:  # states WARMUP + 1 .. total - 1: replayed (or their eager equals)
-        window = SteadyWindow(WARMUP + 2, WARMUP + 2 + epochs)
-        train_replicas(task, reps, view, cfg, seeds, progress=window)
-        return (window.t1 - window.t0) / (epochs * replicas)
-    start = _clock()
-    train_replicas(task, reps, view, cfg, seeds)
-    return (_clock() - start) / (epochs * replicas)
+    def run(total: int) -> float:
+        # loss_threshold=0, no patience: every replica runs exactly `total` epochs
+        cfg = TrainConfig(optimizer="sgd", lr=c["lr"], epochs=total, loss_threshold=0.0, cuda_graphs=cuda_graphs)
+        reps, view = build_replicas(task, [factory(i) for i in inits], seeds, _device, torch.float32, cfg, stacked)
+        start = _clock()
+        train_replicas(task, reps, view, cfg, seeds)
+        return _clock() - start
+
+    run(warmup_epochs(_device))
+    if _device.type == "cuda":
+        short = WARMUP + 2  # the capture's epoch, one replayed, the last
+        return (run(short + epochs) - run(short)) / (epochs * replicas)
+    return run(epochs) / (epochs * replicas)
 
 
 def machine() -> str:
