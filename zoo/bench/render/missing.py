@@ -67,7 +67,7 @@ def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Seque
     lines = [f"### {suite}: paper cells not run — estimated cost", "",
              f"{totals_line(missing)}; estimated by the cost model fitted on the records' shared 2-core CPU "
              "(`zoo bench SUITE --estimate`), GPU time by its `cuda` entry, fitted on one H200's records "
-             f"(`--estimate --device cuda`).{' ' + gpu_caveat() if gpu_caveat() else ''}", "",
+             "(`--estimate --device cuda`).", "",
              "| paper table | cell | runs | CPU time | GPU time | class |", "|---|---|---|---|---|---|"]
     for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))):
         lines.append(f"| {m.entry.get('table', '')} | {describe_entry(m.entry)} | {len(m.cells)} | "
