@@ -363,7 +363,7 @@ def test_schedules_clipping_and_bf16_replay_bitwise(dtype, options):
 def test_zoo_fit_trains_again_eagerly_after_a_self_check_difference(monkeypatch):
     """In the user's process: a replay that differs (nothing raised on the device) is fitted again
     eagerly with one warning; a capture that raised asks for a fresh process."""
-    options = dict(epochs=8, device="cpu", progress=False, dropout=0.2)
+    options = dict(epochs=8, device="cpu", progress=False, dropout=0.2, optimizer="adam", lr=0.02, dtype="float64")
     eager = zoo.fit("gatv2", "twin", cuda_graphs="off", **options)
     monkeypatch.setattr(graphs, "capture_backend", lambda device: CheckedBackend(uncaptured="aten.where.self_out"))
     with pytest.warns(RuntimeWarning, match="self-check at epoch 3 .*training again eagerly from the start"):

@@ -83,8 +83,8 @@ def test_cli_estimate_on_cuda_gives_gpu_time_from_the_cuda_entry(tmp_path, capsy
     assert main(["bench", "balance_table2", "--estimate", "--where", "dataset=cornell_npz", "--device", "cuda",
                  "--workers", "5", "--out", str(tmp_path / "never")]) == 0
     text = capsys.readouterr().out
-    assert "on cuda (cost model: 5 trained groups in 2 records folder(s) on NVIDIA H200; provisional: fitted before the "
-        "training loop was rebuilt" in text
+    assert ("on cuda (cost model: 5 trained groups in 2 records folder(s) on NVIDIA H200; provisional: fitted before "
+            "the training loop was rebuilt") in text
     assert "GPU time" in text and "CPU time" not in text and "needs a GPU" not in text
     rows = {ln.split()[1]: ln.split() for ln in text.splitlines() if ln.startswith("--where")}
     # 38 s of group + 8 s of the process's start, 2 s of its exit and 1.5 s of leaderboard (the measured

@@ -86,3 +86,10 @@ def test_the_process_pool_retires_the_worker_of_a_failed_group(workers):
 def test_records_without_the_field_say_nothing():
     assert graph_states([{"id": "a"}, {"id": "b"}]) == {}
     assert graph_states([{"id": "a"}, {"id": "b", "cuda_graphs": "replayed"}]) == {"not recorded": 1, "replayed": 1}
+
+
+def test_which_groups_may_capture():
+    """Ray runs these in a worker of their own (a failed capture there never meets a later group)."""
+    job = lambda device, mode="auto": GroupJob(0, [0], "train", device, True, cuda_graphs=mode)  # noqa: E731
+    assert [job(d).may_capture for d in ("cpu", "cuda", "cuda:1", None, "auto")] == [False, True, True, True, True]
+    assert not job("cuda", "off").may_capture

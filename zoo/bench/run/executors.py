@@ -153,8 +153,8 @@ class LocalExecutor(Executor):
                 finally:
                     for bar in bars:
                         bar.close()
-                if outcome.status == REDO:  # this process runs no more groups: the rest go to a fresh one
-                    fresh = ProcessExecutor(1)
+                if isinstance(outcome, Outcome) and outcome.status == REDO:  # no more groups in this process:
+                    fresh = ProcessExecutor(1)  # the rest go to a fresh one
                     fresh.on_start = self.on_start
                     yield from fresh.run([outcome.redo, *pending], portable(work))
                     return
@@ -260,6 +260,12 @@ def _ray_task(work: Work, job: GroupJob, threads: int) -> Outcome:
     return work(job)
 
 
+def _ray_task_alone(work: Work, job: GroupJob, threads: int) -> Outcome:
+    """:func:`_ray_task` for a group that may capture CUDA graphs: registered with ``max_calls = 1``
+    (a worker exits after it), so a failed capture never leaves a suspect worker to later groups."""
+    return _ray_task(work, job, threads)
+
+
 class RayExecutor(Executor):
     """One Ray task per group; results are streamed back (``ray.wait``) as tasks finish.
 
@@ -307,13 +313,15 @@ class RayExecutor(Executor):
         if not jobs:
             return
         started = self._connect(ray)
-        remote = ray.remote(_ray_task).options(num_cpus=self.cpus_per_group, num_gpus=self.gpus_per_group,
-                                                max_retries=self.max_retries, retry_exceptions=False)
+        options = dict(num_cpus=self.cpus_per_group, num_gpus=self.gpus_per_group, max_retries=self.max_retries,
+                       retry_exceptions=False)
+        remote = ray.remote(_ray_task).options(**options)
+        alone = ray.remote(max_calls=1)(_ray_task_alone).options(**options)  # max_calls is not an .options() key
         threads = max(1, int(self.cpus_per_group))
         refs: Dict[Any, GroupJob] = {}
 
         def submit(job: GroupJob) -> None:  # a group that may capture CUDA graphs gets a worker of its own
-            refs[(remote.options(max_calls=1) if job.may_capture else remote).remote(work, job, threads)] = job
+            refs[(alone if job.may_capture else remote).remote(work, job, threads)] = job
 
         try:
             for job in jobs:
