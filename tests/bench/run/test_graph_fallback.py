@@ -12,6 +12,7 @@ import zoo.trainer.graphs as graphs
 from tests.bench.run.test_executors import tiny
 from tests.bench.suite.test_selection import by_id, same_numbers
 from tests.trainer.capture_double import CheckedBackend
+from zoo.bench.run.options import RunOptions
 from zoo.bench.run.executors import REDO, GroupJob, Outcome, ProcessExecutor
 from zoo.bench.analyze.board import graph_states, load_board
 from zoo.bench.render.leaderboard import to_markdown
@@ -31,13 +32,13 @@ def test_a_failed_capture_reruns_the_group_eagerly_in_a_fresh_process(tmp_path, 
     """The local executor: the failed group and every later one run in one new process."""
     suite = parse_suite(tiny(epochs=8))
     where = {"model": ["gat"], "k": [3, 4]}
-    driver.run_suite(suite, tmp_path / "eager", device="cpu", quiet=True, where=where, cuda_graphs="off")
+    driver.run_suite(suite, tmp_path / "eager", RunOptions(device="cpu", quiet=True, where=where, cuda_graphs="off"))
 
     in_process = []
     real = driver.run_group
     monkeypatch.setattr(driver, "run_group", lambda *a, **k: in_process.append(1) or real(*a, **k))
     monkeypatch.setattr(graphs, "capture_backend", lambda device: CheckedBackend(fail=RuntimeError(CAPTURE_ERROR)))
-    summary = driver.run_suite(suite, tmp_path / "fell", device="cpu", quiet=True, where=where)
+    summary = driver.run_suite(suite, tmp_path / "fell", RunOptions(device="cpu", quiet=True, where=where))
     assert summary.ran == 4 and not summary.failed
     assert in_process == [1]  # the first group failed here; it and the next one ran in a fresh process
     records = by_id(tmp_path / "fell")
