@@ -71,7 +71,7 @@ test-dgl: $(DGL_VENV)/.installed
 # ZOO_REQUIRE_CUDA=1: no GPU or no Triton fails, not skips.
 test-gpu: $(STAMP)
 	ZOO_REQUIRE_CUDA=1 TRITON_INTERPRET=0 $(BIN)/python -m pytest -q -rs tests/ops/compiled/test_triton_cuda.py \
-		tests/models/test_hidden_heads.py tests/trainer/test_cuda_graphs_gpu.py
+		tests/nn/test_base_hidden_heads.py tests/trainer/test_cuda_graphs_gpu.py
 
 # The GPU check with the machine's own Python (torch, torch_geometric, triton, pytest; no .venv, nothing
 # downloaded): GPU_CHECK_ARGS='--data DIR --wheels DIR' as in benchmarks/gpu_check.py's docstring.

@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_summary  # noqa: E402
 
 #: the test files of ``make test-gpu`` (tests/benchmarks/test_gpu_check.py keeps the two lists equal)
-GPU_TESTS = ("tests/ops/compiled/test_triton_cuda.py", "tests/models/test_hidden_heads.py",
+GPU_TESTS = ("tests/ops/compiled/test_triton_cuda.py", "tests/nn/test_base_hidden_heads.py",
              "tests/trainer/test_cuda_graphs_gpu.py")
 STEPS = ("env", "tests", "records", "speed", "busy", "graphs", "slice", "calibrate")
 SUMMARY = gpu_summary.SUMMARY

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from tests.conftest import REPO
-from tests.test_layering import LAYERS
+from tests.test_layering import LAYERS, LEAVES, ROOMS
 
 DOC = REPO / "docs" / "architecture.md"
 #: Top-level folders of this repository: a backticked path starting with one is checked.
@@ -78,8 +78,51 @@ def test_the_page_names_every_benchmark_layer_and_the_training_layer():
     assert [layer for layer in [*LAYERS, "zoo.trainer"] if f"`{layer}`" not in text] == []
 
 
+def test_the_page_names_every_room_the_import_rules_enforce():
+    """The room table is the rule of tests/test_layering.py (ROOMS): each room is on the page."""
+    text = DOC.read_text()
+    rooms = [r for r in [*ROOMS, *LEAVES] if r not in ("leaves", "zoo.__main__", "zoo._catalogue")]
+    assert [r for r in rooms if f"`{r}`" not in text] == []
+
+
 def test_the_page_says_where_to_add_each_kind_of_plugin():
     text = DOC.read_text()
     sections = re.findall(r"^\*\*An? (\w+)", text, flags=re.M)
     assert {"model", "init", "norm", "dataset", "suite", "kernel"} <= set(sections)
     assert "## The dispatch rule for kernels" in text and "## A suite cell, from TOML to record to page" in text
+
+
+#: test folders and files that test the repository rather than one module of the package
+REPOSITORY_TESTS = {"benchmarks", "research", "packaging", "test_architecture_doc.py", "test_layering.py",
+                    "test_guide.py", "test_docs_dgl.py", "test_xdist_groups.py"}
+
+
+def misplaced_tests(tests: Path, package: Path) -> List[str]:
+    """Test files outside the folder of what they test: ``tests/<pkg>/`` mirrors ``zoo/<pkg>/``, and a
+    top-level ``tests/test_<name>[_<aspect>].py`` tests the module ``zoo/<name>.py`` (or ``zoo/_<name>.py``)."""
+    bad = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        if rel.parts[0] in REPOSITORY_TESTS:
+            continue
+        if len(rel.parts) > 1:
+            folder = package
+            for part in rel.parts[:-1]:  # tests/ops/compiled/ mirrors zoo/ops/_compiled/
+                folder = folder / part if (folder / part).is_dir() else folder / f"_{part}"
+            if not folder.is_dir():
+                bad.append(str(rel))
+            continue
+        stem = rel.stem[len("test_"):]
+        modules = {p.stem.lstrip("_") for p in package.glob("*.py")}
+        if not any(stem == m or stem.startswith(m + "_") for m in modules):
+            bad.append(str(rel))
+    return bad
+
+
+def test_the_tests_mirror_the_package(tmp_path):
+    for name in ("zoo/graph.py", "zoo/_names.py", "zoo/nn/base.py", "tests/test_graph_cache.py", "tests/test_names.py",
+                 "tests/nn/test_base.py", "tests/test_bad_inputs.py", "tests/bench/run/test_loop.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert misplaced_tests(tmp_path / "tests", tmp_path / "zoo") == ["bench/run/test_loop.py", "test_bad_inputs.py"]
+    assert misplaced_tests(REPO / "tests", REPO / "zoo") == []

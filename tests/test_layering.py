@@ -42,6 +42,34 @@ TORCH_FREE = ("zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench
 #: Function-level imports allowed inside zoo/bench/: optional dependencies only.
 OPTIONAL = {"ray", "matplotlib", "safetensors", "triton"}
 
+#: The rooms of the package (docs/architecture.md's first table), lowest first, each with the rooms it
+#: may import.  A module's room is the longest prefix listed; the leaves are torch-free helpers.
+LEAVES = ("zoo._names", "zoo._toml", "zoo._io", "zoo._version", "zoo._docstrings", "zoo._dgl", "zoo._catalogue")
+MODEL_SIDE = {"leaves", "zoo.graph", "zoo.ops", "zoo.norms", "zoo.nn", "zoo.symmetry", "zoo.registry", "zoo.models",
+              "zoo.papers", "zoo.inits", "zoo.build", "zoo.datasets"}
+TOP = ("zoo", "zoo.__main__", "zoo.fitting", "zoo.diagnosing", "zoo.loading", "zoo.cli", "zoo.docgen")
+ROOMS: Dict[str, Set[str]] = {
+    "leaves": set(),
+    "zoo.graph": {"leaves"},
+    "zoo.ops": set(),
+    "zoo.norms": {"leaves", "zoo.graph", "zoo.ops"},
+    "zoo.nn": {"leaves", "zoo.graph", "zoo.ops", "zoo.norms"},
+    "zoo.symmetry": set(),
+    "zoo.registry": {"leaves"},
+    "zoo.models": {"leaves", "zoo.nn", "zoo.norms", "zoo.ops", "zoo.graph", "zoo.registry"},
+    "zoo.papers": {"leaves", "zoo.nn"},
+    "zoo.inits": {"leaves", "zoo.symmetry"},
+    "zoo.build": {"leaves", "zoo.registry", "zoo.inits", "zoo.nn"},
+    "zoo.datasets": {"leaves"},
+    "zoo.callbacks": set(),
+    "zoo.rescale": {"leaves", "zoo.symmetry"},
+    "zoo.trainer": MODEL_SIDE | {"zoo.callbacks", "zoo.rescale"},
+    "zoo.diagnostics": MODEL_SIDE | {"zoo.callbacks", "zoo.rescale", "zoo.trainer"},
+    "zoo.model_file": {"leaves", "zoo.build", "zoo.nn"},
+    "zoo.bench": MODEL_SIDE | {"zoo.callbacks", "zoo.trainer", "zoo.rescale", "zoo.diagnostics", "zoo.model_file"},
+    **{top: {"*"} for top in TOP},
+}
+
 
 def module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root.parent).with_suffix("").parts)
@@ -172,6 +200,31 @@ def upward_imports(edges: Dict[str, Set[str]]) -> List[str]:
     return bad
 
 
+def room_of(module: str) -> Optional[str]:
+    """The room of ``module`` (:data:`ROOMS`): the longest listed prefix (``zoo`` itself is the facade)."""
+    if module.startswith(LEAVES):
+        return "leaves"
+    if module == "zoo":
+        return "zoo"
+    found = [r for r in ROOMS if r not in ("leaves", "zoo") and (module == r or module.startswith(r + "."))]
+    return max(found, key=len) if found else None
+
+
+def backward_imports(edges: Dict[str, Set[str]]) -> List[str]:
+    """Imports of a room by a room that may not import it (every module of zoo/ has a room)."""
+    bad = []
+    for source, targets in sorted(edges.items()):
+        mine = room_of(source)
+        if mine is None:
+            bad.append(f"{source} is in no room of ROOMS")
+            continue
+        for target in sorted(targets):
+            theirs = room_of(target)
+            if theirs != mine and "*" not in ROOMS[mine] and theirs not in ROOMS[mine]:
+                bad.append(f"{source} -> {target} ({mine} may import only {sorted(ROOMS[mine]) or 'nothing'})")
+    return bad
+
+
 def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
@@ -228,6 +281,29 @@ def test_bench_layers_import_only_downward() -> None:
     assert all(any(m == layer or m.startswith(layer + ".") for m in edges) for layer in LAYERS), \
         "every layer of zoo/bench exists"
     assert upward_imports(edges) == []
+
+
+def test_the_rooms_import_only_the_rooms_below_them(tmp_path: Path) -> None:
+    """docs/architecture.md's room table as a rule: the model side imports downward, the benchmark
+    side imports the model side and never the entry points above it (``zoo``, ``zoo.fit`` ...)."""
+    pkg = tmp_path / "zoo"
+    for sub in ("bench/run", "diagnostics", "datasets"):
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+    for init in ("", "bench", "bench/run", "diagnostics", "datasets"):
+        (pkg / init / "__init__.py").write_text("")
+    (pkg / "fitting.py").write_text("")
+    (pkg / "graph.py").write_text("")
+    (pkg / "bench" / "run" / "driver.py").write_text("import zoo\n")
+    (pkg / "diagnostics" / "diagnose.py").write_text("def f():\n    from zoo import fitting\n")
+    (pkg / "datasets" / "user.py").write_text("from zoo.graph import x\n")
+    edges, _ = import_graph(pkg)
+    assert backward_imports(edges) == [
+        "zoo.bench.run.driver -> zoo (zoo.bench may import only " + str(sorted(ROOMS["zoo.bench"])) + ")",
+        "zoo.datasets.user -> zoo.graph (zoo.datasets may import only ['leaves'])",
+        "zoo.diagnostics.diagnose -> zoo.fitting (zoo.diagnostics may import only "
+        + str(sorted(ROOMS["zoo.diagnostics"])) + ")"]
+    edges, _ = import_graph()
+    assert backward_imports(edges) == []
 
 
 def test_trainer_imports_nothing_from_bench(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def test_names_are_normalised():
 def test_preset_builds_and_user_kwargs_override_but_none_does_not():
     model = zoo.build("gat.velickovic2018_cora", in_dim=10, out_dim=7)
     assert (model.num_layers, model.heads, model.out_heads, model.hidden_dim) == (2, 8, 1, 64)
-    assert model.dropout == 0.6 and model.attn_dropout == 0.6 and model.activation == "elu"
+    assert model.dropout == 0.6 and model.options.attn_dropout == 0.6 and model.activation == "elu"
     assert model.layers[0].channels == 8  # 8 heads x 8 hidden
     model = zoo.build("gat.velickovic2018_cora", in_dim=10, out_dim=7, num_layers=4, dropout=None)
     assert model.num_layers == 4 and model.dropout == 0.6

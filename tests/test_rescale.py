@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import zoo
 from zoo.diagnostics import balance
-from zoo.inits.rescaling import layer_width, rescale_groups
+from zoo.symmetry import layer_width, rescale_groups
 from zoo.rescale import DynamicRescaling, _sums, rescale_step_
 
 EDGES = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4, 5, 0, 6, 7, 4, 8, 9], [1, 0, 2, 1, 3, 2, 4, 3, 4, 3, 7, 6, 6, 9, 8]])

@@ -6,11 +6,10 @@
 
 The public names load on first use (PEP 562): ``import zoo`` itself imports no torch, so the
 torch-free layers (``zoo.bench.suite``, ``.plan``, ``.store``, ``.analyze``, ``.render``) stay torch-free.
-The first model-side name (``zoo.build``, ``zoo.list_models``...) registers every model family.
+Every registry imports its plugins before its first lookup (the model families, one paper's encoders).
 """
 from __future__ import annotations
 
-import functools
 import importlib
 from typing import Any, List
 
@@ -27,13 +26,12 @@ _LAZY = {
     "list_models": "zoo.registry", "list_presets": "zoo.registry", "model_card": "zoo.registry",
     "register_model": "zoo.registry",
     # the training machinery, loaded on first use (nothing imported by zoo imports it: no cycle)
-    "fit": "zoo.fitting", "save": "zoo.model_file", "load": "zoo.model_file",
-    "diagnose": "zoo.diagnostics.diagnose",
+    "fit": "zoo.fitting", "save": "zoo.model_file", "load": "zoo.loading", "diagnose": "zoo.diagnosing",
 }
+#: ``zoo.build`` is the function (the module ``zoo.build`` stays in ``sys.modules``)
+build = _build_module.build
 _SUBPACKAGES = ("datasets", "diagnostics", "bench", "models", "nn", "inits", "norms", "registry", "graph",
                 "papers", "ops", "trainer", "callbacks", "model_file")
-#: importing these registers every model family and one paper's encoders and heads (and loads torch)
-_PLUGIN_MODULES = ("zoo.models", "zoo.papers")
 
 __all__ = [
     "build", "register_model", "list_models", "list_presets", "model_card",
@@ -42,32 +40,18 @@ __all__ = [
 ]
 
 
-def _register_plugins() -> None:
-    for module in _PLUGIN_MODULES:
-        importlib.import_module(module)
-
-
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        _register_plugins()  # registers the model families before any lookup
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # later lookups skip __getattr__
         return value
     if name in _SUBPACKAGES:
-        if name == "registry":
-            _register_plugins()  # the registry is read with its families registered
         return importlib.import_module(f"zoo.{name}")
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 
 def __dir__() -> List[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-@functools.wraps(_build_module.build)
-def build(*args: Any, **kwargs: Any) -> Any:
-    _register_plugins()  # the registry is read with its families registered
-    return _build_module.build(*args, **kwargs)
 
 
 def list_datasets() -> Any:

@@ -4,39 +4,10 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from zoo._names import unknown_kwargs_error
-from zoo.registry import MODELS, constructor_options, preset
+from zoo.registry import MODELS, preset
 
 if TYPE_CHECKING:  # pragma: no cover - torch loads with the model families, not with zoo.build
     from torch import nn
-
-# Options that build() consumes itself rather than passing to the model constructor.
-_PLUGIN_KEYS = ("init", "init_kwargs", "check_inputs")
-# Sizes every model family shares: each must be an int >= 1 (None = unset where allowed).
-_POSITIVE_INTS = ("in_dim", "out_dim", "hidden_dim", "num_layers", "heads", "out_heads", "ffn_dim")
-
-
-def _check_option_types(owner: str, options: Dict[str, Any], accepted: Dict[str, Any]) -> None:
-    """Wrong-typed options fail here with their name, not deep inside a constructor: sizes are
-    positive ints, and an option whose default is a bool / int / float takes that type (bools
-    are not ints: ``num_layers=True`` is an error, not one layer)."""
-    from zoo.nn.validation import positive_int
-
-    for key, value in options.items():
-        if key in _POSITIVE_INTS:
-            positive_int(key, value, allow_none=accepted.get(key) is None)
-            continue
-        default = accepted.get(key, inspect.Parameter.empty)
-        if isinstance(default, bool):
-            ok, kind = isinstance(value, bool), "true or false"
-        elif isinstance(default, int):
-            ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
-        elif isinstance(default, float):
-            ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
-        else:
-            continue
-        if not ok:
-            raise ValueError(f"{owner}: {key} must be {kind}, got {value!r} ({type(value).__name__})")
 
 
 def build(
@@ -64,7 +35,6 @@ def build(
                         f"({type(name).__name__}); zoo.list_models() lists the names")
     model_name, _, tag = name.partition(".")
     key = MODELS.canonical(model_name)
-    cls = MODELS.get(key)
     options: Dict[str, Any] = preset(key, tag) if tag else {}
     options.update({k: v for k, v in kwargs.items() if v is not None})
     if init is not None:
@@ -74,23 +44,19 @@ def build(
     init_name = options.pop("init", "xavier")
     init_options = dict(options.pop("init_kwargs", None) or {})
 
-    accepted = constructor_options(cls)
-    unknown = set(options) - set(accepted)
-    if unknown:
-        raise unknown_kwargs_error(f"model {key!r}", unknown, [*accepted, *_PLUGIN_KEYS])
-    missing = [k for k in ("in_dim", "out_dim") if k not in options and k in accepted
-               and accepted[k] is inspect.Parameter.empty]
+    MODELS.check(key, options)  # names (an option of other families names them), sizes, types
+    accepted = MODELS.options(key)
+    missing = [k for k in ("in_dim", "out_dim") if k not in options and accepted.get(k) is inspect.Parameter.empty]
     if missing:
         raise TypeError(
             f"build({name!r}) needs {' and '.join(missing)}: the input feature size and the number of "
             "outputs (classes) of your task, e.g. in_dim=data.num_features, out_dim=num_classes"
         )
-    _check_option_types(f"model {key!r}", options, accepted)
-    model = cls(**options)
+    model = MODELS.create(key, **options)
     if not check_inputs:
         model.check_inputs = False
-
-    from zoo.inits import apply_init  # local import: inits inspect model structure
+    # zoo/__init__ binds this module eagerly and `import zoo` loads no torch: the inits (torch) load here
+    from zoo.inits import apply_init
 
     apply_init(model, init_name, **init_options)
     model.build_config = {"name": key, "preset": tag or None, "init": init_name if isinstance(init_name, str)

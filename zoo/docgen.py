@@ -5,9 +5,9 @@ rendered from the sources that own the facts, so none of them is written twice:
 
 * the **equation** and **shapes** from the docstrings of the classes a model card names in
   ``layers`` (``registry/*.toml``; a ``.. math::`` block and a ``Shapes:`` section each);
-* the **options** from the model class's constructor (names and defaults) and the ``Args:``
-  sections of its docstrings (meanings); options shared by every ``DeepGNN`` model link to
-  ``docs/usage.md`` instead;
+* the **options** from the model class's constructor and layer options (names and defaults) and the
+  ``Args:`` sections of their docstrings (meanings); options shared by every ``DeepGNN`` model link
+  to ``docs/usage.md`` instead;
 * the **presets** and their reported numbers from the model card.
 
 Rendering is pure (strings in, strings out); reading and writing pages is the CLI's job
@@ -122,9 +122,11 @@ def _format_default(value: Any) -> str:
 
 
 def option_meanings(model: type, classes: Sequence[type]) -> Dict[str, str]:
-    """``Args:`` entries of the model class (and its bases) and of the card's classes."""
+    """``Args:`` entries of the model class (and its bases), of its layer options (``options_class``)
+    and of the card's classes."""
     meanings: Dict[str, str] = {}
-    for cls in [*model.__mro__, *classes]:
+    options_class = getattr(model, "options_class", None)
+    for cls in [*model.__mro__, *(options_class.__mro__ if options_class is not None else ()), *classes]:
         for key, text in _docstrings.arguments(cls).items():
             meanings.setdefault(key, _markdown(text))
     return meanings

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from zoo._dgl import check_dgl_supported, is_dgl_graph
 from zoo._names import normalize_name, unknown_name_error
 
 SELF_LOOP_POLICIES = ("add", "keep", "remove")
@@ -177,11 +178,6 @@ def forget_graph(graph: Any) -> None:
     _CACHE.forget(graph)
 
 
-def _is_dgl_graph(obj: Any) -> bool:
-    # Checked by module name so that DGL is imported only when a DGL graph is passed.
-    return type(obj).__module__.split(".")[0] == "dgl" and hasattr(obj, "edges") and hasattr(obj, "num_nodes")
-
-
 def _tensor_stamp(t: Tensor) -> Tuple[Any, ...]:
     return t.data_ptr(), t._version, tuple(t.shape), t.dtype, str(t.device)
 
@@ -196,7 +192,7 @@ def _stamp(graph: GraphLike, x: Optional[Tensor]) -> Any:
         return None  # a sparse adjacency has no single storage to fingerprint: read it every call
     if isinstance(graph, Tensor):  # the node count comes from x: part of the fingerprint
         return _tensor_stamp(graph), None if x is None else x.size(0)
-    if _is_dgl_graph(graph):
+    if is_dgl_graph(graph):
         # DGL's mutating methods (add_edges, remove_edges, ...) install a new graph index object:
         # the entry keeps the old one alive, so an identity test cannot be fooled by a reused id.
         return getattr(graph, "_graph", None), int(graph.num_nodes()), int(graph.num_edges())
@@ -225,8 +221,8 @@ def _read_edges(graph: GraphLike, x: Optional[Tensor]) -> Tuple[Tensor, int]:
         if x is None:
             raise ValueError("an edge_index graph needs the node features x to know the number of nodes")
         return graph, x.size(0)
-    if _is_dgl_graph(graph):
-        _check_dgl_supported(graph)
+    if is_dgl_graph(graph):
+        check_dgl_supported(graph)
         src, dst = graph.edges(order="eid")
         return torch.stack([src, dst]).long(), int(graph.num_nodes())
     edge_index = getattr(graph, "edge_index", None)
@@ -255,30 +251,11 @@ def _sparse_edges(adj: Tensor) -> Tuple[Tensor, int]:
     return coo.indices(), int(adj.size(0))
 
 
-def _check_dgl_supported(graph: Any) -> None:
-    """The zoo's layers are homogeneous: one node set, one edge set, the same nodes as sources and
-    destinations.  DGL blocks (message-flow graphs) and heterographs break that, and reading
-    them as if they did not would pair features with the wrong nodes."""
-    if getattr(graph, "is_block", False):
-        raise TypeError(
-            "DGL blocks (message-flow graphs from dgl.to_block or a neighbour sampler) are not supported: "
-            "the zoo's layers use the same nodes as sources and destinations; pass the sampled subgraph as a "
-            "homogeneous DGLGraph (e.g. dgl.node_subgraph(g, nodes)) with one feature row per node"
-        )
-    ntypes, etypes = list(getattr(graph, "ntypes", ["_N"])), list(getattr(graph, "canonical_etypes", [None]))
-    if len(ntypes) != 1 or len(etypes) != 1:
-        raise TypeError(
-            f"DGL heterographs are not supported (this one has node types {ntypes} and {len(etypes)} edge "
-            "type(s)): pass a homogeneous graph, e.g. dgl.to_homogeneous(g) with the features of all node types "
-            "stacked in the same order, or the subgraph of one edge type (g[etype])"
-        )
-
-
 def _raw_edges(graph: GraphLike) -> Optional[Tensor]:
     """The input's own edges in its own order, for the content check (``None``: nothing to compare)."""
     if isinstance(graph, Tensor):
         return graph if graph.layout == torch.strided else _sparse_edges(graph)[0]
-    if _is_dgl_graph(graph):
+    if is_dgl_graph(graph):
         src, dst = graph.edges(order="eid")
         return torch.stack([src, dst]).long()  # as _read_edges returns them
     edge_index = getattr(graph, "edge_index", None)
@@ -299,8 +276,8 @@ def read_edge_features(graph: GraphLike, key: Optional[str] = None) -> Optional[
     without ``key`` the single edge-feature tensor in ``graph.edata`` (with several, ``key`` must
     name one).  ``None`` when the graph carries none (or is a bare ``edge_index``).
     """
-    if _is_dgl_graph(graph):
-        _check_dgl_supported(graph)
+    if is_dgl_graph(graph):
+        check_dgl_supported(graph)
         edata = graph.edata
         names = sorted(str(k) for k in edata.keys())
         if key is not None:

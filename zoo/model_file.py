@@ -1,4 +1,5 @@
-"""``zoo.save`` / ``zoo.load``: a model file, a model's weights with everything needed to rebuild it.
+"""``zoo.save`` and the model-file half of ``zoo.load``: a model file, a model's weights with everything
+needed to rebuild it (``zoo.load`` itself, which also reads results folders, is :mod:`zoo.loading`).
 
 A model file is one ``.safetensors`` file: the model's ``state_dict`` as safetensors tensors (no
 pickle: loading runs no code from the file) and, in the safetensors header's metadata, one JSON
@@ -25,6 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from zoo._io import write_atomic
+from zoo._version import __version__
+from zoo.build import build as build_model
+from zoo.nn.readout import GraphPool
 
 PathLike = Union[str, Path]
 
@@ -44,8 +48,6 @@ def _version_tuple(text: str) -> Tuple[int, ...]:
 
 
 def _zoo_version() -> str:
-    from zoo._version import __version__
-
     return __version__
 
 
@@ -63,8 +65,6 @@ def _json_safe(owner: str, value: Any) -> Any:
 def describe(model: nn.Module) -> Dict[str, Any]:
     """The model file header's ``build`` and ``head`` entries of ``model`` (a ``zoo.build`` model, or a
     :class:`GraphPool` around one)."""
-    from zoo.nn.readout import GraphPool
-
     head = None
     gnn = model
     if isinstance(model, GraphPool):
@@ -164,8 +164,6 @@ def read_header(path: PathLike) -> Dict[str, Any]:
 
 def rebuild(header: Dict[str, Any], source: str) -> nn.Module:
     """The (freshly initialised) model that a model file's header describes."""
-    from zoo.build import build as build_model
-
     build = dict(header["build"])
     name = build.pop("name")
     build.pop("preset", None)  # the preset's values are all in the recorded options
@@ -179,8 +177,6 @@ def rebuild(header: Dict[str, Any], source: str) -> nn.Module:
                          f"gat-zoo {_zoo_version()}: {msg}") from None
     head = header.get("head")
     if head:
-        from zoo.nn.readout import GraphPool
-
         model = GraphPool(model, **head)
     return model
 
@@ -222,25 +218,18 @@ def _materialise_lazy(model: nn.Module, state: Dict[str, Tensor]) -> None:
                 module._buffers[key] = state[full].clone()
 
 
-def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed: Optional[int] = None) -> nn.Module:
-    """Rebuild the model saved at ``path`` by :func:`save` (or kept by ``zoo bench --save-weights``)
-    and load its weights; ``device`` moves it (default: the CPU).
+def load(path: PathLike, *, device: Any = None) -> nn.Module:
+    """Rebuild the model saved at ``path`` by :func:`save` and load its weights; ``device`` moves it
+    (default: the CPU).  ``path`` may leave out the ``.safetensors`` suffix that :func:`save` appended.
 
-    ``path`` is a model file, or a ``zoo bench`` results folder together with ``cell``
-    (a cell id or its unique prefix) and ``seed``.  The model is returned in training mode, as
-    ``zoo.build`` returns it: call ``.eval()`` before evaluating.  The file's header is on
-    ``model.saved_header`` (a dict).
+    The model is returned in training mode, as ``zoo.build`` returns it: call ``.eval()`` before
+    evaluating.  The file's header is on ``model.saved_header`` (a dict).  ``zoo.load``
+    (:mod:`zoo.loading`) also finds a run's file in a ``zoo bench`` results folder.
     """
     from safetensors.torch import load_file
 
     path = Path(path)
-    if path.is_dir():
-        from zoo.bench.store.weights import find_weights
-
-        path = find_weights(path, cell=cell, seed=seed)
-    elif cell is not None or seed is not None:
-        raise ValueError(f"cell= and seed= pick a run in a results folder, but {path} is a file; pass the folder")
-    elif not path.exists() and path.suffix != SUFFIX and path.with_name(path.name + SUFFIX).is_file():
+    if not path.exists() and path.suffix != SUFFIX and path.with_name(path.name + SUFFIX).is_file():
         path = path.with_name(path.name + SUFFIX)  # the name given to save, which appended the suffix
     header = read_header(path)
     model = rebuild(header, str(path))

@@ -9,29 +9,47 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import importlib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Type
 
 from zoo import _docstrings
-from zoo._names import Registry, normalize_name, unknown_name_error
+from zoo._names import Registry, accepted_options, normalize_name, positive_int, unknown_name_error
 
 from zoo._toml import tomllib
 
-#: Modules whose import registers every model family (and one paper's encoders and heads).
-FAMILY_MODULES = ("zoo.models", "zoo.papers")
+#: The module whose import registers every model family: imported by name at the first lookup (the
+#: family modules import this module for register_model, so a module-level import would be a cycle).
+FAMILY_MODULES = ("zoo.models",)
+#: Sizes every model family shares: each must be an int >= 1 (None = unset where the default is None).
+POSITIVE_INTS = ("in_dim", "out_dim", "hidden_dim", "num_layers", "heads", "out_heads", "ffn_dim")
 
 
-def _register_families() -> None:
-    # By name, at the first lookup: the family modules import this module (register_model), so
-    # importing them here at module level would be a cycle; a lookup needs them all registered.
-    for module in FAMILY_MODULES:
-        importlib.import_module(module)
+def constructor_options(cls: type) -> Dict[str, Any]:
+    """Every keyword a model class accepts, with its default (``inspect.Parameter.empty`` if required):
+    its constructor's and its layers' (``options_class``, a dataclass, :class:`zoo.nn.model.LayerOptions`)."""
+    return dict(_constructor_options(cls))  # a copy: callers may edit theirs
 
 
-MODELS: Registry[type] = Registry("model", populate=_register_families)
+@functools.lru_cache(maxsize=None)
+def _constructor_options(cls: type) -> Dict[str, Any]:
+    options = accepted_options(cls) or {}
+    options_class = getattr(cls, "options_class", None)  # read by name: the models load torch, this module not
+    if options_class is not None:
+        for key, default in options_class.defaults().items():
+            options.setdefault(key, default)
+    return options
+
+
+def _check_sizes(owner: str, options: Mapping[str, Any], accepted: Mapping[str, Any]) -> None:
+    """Sizes are positive ints, named when they are not (not a raw torch error deep in a constructor)."""
+    for key in POSITIVE_INTS:
+        if key in options:
+            positive_int(key, options[key], allow_none=accepted.get(key) is None)
+
+
+MODELS: Registry[type] = Registry("model", populate=FAMILY_MODULES, options=constructor_options, check=_check_sizes)
 
 
 def register_model(name: str, *, aliases: tuple = ()) -> Callable[[Type], Type]:
@@ -83,30 +101,6 @@ def catalogue() -> Dict[str, Dict[str, Any]]:
                 raise ValueError(f"model card {key!r} is defined twice (second time in {path.name})")
             cards[key] = dict(card, _source=path.name)
     return cards
-
-
-def constructor_options(cls: type) -> Dict[str, Any]:
-    """Every keyword a model class accepts, with its default (``inspect.Parameter.empty`` if required)."""
-    return dict(_constructor_options(cls))  # a copy: callers may edit theirs
-
-
-@functools.lru_cache(maxsize=None)
-def _constructor_options(cls: type) -> Dict[str, Any]:
-    # Cached per class: resolving a suite asks once per cell (10k cells in lipschitz_table1), and
-    # inspect.signature over the MRO was most of a suite's load time.
-    options: Dict[str, Any] = {}
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        params = list(inspect.signature(init).parameters.values())[1:]
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            options.setdefault(p.name, p.default)
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            break
-    return options
 
 
 @dataclass

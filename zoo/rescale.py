@@ -7,7 +7,7 @@ For hidden neuron ``i`` of layer ``l`` the step multiplies its incoming paramete
 ``lambda_i``, its attention parameters and the next layer's outgoing columns by
 ``1 / lambda_i`` (and the gradients by the inverse factors, which makes them the exact gradient
 at the new point: the network function, hence the loss, does not change).  Criteria, with
-``in`` / ``att`` / ``out`` the parameter groups of :mod:`zoo.inits.rescaling`:
+``in`` / ``att`` / ``out`` the parameter groups of :mod:`zoo.symmetry`:
 
 * ``relative_gradients`` (the code's ``sqRelGradNorms``, its default):
   :math:`\lambda_i = \big(\sum_{in} (g/w)^2 / (\sum_{out} (g/w)^2 + \sum_{att} (g/a)^2)\big)^{1/8}`,
@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from zoo.inits.rescaling import conservation_violations, layer_width, rescale_groups
+from zoo.symmetry import conservation_violations, layer_width, rescale_groups
 
 __all__ = ["DynamicRescaling", "rescale_step_", "CRITERIA"]
 

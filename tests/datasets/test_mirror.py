@@ -133,3 +133,13 @@ def test_bad_split_names_valid_ones(monkeypatch, tmp_path):
     monkeypatch.setenv(mirror.MIRROR_ENV, str(make_mirror(tmp_path, CORA)))
     with pytest.raises(ValueError, match="unknown split 'publik'.*'public'.*per_class"):
         zd.load("cora", root=tmp_path / "root", split="publik", download=False)
+
+
+def test_docs_state_the_default_data_root():
+    from tests.conftest import REPO
+    from zoo.datasets.mirror import default_root
+
+    rel = "gat-zoo/datasets"
+    assert default_root().as_posix().endswith(rel)
+    for doc in ("README.md", "docs/datasets.md"):
+        assert f"~/.cache/{rel}" in (REPO / doc).read_text(), f"{doc} states another default data root"

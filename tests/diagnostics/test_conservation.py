@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import zoo
 from zoo.diagnostics import (ConservationRecorder, balance, gradient_identity, parameter_change,
                              plot_change_fractions, plot_relative_grad_norms, relative_grad_norms, snapshot)
-from zoo.inits.rescaling import (attention_grad_dots, incoming_grad_dots, layer_width, outgoing_grad_dots)
+from zoo.symmetry import (attention_grad_dots, incoming_grad_dots, layer_width, outgoing_grad_dots)
 
 matplotlib.use("Agg")
 
@@ -231,3 +231,13 @@ def test_recorder_and_plots():
     change = {"xav": parameter_change(snapshot(model), model), "other": parameter_change(snapshot(model), model)}
     fig = plot_change_fractions(change)
     assert len(fig.axes[0].patches) == 6
+
+
+def test_relative_grad_norms_before_backward():
+    model = zoo.build("gat", in_dim=3, out_dim=2, num_layers=2)
+    with pytest.raises(RuntimeError, match="gradient_identity needs gradients"):
+        gradient_identity(model)
+    with pytest.raises(RuntimeError, match="relative_grad_norms needs gradients: call loss.backward"):
+        relative_grad_norms(model)
+    model(torch.tensor([[0, 1], [1, 0]]), torch.randn(2, 3)).sum().backward()
+    assert len(relative_grad_norms(model)) == 2

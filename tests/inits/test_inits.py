@@ -314,3 +314,47 @@ def test_every_init_resets_gatdb_biases(init):
             layer.xi.normal_()
     zoo.apply_init(model, init)
     assert all(torch.count_nonzero(layer.xi) == 0 for layer in model.layers)
+
+
+def _layer_attributes() -> set:
+    """The attribute names under which the families' layers hold their parameters (``att_src``, ``xi``,
+    ``lin_dst``, ...), read from built models."""
+    names = set()
+    for name in zoo.list_models():
+        extra = {"pe_dim": 0} if "transformer" in name else {}
+        model = zoo.build(name, in_dim=4, out_dim=2, hidden_dim=4, num_layers=1, **extra)
+        for layer in getattr(model, "layers", []):
+            names |= {n.split(".")[0] for n, _ in layer.named_parameters()}
+    return names - {"weight", "attention"}  # a matrix's own name; a transformer block's, also a symmetry group
+
+
+def test_inits_see_a_layer_only_through_its_protocol():
+    """No init (nor zoo.symmetry, which they read layers through) names a family's attribute: the old
+    ``xavier`` read ``xi``, ``xavier_pyg`` ``att_src`` / ``att_dst`` and the balanced inits ``lin_dst``."""
+    import ast
+
+    from tests.conftest import REPO
+
+    attributes = _layer_attributes()
+    assert {"att_src", "lin_dst", "xi"} <= attributes  # the check can fail
+    named = set()
+    for path in [*(REPO / "zoo" / "inits").glob("*.py"), REPO / "zoo" / "symmetry.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute):
+                named.add((path.name, node.attr))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named.add((path.name, node.value))
+    assert sorted(f"{f}: {n}" for f, n in named if n in attributes) == []
+
+
+def test_xavier_pyg_draws_every_attention_vector_with_pygs_fans():
+    """PyG's GATConv and GATv2Conv both store a (1, heads, channels) attention vector and draw it with
+    glorot: xavier_pyg gives GATv2 the same (its attention_params), not only GAT v1."""
+    for name in ("gat", "gatv2"):
+        torch.manual_seed(0)
+        model = zoo.build(name, in_dim=16, out_dim=4, hidden_dim=512, heads=8, num_layers=2, init="xavier_pyg")
+        att = model.layers[0].attention_params()[0]
+        bound = (6.0 / (8 + 64)) ** 0.5
+        assert att.abs().max() <= bound and att.abs().max() > 0.9 * bound, name
+    with pytest.raises(ValueError, match="redraws attention vectors.*GCN has none"):
+        zoo.build("gcn", in_dim=4, out_dim=2, init="xavier_pyg")

@@ -28,7 +28,8 @@ import zoo
 from tests.conftest import REPO
 from zoo.graph import Graph, as_graph
 from zoo.nn import DeepGNN
-from zoo.norms.scores import ADDITIVE, SCORE_KINDS, AdditiveScores, MLPScores
+from zoo.norms.scores import (ADDITIVE, SCORE_KINDS, AdditiveScores, DotProductScores, MLPScores, ScoreRules,
+                              score_rule)
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import MODELS, register_model
 
@@ -80,7 +81,7 @@ def toy_family(monkeypatch):
         family = "toy_additive"
         score_kind = ADDITIVE
 
-        def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
+        def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
             return ToyAdditiveLayer(in_dim, channels, heads, concat, score_norm)
 
     return ToyAdditive
@@ -136,27 +137,22 @@ def test_the_rule_is_the_kinds_not_the_familys(toy_family):
     torch.testing.assert_close(toy_calls[0][1], gat_calls[0][1])
 
 
-class _DotOnlyNorm:
-    name, kind, placement = "dot_only", "scores", "post"
-    score_kinds = frozenset({"dot_product"})
+class _DotOnlyNorm(ScoreRules):
+    """A score norm whose one rule is for dot products: its kinds come from its rules."""
 
-    def make(self, dim: int) -> nn.Module:
-        raise TypeError("no feature module")
+    name = "dot_only"
 
-    def normalize(self, scores) -> Tensor:
+    @score_rule(DotProductScores)
+    def _dot(self, scores) -> Tensor:
         return scores.scores
 
 
 class _OneKindNorm:
-    """A score norm with a rule for one kind (identity), recording the records it gets."""
-
-    kind, placement = "scores", "post"
+    """A score norm with a rule for one kind (identity), recording the records it gets (the
+    protocol written out, without :class:`ScoreRules`)."""
 
     def __init__(self, score_kind: str) -> None:
         self.name, self.score_kinds, self.seen = f"only_{score_kind}", frozenset({score_kind}), []
-
-    def make(self, dim: int) -> nn.Module:
-        raise TypeError("no feature module")
 
     def normalize(self, record) -> Tensor:
         self.seen.append(record)
@@ -164,17 +160,25 @@ class _OneKindNorm:
 
 
 class _KindlessNorm:
-    name, kind, placement = "kindless", "scores", "post"
+    name = "kindless"
+
+    def normalize(self, scores) -> Tensor:
+        return scores.scores
+
+
+class _BothNorm(_DotOnlyNorm):
+    placement = "post"
 
     def make(self, dim: int) -> nn.Module:
-        raise TypeError("no feature module")
+        return nn.Identity()
 
 
 @pytest.mark.parametrize("model, norm, error, message", [
     ("toy_additive", _DotOnlyNorm(), ValueError,
      r"norm 'dot_only' has no rule for additive scores \(toy_additive's kind; it has rules for dot_product\)"),
     ("gatv2", _DotOnlyNorm(), ValueError, "no rule for mlp scores"),
-    ("san_pre_ln", _KindlessNorm(), TypeError, r"no score_kinds / normalize\(scores\).*zoo.norms.ScoreNorm"),
+    ("san_pre_ln", _KindlessNorm(), TypeError, r"zoo.norms.ScoreNorm \(name, score_kinds, normalize\(scores\)\)"),
+    ("gat", _BothNorm(), TypeError, "is both a FeatureNorm .* and a ScoreNorm"),
     ("gcn", _DotOnlyNorm(), ValueError, "gcn has no attention scores; use a feature norm"),
     ("gin", "lipschitz", ValueError, "gin has no attention scores"),
 ])
@@ -207,6 +211,13 @@ def test_lipschitz_refuses_a_record_of_no_kind():
     lip = zoo.norms.resolve_norm("lipschitz")
     with pytest.raises(TypeError, match="lipschitz has rules for .*additive.*got Tensor"):
         lip.normalize(torch.zeros(3, 1))
+
+
+def test_a_score_norms_kinds_are_those_of_its_rules():
+    """No list of kinds to keep in step with the rules: LipschitzNorm has a rule per kind, the toy norm one."""
+    assert zoo.norms.resolve_norm("lipschitz").score_kinds == frozenset(SCORE_KINDS)
+    assert _DotOnlyNorm.score_kinds == frozenset({"dot_product"})
+    assert not isinstance(zoo.norms.resolve_norm("lipschitz"), zoo.norms.FeatureNorm)  # no make(), no placement
 
 
 def _identifiers(path) -> List[str]:

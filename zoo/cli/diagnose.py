@@ -46,7 +46,7 @@ def _options(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zoo.diagnostics.diagnose import diagnose
+    from zoo.diagnosing import diagnose
 
     options = _options(args)
     writable_dir(Path(args.out).resolve().parent, "--out")

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from .registry import register_dataset
+from .registry import load, register_dataset
 from .task import Task
 
 #: SyntheticDataSettings.csv: graph, classes, aggregation steps (None: self-sufficient), labels.
@@ -104,8 +104,6 @@ def load_gate_synthetic(root: Path, split: Union[int, str, None], seed: int, set
     s = SETTINGS[setting]
     g = torch.Generator().manual_seed(int(seed) * 7919 + setting)
     if s["graph"] == "cora":
-        from .registry import load
-
         cora = load("cora", root=root).data
         edge_index, n = cora.edge_index, cora.num_nodes
         y = torch.randint(0, s["num_classes"], (n,), generator=g) if s["random_labels"] else cora.y

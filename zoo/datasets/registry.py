@@ -15,11 +15,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torch_geometric.data import Data
 
-from .._names import Registry, definition, normalize_name, unknown_kwargs_error, unknown_name_error
+from .._names import Registry, check_options as check_option_names, definition, normalize_name, unknown_name_error
 from . import cache, mirror
 from .splits import RATIO_ROUNDINGS, column, per_class_split, ratio_split
 from .task import Task
-from .transforms import GraphTransform, TransformSpec, apply_transforms, apply_transforms_to_graphs, make_transform
+from .transforms import (TRANSFORMS, GraphTransform, TransformSpec, apply_transforms, apply_transforms_to_graphs,
+                         make_transform)
 
 Loader = Callable[..., Task]
 
@@ -45,7 +46,22 @@ class DatasetSpec:
     fingerprint: Optional[str] = None    # a user's graph (zoo.fit(model, data)): its content hash
 
 
-DATASETS: "Registry[DatasetSpec]" = Registry("dataset", identity=lambda spec: definition(spec.loader))
+def _check_values(owner: str, options: Mapping[str, Any], accepted: Mapping[str, Any]) -> None:
+    """A dataset's own value rules: a few options take one of some names; ``download`` (default
+    ``None``: decide for me) is a switch all the same."""
+    for key, value in options.items():
+        if key in _CHOICE_OPTIONS and value not in _CHOICE_OPTIONS[key]:
+            raise ValueError(f"{owner}: option {key} must be one of "
+                             f"{', '.join(map(repr, _CHOICE_OPTIONS[key]))}, got {value!r}")
+        if key in _NULLABLE_SWITCHES and value is not None and not isinstance(value, bool):
+            raise TypeError(f"{owner}: option {key} must be true or false, got {value!r} ({type(value).__name__}); "
+                            "write true or false (unquoted in TOML and --set)")
+
+
+#: a dataset declares its options as data (``register_dataset(options=...)``) and is made by its loader
+DATASETS: "Registry[DatasetSpec]" = Registry(
+    "dataset", populate=("zoo.datasets",), identity=lambda spec: definition(spec.loader),
+    options=lambda spec: spec.options, factory=lambda spec: spec.loader, check=_check_values)
 
 
 def register_dataset(name: str, *, kind: str, metric: str, source: str, options: Mapping[str, Any] = (),
@@ -74,35 +90,15 @@ _CHOICE_OPTIONS: Dict[str, Tuple[str, ...]] = {"ratio_rounding": RATIO_ROUNDINGS
 
 
 def check_options(spec: DatasetSpec, options: Mapping[str, Any]) -> None:
-    """Unknown names and wrong types fail with one line naming the option.
+    """Unknown names and wrong types fail with one line naming the option (the registry's one check,
+    :meth:`zoo._names.Registry.check`, also for a user's graph, whose card is not registered).
 
     An option takes the type of its default: a switch (default ``False``) takes only ``True`` /
     ``False`` (TOML/CLI ``true``/``false``) — ``"false"``, ``"no"``, ``0`` or ``1.5`` would
     otherwise be truthy and switch a transform *on* while the record shows the string; an int
     option takes an int, a float option a number (bools are neither).
     """
-    unknown = set(options) - set(spec.options)
-    if unknown:
-        raise unknown_kwargs_error(f"dataset {spec.name!r}", unknown, spec.options)
-    for key, value in options.items():
-        default = spec.options[key]
-        if key in _CHOICE_OPTIONS:
-            if value not in _CHOICE_OPTIONS[key]:
-                raise ValueError(f"dataset {spec.name!r}: option {key} must be one of "
-                                 f"{', '.join(map(repr, _CHOICE_OPTIONS[key]))}, got {value!r}")
-            continue
-        if isinstance(default, bool) or (key in _NULLABLE_SWITCHES and value is not None):
-            ok, kind = isinstance(value, bool), "true or false"
-        elif isinstance(default, int) and value is not None:
-            ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
-        elif isinstance(default, float) and value is not None:
-            ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
-        else:
-            continue
-        if not ok:
-            raise TypeError(f"dataset {spec.name!r}: option {key} must be {kind}, got {value!r} "
-                            f"({type(value).__name__})" + ("; write true or false (unquoted in TOML and --set)"
-                                                          if kind == "true or false" else ""))
+    check_option_names(f"dataset {spec.name!r}", options, spec.options, rules=_check_values)
 
 
 def _seed_of(seed: Any) -> int:
@@ -133,8 +129,7 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
     if isinstance(transforms, str) or (isinstance(transforms, tuple) and len(transforms) == 2
                                        and isinstance(transforms[0], str) and isinstance(transforms[1], Mapping)):
         transforms = [transforms]  # a single transform given bare
-    opts = {**spec.options, **options}
-    task = spec.loader(root=mirror.checked_root(root), split=split, seed=int(seed), **opts)
+    task = DATASETS.create(spec.name, mirror.checked_root(root), split, int(seed), **{**spec.options, **options})
     task.provenance = provenance(spec.name, split, int(seed), transforms, options)
     resolved = [make_transform(t, int(seed)) for t in transforms]
     if resolved:
@@ -156,8 +151,6 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
 
 def _described(t: TransformSpec) -> Any:
     """A transform as a suite names it (canonical name, or ``[name, {options}]``); ``None``: a callable."""
-    from .transforms import TRANSFORMS
-
     if isinstance(t, str):
         return TRANSFORMS.canonical(t)
     if isinstance(t, (tuple, list)) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], Mapping):

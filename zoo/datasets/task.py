@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from .checks import check_task, mask_from_index  # noqa: F401  (re-exported for the loaders)
+from .user import fingerprint, task_from_data
 
 KINDS = ("transductive", "inductive", "graph")
 METRICS = ("accuracy", "micro_f1", "rocauc")
@@ -65,8 +66,6 @@ class Task:
         being test.  ``num_classes`` defaults to the largest label + 1.  Labels and masks are checked
         here (one line per problem); :meth:`fingerprint` identifies the data in a cell's id.
         """
-        from .user import task_from_data
-
         return task_from_data(cls, data, name=name, num_classes=num_classes, split=split, seed=seed,
                               metric=metric, multilabel=multilabel)
 
@@ -75,8 +74,6 @@ class Task:
         fingerprint; computed once (the data of a task is not meant to change after it is made)."""
         cached = self.__dict__.get("_fingerprint")
         if cached is None:
-            from .user import fingerprint
-
             cached = self.__dict__["_fingerprint"] = fingerprint(self)
         return cached
 

@@ -11,7 +11,6 @@ Edge-set transforms wrap PyG's own (``ToUndirected``, ``TwoHop``, ``RemoveIsolat
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import torch
@@ -19,7 +18,7 @@ import torch_geometric.transforms as T
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, degree, remove_self_loops
 
-from .._names import Registry, normalize_name, unknown_kwargs_error
+from .._names import Registry, normalize_name
 
 TransformSpec = Union[str, Tuple[str, Mapping[str, Any]], Callable[[Data], Data]]
 
@@ -190,18 +189,9 @@ def make_transform(spec: TransformSpec, seed: int) -> Tuple[Callable[..., Data],
             if len(spec) != 2 or not isinstance(spec[0], str) or not isinstance(spec[1], Mapping):
                 raise TypeError(f"a transform pair must be (name, {{kwargs}}), got {spec!r}")
             name, kwargs = spec[0], dict(spec[1])
-        cls = TRANSFORMS.get(name)
-        params = inspect.signature(cls.__init__).parameters
-        valid = [p for p in params if p != "self"]
-        unknown = set(kwargs) - set(valid)
-        if unknown:
-            raise unknown_kwargs_error(f"transform {cls.name!r}", unknown, valid)
-        if "seed" in valid and "seed" not in kwargs:
+        if "seed" in (TRANSFORMS.options(name) or {}) and "seed" not in kwargs:
             kwargs["seed"] = seed
-        try:
-            t = cls(**kwargs)
-        except TypeError as e:
-            raise TypeError(f"transform {cls.name!r}: {e}. Its options: {', '.join(valid) or '(none)'}") from None
+        t = TRANSFORMS.create(name, **kwargs)
         return t, t.describe()
     if callable(spec):
         desc = getattr(spec, "describe", None)

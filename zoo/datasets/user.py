@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from .._dgl import check_dgl_supported, is_dgl_graph
 from .checks import SPLITS
 from .splits import ratio_split
 from .checks import mask_from_index
@@ -23,9 +24,7 @@ _DGL_NAMES = {"x": ("feat", "x", "features"), "y": ("label", "y", "labels")}
 
 
 def _dgl_to_data(graph: Any) -> Data:
-    from zoo.graph import _check_dgl_supported
-
-    _check_dgl_supported(graph)
+    check_dgl_supported(graph)
     src, dst = graph.edges(order="eid")
     out = Data(edge_index=torch.stack([src, dst]).long(), num_nodes=int(graph.num_nodes()))
     ndata = graph.ndata
@@ -45,9 +44,7 @@ def _dgl_to_data(graph: Any) -> Data:
 
 
 def _as_data(data: Any) -> Data:
-    from zoo.graph import _is_dgl_graph
-
-    if _is_dgl_graph(data):
+    if is_dgl_graph(data):
         return _dgl_to_data(data)
     if isinstance(data, Data):
         return data.clone()

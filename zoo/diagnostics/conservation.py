@@ -13,7 +13,7 @@ r"""Conservation-law and trainability diagnostics (balance paper, §2, §3 and �
 * :class:`ConservationRecorder` — a training callback recording these every ``every`` epochs;
   plot with :func:`plot_relative_grad_norms` and :func:`plot_change_fractions`.
 
-Incoming / attention / outgoing parameters are those of :mod:`zoo.inits.rescaling` (the layers'
+Incoming / attention / outgoing parameters are those of :mod:`zoo.symmetry` (the layers'
 own description of the symmetry): all of ``W_s``, ``W_t``, a separate update matrix, every head,
 linear skips, and biases that rescale with their neuron (output bias of a concatenated hidden
 layer, GATv2 attention bias).  Note that ``W_t^{l+1}[:, i]`` is *outgoing*, unlike Theorem 6.3 as
@@ -30,8 +30,8 @@ from torch import Tensor, nn
 from torch.nn.parameter import UninitializedParameter
 
 from zoo.diagnostics.plots_training import plot_change_fractions, plot_relative_grad_norms
-from zoo.inits.rescaling import (attention_grad_dots, attention_sq_norms, incoming_grad_dots, incoming_sq_norms,
-                                 layer_width, outgoing_grad_dots, outgoing_sq_norms, rescale_groups)
+from zoo.symmetry import (attention_grad_dots, attention_sq_norms, incoming_grad_dots, incoming_sq_norms, layer_width,
+                          outgoing_grad_dots, outgoing_sq_norms, rescale_groups)
 
 __all__ = [
     "balance", "gradient_identity", "relative_grad_norms", "snapshot", "parameter_change", "FIGURE_THRESHOLDS",

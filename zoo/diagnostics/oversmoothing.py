@@ -27,6 +27,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 import torch
 from torch import Tensor, nn
 
+from zoo._names import unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
 
 __all__ = [
@@ -122,8 +123,6 @@ def energy_trace(model: nn.Module, graph: GraphLike, x: Tensor, energy: str = "l
     first when ``include_input``).  ``energy``: ``laplacian`` (default, the paper's measure) or
     ``dirichlet``.  Fig. 1 plots this against the layer index on log-log axes."""
     if energy not in ENERGIES:
-        from zoo._names import unknown_name_error
-
         raise unknown_name_error("energy", energy, ENERGIES)
     fn = ENERGIES[energy]
     reps = ([x] if include_input else []) + layer_representations(model, graph, x)

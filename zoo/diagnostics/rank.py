@@ -22,6 +22,8 @@ from typing import Any, Dict
 import torch
 from torch import Tensor, nn
 
+from zoo._names import unknown_name_error
+from zoo.diagnostics.oversmoothing import layer_representations
 from zoo.diagnostics.schedule import GraphRecorder
 from zoo.graph import GraphLike
 
@@ -66,11 +68,7 @@ def rank_trace(model: nn.Module, graph: GraphLike, x: Tensor, rank: str = "effec
     """``rank`` (``effective_rank`` or ``numerical_rank``) of every layer's output, ``(L,)``
     float64 (``(L + 1,)`` with the input features first when ``include_input``); the layer
     outputs are read from the model's taps (:func:`zoo.diagnostics.layer_representations`)."""
-    from zoo.diagnostics.oversmoothing import layer_representations
-
     if rank not in RANKS:
-        from zoo._names import unknown_name_error
-
         raise unknown_name_error("rank", rank, RANKS)
     reps = ([x] if include_input else []) + layer_representations(model, graph, x)
     return torch.tensor([RANKS[rank](r) for r in reps], dtype=torch.float64)
@@ -85,8 +83,6 @@ class RankRecorder(GraphRecorder):
         inputs = self.due(state)
         if inputs is None:
             return
-        from zoo.diagnostics.oversmoothing import layer_representations
-
         graph, x = inputs
         entry: Dict[str, Any] = {"epoch": int(state.epoch), **{k: [] for k in RANKS}}
         for r in range(state.size):

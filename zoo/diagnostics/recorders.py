@@ -38,7 +38,8 @@ from torch.nn.parameter import UninitializedParameter
 
 from zoo.diagnostics.attention import attention_entropy, self_attention
 from zoo.diagnostics.conservation import balance, gradient_identity
-from zoo.diagnostics.oversmoothing import ENERGIES, _hooked_taps
+from zoo._names import unknown_name_error
+from zoo.diagnostics.oversmoothing import ENERGIES, _hooked_taps, energy_trace
 from zoo.diagnostics.rank import RANKS
 from zoo.diagnostics.schedule import GraphRecorder
 
@@ -247,8 +248,6 @@ class EnergyRecorder(GraphRecorder):
 
     def __init__(self, every: int = 10, energy: str = "laplacian") -> None:
         if energy not in ENERGIES:
-            from zoo._names import unknown_name_error
-
             raise unknown_name_error("energy", energy, ENERGIES)
         super().__init__(every)
         self.energy = energy
@@ -257,8 +256,6 @@ class EnergyRecorder(GraphRecorder):
         inputs = self.due(state)
         if inputs is None:
             return
-        from zoo.diagnostics.oversmoothing import energy_trace
-
         graph, x = inputs
         traces = [energy_trace(state.replica(r), graph, x, energy=self.energy).tolist() for r in range(state.size)]
         self.history.append({"epoch": int(state.epoch), "trace": traces})

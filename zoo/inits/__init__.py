@@ -7,7 +7,7 @@ place (:data:`InitFn`).  Register one with :func:`register_init`; choose it by n
 from zoo.inits._registry import INITS, InitCheck, InitFn, apply_init, has_check, init_incompatibility, list_inits, register_init
 
 # One import per plugin module (each registers its inits).
-from zoo.inits import builtin as _builtin  # noqa: E402,F401  xavier, xavier_zero_att
+from zoo.inits import xavier as _xavier  # noqa: E402,F401  xavier, xavier_pyg, xavier_zero_att
 from zoo.inits import orthogonal as _orthogonal  # noqa: E402,F401  ll_orthogonal, identity, ll_identity
 from zoo.inits import balanced as _balanced  # noqa: E402,F401  balanced_* (bal_x, bal_o, ...)
 

@@ -2,17 +2,16 @@
 whose ``__init__`` imports them).  Public names are re-exported by :mod:`zoo.inits`."""
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from torch import nn
 
-from zoo._names import Registry, unknown_kwargs_error
+from zoo._names import Registry, accepted_options, check_options, widened_options
 
 InitFn = Callable[..., None]
 #: ``check(model, **options) -> reasons``: why the init cannot be applied to ``model`` (empty: it can)
 InitCheck = Callable[..., List[str]]
-INITS: Registry[InitFn] = Registry("init")
+INITS: Registry[InitFn] = Registry("init", populate=("zoo.inits",))
 _CHECKS: Dict[str, InitCheck] = {}
 
 
@@ -54,16 +53,14 @@ def apply_init(model: nn.Module, init: Union[str, InitFn, None] = "xavier", **op
     """Apply the init plugin ``init`` (a name or a callable) to ``model`` in place."""
     if init is None:
         init = "xavier"
-    fn = INITS.get(init) if isinstance(init, str) else init
-    if not callable(fn):
+    if isinstance(init, str):
+        INITS.create(init, model, **options)
+        return
+    if not callable(init):
         raise TypeError(f"init must be a registered name or a callable(model, **options), got {init!r}")
-    params = inspect.signature(fn).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        valid = [n for n in list(params)[1:]]
-        unknown = set(options) - set(valid)
-        if unknown:
-            raise unknown_kwargs_error(f"init {init!r}", unknown, valid)
-    fn(model, **options)
+    check_options(f"init {getattr(init, '__name__', init)!r}", options, accepted_options(init, 1),
+                  widened_options(init, 1))
+    init(model, **options)
 
 
 __all__ = ["INITS", "InitCheck", "InitFn", "apply_init", "has_check", "init_incompatibility", "list_inits", "register_init"]

@@ -5,13 +5,13 @@ A network is *balanced* when, for every hidden neuron ``i`` of every hidden laye
 .. math::
     c_i^l = \|\theta^l_{\mathrm{in}}[i]\|^2 - \|a^l[i]\|^2 - \|\theta^{l+1}_{\mathrm{out}}[:, i]\|^2 = 0,
 
-with the incoming / attention / outgoing parameters of :mod:`zoo.inits.rescaling` (Eq. 5,
+with the incoming / attention / outgoing parameters of :mod:`zoo.symmetry` (Eq. 5,
 generalised to unshared weights, heads, GAT v1, GCN and linear skips).  Gradient flow conserves
 every ``c_i^l`` (Corollary 2.3), so a balanced start stays balanced.
 
 Procedure (``direction="forward"``):
 
-1. attention vectors, biases, GATDB/GATNB ``xi`` and linear skips are set to zero;
+1. attention vectors, biases (GATDB/GATNB's ``xi`` among them) and linear skips are set to zero;
 2. rows of layer 1 are rescaled so that ``||theta_in^1[i]||^2 = beta_i``;
 3. for ``l = 1 .. L-1`` the columns of layer ``l+1`` are rescaled so that
    ``||theta_out^{l+1}[:, i]||^2 = ||theta_in^l[i]||^2``.
@@ -42,11 +42,11 @@ from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.inits._registry import register_init
-from zoo.inits.builtin import xavier_base
 from zoo.inits.orthogonal import identity_init_, identity_block, looks_linear_init_, orthonormal_block, \
     zero_non_matrix_params_
-from zoo.inits.rescaling import (Group, attention_sq_norms, check_group_shapes, conservation_violations,
-                                 incoming_sq_norms, layer_width, outgoing_sq_norms, rescale_groups)
+from zoo.inits.xavier import xavier_base
+from zoo.symmetry import (Group, attention_sq_norms, check_group_shapes, conservation_violations, incoming_sq_norms,
+                          layer_width, outgoing_sq_norms, rescale_groups, target_params)
 
 Beta = Union[float, Tensor, Callable[[int], Tensor]]
 DIRECTIONS = ("forward", "reverse")
@@ -132,13 +132,8 @@ def scale_columns_(group: Group, n: int, target: Tensor) -> None:
 
 
 def target_matrices(model: nn.Module) -> List[Tensor]:
-    """The unshared target matrices ``W_t`` (a layer's ``lin_dst``) of every layer, if any."""
-    found = []
-    for layer in model.layers:
-        lin = getattr(layer, "lin_dst", None)
-        if isinstance(lin, nn.Linear):
-            found.append(lin.weight)
-    return found
+    """The unshared target matrices ``W_t`` of every layer (their ``target_params``), if any."""
+    return [w for layer in model.layers for w in target_params(layer)]
 
 
 def _check_unshared(unshared: str) -> str:

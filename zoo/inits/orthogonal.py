@@ -37,8 +37,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.inits._registry import register_init
-from zoo.inits.builtin import zero_skips_
-from zoo.inits.rescaling import feature_matrices, non_matrix_params
+from zoo.inits.xavier import zero_skips_
+from zoo.symmetry import feature_matrices, non_matrix_params
 
 BlockFn = Callable[[int, int], Tensor]  # (rows, cols) -> a block U
 
@@ -79,7 +79,7 @@ def _position(index: int, num_layers: int) -> Optional[str]:
 
 
 def zero_non_matrix_params_(model: nn.Module) -> None:
-    """Zero attention vectors, biases, GATDB/GATNB ``xi`` and linear skips."""
+    """Zero attention vectors, biases (GATDB/GATNB's ``xi`` among them) and linear skips."""
     with torch.no_grad():
         for layer in model.layers:
             for p in non_matrix_params(layer):

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
+from zoo.nn.model import LeakyScoreOptions
 from zoo.norms.scores import ADDITIVE, AdditiveScores, ScoreNorm
 from zoo.ops.dispatch import gat_attention
 from zoo.ops.sparse_linear import linear
@@ -97,6 +98,9 @@ class GATLayer(nn.Module):
     def outgoing_params(self) -> List[Tensor]:
         return [self.lin.weight]
 
+    def bias_params(self) -> List[Tensor]:
+        return [self.bias] if self.bias is not None else []
+
 
 @register_model("gat")
 class GAT(DeepGNN):
@@ -105,8 +109,9 @@ class GAT(DeepGNN):
     family = "gat"
     layer_class = GATLayer
     score_kind = ADDITIVE
+    options_class = LeakyScoreOptions
 
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
         return self.layer_class(
-            in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias, score_norm
+            in_dim, channels, heads, concat, options.negative_slope, options.attn_dropout, self.bias, score_norm
         )

@@ -1,6 +1,7 @@
 """GATDB and GATNB (Oxford GAT report §4.3-4.4): GAT with learnt per-edge or per-node score biases."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 import torch
@@ -9,6 +10,7 @@ from torch.nn.parameter import UninitializedParameter
 
 from zoo.graph import Graph
 from zoo.models.gat import GAT, GATLayer, glorot_
+from zoo.nn.model import LeakyScoreOptions
 from zoo.registry import register_model
 
 
@@ -96,6 +98,9 @@ class _TiedBiasGATLayer(GATLayer):
     def attention_params(self) -> List[Tensor]:
         return super().attention_params() + ([self.att_edge] if self.att_edge is not None else [])
 
+    def bias_params(self) -> List[Tensor]:
+        return super().bias_params() + [self.xi]  # the score biases: outside the symmetry (the score is invariant)
+
 
 class GATDBLayer(_TiedBiasGATLayer):
     r"""GAT with Dynamic Biases: a learnt scalar per edge (and head) inside the LeakyReLU.
@@ -131,27 +136,30 @@ class GATNBLayer(_TiedBiasGATLayer):
     bias_on = "nodes"
 
 
-class _TiedBiasGAT(GAT):
-    graph_tied = True
-    supports_edge_features = True
-
-    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
-                 epsilon: float = 1.0, **common: Any) -> None:
-        self.epsilon = epsilon
-        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
-
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        return self.layer_class(in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout,
-                                self.bias, score_norm, epsilon=self.epsilon, edge_dim=self.edge_dim)
-
-
-@register_model("gatdb")
-class GATDB(_TiedBiasGAT):
-    """Deep GATDB (per-edge score biases ``epsilon * xi_uv``, zero-initialised, tied to one graph).
+@dataclass(frozen=True)
+class TiedBiasOptions(LeakyScoreOptions):
+    """Options of a GATDB / GATNB layer.
 
     Args:
         epsilon: the scale of the learnt biases in the score (the report's best value, 1, by default).
     """
+
+    epsilon: float = 1.0
+
+
+class _TiedBiasGAT(GAT):
+    graph_tied = True
+    supports_edge_features = True
+    options_class = TiedBiasOptions
+
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
+        return self.layer_class(in_dim, channels, heads, concat, options.negative_slope, options.attn_dropout,
+                                self.bias, score_norm, epsilon=options.epsilon, edge_dim=self.edge_dim)
+
+
+@register_model("gatdb")
+class GATDB(_TiedBiasGAT):
+    """Deep GATDB (per-edge score biases ``epsilon * xi_uv``, zero-initialised, tied to one graph)."""
 
     family = "gatdb"
     layer_class = GATDBLayer
@@ -159,11 +167,7 @@ class GATDB(_TiedBiasGAT):
 
 @register_model("gatnb")
 class GATNB(_TiedBiasGAT):
-    """Deep GATNB (per-node score biases ``epsilon * xi_u``, zero-initialised, tied to one graph).
-
-    Args:
-        epsilon: the scale of the learnt biases in the score.
-    """
+    """Deep GATNB (per-node score biases ``epsilon * xi_u``, zero-initialised, tied to one graph)."""
 
     family = "gatnb"
     layer_class = GATNBLayer

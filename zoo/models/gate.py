@@ -3,6 +3,7 @@ attention that can switch neighbourhood aggregation off, because the self-loop h
 attention parameters."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, List, Tuple
 
 import torch
@@ -11,7 +12,8 @@ from torch import Tensor, nn
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
-from zoo.norms import resolve_norm
+from zoo.nn.model import LeakyScoreOptions
+from zoo.norms import ScoreNorm, resolve_norm
 from zoo.ops.dispatch import attention, gatv2_scores
 from zoo.ops.segment import gather_rows
 from zoo.ops.sparse_linear import linear
@@ -97,33 +99,46 @@ class GATELayer(nn.Module):
     def outgoing_params(self) -> List[Tensor]:
         return [lin.weight for lin in self._linears()]
 
+    def bias_params(self) -> List[Tensor]:
+        return [self.bias] if self.bias is not None else []
 
-@register_model("gate")
-class GATE(DeepGNN):
-    """Deep GATE: ``num_layers`` :class:`GATELayer` s on the :class:`DeepGNN` machinery.
+    def target_params(self) -> List[Tensor]:
+        return [self.lin_dst.weight] if self.lin_dst is not None else []  # V, which reads only h_v
 
-    ``negative_slope`` defaults to ``0`` (ReLU inside the score, the authors' setting for GATE);
-    self-loops are added (``self_loops="add"``), since ``a_s`` acts only on them.  Pair with
-    ``init="ll_orthogonal"`` (LLortho: looks-linear orthogonal ``W``, ``U``, ``V``, zero attention,
-    the authors' setting) or a balanced init.
+
+@dataclass(frozen=True)
+class GATEOptions(LeakyScoreOptions):
+    """Options of a GATE layer; ``negative_slope`` defaults to ``0`` (ReLU inside the score, the
+    authors' setting for GATE).
 
     Args:
         share_weights: one matrix for the score and the messages (``U = V = W``; the authors'
             ``GATE_S``, used for their real data sets); default three (their synthetic runs).
     """
 
-    family = "gate"
+    negative_slope: float = 0.0
+    share_weights: bool = False
 
-    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
-                 negative_slope: float = 0.0, share_weights: bool = False, **common: Any) -> None:
-        if common.get("norm") is not None and resolve_norm(common["norm"], **(common.get("norm_kwargs") or {})
-                                                           ).kind == "scores":
+
+@register_model("gate")
+class GATE(DeepGNN):
+    """Deep GATE: ``num_layers`` :class:`GATELayer` s on the :class:`DeepGNN` machinery.
+
+    Self-loops are added (``self_loops="add"``), since ``a_s`` acts only on them.  Pair with
+    ``init="ll_orthogonal"`` (LLortho: looks-linear orthogonal ``W``, ``U``, ``V``, zero attention,
+    the authors' setting) or a balanced init.
+    """
+
+    family = "gate"
+    options_class = GATEOptions
+
+    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, **common: Any) -> None:
+        if isinstance(resolve_norm(common.get("norm"), **(common.get("norm_kwargs") or {})), ScoreNorm):
             # no score_kind: the self-loop vector a_s makes the score none of zoo.norms.scores' kinds
             raise ValueError(f"norm {common['norm']!r} normalises attention scores and has no rule for GATE's score "
                              "(a separate vector on the self-loop); use a feature norm (pairnorm, layernorm) or none")
-        self.share_weights = share_weights
-        super().__init__(in_dim, out_dim, hidden_dim, num_layers, negative_slope=negative_slope, **common)
+        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
 
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        return GATELayer(in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias,
-                         self.share_weights)
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
+        return GATELayer(in_dim, channels, heads, concat, options.negative_slope, options.attn_dropout, self.bias,
+                         options.share_weights)

@@ -1,7 +1,8 @@
 """GATv2 (Brody, Alon & Yahav, ICLR 2022): *dynamic* graph attention."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -10,6 +11,7 @@ from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
+from zoo.nn.model import LeakyScoreOptions
 from zoo.norms.scores import MLP, MLPScores, ScoreNorm
 from zoo.ops.dispatch import gatv2_attention
 from zoo.ops.sparse_linear import linear
@@ -121,10 +123,16 @@ class GATv2Layer(nn.Module):
     def outgoing_params(self) -> List[Tensor]:
         return [lin.weight for lin in self._linears()]
 
+    def bias_params(self) -> List[Tensor]:
+        return [p for p in (self.att_bias, self.bias) if p is not None]
 
-@register_model("gatv2")
-class GATv2(DeepGNN):
-    """Deep GATv2: ``num_layers`` :class:`GATv2Layer` s on the :class:`DeepGNN` machinery.
+    def target_params(self) -> List[Tensor]:
+        return [self.lin_dst.weight] if self.lin_dst is not None else []
+
+
+@dataclass(frozen=True)
+class GATv2Options(LeakyScoreOptions):
+    """Options of a GATv2 layer.
 
     Args:
         share_weights: ``W_s = W_t`` (Brody et al.'s experiments; the balance paper's default).
@@ -133,36 +141,35 @@ class GATv2(DeepGNN):
             report §5.2 variant d; needs ``share_weights=False``).
     """
 
-    family = "gatv2"
-    supports_edge_features = True
-    score_kind = MLP
+    share_weights: bool = True
+    attention_bias: bool = False
+    update_weight: str = "source"
 
-    def __init__(
-        self,
-        in_dim: int,
-        out_dim: int,
-        hidden_dim: int = 64,
-        num_layers: int = 2,
-        *,
-        share_weights: bool = True,
-        attention_bias: bool = False,
-        update_weight: str = "source",
-        **common: Any,
-    ) -> None:
-        update_weight = normalize_name(update_weight)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        update_weight = normalize_name(self.update_weight)
         if update_weight not in UPDATE_WEIGHTS:
             raise ValueError(f"update_weight must be one of {UPDATE_WEIGHTS}, got {update_weight!r}")
-        if share_weights and update_weight == "separate":
+        if self.share_weights and update_weight == "separate":
             raise ValueError(
                 "update_weight='separate' learns a third matrix next to unshared W_s and W_t; "
                 "it needs share_weights=False (report §5.2, variant d)"
             )
-        self.layer_options = dict(share_weights=share_weights, attention_bias=attention_bias,
-                                  update_weight=update_weight)
-        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
+        object.__setattr__(self, "update_weight", update_weight)
 
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
+
+@register_model("gatv2")
+class GATv2(DeepGNN):
+    """Deep GATv2: ``num_layers`` :class:`GATv2Layer` s on the :class:`DeepGNN` machinery."""
+
+    family = "gatv2"
+    supports_edge_features = True
+    score_kind = MLP
+    options_class = GATv2Options
+
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
         return GATv2Layer(
-            in_dim, channels, heads, concat, self.negative_slope, self.attn_dropout, self.bias, score_norm,
-            edge_dim=self.edge_dim, **self.layer_options,
+            in_dim, channels, heads, concat, options.negative_slope, options.attn_dropout, self.bias, score_norm,
+            share_weights=options.share_weights, attention_bias=options.attention_bias,
+            update_weight=options.update_weight, edge_dim=self.edge_dim,
         )

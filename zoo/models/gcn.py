@@ -1,7 +1,8 @@
 """GCN (Kipf & Welling, ICLR 2017) — the attention-free member of the family."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -9,6 +10,7 @@ from torch import Tensor, nn
 from zoo._names import normalize_name
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
+from zoo.nn.model import LayerOptions
 from zoo.ops.propagate import propagate
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
@@ -84,37 +86,36 @@ class GCNLayer(nn.Module):
     def outgoing_params(self) -> List[Tensor]:
         return [self.lin.weight]
 
+    def bias_params(self) -> List[Tensor]:
+        return [self.bias] if self.bias is not None else []
 
-@register_model("gcn")
-class GCN(DeepGNN):
-    """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads.
+
+@dataclass(frozen=True)
+class GCNOptions(LayerOptions):
+    """Options of a GCN layer.
 
     Args:
         normalization: ``"symmetric"`` (``c_uv = 1 / sqrt(d_u d_v)``, Kipf & Welling) or ``"mean"``
             (``c_uv = 1 / d_v``), with degrees counted after the self-loop policy (PyG's ``gcn_norm``).
     """
 
+    normalization: str = "symmetric"
+
+    def __post_init__(self) -> None:
+        normalization = normalize_name(self.normalization)
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+        object.__setattr__(self, "normalization", normalization)
+
+
+@register_model("gcn")
+class GCN(DeepGNN):
+    """Deep GCN; ``normalization="mean"`` gives GAT with ``a = 0``. GCN has no heads."""
+
     family = "gcn"
     attention_normalized = False
     supports_heads = False
+    options_class = GCNOptions
 
-    def __init__(
-        self,
-        in_dim: int,
-        out_dim: int,
-        hidden_dim: int = 64,
-        num_layers: int = 2,
-        *,
-        normalization: str = "symmetric",
-        **common: Any,
-    ) -> None:
-        normalization = normalize_name(normalization)
-        if normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
-        if common.get("attn_dropout"):
-            raise ValueError("gcn has no attention coefficients to drop; use dropout instead of attn_dropout")
-        self.normalization = normalization
-        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
-
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        return GCNLayer(in_dim, channels, self.normalization, self.bias)
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
+        return GCNLayer(in_dim, channels, options.normalization, self.bias)

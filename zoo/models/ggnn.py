@@ -64,11 +64,15 @@ class GGNNLayer(nn.Module):
     def outgoing_params(self) -> List[Tensor]:
         return [self.lin.weight]
 
+    def bias_params(self) -> List[Tensor]:
+        return [lin.bias for lin in (self.gates_input, self.gates_hidden) if lin.bias is not None]
+
 
 @register_model("ggnn")
 class GGNN(DeepGNN):
     """Deep GGNN (one GRU propagation step per layer, untied weights); a TREES baseline of the
-    LipschitzNorm paper. The GRU supplies the non-linearity, so ``activation`` defaults to identity."""
+    LipschitzNorm paper. The GRU supplies the non-linearity, so ``activation`` defaults to identity; ``bias``
+    (the GRU gates' biases, as ``torch.nn.GRUCell``) defaults to true."""
 
     family = "ggnn"
     attention_normalized = False
@@ -77,8 +81,8 @@ class GGNN(DeepGNN):
     conservation_law_exception = "the GRU update (sigmoid/tanh gates) is not positively homogeneous"
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
-                 activation: str = "identity", **common: Any) -> None:
-        super().__init__(in_dim, out_dim, hidden_dim, num_layers, activation=activation, **common)
+                 activation: str = "identity", bias: bool = True, **common: Any) -> None:
+        super().__init__(in_dim, out_dim, hidden_dim, num_layers, activation=activation, bias=bias, **common)
 
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        return GGNNLayer(in_dim, channels, bias=True)
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
+        return GGNNLayer(in_dim, channels, bias=self.bias)

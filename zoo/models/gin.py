@@ -1,13 +1,15 @@
 """GIN (Xu, Hu, Leskovec & Jegelka, ICLR 2019): sum aggregation with an MLP update."""
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from dataclasses import dataclass
+from typing import List, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
+from zoo.nn.model import LayerOptions
 from zoo.ops.segment import gather_rows, segment_sum
 from zoo.registry import register_model
 
@@ -61,15 +63,26 @@ class GINLayer(nn.Module):
     def outgoing_params(self) -> List[Tensor]:
         return [self.lin1.weight]
 
+    def bias_params(self) -> List[Tensor]:
+        return [lin.bias for lin in (self.lin1, self.lin2) if lin.bias is not None]
 
-@register_model("gin")
-class GIN(DeepGNN):
-    """Deep GIN (sum aggregation, MLP update); a baseline of the LipschitzNorm paper's TREES study.
+
+@dataclass(frozen=True)
+class GINOptions(LayerOptions):
+    """Options of a GIN layer.
 
     Args:
         eps: the root weight ``epsilon`` in ``(1 + epsilon) h_v``.
         train_eps: learn ``epsilon`` (one per layer) instead of fixing it.
     """
+
+    eps: float = 0.0
+    train_eps: bool = False
+
+
+@register_model("gin")
+class GIN(DeepGNN):
+    """Deep GIN (sum aggregation, MLP update); a baseline of the LipschitzNorm paper's TREES study."""
 
     family = "gin"
     attention_normalized = False
@@ -79,10 +92,7 @@ class GIN(DeepGNN):
         "GIN layers contain an inner MLP whose hidden units the balance paper's per-layer law does not cover"
     )
 
-    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
-                 eps: float = 0.0, train_eps: bool = False, **common: Any) -> None:
-        self.eps, self.train_eps = eps, train_eps
-        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
+    options_class = GINOptions
 
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        return GINLayer(in_dim, channels, self.eps, self.train_eps, self.bias)
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
+        return GINLayer(in_dim, channels, options.eps, options.train_eps, self.bias)

@@ -3,13 +3,15 @@ of the LipschitzNorm paper: dot-product attention plus a gated root weight."""
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
+from zoo.nn.model import AttentionOptions
 from zoo.norms.scores import DOT_PRODUCT, DotProductScores, ScoreNorm
 from zoo.ops.dropout import dropout
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
@@ -87,6 +89,21 @@ class UniMPLayer(nn.Module):
     def outgoing_params(self) -> List[Tensor]:
         return [self.lin_query.weight, self.lin_key.weight, self.lin_value.weight, self.lin_root.weight]
 
+    def bias_params(self) -> List[Tensor]:
+        return [self.lin_root.bias] if self.lin_root.bias is not None else []
+
+
+@dataclass(frozen=True)
+class UniMPOptions(AttentionOptions):
+    """Options of a UniMP layer.
+
+    Args:
+        gated: the sigmoid gate ``beta_v`` between the root term and the aggregated message
+            (``False``: their sum).
+    """
+
+    gated: bool = True
+
 
 @register_model("unimp", aliases=("gt", "transformer_conv"))
 class UniMP(DeepGNN):
@@ -95,10 +112,6 @@ class UniMP(DeepGNN):
 
     Self-loops are kept as given (``self_loops="keep"``, as PyG's ``TransformerConv``): the root
     weight already carries each node's own features.
-
-    Args:
-        gated: the sigmoid gate ``beta_v`` between the root term and the aggregated message
-            (``False``: their sum).
     """
 
     family = "unimp"
@@ -109,10 +122,7 @@ class UniMP(DeepGNN):
         "homogeneous: the balance paper's rescaling symmetry does not hold"
     )
 
-    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 2, *,
-                 gated: bool = True, **common: Any) -> None:
-        self.gated = gated
-        super().__init__(in_dim, out_dim, hidden_dim, num_layers, **common)
+    options_class = UniMPOptions
 
-    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None):
-        return UniMPLayer(in_dim, channels, heads, concat, self.attn_dropout, self.bias, score_norm, self.gated)
+    def make_layer(self, index, in_dim, channels, heads, concat, *, score_norm=None, options):
+        return UniMPLayer(in_dim, channels, heads, concat, options.attn_dropout, self.bias, score_norm, options.gated)

@@ -3,42 +3,37 @@ transformer, SAN), the counterpart of :class:`zoo.nn.DeepGNN` for models whose b
 residuals and norms: an encoder, ``num_layers`` blocks, a decoder."""
 from __future__ import annotations
 
-from typing import List, Optional, Set, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 from torch import Tensor, nn
 
 from zoo.graph import Graph, GraphLike, as_graph
 from zoo.nn.base import AttentionRecord
+from zoo.nn.model import GraphModel
 from zoo.nn.validation import check_node_features
 
 
-class AttentionStack(nn.Module):
-    """Encoder -> ``num_layers`` blocks -> decoder, with the model protocol the zoo's tools use:
-    ``taps`` (one ``nn.Identity`` per layer output, for hooks), ``skipped_layers`` (layer pruning),
-    ``return_attention``.  Subclasses set ``layers`` and implement :meth:`encode` / :meth:`decode`.
+class AttentionStack(GraphModel):
+    """Encoder -> ``num_layers`` blocks -> decoder, with the model protocol the zoo's tools use
+    (:class:`zoo.nn.model.GraphModel`).  Subclasses set ``layers`` and implement :meth:`encode` /
+    :meth:`decode`; their blocks own their options (constructor arguments).
 
     Each block maps ``(graph, h)`` to ``(h', alpha)`` with ``h`` ``(N, hidden_dim)`` and ``alpha``
     ``(E, heads)``; :meth:`block` picks the block of a layer index (shared weights: always one).
+    Each node attends to its neighbourhood plus itself (``default_self_loops = "add"``).
     """
 
     conservation_law_exception: Optional[str] = (
         "dot-product attention is quadratic in the features and LayerNorm / residual blocks are not "
         "positively homogeneous: the balance paper's rescaling symmetry (Thm. 2.2) does not hold"
     )
-    graph_tied = False
-    attention_normalized = True
-    self_loops = "add"  # each node attends to its neighbourhood plus itself
-    check_inputs = True  # scan node features for NaN/inf (zoo.nn.validation.check_node_features)
-    #: the kind of the blocks' attention score (:mod:`zoo.norms.scores`); ``None``: no attention scores.
-    score_kind: Optional[str] = None
     layers: nn.ModuleList
 
     def _init_stack(self, num_layers: int) -> None:
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        self.num_layers = num_layers
-        self.taps = nn.ModuleList(nn.Identity() for _ in range(num_layers))
-        self.skipped_layers: Set[int] = set()
+        self._init_model(num_layers, {})
+        self.self_loops = self.default_self_loops
 
     def block(self, index: int) -> nn.Module:
         return self.layers[index]

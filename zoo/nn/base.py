@@ -20,11 +20,12 @@ from zoo.graph import Graph, GraphLike, _read_edges, as_graph, read_edge_feature
 from zoo.nn.degree_features import degree_block
 from zoo.nn.encoders import align_edge_features, make_encoder
 from zoo.nn.heads import make_classifier
+from zoo.nn.model import GraphModel, LayerOptions
 from zoo.nn.replay import replayable
 from zoo.nn.validation import (check_edge_inputs, check_encoder_options, check_node_features, positive_int,
-                               probability, real_number, resolve_activation, resolve_classifier, resolve_hidden_heads,
+                               probability, resolve_activation, resolve_classifier, resolve_hidden_heads,
                                resolve_residual, resolve_score_norm)
-from zoo.norms import ScoreNorm, resolve_norm
+from zoo.norms import FeatureNorm, ScoreNorm, resolve_norm
 from zoo.ops._custom import under_vmap
 from zoo.ops.dropout import dropout
 
@@ -62,6 +63,12 @@ class LayerProtocol(Protocol):
     def outgoing_params(self) -> List[Tensor]:
         """Parameters whose dim 1 indexes this layer's ``in_dim`` input neurons."""
 
+    # Optional (absent: none), read by the inits through zoo.symmetry:
+    #   bias_params() -> List[Tensor]: every additive bias (output, attention and score biases, e.g.
+    #       GATDB's xi): an init that starts the attention at zero starts them at zero too;
+    #   target_params() -> List[Tensor]: the feature matrices that read only the target node
+    #       (unshared W_t), which the balanced inits may set to zero (unshared="zero_target").
+
 
 #: the methods of :class:`LayerProtocol` that describe a layer's rescaling symmetry
 SYMMETRY_METHODS = ("incoming_params", "attention_params", "outgoing_params")
@@ -75,7 +82,7 @@ class AttentionRecord:
     alpha: Tensor
 
 
-class DeepGNN(nn.Module):
+class DeepGNN(GraphModel):
     """A stack of ``num_layers`` message-passing layers (hidden heads concatenated or averaged, output heads averaged).
 
     Args:
@@ -93,9 +100,7 @@ class DeepGNN(nn.Module):
         out_heads: heads of the output layer (outputs averaged); default ``heads``.
         activation: ``relu`` (default), ``leaky_relu``, ``elu``, ``gelu``, ``tanh``, ``identity``.
         dropout: dropout on every layer's input features.
-        attn_dropout: dropout on attention coefficients.
         bias: add a bias to every layer's output (default ``False``, as in the balance paper).
-        negative_slope: LeakyReLU slope inside the attention score.
         residual: ``none``; ``identity`` (``x + layer(x)`` where the widths match);
             ``linear`` (a learnable skip ``R x`` on every layer, initialised to zero).
         norm: a normalisation plugin (name or object; see :mod:`zoo.norms`).
@@ -125,27 +130,10 @@ class DeepGNN(nn.Module):
             The numbers do not change (dropout masks are replayed).  Not applied under
             ``torch.func.vmap`` (the benchmark's stacked replicas): train such models with
             ``--sequential`` or ``--max-replicas 1`` to get the memory saving.
+        options: the family's layer options (its ``options_class``, e.g. ``negative_slope`` and
+            ``attn_dropout`` of the GAT-style families), stored as ``model.options`` and handed to
+            :meth:`make_layer`.
     """
-
-    #: family name shown in model cards; set by subclasses.
-    family: str = ""
-    #: ``None`` if the balance paper's conservation law holds for this family's layers,
-    #: else the reason it does not (balanced inits then refuse to run).
-    conservation_law_exception: Optional[str] = None
-    #: models whose parameters are tied to one graph (GATDB's per-edge biases).
-    graph_tied: bool = False
-    #: whether each layer's coefficients into a node sum to 1 (False for GCN's symmetric weights).
-    attention_normalized: bool = True
-    #: whether ``heads`` > 1 is meaningful (False for attention-free families).
-    supports_heads: bool = True
-    default_self_loops: str = "add"
-    #: whether the family's layers take edge features (``forward(graph, x, edge_attr)``).
-    supports_edge_features: bool = False
-    #: scan node features for NaN/inf (once per tensor); ``zoo.build(..., check_inputs=False)`` turns it off.
-    check_inputs: bool = True
-    #: the kind of the layers' attention score (:mod:`zoo.norms.scores`: ``"additive"``, ``"mlp"``,
-    #: ``"dot_product"``), which decides the score norms the family accepts; ``None``: no attention scores.
-    score_kind: Optional[str] = None
 
     def __init__(
         self,
@@ -159,9 +147,7 @@ class DeepGNN(nn.Module):
         out_heads: Optional[int] = None,
         activation: Union[str, nn.Module] = "relu",
         dropout: float = 0.0,
-        attn_dropout: float = 0.0,
         bias: bool = False,
-        negative_slope: float = 0.2,
         residual: str = "none",
         norm: Any = None,
         norm_kwargs: Optional[Dict[str, Any]] = None,
@@ -173,6 +159,7 @@ class DeepGNN(nn.Module):
         edge_dim: Optional[int] = None,
         recompute: bool = False,
         layer_degree_onehot: Optional[int] = None,
+        **options: Any,
     ) -> None:
         super().__init__()
         owner = self.family or type(self).__name__
@@ -184,12 +171,13 @@ class DeepGNN(nn.Module):
         positive_int("layer_degree_onehot", layer_degree_onehot, allow_none=True)
         self.layer_degree_onehot = layer_degree_onehot
         self.classifier_kind = resolve_classifier(classifier, out_heads)
-        check_encoder_options(owner, input_encoder, input_encoder_dim, edge_encoder, self.supports_edge_features)
+        check_encoder_options(owner, input_encoder, input_encoder_dim, edge_encoder, self.supports_edge_features,
+                              edge_dim)
         self.hidden_heads = resolve_hidden_heads(owner, hidden_heads, heads, out_heads, hidden_dim, self.supports_heads)
         self.residual = resolve_residual(residual)
-        self.dropout, self.attn_dropout = probability("dropout", dropout), probability("attn_dropout", attn_dropout)
-        self.negative_slope = real_number("negative_slope", negative_slope)
-        self.in_dim, self.out_dim, self.hidden_dim, self.num_layers = in_dim, out_dim, hidden_dim, num_layers
+        self.dropout = probability("dropout", dropout)
+        self._init_model(num_layers, options)
+        self.in_dim, self.out_dim, self.hidden_dim = in_dim, out_dim, hidden_dim
         self.heads, self.bias, self.recompute = heads, bias, bool(recompute)
         # a separate classifier makes every attention layer a hidden one (heads concatenated)
         self.out_heads = heads if out_heads is None or self.classifier_kind != "none" else out_heads
@@ -198,16 +186,14 @@ class DeepGNN(nn.Module):
         self.activation = activation if isinstance(activation, str) else type(activation).__name__
         self.norm_plugin = resolve_norm(norm, **(norm_kwargs or {}))
         score_norm = resolve_score_norm(self.norm_plugin, owner, self.score_kind)
+        #: where the feature norm runs (``pre``, ``post``, ``post_activation``); ``None``: no feature norm
+        self.norm_placement = self.norm_plugin.placement if isinstance(self.norm_plugin, FeatureNorm) else None
         encoder_dim = hidden_dim if input_encoder_dim is None else input_encoder_dim
         self.input_encoder = make_encoder("input", input_encoder, in_dim, encoder_dim)
         self.edge_encoder = make_encoder("edge", edge_encoder, edge_dim, hidden_dim)
         #: width of the encoded edge features each layer reads (``None``: no edge term).
         self.edge_dim = hidden_dim if self.edge_encoder is not None else None
         self._build_layers(in_dim if self.input_encoder is None else encoder_dim, score_norm)
-        # Identity taps after every layer: forward hooks here see each layer's representation
-        # (used by the energy / similarity diagnostics).  ``skipped_layers`` drives layer pruning.
-        self.taps = nn.ModuleList(nn.Identity() for _ in range(num_layers))
-        self.skipped_layers: Set[int] = set()
         self.last_graph: Optional[Graph] = None
 
     def _build_layers(self, first_dim: int, score_norm: Optional[ScoreNorm]) -> None:
@@ -223,9 +209,8 @@ class DeepGNN(nn.Module):
             layer_heads = self.out_heads if output_layer else heads
             concat = not output_layer and self.hidden_heads == "concat"
             channels = dims[index + 1] if output_layer else hidden_dim // heads if concat else hidden_dim
-            self.layers.append(
-                self.make_layer(index, dims[index] + extra, channels, layer_heads, concat, score_norm=score_norm)
-            )
+            self.layers.append(self.make_layer(index, dims[index] + extra, channels, layer_heads, concat,
+                                               score_norm=score_norm, options=self.options))
         # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
         self.classifier = make_classifier(classifier, hidden_dim, self.out_dim)
         self.skips = nn.ModuleList()
@@ -235,19 +220,20 @@ class DeepGNN(nn.Module):
                 nn.init.zeros_(skip.weight)  # a zero skip keeps the network balanced at init
                 self.skips.append(skip)
         self.norms = nn.ModuleList()
-        if self.norm_plugin.kind == "features":
+        if self.norm_placement is not None:
             self.norms.extend(self.norm_plugin.make(hidden_dim) for _ in range(num_layers - 1))
 
     # ------------------------------------------------------------------ family hook
     def make_layer(
         self, index: int, in_dim: int, channels: int, heads: int, concat: bool, *,
-        score_norm: Optional[ScoreNorm] = None
+        score_norm: Optional[ScoreNorm] = None, options: LayerOptions
     ) -> nn.Module:
         """Return layer ``index`` mapping ``in_dim`` to ``heads x channels`` (concatenated or averaged).
 
         ``score_norm`` (only for a family with a ``score_kind``; already checked to have a rule for
         that kind) is handed to the layer, which calls ``score_norm.normalize(record)`` with a
-        record of its kind (:mod:`zoo.norms.scores`)."""
+        record of its kind (:mod:`zoo.norms.scores`).  ``options``: the family's layer options
+        (an instance of its ``options_class``)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ forward
@@ -293,8 +279,7 @@ class DeepGNN(nn.Module):
     def _layer_block(self, index: int, g: Graph, x: Tensor, edges: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         """Layer ``index`` with its dropout, residual, norm and activation: ``x`` -> (output, alpha)."""
         layer = self.layers[index]
-        pre_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "pre"
-        post_act_norm = self.norm_plugin.kind == "features" and self.norm_plugin.placement == "post_activation"
+        pre_norm, post_act_norm = self.norm_placement == "pre", self.norm_placement == "post_activation"
         h = self.norms[index - 1](x) if pre_norm and index > 0 else x
         h = dropout(h, self.dropout, self.training)
         # the degree block joins after the dropout (never dropped); residuals still read ``h``
@@ -373,9 +358,7 @@ class DeepGNN(nn.Module):
 
     def conservation_law_violations(self) -> List[str]:
         """Why the balance paper's conservation law does not hold for this model (empty if it does)."""
-        reasons = []
-        if self.conservation_law_exception:
-            reasons.append(self.conservation_law_exception)
+        reasons = super().conservation_law_violations()
         if not self.positively_homogeneous:
             reasons.append(
                 f"activation {self.activation!r} is not positively homogeneous (the law needs phi(ax) = a phi(x), "

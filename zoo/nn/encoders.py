@@ -25,8 +25,9 @@ from zoo._names import Registry
 
 EncoderFactory = Callable[[Optional[int], int], nn.Module]
 
-INPUT_ENCODERS: Registry[EncoderFactory] = Registry("input encoder")
-EDGE_ENCODERS: Registry[EncoderFactory] = Registry("edge encoder")
+#: :mod:`zoo.papers` registers one paper's encoders here: imported before the first lookup
+INPUT_ENCODERS: Registry[EncoderFactory] = Registry("input encoder", populate=("zoo.papers",))
+EDGE_ENCODERS: Registry[EncoderFactory] = Registry("edge encoder", populate=("zoo.papers",))
 
 
 def _ogb_dims(kind: str) -> List[int]:
@@ -48,8 +49,12 @@ class CategoricalEncoder(nn.Module):
         super().__init__()
         from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 
-        # in_dim is not checked here (suites dry-build models on toy sizes); forward checks the data.
+        # The atom encoder's in_dim (the model's) is not checked here (suites dry-build models on toy
+        # sizes); forward checks the data.  An edge_dim given to the bond encoder would change nothing.
         self.dims = _ogb_dims(kind)
+        if kind == "bond" and in_dim is not None and in_dim != len(self.dims):
+            raise ValueError(f"the 'bond' encoder reads OGB's {len(self.dims)} bond columns, so edge_dim={in_dim} "
+                             "would change nothing; drop edge_dim, or use edge_encoder='linear' for other features")
         self.kind, self.in_dim, self.out_dim = kind, len(self.dims), out_dim
         self.encoder = (AtomEncoder if kind == "atom" else BondEncoder)(out_dim)
 
@@ -109,7 +114,7 @@ def make_encoder(kind: str, name: Union[None, str, nn.Module], in_dim: Optional[
     if name is None or isinstance(name, nn.Module):
         return name
     registry = INPUT_ENCODERS if kind == "input" else EDGE_ENCODERS
-    return registry.get(name)(in_dim, out_dim)
+    return registry.create(name, in_dim, out_dim)
 
 
 def list_encoders() -> Dict[str, List[str]]:

@@ -15,7 +15,8 @@ from torch import nn
 from zoo._names import Registry
 
 ClassifierFactory = Callable[[int, int], Optional[nn.Module]]
-CLASSIFIERS: Registry[ClassifierFactory] = Registry("classifier")
+#: :mod:`zoo.papers` registers one paper's heads here: imported before the first lookup
+CLASSIFIERS: Registry[ClassifierFactory] = Registry("classifier", populate=("zoo.papers",))
 CLASSIFIERS.add("none", lambda in_dim, out_dim: None)
 
 
@@ -31,7 +32,7 @@ def register_classifier(name: str, aliases: tuple = ()) -> Callable[[ClassifierF
 
 def make_classifier(name: str, in_dim: int, out_dim: int) -> Optional[nn.Module]:
     """The head ``name`` mapping ``(N, in_dim)`` to ``(N, out_dim)`` (``None`` for ``"none"``)."""
-    return CLASSIFIERS.get(name)(in_dim, out_dim)
+    return CLASSIFIERS.create(name, in_dim, out_dim)
 
 
 __all__ = ["CLASSIFIERS", "ClassifierFactory", "make_classifier", "register_classifier"]

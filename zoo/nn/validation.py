@@ -2,7 +2,7 @@
 option as the user wrote it and returns it in the form the model stores (a canonical name, a
 module, a plugin), or raises one clear line naming the problem and the fix.
 
-* option checks: :func:`positive_int`, :func:`real_number`, :func:`probability`;
+* option checks: :func:`positive_int` (:mod:`zoo._names`'s, torch-free), :func:`real_number`, :func:`probability`;
 * :class:`~zoo.nn.DeepGNN`'s options: :func:`resolve_classifier`, :func:`check_encoder_options`,
   :func:`resolve_hidden_heads`, :func:`resolve_residual`, :func:`resolve_activation`;
 * norms: :func:`resolve_score_norm` (a ``scores`` plugin against the model's score kind) and
@@ -21,22 +21,13 @@ from typing import Any, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from zoo._names import normalize_name, unknown_name_error
+from zoo._names import normalize_name, positive_int, unknown_name_error
 from zoo.nn.encoders import check_edge_features
 from zoo.nn.heads import CLASSIFIERS
-from zoo.norms import NormPlugin, ScoreNorm, resolve_norm
+from zoo.norms import FeatureNorm, NormPlugin, ScoreNorm, resolve_norm
 
 #: Set ``ZOO_CHECK_INPUTS=0`` to skip the NaN/inf scan of node features in every model.
 CHECK_INPUTS_ENV = "ZOO_CHECK_INPUTS"
-
-
-def positive_int(name: str, value: Any, *, allow_none: bool = False) -> Optional[int]:
-    """``value`` if it is an ``int`` >= 1 (bools are not ints), else a ``ValueError`` naming ``name``."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def real_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
@@ -101,11 +92,14 @@ def resolve_classifier(name: Optional[str], out_heads: Optional[int]) -> str:
 
 
 def check_encoder_options(owner: str, input_encoder: Any, input_encoder_dim: Optional[int], edge_encoder: Any,
-                          supports_edge_features: bool) -> None:
+                          supports_edge_features: bool, edge_dim: Optional[int] = None) -> None:
     """An encoder width needs its encoder; an edge encoder needs layers with an edge term."""
     if input_encoder_dim is not None and input_encoder is None:
         raise ValueError(f"input_encoder_dim={input_encoder_dim} is the width of the input encoder's output, "
                          "but no input_encoder is set; add e.g. input_encoder='affine' or drop input_encoder_dim")
+    if edge_dim is not None and edge_encoder is None:
+        raise ValueError(f"edge_dim={edge_dim} is the number of raw edge-feature columns the edge encoder reads, "
+                         "but no edge_encoder is set; add edge_encoder='linear' (or 'bond') or drop edge_dim")
     if edge_encoder is not None and not supports_edge_features:
         raise ValueError(
             f"{owner} layers have no edge-feature term, so edge_encoder={edge_encoder!r} cannot be used; use "
@@ -134,16 +128,13 @@ def resolve_hidden_heads(owner: str, name: str, heads: int, out_heads: Optional[
 
 
 def resolve_score_norm(plugin: NormPlugin, owner: str, score_kind: Optional[str]) -> Optional[ScoreNorm]:
-    """``plugin`` if it normalises attention scores (kind ``"scores"``) and has a rule for the
-    model's ``score_kind`` (:mod:`zoo.norms.scores`), ``None`` for any other kind of norm."""
-    if plugin.kind != "scores":
+    """``plugin`` if it normalises attention scores (a :class:`zoo.norms.ScoreNorm`) and has a rule for
+    the model's ``score_kind`` (:mod:`zoo.norms.scores`), ``None`` for any other kind of norm."""
+    if not isinstance(plugin, ScoreNorm):
         return None
     if score_kind is None:
         raise ValueError(f"norm {plugin.name!r} normalises attention scores, but {owner} has no attention scores; "
                          "use a feature norm (pairnorm, layernorm) or an attention model")
-    if not isinstance(plugin, ScoreNorm):
-        raise TypeError(f"norm {plugin.name!r} has kind 'scores' but no score_kinds / normalize(scores); "
-                        "give it both (contract: zoo.norms.ScoreNorm)")
     if score_kind not in plugin.score_kinds:
         raise ValueError(f"norm {plugin.name!r} has no rule for {score_kind} scores ({owner}'s kind; it has rules "
                          f"for {', '.join(sorted(plugin.score_kinds))}); add one to the norm or use a feature norm")
@@ -151,14 +142,14 @@ def resolve_score_norm(plugin: NormPlugin, owner: str, score_kind: Optional[str]
 
 
 def resolve_block_norms(norm: Any, norm_kwargs: Optional[Dict[str, Any]], owner: str,
-                        score_kind: Optional[str]) -> Tuple[Optional[ScoreNorm], Optional[NormPlugin]]:
+                        score_kind: Optional[str]) -> Tuple[Optional[ScoreNorm], Optional[FeatureNorm]]:
     """``(score_norm, feature_norm)`` for a transformer-style model: a ``scores`` plugin normalises
     the attention scores, a ``features`` plugin replaces the blocks' LayerNorm, ``none`` keeps it."""
     plugin = resolve_norm(norm, **(norm_kwargs or {}))
     score_norm = resolve_score_norm(plugin, owner, score_kind)
     if score_norm is not None:
         return score_norm, None
-    return None, (plugin if plugin.kind == "features" else None)
+    return None, (plugin if isinstance(plugin, FeatureNorm) else None)
 
 
 def check_stack_options(hidden_dim: int, heads: int, dropout: float, attn_dropout: float) -> None:

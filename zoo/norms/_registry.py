@@ -2,32 +2,21 @@
 whose ``__init__`` imports them).  Public names are re-exported by :mod:`zoo.norms`."""
 from __future__ import annotations
 
-from typing import Any, Callable, List, Protocol, Union, runtime_checkable
+from typing import Any, Callable, List, Union
 
-from torch import nn
+from zoo._names import Registry
+from zoo.norms.features import FeatureNorm
+from zoo.norms.scores import ScoreNorm
 
-from zoo._names import Registry, unknown_kwargs_error
-
-NORMS: Registry[Callable[..., "NormPlugin"]] = Registry("norm")
-
-
-@runtime_checkable
-class NormPlugin(Protocol):
-    """Contract of a normalisation plugin (see the module docstring)."""
-
-    name: str
-    kind: str  # "features" | "scores" | "none"
-    placement: str  # "pre" | "post" | "post_activation" (features); ignored otherwise
-
-    def make(self, dim: int) -> nn.Module:
-        """A fresh feature-norm module for representations of width ``dim`` (kind ``features``)."""
-
-
+#: a norm plugin object: a feature norm, a score norm, or no norm
+NormPlugin = Union[FeatureNorm, ScoreNorm, "NoNorm"]
 NormFactory = Callable[..., NormPlugin]
+NORMS: Registry[NormFactory] = Registry("norm", populate=("zoo.norms",))
 
 
 def register_norm(name: str, aliases: tuple = ()) -> Callable[[NormFactory], NormFactory]:
-    """Decorator registering a plugin factory (a class or function taking the plugin's options)."""
+    """Decorator registering a plugin factory (a class or function taking the plugin's options) that
+    makes a :class:`FeatureNorm` or a :class:`ScoreNorm`."""
 
     def decorator(factory: NormFactory) -> NormFactory:
         NORMS.add(name, factory, aliases)
@@ -38,39 +27,32 @@ def register_norm(name: str, aliases: tuple = ()) -> Callable[[NormFactory], Nor
 
 @register_norm("none", aliases=("identity",))
 class NoNorm:
-    """No normalisation."""
+    """No normalisation: neither a feature norm nor a score norm."""
 
     name = "none"
-    kind = "none"
-    placement = "post"
 
-    def make(self, dim: int) -> nn.Module:
-        return nn.Identity()
+    def __repr__(self) -> str:
+        return "NoNorm()"
 
 
 def resolve_norm(norm: Union[None, str, NormPlugin], **options: Any) -> NormPlugin:
     """Turn a name (or ``None``, or an existing plugin object) into a plugin object."""
     if norm is None:
         norm = "none"
-    if not isinstance(norm, str):
-        if options:
-            raise TypeError("norm_kwargs can only be given together with a norm *name*")
-        if not isinstance(norm, NormPlugin):
-            raise TypeError(f"norm must be a name or a NormPlugin (name, kind, placement, make), got {norm!r}")
-        return norm
-    factory = NORMS.get(norm)
-    try:
-        import inspect
-
-        sig = inspect.signature(factory)
-        valid = [p for p in sig.parameters if p != "self"]
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        valid, accepts_any = [], True
-    unknown = set(options) - set(valid)
-    if unknown and not accepts_any:
-        raise unknown_kwargs_error(f"norm {NORMS.canonical(norm)!r}", unknown, valid)
-    return factory(**options)
+    if isinstance(norm, str):
+        plugin = NORMS.create(norm, **options)
+    elif options:
+        raise TypeError("norm_kwargs can only be given together with a norm *name*")
+    else:
+        plugin = norm
+    feature, score = isinstance(plugin, FeatureNorm), isinstance(plugin, ScoreNorm)
+    if feature and score:
+        raise TypeError(f"norm {plugin.name!r} is both a FeatureNorm (placement, make) and a ScoreNorm (score_kinds, "
+                        "normalize); a norm acts on representations or on attention scores, not both")
+    if not (feature or score or isinstance(plugin, NoNorm)):
+        raise TypeError(f"norm must be a name, a zoo.norms.FeatureNorm (name, placement, make(dim)) or a "
+                        f"zoo.norms.ScoreNorm (name, score_kinds, normalize(scores)), got {plugin!r}")
+    return plugin
 
 
 def list_norms() -> List[str]:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from torch import nn
 
-from zoo._names import normalize_name, unknown_name_error
 from zoo.norms._registry import register_norm
-from zoo.norms.pairnorm import PLACEMENTS
+from zoo.norms.features import check_placement
 
 
 @register_norm("layernorm", aliases=("layer_norm", "ln"))
 class LayerNormPlugin:
-    """LayerNorm plugin (kind ``features``).
+    """LayerNorm plugin (a :class:`zoo.norms.FeatureNorm`).
 
     Args:
         placement: ``post`` (after each hidden layer's aggregation, default) or ``pre``.
@@ -23,13 +22,9 @@ class LayerNormPlugin:
     """
 
     name = "layernorm"
-    kind = "features"
 
     def __init__(self, placement: str = "post", affine: bool = True, eps: float = 1e-5) -> None:
-        placement = normalize_name(placement)
-        if placement not in PLACEMENTS:
-            raise unknown_name_error("norm placement", placement, PLACEMENTS)
-        self.placement, self.affine, self.eps = placement, affine, eps
+        self.placement, self.affine, self.eps = check_placement(placement), affine, eps
 
     def make(self, dim: int) -> nn.Module:
         return nn.LayerNorm(dim, eps=self.eps, elementwise_affine=self.affine)

@@ -44,16 +44,14 @@ Shapes: scores ``(E, heads)`` in and out; node tensors ``(N, heads, channels)``.
 """
 from __future__ import annotations
 
-from typing import FrozenSet
-
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph
 from zoo.ops.segment import segment_max
 from zoo.norms._registry import register_norm
-from zoo.norms.scores import ADDITIVE, DOT_PRODUCT, MLP, AdditiveScores, DotProductScores, MLPScores, Scores
+from zoo.norms.scores import AdditiveScores, DotProductScores, MLPScores, ScoreRules, score_rule
 
 #: Floor of a denominator (an all-zero neighbourhood gives zero scores, not NaN).
 _TINY = 1e-12
@@ -74,9 +72,8 @@ def neighbourhood_max(per_edge: Tensor, graph: Graph) -> Tensor:
 
 
 @register_norm("lipschitz", aliases=("lipschitznorm", "lipschitz_norm", "lip"))
-class LipschitzNorm:
-    """LipschitzNorm plugin (kind ``scores``; a :class:`zoo.norms.scores.ScoreNorm` with a rule for
-    every score kind).
+class LipschitzNorm(ScoreRules):
+    """LipschitzNorm plugin (a :class:`zoo.norms.scores.ScoreNorm` with a rule for every score kind).
 
     Args:
         alpha: the bound on every normalised score (paper: ``alpha = 1``; ``alpha = 0`` gives
@@ -86,9 +83,6 @@ class LipschitzNorm:
     """
 
     name = "lipschitz"
-    kind = "scores"
-    score_kinds: FrozenSet[str] = frozenset({ADDITIVE, MLP, DOT_PRODUCT})
-    placement = "post"  # unused: score norms act inside the attention layer
 
     def __init__(self, alpha: float = 1.0, variant: str = "paper") -> None:
         if not alpha >= 0:
@@ -97,9 +91,6 @@ class LipschitzNorm:
         if key not in VARIANTS:
             raise unknown_name_error("lipschitz variant", variant, VARIANTS)
         self.alpha, self.variant = float(alpha), key
-
-    def make(self, dim: int) -> nn.Module:
-        raise TypeError("lipschitz normalises attention scores inside attention layers; it has no feature module")
 
     def __repr__(self) -> str:
         return f"LipschitzNorm(alpha={self.alpha}, variant={self.variant!r})"
@@ -111,18 +102,8 @@ class LipschitzNorm:
                 f"{score} normalisation of that form: use variant='paper' for this model"
             )
 
-    def normalize(self, scores: Scores) -> Tensor:
-        """Normalised scores ``(E, H)``: the rule of ``scores``' kind (Eq. 17, 15 or 19)."""
-        if isinstance(scores, AdditiveScores):
-            return self._additive(scores)
-        if isinstance(scores, MLPScores):
-            return self._mlp(scores)
-        if isinstance(scores, DotProductScores):
-            return self._dot_product(scores)
-        raise TypeError(f"lipschitz has rules for {sorted(self.score_kinds)} scores, got {type(scores).__name__}; "
-                        "pass one of zoo.norms.scores' records")
-
     # ---------------------------------------------------------------- additive (GAT v1): Eq. 17
+    @score_rule(AdditiveScores)
     def _additive(self, s: AdditiveScores) -> Tensor:
         """Eq. 17 on ``a_s^T x_u + a_t^T x_v`` (pre-LeakyReLU) with ``x = s.nodes``."""
         if self.variant != "paper":
@@ -149,6 +130,7 @@ class LipschitzNorm:
         return self.alpha * s.scores / (att_norm * divisor + 1e-12)
 
     # ---------------------------------------------------------------- perceptron (GATv2): Eq. 15
+    @score_rule(MLPScores)
     def _mlp(self, s: MLPScores) -> Tensor:
         r"""Perceptron scores ``g~(z_uv) = a^T LeakyReLU(z_uv)`` with ``z_uv = W_s h_u + W_t h_v [+ b]``
         (``s.hidden``, ``(E, H, C)``), normalised by Eq. 15 taking ``z`` as the attention input:
@@ -169,6 +151,7 @@ class LipschitzNorm:
         return self.alpha * raw / torch.maximum(score_bound, input_bound).clamp_min(_TINY)
 
     # ---------------------------------------------------------------- dot product: Eq. 19
+    @score_rule(DotProductScores)
     def _dot_product(self, s: DotProductScores) -> Tensor:
         """Raw dot-product scores ``q_v^T k_u`` (``(E, H)``, unscaled) divided by
         ``max{uv, uw, vw}`` with ``u = ||q_v||`` (node ``v``'s attention has the single query

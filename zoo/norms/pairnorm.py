@@ -16,9 +16,9 @@ from torch import Tensor, nn
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.norms._registry import register_norm
+from zoo.norms.features import check_placement
 
 MODES = {"pn": "PN", "pn_si": "PN-SI", "pn_scs": "PN-SCS"}
-PLACEMENTS = ("pre", "post", "post_activation")
 
 
 class PairNorm(nn.Module):
@@ -48,7 +48,7 @@ class PairNorm(nn.Module):
 
 @register_norm("pairnorm", aliases=("pair_norm", "pn"))
 class PairNormPlugin:
-    """PairNorm plugin (kind ``features``).
+    """PairNorm plugin (a :class:`zoo.norms.FeatureNorm`).
 
     Args:
         mode: ``PN`` (default), ``PN-SI`` or ``PN-SCS``.
@@ -59,14 +59,10 @@ class PairNormPlugin:
     """
 
     name = "pairnorm"
-    kind = "features"
 
     def __init__(self, mode: str = "PN", scale: float = 1.0, placement: str = "post") -> None:
         PairNorm(mode, scale)  # validate eagerly: a bad option fails at build time
-        placement = normalize_name(placement)
-        if placement not in PLACEMENTS:
-            raise unknown_name_error("norm placement", placement, PLACEMENTS)
-        self.mode, self.scale, self.placement = mode, scale, placement
+        self.mode, self.scale, self.placement = mode, scale, check_placement(placement)
 
     def make(self, dim: int) -> nn.Module:
         return PairNorm(self.mode, self.scale)

@@ -28,7 +28,7 @@ attention vectors ``(H, C)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, FrozenSet, Protocol, Union, runtime_checkable
+from typing import Any, Callable, ClassVar, Dict, FrozenSet, Protocol, Type, Union, runtime_checkable
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -90,16 +90,56 @@ SCORE_KINDS = (ADDITIVE, MLP, DOT_PRODUCT)
 
 @runtime_checkable
 class ScoreNorm(Protocol):
-    """A norm plugin of kind ``"scores"``: it has a rule for each kind in ``score_kinds`` and the
-    attention layers call :meth:`normalize` with a record of their kind."""
+    """A norm plugin that normalises attention scores inside attention layers (LipschitzNorm): it has a
+    rule for each kind in ``score_kinds`` and the layers call :meth:`normalize` with a record of their
+    kind.  :class:`ScoreRules` gives both from the rules a norm writes."""
 
     name: str
-    kind: str  # "scores"
     score_kinds: FrozenSet[str]
 
     def normalize(self, scores: Scores) -> Tensor:
         """Normalised scores ``(E, H)`` for ``scores`` (a record of one of ``score_kinds``)."""
 
 
+def score_rule(record: Type[Any]) -> Callable[[Callable[..., Tensor]], Callable[..., Tensor]]:
+    """Mark a method of a :class:`ScoreRules` norm as its rule for records of type ``record``."""
+
+    def decorator(method: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        method.score_record = record  # type: ignore[attr-defined]
+        return method
+
+    return decorator
+
+
+class ScoreRules:
+    """Base of a score norm written as one method per kind (:func:`score_rule`): its ``score_kinds``
+    are the kinds of its rules and :meth:`normalize` calls the rule of the record's type, so a kind is
+    accepted exactly when it has a rule."""
+
+    name: str
+    #: record type -> the name of the method that normalises it
+    rules: ClassVar[Dict[type, str]] = {}
+    score_kinds: ClassVar[FrozenSet[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        rules: Dict[type, str] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                record = getattr(value, "score_record", None)
+                if record is not None:
+                    rules[record] = attr
+        cls.rules = rules
+        cls.score_kinds = frozenset(record.score_kind for record in rules)
+
+    def normalize(self, scores: Scores) -> Tensor:
+        """Normalised scores ``(E, H)``: the rule of ``scores``' kind."""
+        rule = self.rules.get(type(scores))
+        if rule is None:
+            raise TypeError(f"{self.name} has rules for {sorted(self.score_kinds)} scores, got "
+                            f"{type(scores).__name__}; pass one of zoo.norms.scores' records")
+        return getattr(self, rule)(scores)
+
+
 __all__ = ["ADDITIVE", "MLP", "DOT_PRODUCT", "SCORE_KINDS", "AdditiveScores", "MLPScores", "DotProductScores",
-           "Scores", "ScoreNorm"]
+           "Scores", "ScoreNorm", "ScoreRules", "score_rule"]

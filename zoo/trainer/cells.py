@@ -22,6 +22,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import torch
 from torch import nn
 
+from zoo.build import build as build_model
+from zoo.datasets import load
+from zoo.nn.readout import GraphPool
+from zoo.rescale import DynamicRescaling
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import Replicas, build_replicas
@@ -56,8 +60,6 @@ class TaskCache:
 
     def get(self, task_cfg: Mapping[str, Any]) -> Any:
         """The task of a cell configuration's ``"task"`` table."""
-        from zoo.datasets import load
-
         key = json.dumps(task_cfg, sort_keys=True, default=str)
         if key not in self._tasks:
             transforms = [t if isinstance(t, str) else (t[0], t[1]) for t in task_cfg["transforms"]]
@@ -81,10 +83,9 @@ def output_size(task: Any) -> int:
 
 
 def _build(m: Config, in_dim: int, out_dim: int) -> nn.Module:
-    import zoo  # the facade: its first model-side name registers every family and the papers' encoders
-
-    return zoo.build(m["name"], in_dim=in_dim, out_dim=out_dim, init=m["init"], init_kwargs=m["init_kwargs"] or None,
-                     norm=m["norm"], norm_kwargs=m["norm_kwargs"] or None, **m["kwargs"])
+    return build_model(m["name"], in_dim=in_dim, out_dim=out_dim, init=m["init"],
+                       init_kwargs=m["init_kwargs"] or None, norm=m["norm"], norm_kwargs=m["norm_kwargs"] or None,
+                       **m["kwargs"])
 
 
 def model_factory(config: Config, task: Any) -> Callable[[], nn.Module]:
@@ -101,8 +102,6 @@ def model_factory(config: Config, task: Any) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         if task.kind != "graph":
             return _build(m, task.num_features, output_size(task))
-        from zoo.nn.readout import GraphPool
-
         pooled = int(m["kwargs"].get("hidden_dim", 64))
         gnn = _build(m, task.num_features, pooled)
         if getattr(gnn, "graph_tied", False):
@@ -140,8 +139,6 @@ def training_callbacks(configs: Sequence[Config]) -> List[Any]:
     criterion = configs[0]["run"].get("rescale")
     if not criterion:
         return []
-    from zoo.rescale import DynamicRescaling
-
     return [DynamicRescaling(criterion=criterion)]
 
 

@@ -10,6 +10,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from torch import Tensor, nn
 
+from zoo.inits import INITS
+from zoo.trainer.frames import history_frame, plot_history
+
 __all__ = ["History", "MetricsRecorder"]
 
 
@@ -118,8 +121,6 @@ class History:
 
     def _matches(self, r: int, label: str) -> bool:
         """Whether ``label`` (``"seed=0 init=bal_o"``: any of the two, inits by any alias) names replica ``r``."""
-        from zoo.inits import INITS
-
         for part in label.split():
             key, _, value = part.partition("=")
             try:
@@ -171,15 +172,11 @@ class History:
     def to_dataframe(self) -> Any:
         """The per-epoch metrics as a pandas DataFrame, one row per epoch and replica
         (:func:`zoo.trainer.frames.history_frame`; needs pandas)."""
-        from zoo.trainer.frames import history_frame
-
         return history_frame(self)
 
     def plot(self, metric: str = "val", ax: Any = None) -> Any:
         """``metric`` over the epochs, a line per replica with its selected epoch marked; returns the
         matplotlib axes (:func:`zoo.trainer.frames.plot_history`)."""
-        from zoo.trainer.frames import plot_history
-
         return plot_history(self, metric, ax)
 
     def summary(self) -> str:

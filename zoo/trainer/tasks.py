@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
 from zoo.datasets import DATASETS, DatasetSpec, Task
-from zoo.graph import _is_dgl_graph
+from zoo._dgl import is_dgl_graph
 
 #: suite keys that choose a dataset's split and preprocessing
 DATA_KEYS = ("split", "data_seed", "transforms")
@@ -71,7 +71,7 @@ def _from_user(task: Task) -> TaskInput:
 def as_task(task: Any, options: Dict[str, Any]) -> Any:
     """A raw graph (a PyG ``Data`` or a ``dgl.DGLGraph``) as a :class:`Task`, its ``split`` (ratios)
     and ``data_seed`` taken out of ``options`` (they make its masks); any other ``task`` as given."""
-    if _is_dgl_graph(task) or type(task).__name__ == "Data":
+    if is_dgl_graph(task) or type(task).__name__ == "Data":
         split, seed = options.pop("split", None), options.pop("data_seed", None)
         return Task.from_data(task, split=split, seed=0 if seed is None else seed)
     return task

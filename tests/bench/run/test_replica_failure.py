@@ -8,7 +8,7 @@ from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.store import records
 from zoo.inits import INITS, register_init
-from zoo.inits.builtin import xavier
+from zoo.inits.xavier import xavier
 
 
 @pytest.fixture

@@ -53,6 +53,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zoo._names import normalize_name
+from zoo.registry import catalogue
+
 HERE = Path(__file__).resolve().parent
 DATASET_TABLE = HERE / "dataset_sizes.json"
 TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica")
@@ -107,25 +110,41 @@ def dataset_size(task: Mapping[str, Any], table: Mapping[str, Mapping[str, Any]]
 # --------------------------------------------------------------------------- features
 
 
-#: per family: (weights reading the layer input, extra out x out weights, edge elements per output
-#: unit, edge elements per head, tensor ops per layer relative to GAT's) — what one layer computes,
-#: read from the layer's code (zoo/models); the last sets the per-call dispatch overhead
-FAMILIES: Dict[str, Tuple[float, float, float, float, float]] = {
-    "gcn": (1, 0, 1, 0, 0.5),
-    "gin": (1, 1, 1, 0, 0.6),
-    "ggnn": (1, 6, 1, 0, 2.0),             # message map + the GRU's 2 x 3 gate maps, written out
-    "gat": (1, 0, 1, 4, 1.0),              # aggregation per unit; score, LeakyReLU, softmax per head
-    "gatdb": (1, 0, 1, 5, 1.1),
-    "gatnb": (1, 0, 1, 5, 1.1),
-    "gatv2": (1, 0, 4, 3, 1.0),            # W_s h_u + W_t h_v, LeakyReLU, a-dot, aggregation per unit
-    "unimp": (4, 0, 2, 3, 1.5),
-    "graph_transformer": (3, 5, 2, 3, 2.5),  # Q, K, V; output map and a 2-layer FFN; QK dot + aggregation
-    "universal_transformer": (3, 5, 2, 3, 2.5),
-    "san_pre_ln": (3, 5, 2, 3, 2.5),
-    "san_post_ln": (3, 5, 2, 3, 2.5),
-    "san_nonlocal": (3, 5, 3, 3, 3.0),     # + the per-head energy ||P_i X - X||^2
-}
-DEFAULT_FAMILY = (1, 0, 2, 3, 1.5)
+#: a model card's ``cost`` table (``registry/*.toml``): what one layer computes, read from the layer's code —
+#: weights reading the layer input, extra out x out weights, edge elements per output unit, edge elements
+#: per head, tensor ops per layer relative to GAT's (the last sets the per-call dispatch overhead)
+COST_KEYS = ("weights_in", "weights_square", "edge_per_unit", "edge_per_head", "ops")
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    """A family's per-layer work (its card's ``cost`` table): :data:`COST_KEYS`, the option values that
+    add a weight matrix reading the input (``extra_weights_in``), an MLP encoder before the first block."""
+
+    weights_in: float
+    weights_square: float
+    edge_per_unit: float
+    edge_per_head: float
+    ops: float
+    extra_weights_in: Mapping[str, Any] = field(default_factory=dict)
+    mlp_encoder: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def layer_work(model: str) -> LayerWork:
+    """The per-layer work of ``model`` (a registered name, or a preset ``name.tag``) from its card; a
+    model whose card has no ``cost`` table is refused (the model never guesses a family's work)."""
+    name = normalize_name(model.split(".")[0])
+    cost = catalogue().get(name, {}).get("cost")
+    missing = [k for k in COST_KEYS if k not in (cost or {})]
+    if missing:
+        raise CostModelError(f"model {name!r} has no cost on its card ({', '.join(missing)} missing): add "
+                             f"cost = {{ {', '.join(f'{k} = ...' for k in COST_KEYS)} }} to its table in registry/*.toml "
+                             "(what one layer computes; zoo.bench.plan.cost)")
+    return LayerWork(**{k: float(cost[k]) for k in COST_KEYS}, extra_weights_in=dict(cost.get("extra_weights_in", {})),
+                     mlp_encoder=bool(cost.get("mlp_encoder", False)))
+
+
 #: node-wise element-wise work per output unit (activation, residual, bias) and per norm
 NORM_ELEMENTS = {"none": 0, "layernorm": 4, "pairnorm": 4, "batchnorm": 4, "lipschitz": 6}
 
@@ -163,8 +182,9 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
         size["density"] = UNKNOWN_DENSITY
     n, e, f = float(size["nodes"]), float(size["edges"]), float(size["features"])
     e_loops = e + n
-    name = str(model.get("name", "")).split(".")[0]
-    w_in, w_sq, per_unit, per_head, ops = FAMILIES.get(name, DEFAULT_FAMILY)
+    work = layer_work(str(model.get("name", "")))
+    w_in, w_sq, per_unit, per_head, ops = (work.weights_in, work.weights_square, work.edge_per_unit,
+                                           work.edge_per_head, work.ops)
     layers = positive_int(kw.get("num_layers"), 2)
     hidden = positive_int(kw.get("hidden_dim"), 64)
     heads = positive_int(kw.get("heads"), 1) if per_head else 1
@@ -175,10 +195,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     attn_dropout = _float(kw.get("attn_dropout"))
     input_dropout = _float(kw.get("input_dropout"))
     norm = NORM_ELEMENTS.get(str(model.get("norm") or "none"), 4)
-    if name == "gatv2" and kw.get("share_weights") is False:
-        w_in += 1
-    if name == "gatv2" and kw.get("update_weight") == "separate":
-        w_in += 1
+    w_in += sum(1 for key, value in work.extra_weights_in.items() if key in kw and kw[key] == value)
     classifier = kw.get("classifier", "none") not in (None, "none")
     encoder = kw.get("input_encoder")
     graph_level = size.get("kind") == "graph"
@@ -194,7 +211,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     elif encoder:  # embedding look-ups (OGB atom / bond encoders)
         width_in = hidden
         edge += n * hidden
-    if name.startswith("san") or name.endswith("transformer"):  # an MLP encoder to hidden_dim, always
+    if work.mlp_encoder:  # an MLP encoder to hidden_dim, always
         dense += n * f * hidden * (size["density"] if size.get("density", 1.0) <= SPARSE_MAX_DENSITY else 1.0)
         dense += n * hidden * hidden
         width_in = hidden
@@ -296,5 +313,5 @@ def expected_epochs(cap: int, finished: Sequence[int]) -> float:
     return float(statistics.median(finished)) if finished else float(cap)
 
 
-__all__ = ["Features", "features", "CostModel", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
+__all__ = ["Features", "features", "layer_work", "LayerWork", "COST_KEYS", "CostModel", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
            "CostModelError", "TERMS", "PROCESS_START_S", "PROCESS_EXIT_S", "REPORT_S"]

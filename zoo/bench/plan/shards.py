@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.plan.cost import shipped_table
+from zoo.bench.plan.cost import CostModelError, shipped_table
 from zoo.bench.plan.cost_file import shipped_model
 from zoo.bench.suite.schema import Cell, Suite
 from zoo.bench.suite.selection import SelectionError, select_where
@@ -38,8 +38,13 @@ def estimated_group_seconds(configs: Sequence[Mapping[str, Any]], mode: str = "t
 
 def group_cost(cells: Sequence[Cell]) -> float:
     """Estimated wall time of a group (seconds, at its epoch cap) by the calibrated cost model
-    (:mod:`zoo.bench.plan.cost`): what ``--shard`` balances and ``--workers`` orders by."""
-    return estimated_group_seconds([c.config for c in cells])
+    (:mod:`zoo.bench.plan.cost`): what ``--shard`` balances and ``--workers`` orders by.  A model whose
+    card states no cost (a family of the user's own, in ``zoo.fit``) costs 0 here: only the order of
+    the jobs depends on it, never a number shown."""
+    try:
+        return estimated_group_seconds([c.config for c in cells])
+    except CostModelError:
+        return 0.0
 
 
 def shard_groups(groups: Mapping[str, Sequence[Cell]], index: int, count: int) -> List[str]:

@@ -11,7 +11,7 @@ from typing import Any, Dict
 import torch
 import torch_geometric
 
-import zoo
+from zoo._version import __version__
 
 
 @lru_cache(maxsize=1)
@@ -30,7 +30,7 @@ def git_commit() -> str:
 
 @lru_cache(maxsize=1)
 def library_versions() -> Dict[str, str]:
-    return {"python": platform.python_version(), "torch": torch.__version__, "zoo": zoo.__version__,
+    return {"python": platform.python_version(), "torch": torch.__version__, "zoo": __version__,
             "torch_geometric": torch_geometric.__version__}
 
 

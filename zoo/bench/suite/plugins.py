@@ -12,22 +12,20 @@ import contextlib
 import contextvars
 import importlib
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Tuple
 
 from zoo._names import normalize_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from zoo.datasets import DatasetSpec
 
-#: plugin kind -> (module holding its registry, registry name); models need their families registered
+#: plugin kind -> (module holding its registry, registry name); each registry imports its plugins itself
 REGISTRIES: Dict[str, Tuple[str, str]] = {
     "model": ("zoo.registry", "MODELS"), "init": ("zoo.inits", "INITS"), "norm": ("zoo.norms", "NORMS"),
     "dataset": ("zoo.datasets", "DATASETS"), "readout": ("zoo.nn.readout", "READOUTS"),
     "transform": ("zoo.datasets.transforms", "TRANSFORMS"),
 }
 PLUGIN_KINDS = ("model", "init", "norm", "dataset", "readout")
-#: importing these registers every model family (and one paper's encoders and heads) in zoo.registry
-_PLUGIN_MODULES = ("zoo.models", "zoo.papers")
 
 
 #: A user's graphs (``zoo.fit(model, data)``), seen as datasets only while that fit resolves and trains
@@ -49,12 +47,8 @@ def user_datasets(specs: Mapping[str, "DatasetSpec"]) -> Iterator[None]:
 def _module(name: str) -> Any:
     # sys.modules first: a suite's resolution asks ~10 times per cell, and import_module's own
     # bookkeeping was a tenth of a large suite's load time.
-    needed = (*_PLUGIN_MODULES, name) if name == "zoo.registry" else (name,)
-    if all(m in sys.modules for m in needed):
-        return sys.modules[name]
-    for module in needed:
-        importlib.import_module(module)
-    return sys.modules[name]
+    module = sys.modules.get(name)
+    return module if module is not None else importlib.import_module(name)
 
 
 def registry(kind: str) -> Any:
@@ -68,6 +62,11 @@ def registry(kind: str) -> Any:
 def model_options(model: str) -> Dict[str, Any]:
     """Constructor options (with defaults) of ``model`` (``gat`` or a preset ``gat.tag``)."""
     return _module("zoo.registry").constructor_options(registry("model").get(model.split(".")[0]))
+
+
+def model_takers(option: str) -> List[str]:
+    """The registered models that take ``option`` (a suite names them when another model is given it)."""
+    return registry("model").takers(option)
 
 
 def dataset_spec(dataset: str) -> "DatasetSpec":
@@ -105,7 +104,7 @@ def canonical_transform(name: str) -> str:
 
 def try_build(name: str, norm: str, norm_kwargs: Any, kwargs: Dict[str, Any]) -> None:
     """Build model ``name`` once on a toy size (8 -> 4); bad options raise ``TypeError``/``ValueError``."""
-    build = _module("zoo").build  # the package's build: registers the model families first
+    build = _module("zoo.build").build
     build(name, in_dim=8, out_dim=4, init="xavier", norm=norm, norm_kwargs=norm_kwargs or None, **kwargs)
 
 
@@ -116,7 +115,7 @@ def init_incompatibility(model: Dict[str, Any]) -> "str | None":
     inits = _module("zoo.inits")
     if not inits.has_check(model["init"]):
         return None
-    build = _module("zoo").build
+    build = _module("zoo.build").build
     net = build(model["name"], in_dim=8, out_dim=4, init="xavier", norm=model["norm"],
                 norm_kwargs=model["norm_kwargs"] or None, **model["kwargs"])
     return inits.init_incompatibility(net, model["init"], **(model.get("init_kwargs") or {}))

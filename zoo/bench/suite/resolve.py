@@ -113,8 +113,10 @@ def _place_namespaced(where: str, parts: _Parts, key: str, value: Any) -> None:
     opt = key[5:]
     if key.startswith("arch."):
         if opt not in parts.model_opts:
-            raise SuiteError(f"{where}: model {parts.model!r} has no option {opt!r}. "
-                             f"Its options: {', '.join(sorted(parts.model_opts))}.")
+            takers = registries.model_takers(opt)
+            raise SuiteError(f"{where}: model {parts.model!r} has no option {opt!r}"
+                             + (f" (an option of {', '.join(takers)})" if takers else "")
+                             + f". Its options: {', '.join(sorted(parts.model_opts))}.")
         parts.arch[opt] = value
     else:
         if opt not in parts.data_opts:
@@ -158,6 +160,9 @@ def _place(where: str, parts: _Parts, key: str, value: Any) -> None:
             parts.arch[key] = value
     elif key in parts.data_opts:
         parts.task["options"][key] = value
+    elif registries.model_takers(key):  # an option of other families: say so, not "unknown key"
+        raise SuiteError(f"{where}: model {parts.model!r} has no option {key!r} (an option of "
+                         f"{', '.join(registries.model_takers(key))}); drop it from this model's cells")
     else:
         check_keys(where, {key: value}, parts.valid_keys())
 

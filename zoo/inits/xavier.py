@@ -1,4 +1,5 @@
-"""Built-in unbalanced initialisations: Xavier and Xavier with zero attention (balance paper, Table 1)."""
+"""The Xavier initialisations: Xavier, Xavier with PyG's attention fans, and Xavier with zero attention
+(balance paper, Table 1); unbalanced.  They see a model only through its layers' ``LayerProtocol``."""
 from __future__ import annotations
 
 from typing import Callable
@@ -9,7 +10,7 @@ from torch.nn.parameter import UninitializedParameter
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.inits._registry import register_init
-from zoo.inits.rescaling import feature_matrices
+from zoo.symmetry import bias_params, feature_matrices
 
 # Xavier draws a base init may ask for: the balance paper's text cites Glorot & Bengio [19] (their
 # normalised init is uniform, the zoo's default); the authors' code draws ``xavier_normal_`` (initScheme
@@ -27,38 +28,39 @@ def zero_skips_(model: nn.Module) -> None:
 @register_init("xavier", aliases=("xav", "glorot"))
 def xavier(model: nn.Module) -> None:
     """Xav: Xavier/Glorot uniform for feature and attention weights (each layer's
-    ``reset_parameters``); biases, GATDB/GATNB score biases and linear skips start at zero."""
+    ``reset_parameters``); biases (the layers' ``bias_params``, e.g. GATDB/GATNB score biases) and
+    linear skips start at zero."""
     layers = getattr(model, "layers", None)
     targets = list(layers) if layers is not None else [m for m in model.children()]
     for layer in targets:
         if hasattr(layer, "reset_parameters"):
             layer.reset_parameters()
-        xi = getattr(layer, "xi", None)
-        if isinstance(xi, nn.Parameter) and not isinstance(xi, UninitializedParameter):
-            with torch.no_grad():
-                xi.zero_()
+        with torch.no_grad():
+            for p in bias_params(layer):
+                if not isinstance(p, UninitializedParameter):
+                    p.zero_()
     zero_skips_(model)
 
 
 @register_init("xavier_pyg", aliases=("glorot_pyg", "xav_pyg"))
 def xavier_pyg(model: nn.Module) -> None:
-    """Xav with PyG's fans for GAT's attention vectors: PyG's ``GATConv`` (and the LN authors'
-    ``DeepGATConv``, gdasoulas/LipschitzNorm models/deepgat.py) store ``a`` as ``(1, heads, channels)``
-    and ``glorot`` draws ``U(+-sqrt(6 / (heads + channels)))``; ``xavier`` uses
-    ``sqrt(6 / (1 + heads * channels))`` (the same for one head; 2.7x smaller at 8 x 64).
-    Feature weights, biases and skips as ``xavier``."""
+    """Xav with PyG's fans for the attention vectors: PyG's ``GATConv`` / ``GATv2Conv`` (and the LN
+    authors' ``DeepGATConv``, gdasoulas/LipschitzNorm models/deepgat.py) store each ``a`` as
+    ``(1, heads, channels)`` and ``glorot`` draws ``U(+-sqrt(6 / (heads + channels)))``; ``xavier``
+    uses ``sqrt(6 / (1 + heads * channels))`` (the same for one head; 2.7x smaller at 8 x 64).
+    Redraws every attention parameter that is one vector per head (``(heads, channels)``, in the
+    layers' ``attention_params`` order); feature weights, biases and skips as ``xavier``."""
     xavier(model)
     found = False
     for layer in getattr(model, "layers", []):
-        for name in ("att_src", "att_dst"):
-            att = getattr(layer, name, None)
-            if isinstance(att, nn.Parameter) and att.dim() == 2:
+        for att in layer.attention_params() if hasattr(layer, "attention_params") else []:
+            if isinstance(att, nn.Parameter) and tuple(att.shape) == (layer.heads, layer.channels):
                 found = True
                 bound = (6.0 / (att.size(0) + att.size(1))) ** 0.5
                 with torch.no_grad():
                     att.uniform_(-bound, bound)
     if not found:
-        raise ValueError(f"init 'xavier_pyg' redraws GAT (v1) attention vectors (att_src / att_dst), and "
+        raise ValueError(f"init 'xavier_pyg' redraws attention vectors (one per head, as PyG stores them), and "
                          f"{type(model).__name__} has none; use init='xavier'")
 
 

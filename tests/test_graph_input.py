@@ -95,3 +95,9 @@ def test_unsupported_graph_type_and_policy():
         as_graph([[0, 1], [1, 0]], torch.randn(2, 2))
     with pytest.raises(ValueError, match="unknown self_loops policy 'sometimes'"):
         as_graph(torch.tensor([[0], [1]]), torch.randn(2, 2), "sometimes")
+
+
+def test_self_loops_checked_and_normalised_at_build():
+    assert zoo.build("gat", in_dim=2, out_dim=2, self_loops="Keep").self_loops == "keep"
+    with pytest.raises(ValueError, match="unknown self_loops policy 'sometimes'"):
+        zoo.build("gat", in_dim=2, out_dim=2, self_loops="sometimes")

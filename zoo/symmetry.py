@@ -1,4 +1,9 @@
-"""Per-neuron views of the rescaling symmetry behind the balance paper's conservation law.
+"""The rescaling symmetry behind the balance paper's conservation law, per neuron, as the layers
+describe it through :class:`zoo.nn.base.LayerProtocol` (``incoming_params``, ``attention_params``,
+``outgoing_params``, and the optional ``bias_params`` / ``target_params``).  The balanced inits
+(:mod:`zoo.inits`), dynamic rescaling (:mod:`zoo.rescale`) and the conservation diagnostics
+(:mod:`zoo.diagnostics.conservation`) all read the model through this module, never a family's
+attributes.
 
 For a hidden neuron ``i`` of layer ``l`` (``l = 0 .. L-2``, 0-based) the symmetry scales
 
@@ -15,8 +20,11 @@ over heads of ``W_k^{l+1}[:, i]``.  Unlike Theorem 6.3 as printed, ``W_t^{l+1}[:
 outgoing side: ``h^l[i]`` enters the next layer's score through ``W_t^{l+1} h_v`` too, and the
 conservation tests show the gradient identity fails without it.
 
-The helpers below are shared by the balanced inits (:mod:`zoo.inits.balanced`) and the
-diagnostics (:mod:`zoo.diagnostics.conservation`).
+Besides the symmetry, an init needs two more roles, which a layer gives by the optional protocol
+methods (none: no such parameters): ``bias_params()``, every additive bias (output biases, attention
+biases, score biases such as GATDB's ``xi``), which an init that starts the attention at zero starts
+at zero too; ``target_params()``, the feature matrices that read only the target node (unshared
+``W_t``), which the balanced inits may set to zero (``unshared="zero_target"``).
 """
 from __future__ import annotations
 
@@ -106,18 +114,26 @@ def feature_matrices(layer: nn.Module) -> List[Tensor]:
     return list(layer.outgoing_params())
 
 
+def bias_params(layer: nn.Module) -> List[Tensor]:
+    """The layer's additive biases (``LayerProtocol.bias_params``; none if it does not say)."""
+    method = getattr(layer, "bias_params", None)
+    return list(method()) if callable(method) else []
+
+
+def target_params(layer: nn.Module) -> List[Tensor]:
+    """The layer's target-only feature matrices (``LayerProtocol.target_params``; none if it does not say)."""
+    method = getattr(layer, "target_params", None)
+    return list(method()) if callable(method) else []
+
+
 def non_matrix_params(layer: nn.Module) -> List[Tensor]:
-    """Parameters that balanced inits set to zero: attention vectors, attention and output biases
-    and GATDB/GATNB score biases ``xi`` (when materialised)."""
+    """Parameters that zero-attention inits set to zero: attention parameters, the incoming
+    parameters that are not feature matrices (biases that rescale with their neuron, edge terms) and
+    every bias (when materialised)."""
     matrices = {id(p) for p in feature_matrices(layer)}
     found: List[Tensor] = []
-    candidates = list(layer.attention_params()) + list(layer.incoming_params())
-    for name in ("bias", "att_bias", "xi"):
-        p = getattr(layer, name, None)
-        if isinstance(p, nn.Parameter):
-            candidates.append(p)
     seen = set()
-    for p in candidates:
+    for p in [*layer.attention_params(), *layer.incoming_params(), *bias_params(layer)]:
         if id(p) in matrices or id(p) in seen or isinstance(p, UninitializedParameter):
             continue
         seen.add(id(p))

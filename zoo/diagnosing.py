@@ -1,4 +1,4 @@
-"""``zoo.diagnose`` / ``zoo diagnose``: train briefly (or start from saved weights), record every
+"""``zoo.diagnose`` / ``zoo diagnose`` (beside ``zoo.fit``, above the diagnostics it uses): train briefly (or start from saved weights), record every
 layer's diagnostics each epoch, and write one self-contained HTML page that shows why the model
 trains or does not (:mod:`zoo.diagnostics.page`), e.g. Xavier vs Bal_O at L = 10 on Cora.
 
@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+import numpy as np
 from torch import nn
 
 from zoo.diagnostics.page import render_page
 from zoo.diagnostics.recorders import LAYER_KEYS, METRIC_KEYS, LayerRecorder
 from zoo.diagnostics.verdict import verdict
+from zoo.fitting import fit, incompatible_inits
+from zoo.loading import load
 from zoo.trainer.tasks import as_task
 
 __all__ = ["diagnose", "Diagnosis", "flat_config"]
@@ -70,8 +73,6 @@ def _source_model(model: Any, cell: Optional[str], seed: Optional[int]) -> Any:
         return model
     path = Path(model)
     if path.suffix == ".safetensors" or path.is_dir() or path.is_file():
-        from zoo.model_file import load
-
         return load(path, cell=cell, seed=seed)
     return str(model)
 
@@ -96,8 +97,6 @@ def _compatible_inits(model: Any, task: Any, inits: Union[None, str, Sequence[st
     that breaks the conservation law), each excluded one named in a warning; ``None``: no inits given."""
     if inits is None or isinstance(model, nn.Module):
         return None
-    from zoo.fitting import incompatible_inits
-
     wanted = [inits] if isinstance(inits, str) else list(inits)
     dropped = incompatible_inits(model, task, wanted, **options)
     where = ", ".join(f"{k}={v}" for k, v in variant.items()) or "the configuration"
@@ -124,8 +123,6 @@ def _variants(model: Any, compare: Optional[Sequence[Mapping[str, Any]]], option
 def _merge(parts: List[Dict[str, Any]], names: List[str]) -> Dict[str, Any]:
     """One data table from several fits: replicas side by side, epochs the union (nan where a fit
     did not record), layers padded to the deepest."""
-    import numpy as np
-
     if len(parts) == 1:
         return parts[0]
     epochs = sorted({int(e) for p in parts for e in p["epochs"]})
@@ -188,8 +185,6 @@ def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[s
                          epochs=50, out="diagnose.html")
         print(d.verdict)
     """
-    from zoo.fitting import fit
-
     start = time.perf_counter()
     source = _source_model(model, cell, seed)
     options = dict(options)
