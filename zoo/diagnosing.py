@@ -20,7 +20,7 @@ from torch import nn
 from zoo.diagnostics.page import render_page
 from zoo.diagnostics.recorders import LAYER_KEYS, METRIC_KEYS, LayerRecorder
 from zoo.diagnostics.verdict import verdict
-from zoo.fitting import fit, incompatible_inits
+from zoo import fitting
 from zoo.loading import load
 from zoo.trainer.tasks import as_task
 
@@ -98,7 +98,7 @@ def _compatible_inits(model: Any, task: Any, inits: Union[None, str, Sequence[st
     if inits is None or isinstance(model, nn.Module):
         return None
     wanted = [inits] if isinstance(inits, str) else list(inits)
-    dropped = incompatible_inits(model, task, wanted, **options)
+    dropped = fitting.incompatible_inits(model, task, wanted, **options)
     where = ", ".join(f"{k}={v}" for k, v in variant.items()) or "the configuration"
     for init, reason in dropped.items():
         warnings.warn(f"zoo.diagnose: init {init!r} excluded for {where}: {reason}", UserWarning, stacklevel=3)
@@ -199,7 +199,7 @@ def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[s
         if kept == []:
             continue
         recorder = LayerRecorder(every=every)
-        history = fit(chosen, task, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=kept,
+        history = fitting.fit(chosen, task, optimizer=optimizer, lr=lr, epochs=epochs, seeds=seeds, inits=kept,
                       callbacks=[recorder], device=device, keep_models=False, progress=progress, **opts)
         data = recorder.arrays()
         data["labels"] = short_labels(history)
