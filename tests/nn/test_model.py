@@ -160,3 +160,18 @@ def test_layer_options_are_validated_once_where_they_are_declared():
     with pytest.raises(TypeError, match="option train_eps must be true or false"):
         zoo.build("gin", **BASE, train_eps="yes")
     assert zoo.build("gatv2", **BASE, share_weights=False, update_weight="Separate").options.update_weight == "separate"
+
+
+def test_a_suite_refuses_an_option_its_model_does_not_take_naming_the_models_that_do():
+    """Suites too, when they load: a GIN cell given attn_dropout (e.g. from a grid over models) fails
+    before any training, where it used to run identical rows."""
+    from zoo.bench.suite.load import parse_suite
+    from zoo.bench.suite.schema import SuiteError
+
+    raw = {"suite": {"name": "t"}, "defaults": {"dataset": "twin", "model": "gin", "epochs": 1, "hidden_dim": 8},
+           "grid": {"attn_dropout": [0.0, 0.5]}}
+    with pytest.raises(SuiteError, match=r"model 'gin' has no option 'attn_dropout' \(an option of gat, gatdb, gate, "
+                                         r"gatnb, gatv2, graph_transformer.*unimp"):
+        parse_suite(raw)
+    raw["defaults"]["model"] = "gat"
+    assert len(parse_suite(raw).cells) == 2
