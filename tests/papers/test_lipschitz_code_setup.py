@@ -170,7 +170,8 @@ def test_plateau_schedule_trains_like_torch():
             out = ref(d.edge_index, x)
         sched.step(float(F.cross_entropy(out[d.val_mask], d.y[d.val_mask])))
     assert opt.param_groups[0]["lr"] < lr  # the schedule did cut the learning rate
-    assert result.extra == {"last_step_lr": last_step_lr}  # recorded with the run
+    # recorded with the run, beside how the epochs ran (eager on a CPU)
+    assert result.extra == {"last_step_lr": last_step_lr, "cuda_graphs": "eager"}
     state = reps.state_of(0)
     for name, p in ref.named_parameters():
         torch.testing.assert_close(state[name], p.detach(), rtol=0, atol=1e-10)
