@@ -1,4 +1,5 @@
-"""``zoo docs [--check]``: regenerate the generated blocks of ``docs/models/*.md``.
+"""``zoo docs [--check]``: regenerate the generated blocks of ``docs/models/*.md`` and the built-in
+plugins' names that ``zoo list`` reads (``zoo/plugin_names.json``, :mod:`zoo.plugin_names`).
 
 The rendering is :mod:`zoo.docgen` (no IO); this module reads and writes the pages. Like
 ``zoo report --check``, ``--check`` writes nothing and exits 1 when a page is out of date.
@@ -47,18 +48,27 @@ def _replace_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def stale_names() -> Dict[Path, str]:
+    """``{zoo/plugin_names.json: up-to-date text}`` if the stored plugin names differ from the registries'."""
+    from zoo import plugin_names
+
+    text = plugin_names.render()
+    current = plugin_names.PATH.read_text(encoding="utf-8") if plugin_names.PATH.is_file() else None
+    return {} if current == text else {plugin_names.PATH: text}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Write (or, with ``--check``, only report) the stale model pages."""
+    """Write (or, with ``--check``, only report) the stale model pages and plugin names."""
     try:
-        stale = stale_pages(Path(args.root))
+        stale = {**stale_pages(Path(args.root)), **stale_names()}
     except LookupError as e:  # a card naming a missing class: one line (exit 2), like other bad input
         raise ValueError(str(e)) from e
     names: List[str] = sorted(str(p) for p in stale)
     if args.check:
         if names:
-            print(f"zoo docs: out of date: {', '.join(names)}; run `zoo docs` and commit the pages", file=sys.stderr)
+            print(f"zoo docs: out of date: {', '.join(names)}; run `zoo docs` and commit them", file=sys.stderr)
             return EXIT_STALE
-        print("zoo docs: model pages up to date")
+        print("zoo docs: model pages and plugin names up to date")
         return 0
     for path, text in stale.items():
         _replace_text(path, text)

@@ -14,20 +14,39 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    what: Optional[str] = args.what
+    if what is None:  # the overview: names only, without importing torch (zoo.plugin_names)
+        print(overview())
+        return 0
     import zoo
 
-    what: Optional[str] = args.what
-    for section in [what] if what else list(LISTABLE):
-        if section == "datasets":
-            from zoo.datasets import format_datasets_table
+    if what == "datasets":
+        from zoo.datasets import format_datasets_table
 
-            print("datasets:\n" + format_datasets_table())
-        elif section == "suites":
-            print("suites:\n" + suites_table())
-        else:
-            names = {"models": zoo.list_models, "inits": zoo.list_inits, "norms": zoo.list_norms}[section]()
-            print(f"{section}: {', '.join(with_aliases(section, names))}")
+        print("datasets:\n" + format_datasets_table())
+    elif what == "suites":
+        print("suites:\n" + suites_table())
+    else:
+        names = {"models": zoo.list_models, "inits": zoo.list_inits, "norms": zoo.list_norms}[what]()
+        print(f"{what}: {', '.join(with_aliases(what, names))}")
     return 0
+
+
+def overview() -> str:
+    """Every section's names (plugins with their aliases, suites with their titles), read from
+    :mod:`zoo.plugin_names` and the suite files: ``zoo list`` imports neither torch nor PyG."""
+    from zoo.bench.suite.load import suite_titles
+    from zoo.plugin_names import plugin_names
+
+    lines = []
+    for section in ("models", "inits", "norms"):
+        entries = plugin_names(section)
+        lines.append(f"{section}: " + ", ".join(f"{n} ({', '.join(a)})" if a else n for n, a in entries))
+    lines.append("datasets: " + ", ".join(n for n, _ in plugin_names("datasets")))
+    lines.append("suites:")
+    lines += [f"  {name:<22} {title}" for name, title in suite_titles()]
+    lines.append("(zoo list datasets: sizes and local availability; zoo list suites: runs and estimated CPU-hours)")
+    return "\n".join(lines)
 
 
 def with_aliases(section: str, names: Sequence[str]) -> List[str]:

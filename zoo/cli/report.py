@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from zoo.bench.render.report import ReportSources
+from zoo.bench.render.sources import ReportSources
 from zoo.cli.errors import EXIT_FAILED, EXIT_NOTHING, CliError
 
 #: This repository's reproduction report: where its records, notes and pages live (``zoo report``'s

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html as h
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -17,25 +16,9 @@ from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DECADES_
                                       MISSING_NOTE, NO_PAPER, OPEN, POINTS_TOLERANCE, REPRODUCED, STATUSES, Report,
                                       Row, SuiteReport, finding_counts)
 from zoo.bench.render.html import page, plots, slug
+from zoo.bench.render.sources import ReportSources
 from zoo.bench.render.missing import gpu_caveat, missing_html, missing_markdown, totals_line as missing_totals
 from zoo.bench.render.leaderboard import metric_description, ours_text, search_description
-
-
-@dataclass(frozen=True)
-class ReportSources:
-    """The paths a report names (as written on the page, relative to ``root``) and the repository ``root``."""
-
-    records: str   # folder of record folders, e.g. "docs/reproduction/records"
-    notes: str     # notes file, e.g. "docs/reproduction/notes.toml"
-    md: str        # the Markdown page
-    html: str      # the HTML page
-    root: Path     # record folders are shown relative to it
-    reported: str = "benchmarks/suites/reported/*.json"  # where the papers' numbers are stored
-
-    @property
-    def command(self) -> str:
-        """The command that regenerates the pages."""
-        return f"zoo report {self.records} --md {self.md} --html {self.html}"
 
 
 def _display_path(path: Path, root: Path) -> str:

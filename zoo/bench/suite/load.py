@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib.resources as resources
 import importlib.util
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo._toml import tomllib
@@ -59,6 +59,19 @@ def suites_dir() -> Path:
 
 def list_suites() -> List[str]:
     return sorted(p.stem for p in suites_dir().glob("*.toml"))
+
+
+def suite_titles() -> List[Tuple[str, str]]:
+    """``[(name, title)]`` of the shipped suites, from their ``[suite]`` tables (nothing expanded)."""
+    out = []
+    for name in list_suites():
+        try:
+            with open(suites_dir() / f"{name}.toml", "rb") as fh:
+                title = str(tomllib.load(fh).get("suite", {}).get("title", ""))
+        except (OSError, tomllib.TOMLDecodeError) as e:  # a broken suite file is listed, not fatal
+            title = f"(cannot be read: {e})"
+        out.append((name, title))
+    return out
 
 
 def find_suite(name_or_path: Union[str, Path]) -> Path:
