@@ -164,17 +164,19 @@ class GroupRun:
 
 
 def start_group(configs: Sequence[Config], task: Any, device: torch.device, *, stacked: bool = True,
-                factories: Optional[Sequence[Callable[[], nn.Module]]] = None, **runtime: Any) -> GroupRun:
+                factories: Optional[Sequence[Callable[[], nn.Module]]] = None, trains: bool = True,
+                **runtime: Any) -> GroupRun:
     """Build the replicas of one group of cell configurations (the same group: they differ only in
     seed and init) on ``device``, in the cells' dtype; replica ``r`` is seeded by its cell's seed
-    alone.  ``factories`` replaces the cells' models (``zoo.fit`` from given weights); ``runtime``:
-    :func:`train_config`'s fields that are no cell keys."""
+    alone.  ``factories`` replaces the cells' models (``zoo.fit`` from given weights); ``trains=False``:
+    a group that is only measured (no dry run unless a parameter is lazy: ``build_replicas``);
+    ``runtime``: :func:`train_config`'s fields that are no cell keys."""
     configs = list(configs)
     cfg = train_config(configs[0], **runtime)
     dtype = getattr(torch, configs[0]["run"]["dtype"])
     builders = list(factories) if factories is not None else [model_factory(c, task) for c in configs]
     seeds = [int(c["run"]["seed"]) for c in configs]
     started = time.perf_counter()
-    replicas, view = build_replicas(task, builders, seeds, device, dtype, cfg, stacked)
+    replicas, view = build_replicas(task, builders, seeds, device, dtype, cfg, stacked, dry_run=trains)
     return GroupRun(configs, task, replicas, view, cfg, seeds, started)
 

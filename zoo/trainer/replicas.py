@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
+from torch.nn.parameter import is_lazy
 
 from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 from zoo.trainer.config import TrainConfig
@@ -137,9 +138,16 @@ def draws_dropout(model: nn.Module) -> bool:
 
 
 def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seeds: Sequence[int],
-                   device: torch.device, dtype: torch.dtype, cfg: TrainConfig, stacked: bool
-                   ) -> Tuple[Replicas, Any]:
-    """Seed, build, move and dry-run every replica, then stack them."""
+                   device: torch.device, dtype: torch.dtype, cfg: TrainConfig, stacked: bool,
+                   dry_run: bool = True) -> Tuple[Replicas, Any]:
+    """Seed, build, move and dry-run every replica, then stack them.
+
+    The dry run (one no-grad forward) materialises lazily shaped parameters (GATDB's ``xi``).
+    ``dry_run=False`` skips it for models without any: a group that is measured, not trained (the
+    energy at initialisation), whose one other forward is the measurement.  A trained group keeps it
+    even without lazy parameters: the dry run's draws from the global random stream (dropout outside
+    the replicas' streams) are part of the stream that the graph transformers' positional-encoding
+    sign flips read in training, so dropping it would change those runs' numbers."""
     models = []
     view: Any = None
     for factory, seed in zip(factories, seeds):
@@ -151,6 +159,7 @@ def build_replicas(task: Any, factories: Sequence[Callable[[], nn.Module]], seed
             edges = getattr(gnn, "edge_encoder", None) is not None
             view = (TransductiveView(task, device, dtype, edges) if task.kind == "transductive"
                     else GraphListView(task, device, dtype, cfg.batch_size, cfg.data_seed, tied, edges))
-        view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
+        if dry_run or any(is_lazy(p) for p in model.parameters()):
+            view.dry_run(model)  # materialises lazily-shaped parameters (GATDB's xi) before stacking
         models.append(model)
     return Replicas(models, stacked=stacked, seeds=seeds, precision=cfg.precision), view

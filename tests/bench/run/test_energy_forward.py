@@ -58,3 +58,27 @@ def test_bad_energy_forward_is_refused_in_one_line():
     trains["defaults"]["epochs"] = 1
     with pytest.raises(SuiteError, match="energy_forward applies to mode"):
         parse_suite(trains, validate_models=False)
+
+
+def test_a_measured_group_skips_the_dry_run_and_measures_the_same(tmp_path, monkeypatch):
+    """The energy mode builds its replicas without the dry-run forward (the measurement is the one
+    forward it needs): the same energies, bitwise, as with it; a model with lazily shaped parameters
+    (GATDB's xi) is still dry-run."""
+    from zoo.trainer import cells, views
+
+    calls = []
+    original = views.TransductiveView.dry_run
+    monkeypatch.setattr(views.TransductiveView, "dry_run", lambda self, model: calls.append(1) or original(self, model))
+    fast = _energies(SUITE, tmp_path / "fast")
+    assert calls == []
+    build = cells.build_replicas
+    monkeypatch.setattr(cells, "build_replicas", lambda *a, dry_run=True, **k: build(*a, dry_run=True, **k))
+    assert _energies(SUITE, tmp_path / "dry") == fast
+    assert len(calls) == 4
+    lazy = copy.deepcopy(SUITE)
+    lazy["defaults"].pop("input_dropout")
+    lazy["defaults"]["model"] = "gatdb"
+    lazy["grid"]["variant"] = ["eval"]
+    monkeypatch.setattr(cells, "build_replicas", build)
+    calls.clear()
+    assert len(_energies(lazy, tmp_path / "lazy")) == 2 and len(calls) == 2

@@ -120,9 +120,10 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
     """
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    run = start_group([c.config for c in cells], task, device, stacked=stacked, cuda_graphs=cuda_graphs,
-                      keep_best_state=save_weights == "best")  # copies of the selected states
-    results = get_mode(mode).produce(run, cells, callbacks, resume)
+    suite_mode = get_mode(mode)
+    run = start_group([c.config for c in cells], task, device, stacked=stacked, trains=suite_mode.spec.trains,
+                      cuda_graphs=cuda_graphs, keep_best_state=save_weights == "best")  # copies of the selected states
+    results = suite_mode.produce(run, cells, callbacks, resume)
     mem, mem_kind = _peak_memory(device)
     # a resumed group: the training time of the sittings before this one counts too
     group_time = time.perf_counter() - run.started + float(results[0].extra.get("resumed_elapsed_s", 0.0))
