@@ -23,11 +23,17 @@ rounding (same dropout masks included); the per-family rules below are each meas
   alone (their numbers bitwise those of a replica trained alone).
 * Score and aggregation together (:func:`gat_attention`, :func:`gatv2_attention`, what the layers
   call): the *compiled* op (:mod:`zoo.ops._compiled`: C++ on the CPU, Triton on CUDA) when both
-  kernels and ``compiled`` are on, attention dropout is inactive, the score is the family's plain
-  one (GAT: with or without an edge term; no score normalisation; GATv2: no edge term) and a
-  backend serves the device — at every size: it beats the plain ops at one replica even on the
-  smallest suite graphs, so no size threshold applies to it (figures: docs/notes/performance.md,
-  "Dispatch thresholds").  Otherwise the two steps above.
+  kernels and ``compiled`` are on, the score is the family's plain one (GAT: with or without an edge
+  term; no score normalisation; GATv2: no edge term), a backend serves the device and attention
+  dropout is inactive or the backend applies its mask (the C++ op: the mask drawn where the plain
+  path draws it, :func:`zoo.ops.dropout.dropout_mask`; every replica's arithmetic is its own, so a
+  replica's numbers are those it gets alone) — at every size: it beats the plain ops at one replica
+  even on the smallest suite graphs, so no size threshold applies to it (figures:
+  docs/notes/performance.md, "Dispatch thresholds").  Otherwise the two steps above.
+* Softmax and aggregation of scores computed elsewhere (:func:`softmax_aggregate`: dot-product
+  attention, SAN and the graph transformers): the compiled GAT op with the scores as its edge term
+  and zero node terms (``LeakyReLU`` of slope 1 is the identity: the scores pass exactly) where it
+  serves, with attention dropout's mask inside as above; otherwise :func:`attention`.
 * Under ``torch.autocast`` (``precision = "bf16"``) every entry point here computes in float32
   (:func:`zoo.ops.precision.float32_under_autocast`), so each kernel sees one dtype and the rules
   above apply unchanged; the layers' projections around them run in bfloat16.
@@ -59,7 +65,7 @@ ScoreHook = Callable[[Tensor], Tensor]
 
 
 def dropout_active(attn_dropout: float, training: bool) -> bool:
-    """Attention dropout draws a mask in this call (the compiled op has no place for it).
+    """Attention dropout draws a mask in this call (only the C++ compiled op takes it inside).
 
     While it does, the fused kernels follow the size rule under vmap too: a replica's numbers are
     then bitwise those of the same replica trained alone, where a tiny graph takes the plain path
@@ -187,8 +193,19 @@ def compiled_serves(values: Tensor, attn_dropout: float = 0.0, training: bool = 
     """Whether the compiled attention computes a layer's attention over ``values`` (``(N, H, C)``)."""
     config = use_fused() if config is None else config
     # The compiled ops' autograd / fake / vmap rules are torch.library registrations (torch >= 2.4).
-    return (config.use_compiled and custom_ops_active() and not dropout_active(attn_dropout, training)
-            and values.dtype in (torch.float32, torch.float64) and compiled.available(values.device))
+    if not (config.use_compiled and custom_ops_active() and values.dtype in (torch.float32, torch.float64)
+            and compiled.available(values.device)):
+        return False
+    return not dropout_active(attn_dropout, training) or compiled.takes_keep(values.device)
+
+
+def compiled_keep(values: Tensor, graph: object, heads: int, attn_dropout: float, training: bool) -> Optional[Tensor]:
+    """Attention dropout's scaled keep mask ``(E, H)`` for the compiled op, or ``None`` when inactive:
+    drawn from the stream and at the point the plain path draws it (after the scores, which draw
+    nothing), so switching the kernel drops the same edges."""
+    if not dropout_active(attn_dropout, training):
+        return None
+    return dropout_mask(values.new_empty((graph.num_edges, heads)), attn_dropout)
 
 
 @float32_under_autocast
@@ -202,9 +219,27 @@ def gat_attention(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, ne
     """
     if normalize is None and compiled_serves(x, attn_dropout, training):
         score_src, score_dst = node_scores(x, att_src, att_dst)
-        return compiled.gat_attention(score_src, score_dst, bias, x, negative_slope, compiled.graph_arguments_of(graph))
+        keep = compiled_keep(x, graph, x.shape[-2], attn_dropout, training)
+        return compiled.gat_attention(score_src, score_dst, bias, x, negative_slope, compiled.graph_arguments_of(graph),
+                                      keep)
     scores = gat_scores(x, att_src, att_dst, graph, negative_slope, bias=bias, normalize=normalize)
     return attention(scores, x, graph, attn_dropout=attn_dropout, training=training)
+
+
+@float32_under_autocast
+def softmax_aggregate(scores: Tensor, values: Tensor, graph: object, *, attn_dropout: float = 0.0,
+                      training: bool = False) -> Tuple[Tensor, Tensor]:
+    r""":math:`\alpha_{uv} = \operatorname{softmax}_{u \in \mathcal N(v)} s_{uv}` of given scores
+    (dropout on :math:`\alpha` while training), :math:`h'_v = \sum_u \alpha_{uv} x_u`: :func:`attention`,
+    or the compiled GAT op computing :math:`\mathrm{LeakyReLU}_1(0 + 0 + s_{uv}) = s_{uv}`.
+
+    Shapes: scores ``(E, H)``; values ``(N, H, C)`` -> out ``(N, H, C)``, alpha ``(E, H)``.
+    """
+    if compiled_serves(values, attn_dropout, training):
+        zero = values.new_zeros(values.shape[:-1])  # (N, H): no node terms
+        keep = compiled_keep(values, graph, values.shape[-2], attn_dropout, training)
+        return compiled.gat_attention(zero, zero, scores, values, 1.0, compiled.graph_arguments_of(graph), keep)
+    return attention(scores, values, graph, attn_dropout=attn_dropout, training=training)
 
 
 @float32_under_autocast
@@ -219,13 +254,14 @@ def gatv2_attention(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, graph: 
     messages = x_src if values is None else values
     x_dst, terms = fold_node_terms(x_src, x_dst, terms)
     if not terms and score is None and compiled_serves(messages, attn_dropout, training):
+        keep = compiled_keep(messages, graph, messages.shape[-2], attn_dropout, training)
         return compiled.gatv2_attention(x_src, x_src if x_dst is None else x_dst, messages, att, negative_slope,
-                                        compiled.graph_arguments_of(graph))
+                                        compiled.graph_arguments_of(graph), keep)
     scores, src_rows = gatv2_scores(x_src, x_dst, att, graph, negative_slope, terms=terms, score=score,
                                     attn_dropout=attn_dropout, training=training)
     return attention(scores, messages, graph, attn_dropout=attn_dropout, training=training,
                      source_rows=src_rows if values is None else None)
 
 
-__all__ = ["attention", "compiled_serves", "dropout_active", "fold_node_terms", "fuses_aggregation", "fuses_gatv2_score",
-           "gat_attention", "gat_scores", "gatv2_attention", "gatv2_scores", "large_enough"]
+__all__ = ["attention", "compiled_keep", "compiled_serves", "dropout_active", "fold_node_terms", "fuses_aggregation", "fuses_gatv2_score",
+           "gat_attention", "gat_scores", "gatv2_attention", "gatv2_scores", "large_enough", "softmax_aggregate"]

@@ -223,3 +223,103 @@ def test_float32_equals_plain_to_float_rounding(family, channels):
     float32: within float rounding of the plain ops (outputs, alpha and gradients)."""
     case = make_inputs(family, heads=2, channels=channels, dtype=torch.float32)
     assert_same(_fused(family, case), reference(family, case), case["tensors"], tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def _keep_mask(case, heads, p=0.4, seed=3, lead=()):
+    """A scaled keep mask over the case's edges (0 or 1 / (1 - p)), as attention dropout draws it."""
+    g = torch.Generator().manual_seed(seed)
+    e = case["src"].numel()
+    return (torch.rand(*lead, e, heads, generator=g, dtype=torch.float64) >= p).double() / (1 - p)
+
+
+def _with_keep(family, case, keep, plain):
+    """The family's op (``plain``: the plain ops with alpha * keep as the weights) with a keep mask."""
+    from tests.ops.compiled.cases import SLOPE
+
+    src, dst, n = case["src"], case["dst"], case["n"]
+    graph = ops.graph_arguments(case["orders"], triton=False)
+
+    def ref_gatv2(x_src, x_dst, values, att, k):
+        e = (torch.nn.functional.leaky_relu(x_src.index_select(0, src) + x_dst.index_select(0, dst), SLOPE)
+             * att).sum(-1)
+        alpha = segment_softmax(e, dst, n)
+        return segment_sum((alpha * k).unsqueeze(-1) * values.index_select(0, src), dst, n), alpha
+
+    def ref_gat(s, t, b, values, k):
+        z = s.index_select(0, src) + t.index_select(0, dst) + b
+        alpha = segment_softmax(torch.nn.functional.leaky_relu(z, SLOPE), dst, n)
+        return segment_sum((alpha * k).unsqueeze(-1) * values.index_select(0, src), dst, n), alpha
+
+    if family == "gatv2":
+        if plain:
+            return lambda x_src, x_dst, values, att: ref_gatv2(x_src, x_dst, values, att, keep)
+        return lambda x_src, x_dst, values, att: ops.gatv2_attention(x_src, x_dst, values, att, SLOPE, graph, keep)
+    if plain:
+        return lambda s, t, b, values: ref_gat(s, t, b, values, keep)
+    return lambda s, t, b, values: ops.gat_attention(s, t, b, values, SLOPE, graph, keep)
+
+
+from zoo.ops.segment import segment_softmax, segment_sum  # noqa: E402
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_keep_mask_weights_the_messages_and_alpha_is_before_it(family):
+    """Attention dropout inside the op: out = sum alpha k x, alpha before the mask; the gradients
+    (through out and alpha) those of the plain ops with the same mask, at float64 to 1e-10."""
+    case = make_inputs(family, heads=3, channels=4)
+    keep = _keep_mask(case, 3)
+    assert_same(_with_keep(family, case, keep, False), _with_keep(family, case, keep, True), case["tensors"])
+    ones = torch.ones_like(keep)
+    no_mask = _with_keep(family, case, ones, False)(*case["tensors"].values())
+    plain = _fused(family, case)(*case["tensors"].values())
+    for a, b in zip(no_mask, plain):  # an all-ones mask is no mask, bitwise
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("fold", [False, True])
+def test_a_keep_mask_under_vmap_is_each_replicas_own(family, fold, monkeypatch):
+    """Stacked replicas with their own masks (replicas first, or folded into the heads when one
+    replica's values exceed the cache rule): each replica bitwise as alone."""
+    from zoo.ops._compiled import rules
+
+    if fold:
+        monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0)
+    case = make_inputs(family, heads=2, channels=3)
+    stacked = _stack(case["tensors"], 3)
+    keep = _keep_mask(case, 2, lead=(3,))
+    dims = tuple(None if v is None else 0 for v in stacked.values())
+    graph = ops.graph_arguments(case["orders"], triton=False)
+    if family == "gatv2":
+        op = lambda k, x_src, x_dst, values, att: ops.gatv2_attention(x_src, x_dst, values, att, 0.2, graph, k)  # noqa
+    else:
+        op = lambda k, s, t, b, values: ops.gat_attention(s, t, b, values, 0.2, graph, k)  # noqa: E731
+
+    def run(fn, k, tensors):
+        out, alpha = fn(k, *tensors.values())
+        grads = torch.autograd.grad(out.square().sum() + alpha.sum(), [v for v in tensors.values() if v is not None])
+        return [out, alpha, *grads]
+
+    together = run(vmap(op, in_dims=(0, *dims)), keep, stacked)
+    for r in range(3):
+        alone = run(op, keep[r], {k: None if v is None else v[r].detach().requires_grad_() for k, v in stacked.items()})
+        for a, b in zip(alone, together):
+            assert torch.equal(a, b[r])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_opcheck_with_a_keep_mask(family):
+    case = make_inputs(family, heads=2, channels=3)
+    t = {k: None if v is None else v.detach() for k, v in case["tensors"].items()}
+    graph = ops.graph_arguments(case["orders"], triton=False)
+    keep = _keep_mask(case, 2)
+    if family == "gatv2":
+        fixed = (t["x_src"], t["x_dst"], t["values"], t["att"])
+        fwd, bwd = torch.ops.zoo_kernels.gatv2_forward, torch.ops.zoo_kernels.gatv2_backward
+    else:
+        fixed = (t["score_src"], t["score_dst"], t["bias"], t["values"])
+        fwd, bwd = torch.ops.zoo_kernels.gat_forward, torch.ops.zoo_kernels.gat_backward
+    torch.library.opcheck(fwd, (*fixed, *graph, 0.2, False, keep))
+    out, alpha, lse = fwd(*fixed, *graph, 0.2, False, keep)
+    torch.library.opcheck(bwd, (torch.randn_like(out), torch.randn_like(alpha), *fixed, out, lse, *graph, 0.2, False,
+                                keep))

@@ -97,14 +97,34 @@ def test_training_compiled_equals_plain(name):
         torch.testing.assert_close(a, b, **TOL)
 
 
-def test_attention_dropout_while_training_keeps_the_torch_ops(compiled_calls):
+@pytest.mark.parametrize("name,options", [("gat", {}), ("gatv2", {}), ("gatv2", dict(attention_bias=True)),
+                                          ("gatdb", {})])
+def test_attention_dropout_while_training_runs_in_the_compiled_op(name, options, compiled_calls):
+    """The C++ op applies attention dropout's mask itself: the same masks as the torch ops draw (the
+    same stream, the same point), outputs and gradients equal at float64 to 1e-10."""
     edge_index, n = hub_graph(extra=6)
-    model = zoo.build("gat", in_dim=6, out_dim=3, hidden_dim=8, num_layers=2, heads=2, attn_dropout=0.5)
-    model(edge_index, torch.randn(n, 6))
+    x = torch.randn(n, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    (model,) = seeded_double_models(name, seeds=(0,), heads=2, attn_dropout=0.5, **options)
+    model(edge_index, x)  # GATDB: materialise the graph's biases
+    _nudge_biases([model])
+
+    def run(compiled):
+        with fused(True, min_elements=0, compiled=compiled):
+            torch.manual_seed(7)
+            out = model(edge_index, x)
+            return (out,) + torch.autograd.grad(out.square().sum(), list(model.parameters()))
+
+    compiled_calls.clear()
+    plain = run(False)
     assert not compiled_calls
-    model.eval()
-    model(edge_index, torch.randn(n, 6))
-    assert compiled_calls
+    got = run(True)
+    assert len(compiled_calls) == 3
+    for a, b in zip(got, plain):
+        torch.testing.assert_close(a, b, **TOL)
+    model.eval()  # no dropout: the compiled op without a mask
+    compiled_calls.clear()
+    model(edge_index, x)
+    assert len(compiled_calls) == 3
 
 
 def test_zoo_kernels_off_keeps_the_torch_ops(compiled_calls, monkeypatch):

@@ -90,26 +90,45 @@ def _ops_for(t: Tensor) -> Any:
     return ops
 
 
-def gatv2_attention(x_src: Tensor, x_dst: Tensor, values: Tensor, att: Tensor, negative_slope: float,
-                    graph: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
-    r"""GATv2's attention in one op: ``e_uv = a^T LeakyReLU(x_src[u] + x_dst[v])`` per head,
-    ``alpha = softmax_u e_uv``, ``out_v = sum_u alpha_uv values[u]``.
+def takes_keep(device: torch.device) -> bool:
+    """Whether the backend serving ``device`` applies attention dropout's keep mask inside the op (the
+    C++ ops; the Triton ops do not: attention dropout keeps the torch ops on CUDA)."""
+    return device.type == "cpu" and available(device)
 
-    Shapes: x_src, x_dst ``(N, H, C)``; values ``(N, H, Cv)``; att ``(H, C)``; graph: the graph's
-    arguments for the backend (:func:`graph_arguments`) -> out ``(N, H, Cv)``, alpha ``(E, H)``
-    (original edge order).
+
+def _keep_args(keep: Optional[Tensor], values: Tensor) -> Tuple[Any, ...]:
+    """The trailing ``(replicas_outer, keep)`` of a call with a keep mask (C++ ops only)."""
+    if keep is None:
+        return ()
+    if not takes_keep(values.device):
+        raise KernelsUnavailable(f"the compiled attention on {values.device} takes no keep mask; use the plain ops")
+    return (False, keep)
+
+
+def gatv2_attention(x_src: Tensor, x_dst: Tensor, values: Tensor, att: Tensor, negative_slope: float,
+                    graph: Sequence[Tensor], keep: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    r"""GATv2's attention in one op: ``e_uv = a^T LeakyReLU(x_src[u] + x_dst[v])`` per head,
+    ``alpha = softmax_u e_uv``, ``out_v = sum_u alpha_uv k_uv values[u]``, with ``k`` attention dropout's
+    scaled keep mask (``keep``; ``None``: 1).
+
+    Shapes: x_src, x_dst ``(N, H, C)``; values ``(N, H, Cv)``; att ``(H, C)``; keep ``(E, H)`` (original
+    edge order); graph: the graph's arguments for the backend (:func:`graph_arguments`) -> out
+    ``(N, H, Cv)``, alpha ``(E, H)`` (original edge order, before the mask).
     """
-    out, alpha, _ = _ops_for(values).gatv2_forward(x_src, x_dst, values, att, *graph, float(negative_slope))
+    out, alpha, _ = _ops_for(values).gatv2_forward(x_src, x_dst, values, att, *graph, float(negative_slope),
+                                                   *_keep_args(keep, values))
     return out, alpha
 
 
 def gat_attention(score_src: Tensor, score_dst: Tensor, bias: Optional[Tensor], values: Tensor,
-                  negative_slope: float, graph: Sequence[Tensor]) -> Tuple[Tensor, Tensor]:
+                  negative_slope: float, graph: Sequence[Tensor], keep: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     r"""GAT's attention in one op: ``e_uv = LeakyReLU(score_src[u] + score_dst[v] [+ bias_uv])``,
-    ``alpha = softmax_u e_uv``, ``out_v = sum_u alpha_uv values[u]`` (GATDB / GATNB: ``bias``).
+    ``alpha = softmax_u e_uv``, ``out_v = sum_u alpha_uv k_uv values[u]`` (GATDB / GATNB: ``bias``;
+    ``keep``: as :func:`gatv2_attention`).
 
-    Shapes: score_src, score_dst ``(N, H)``; bias ``(E, H)`` or None; values ``(N, H, Cv)`` ->
+    Shapes: score_src, score_dst ``(N, H)``; bias, keep ``(E, H)`` or None; values ``(N, H, Cv)`` ->
     out ``(N, H, Cv)``, alpha ``(E, H)`` (original edge order); graph: as :func:`gatv2_attention`.
     """
-    out, alpha, _ = _ops_for(values).gat_forward(score_src, score_dst, bias, values, *graph, float(negative_slope))
+    out, alpha, _ = _ops_for(values).gat_forward(score_src, score_dst, bias, values, *graph, float(negative_slope),
+                                                 *_keep_args(keep, values))
     return out, alpha

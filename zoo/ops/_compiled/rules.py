@@ -1,8 +1,9 @@
 """Fake (meta), autograd and vmap rules shared by the C++ and the Triton attention ops.
 
 Each backend provides four ops with the same schemas (``gatv2_forward``, ``gatv2_backward``,
-``gat_forward``, ``gat_backward``; see ``cpu/attention.cpp``; the C++ ones take one more,
-defaulted argument, ``replicas_outer``).  Under ``torch.func.vmap`` there is one call for all
+``gat_forward``, ``gat_backward``; see ``cpu/attention.cpp``; the C++ ones take two more,
+defaulted arguments: ``replicas_outer``, and ``keep``, attention dropout's scaled keep mask per
+edge and head, which a replica carries like its features).  Under ``torch.func.vmap`` there is one call for all
 replicas, exact because every head of every replica is computed on its own:
 
 * the C++ ops (``register(ns, replica_major=True)``) take the stacked tensors as they are,
@@ -81,6 +82,20 @@ def _shared_graph(dims: Sequence[Optional[int]]) -> None:
     if any(d is not None for d in dims):
         raise ValueError("compiled attention under vmap: the graph must be shared by all replicas "
                          "(vmap over parameters and features, not over edge indices)")
+
+
+def _keep(args: Sequence[Any], dims: Sequence[Any], outer_at: int) -> Tuple[Optional[Tensor], Optional[int]]:
+    """The keep mask of a C++ op's call (after ``replicas_outer`` at ``outer_at``) and its replica dim."""
+    if len(args) <= outer_at + 1 or args[outer_at + 1] is None:
+        return None, None
+    return args[outer_at + 1], dims[outer_at + 1]
+
+
+def _folded_keep(args: Sequence[Any], dims: Sequence[Any], outer_at: int, batch: int) -> Tuple[Any, ...]:
+    """The trailing ``(replicas_outer, keep)`` of a folded C++ call: the keep mask ``(E, R*H)`` like a bias;
+    nothing when the call has no mask (the Triton ops take none)."""
+    keep, dim = _keep(args, dims, outer_at)
+    return () if keep is None else (False, _fold(keep, dim, batch))
 
 
 #: the torch.library registrations the compiled ops need (all from torch 2.4)
@@ -199,8 +214,9 @@ def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> 
         if not nested and _replica_bytes(values, value_dim, b) > FOLD_MAX_BYTES:
             return None  # rows of all replicas side by side: one contiguous read per edge
         outer = not _fold_fits(values, value_dim, b)
+        keep, keep_dim = _keep(args, dims, tensors + graph_args + 1)
         results = op(*[_first(t, d, b, nested) for t, d in zip(args[:tensors], dims[:tensors])],
-                     *args[tensors:tensors + graph_args + 1], outer)
+                     *args[tensors:tensors + graph_args + 1], outer, _first(keep, keep_dim, b, nested))
         if nested:
             results = tuple(r.unflatten(0, (b, -1)) for r in results)
         return tuple(results), (0,) * len(results)
@@ -215,7 +231,8 @@ def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> 
         _shared_graph(in_dims[4:4 + graph_args])
         b = info.batch_size
         out, alpha, lse = ops.gatv2_forward(_fold(x_src, xs, b), _fold(x_dst, xd, b), _fold(values, xv, b),
-                                            _fold_att(att, xa, b), *graph, slope)
+                                            _fold_att(att, xa, b), *graph, slope,
+                                            *_folded_keep(args, in_dims, 4 + graph_args + 1, b))
         return (_unfold(out, b), _unfold(alpha, b), _unfold(lse, b)), (1, 1, 1)
 
     def gatv2_bwd_vmap(info: Any, in_dims: Sequence[Any], *args):
@@ -229,7 +246,8 @@ def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> 
         b = info.batch_size
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(x_src, xs, b), _fold(x_dst, xd, b),
-            _fold(values, xv, b), _fold_att(att, xa, b), _fold(out, do, b), _fold(lse, dl, b), *graph, slope)
+            _fold(values, xv, b), _fold_att(att, xa, b), _fold(out, do, b), _fold(lse, dl, b), *graph, slope,
+            *_folded_keep(args, in_dims, 8 + graph_args + 1, b))
         return ((_unfold(d_src, b), _unfold(d_dst, b), _unfold(d_val, b), d_att.view(b, *att.shape[-2:])),
                 (1, 1, 1, 0))
 
@@ -243,7 +261,8 @@ def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> 
         _shared_graph(in_dims[4:4 + graph_args])
         b = info.batch_size
         out, alpha, lse = ops.gat_forward(_fold(score_src, ds, b), _fold(score_dst, dt, b), _fold(bias, dbias, b),
-                                          _fold(values, dv, b), *graph, slope)
+                                          _fold(values, dv, b), *graph, slope,
+                                          *_folded_keep(args, in_dims, 4 + graph_args + 1, b))
         return (_unfold(out, b), _unfold(alpha, b), _unfold(lse, b)), (1, 1, 1)
 
     def gat_bwd_vmap(info: Any, in_dims: Sequence[Any], *args):
@@ -258,7 +277,7 @@ def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> 
         d_s, d_t, d_val, d_bias = ops.gat_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b), _fold(score_src, ds, b),
             _fold(score_dst, dt, b), _fold(bias, dbias, b), _fold(values, dv, b), _fold(out, do, b),
-            _fold(lse, dl, b), *graph, slope)
+            _fold(lse, dl, b), *graph, slope, *_folded_keep(args, in_dims, 8 + graph_args + 1, b))
         return (_unfold(d_s, b), _unfold(d_t, b), _unfold(d_val, b), _unfold(d_bias, b)), (1, 1, 1, 1)
 
     torch.library.register_vmap(lib + "gatv2_forward", gatv2_fwd_vmap)

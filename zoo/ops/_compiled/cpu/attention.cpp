@@ -5,7 +5,9 @@
 //   CSR by source:      crow_s, col_s = destinations, perm_s.
 //   gatv2: e_uv,h = sum_c a_hc LeakyReLU(xs_u,hc + xd_v,hc)          xs, xd ([R,] N,H,C), a ([R,] H,C)
 //   gat:   e_uv,h = LeakyReLU(s_u,h + t_v,h [+ b_uv,h])                s, t ([R,] N,H), b ([R,] E,H)
-//   both:  alpha = softmax over v's in-edges, out_v,h = sum_u alpha_uv,h x_u,h   x ([R,] N,H,Cv)
+//   both:  alpha = softmax over v's in-edges, out_v,h = sum_u alpha_uv,h k_uv,h x_u,h   x ([R,] N,H,Cv)
+//   k: attention dropout's scaled keep mask ([R,] E,H, original edge order: 0 or 1/(1-p)), or none
+//   (k = 1); alpha is returned before the mask, as the plain ops' softmax.
 // Replicas: every node, edge and parameter tensor may carry a leading replica dimension (the
 // stacked models of torch.func.vmap, passed as they are by the vmap rules: no folding copies);
 // without one, R = 1.  Replica r is computed by exactly the code that runs for it alone.
@@ -220,6 +222,17 @@ std::vector<int64_t> with_replicas(const Dims& d, std::vector<int64_t> per_repli
   return per_replica;
 }
 
+// Attention dropout's scaled keep mask ([R,] E, H, original edge order, the values' dtype), or undefined.
+Tensor keep_of(const std::optional<Tensor>& keep, const Dims& d, int64_t E, int64_t H, const Tensor& values) {
+  if (!keep.has_value() || !keep->defined()) return Tensor();
+  TORCH_CHECK(keep->scalar_type() == values.scalar_type(), "zoo kernels: keep must have the values' dtype");
+  check_like(*keep, d, {E, H}, "keep");
+  return keep->contiguous();
+}
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; }
+
 // ------------------------------------------------------------------------------- scorers
 
 // Score of every in-edge of v (row slots [a, b)), all heads, into e (deg x H).
@@ -276,12 +289,13 @@ struct Scorer<T, false, K> {  // GAT (+ optional edge term, original edge order)
 
 // Forward: per destination, scores (row buffer), softmax per head, accumulate alpha * x_u.
 template <typename T, typename S, int K>
-void forward_impl(const S& scorer, const T* xp, const Csr& g, int64_t n, int64_t E, int64_t H, Width<K> width,
-                  const Replicas& reps, T* op, T* ap, T* lp) {
+void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64_t n, int64_t E, int64_t H,
+                  Width<K> width, const Replicas& reps, T* op, T* ap, T* lp) {
   const int64_t Cv = width();
   for_replicas(reps, n, kRows, [&](int64_t begin, int64_t end, int64_t r) {
     const S sc = scorer.replica(r);
     const T* x = xp + r * n * H * Cv;
+    const T* keep = kp ? kp + r * E * H : nullptr;
     T* o = op + r * n * H * Cv; T* al = ap + r * E * H; T* ls = lp + r * n * H;
     std::vector<T>& e = scratch<T>(0);
     std::vector<T>& m = scratch<T>(1);
@@ -306,10 +320,11 @@ void forward_impl(const S& scorer, const T* xp, const Csr& g, int64_t n, int64_t
       exp_shifted(e.data(), m.data(), deg, H);  // p = exp(e - max), kept in the buffer for alpha
       for (int64_t j = a; j < b; ++j) {
         const T* xu = x + g.col[j] * H * Cv;
+        const T* kj = keep ? keep + g.perm[j] * H : nullptr;
         for (int64_t h = 0; h < H; ++h) {
           const T p = e[(j - a) * H + h];
           l[h] += p;
-          axpy(ov + h * Cv, p, xu + h * Cv, Cv);
+          axpy(ov + h * Cv, kj ? p * kj[h] : p, xu + h * Cv, Cv);
         }
       }
       for (int64_t h = 0; h < H; ++h) {
@@ -326,13 +341,13 @@ void forward_impl(const S& scorer, const T* xp, const Csr& g, int64_t n, int64_t
   });
 }
 
-// Backward pass A, by destination: alpha from lse, d alpha = <g_v, x_u> (+ grad_alpha),
+// Backward pass A, by destination: alpha from lse, d alpha = k <g_v, x_u> (+ grad_alpha),
 // de = alpha (d alpha - delta_v) with delta_v = <g_v, out_v> (+ sum alpha grad_alpha);
-// writes de and alpha per edge (original order, replica r at r * E * H) for pass B and calls
+// writes de and alpha k per edge (original order, replica r at r * E * H) for pass B and calls
 // `dst_part(blk, v, j, r)` for the destination-side gradients (dx_dst / dt and d att partials).
 template <typename T, typename S, int K, typename DstPart>
-void pass_a(const S& scorer, const T* xp, const T* gp, const T* ga, const T* op, const T* lp, const Csr& g,
-            int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps, T* de_p, T* al_p,
+void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga, const T* op, const T* lp,
+            const Csr& g, int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps, T* de_p, T* al_p,
             const DstPart& dst_part) {
   const int64_t Cv = width();
   const int64_t blocks = (n + kBlock - 1) / kBlock;
@@ -340,6 +355,7 @@ void pass_a(const S& scorer, const T* xp, const T* gp, const T* ga, const T* op,
     const S sc = scorer.replica(r);
     const T* x = xp + r * n * H * Cv; const T* gr = gp + r * n * H * Cv; const T* o = op + r * n * H * Cv;
     const T* ls = lp + r * n * H; const T* gar = ga ? ga + r * E * H : nullptr;
+    const T* keep = kp ? kp + r * E * H : nullptr;
     T* de = de_p + r * E * H; T* alr = al_p + r * E * H;
     std::vector<T>& e = scratch<T>(0);
     std::vector<T>& delta = scratch<T>(1);
@@ -362,10 +378,11 @@ void pass_a(const S& scorer, const T* xp, const T* gp, const T* ga, const T* op,
           const int64_t id = g.perm[j];
           for (int64_t h = 0; h < H; ++h) {
             T da = dot(gv + h * Cv, xu + h * Cv, Cv);
+            if (keep) da *= keep[id * H + h];
             if (gar) da += gar[id * H + h];
             const T al = e[(j - a) * H + h];
             de[id * H + h] = al * (da - delta[h]);
-            alr[id * H + h] = al;
+            alr[id * H + h] = keep ? al * keep[id * H + h] : al;  // the weight of x_u in out_v
           }
           dst_part(blk, v, j, r);
         }
@@ -399,7 +416,8 @@ void pass_b(const T* gp, const Csr& gs, int64_t n, int64_t E, int64_t H, Width<K
 std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Tensor& x_dst_, const Tensor& values_,
                                                  const Tensor& att_, const Tensor& crow, const Tensor& col,
                                                  const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
-                                                 const Tensor& perm_s, double slope, bool replicas_outer) {
+                                                 const Tensor& perm_s, double slope, bool replicas_outer,
+                                                 const std::optional<Tensor>& keep_) {
   const Dims d = node_dims(x_src_, 3, "x_src");
   const int64_t n = d.n, H = d.H, C = x_src_.size(-1);
   check_like(x_dst_, d, {n, H, C}, "x_dst");
@@ -411,6 +429,7 @@ std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Ten
   auto x_src = x_src_.contiguous(), x_dst = x_dst_.contiguous(), values = values_.contiguous(),
        att = att_.contiguous();
   const int64_t E = col.numel();
+  const Tensor keep = keep_of(keep_, d, E, H, values);
   auto out = at::empty(values.sizes(), values.options());
   auto alpha = at::empty(with_replicas(d, {E, H}), values.options());
   auto lse = at::empty(with_replicas(d, {n, H}), values.options());
@@ -421,7 +440,8 @@ std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Ten
       constexpr int K = decltype(tag)::value;
       Scorer<T, true, K> sc{x_src.data_ptr<T>(), x_dst.data_ptr<T>(), att.data_ptr<T>(), n, H, Width<K>{C},
                             static_cast<T>(slope)};
-      forward_impl<T>(sc, values.data_ptr<T>(), csr_of(crow, col, perm), n, E, H, Width<K>{Cv}, reps,
+      forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, H, Width<K>{Cv},
+                      reps,
                       out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>());
     });
   });
@@ -432,9 +452,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
     const Tensor& grad_out_, const std::optional<Tensor>& grad_alpha_, const Tensor& x_src_, const Tensor& x_dst_,
     const Tensor& values_, const Tensor& att_, const Tensor& out_, const Tensor& lse_, const Tensor& crow,
     const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s, const Tensor& perm_s,
-    double slope, bool replicas_outer) {
+    double slope, bool replicas_outer, const std::optional<Tensor>& keep_) {
   const Dims d = node_dims(x_src_, 3, "x_src");
   const int64_t n = d.n, H = d.H, C = x_src_.size(-1), Cv = values_.size(-1), E = col.numel();
+  const Tensor keep = keep_of(keep_, d, E, H, values_);
   check_like(x_dst_, d, {n, H, C}, "x_dst");
   check_like(att_, d, {H, C}, "att");
   check_like(values_, d, {n, H, Cv}, "values");
@@ -484,7 +505,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
           }
         }
       };
-      pass_a<T>(sc, values.data_ptr<T>(), grad_out.data_ptr<T>(),
+      pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), grad_out.data_ptr<T>(),
                 grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(), g,
                 n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part);
       T* ds0 = d_src.data_ptr<T>();
@@ -519,7 +540,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
 std::tuple<Tensor, Tensor, Tensor> gat_forward(const Tensor& s_, const Tensor& t_, const std::optional<Tensor>& bias_,
                                                const Tensor& values_, const Tensor& crow, const Tensor& col,
                                                const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
-                                               const Tensor& perm_s, double slope, bool replicas_outer) {
+                                               const Tensor& perm_s, double slope, bool replicas_outer,
+                                               const std::optional<Tensor>& keep_) {
   const Dims d = node_dims(s_, 2, "score_src");
   const int64_t n = d.n, H = d.H, E = col.numel();
   check_like(t_, d, {n, H}, "score_dst");
@@ -533,6 +555,7 @@ std::tuple<Tensor, Tensor, Tensor> gat_forward(const Tensor& s_, const Tensor& t
     bias = bias_->contiguous();
     check_like(bias, d, {E, H}, "bias");
   }
+  const Tensor keep = keep_of(keep_, d, E, H, values);
   auto out = at::empty(values.sizes(), values.options());
   auto alpha = at::empty(with_replicas(d, {E, H}), values.options());
   auto lse = at::empty(with_replicas(d, {n, H}), values.options());
@@ -543,7 +566,8 @@ std::tuple<Tensor, Tensor, Tensor> gat_forward(const Tensor& s_, const Tensor& t
       constexpr int K = decltype(tag)::value;
       Scorer<T, false, K> sc{s.data_ptr<T>(), t.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
                              n, E, H, static_cast<T>(slope)};
-      forward_impl<T>(sc, values.data_ptr<T>(), csr_of(crow, col, perm), n, E, H, Width<K>{Cv}, reps,
+      forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, H, Width<K>{Cv},
+                      reps,
                       out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>());
     });
   });
@@ -554,9 +578,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
     const Tensor& grad_out_, const std::optional<Tensor>& grad_alpha_, const Tensor& s_, const Tensor& t_,
     const std::optional<Tensor>& bias_, const Tensor& values_, const Tensor& out_, const Tensor& lse_,
     const Tensor& crow, const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
-    const Tensor& perm_s, double slope, bool replicas_outer) {
+    const Tensor& perm_s, double slope, bool replicas_outer, const std::optional<Tensor>& keep_) {
   const Dims d = node_dims(s_, 2, "score_src");
   const int64_t n = d.n, H = d.H, E = col.numel(), Cv = values_.size(-1), R = d.R;
+  const Tensor keep = keep_of(keep_, d, E, H, values_);
   check_like(t_, d, {n, H}, "score_dst");
   check_like(values_, d, {n, H, Cv}, "values");
   check_like(grad_out_, d, {n, H, Cv}, "grad_out");
@@ -601,7 +626,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
           dt[v * H + h] += dd;
         }
       };
-      pass_a<T>(sc, values.data_ptr<T>(), grad_out.data_ptr<T>(),
+      pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), grad_out.data_ptr<T>(),
                 grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(), g,
                 n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part);
       T* dsp0 = d_s.data_ptr<T>();
@@ -624,17 +649,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
 
 TORCH_LIBRARY(zoo_kernels, m) {
   m.def("gatv2_forward(Tensor x_src, Tensor x_dst, Tensor values, Tensor att, Tensor crow, Tensor col, "
-        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False) "
-        "-> (Tensor, Tensor, Tensor)");
+        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False, "
+        "Tensor? keep=None) -> (Tensor, Tensor, Tensor)");
   m.def("gatv2_backward(Tensor grad_out, Tensor? grad_alpha, Tensor x_src, Tensor x_dst, Tensor values, "
         "Tensor att, Tensor out, Tensor lse, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
-        "Tensor perm_s, float slope, bool replicas_outer=False) -> (Tensor, Tensor, Tensor, Tensor)");
+        "Tensor perm_s, float slope, bool replicas_outer=False, Tensor? keep=None) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("gat_forward(Tensor score_src, Tensor score_dst, Tensor? bias, Tensor values, Tensor crow, Tensor col, "
-        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False) "
-        "-> (Tensor, Tensor, Tensor)");
+        "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False, "
+        "Tensor? keep=None) -> (Tensor, Tensor, Tensor)");
   m.def("gat_backward(Tensor grad_out, Tensor? grad_alpha, Tensor score_src, Tensor score_dst, Tensor? bias, "
         "Tensor values, Tensor out, Tensor lse, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
-        "Tensor perm_s, float slope, bool replicas_outer=False) -> (Tensor, Tensor, Tensor, Tensor)");
+        "Tensor perm_s, float slope, bool replicas_outer=False, Tensor? keep=None) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
