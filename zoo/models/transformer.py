@@ -26,6 +26,7 @@ from zoo.graph import Graph
 from zoo.nn.attention_stack import AttentionStack
 from zoo.nn.validation import check_stack_options, resolve_block_norms
 from zoo.norms.scores import DOT_PRODUCT, DotProductScores, ScoreNorm
+from zoo.ops.dispatch import dropout_active, softmax_aggregate
 from zoo.ops.dropout import dropout
 from zoo.ops.segment import gather_rows, segment_softmax, segment_sum
 from zoo.registry import register_model
@@ -86,9 +87,15 @@ class GraphSelfAttention(nn.Module):
             scores = self.score_norm.normalize(DotProductScores(graph, query, key, value, scores))
         else:
             scores = scores * self.scale
-        alpha = segment_softmax(scores, dst, n)
-        weights = dropout(alpha, self.attn_dropout, self.training)
-        heads = segment_sum(weights.unsqueeze(-1) * gather_rows(value, src), dst, n)  # P^h X V^h
+        if self.nonlocal_energy and dropout_active(self.attn_dropout, self.training):
+            # the factor reads the dropped-out weights, which the fused softmax-aggregation keeps inside
+            alpha = segment_softmax(scores, dst, n)
+            weights = dropout(alpha, self.attn_dropout, self.training)
+            heads = segment_sum(weights.unsqueeze(-1) * gather_rows(value, src), dst, n)  # P^h X V^h
+        else:
+            heads, alpha = softmax_aggregate(scores, value, graph, attn_dropout=self.attn_dropout,
+                                             training=self.training)  # P^h X V^h
+            weights = alpha
         if self.nonlocal_energy:
             heads = heads * self._nonlocal_factor(x, weights, scores, src, dst, n).unsqueeze(-1)
         return self.lin_out(heads.reshape(n, self.dim)), alpha
