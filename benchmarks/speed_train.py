@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from typing import Callable, Dict, List
 
@@ -38,6 +39,9 @@ from zoo.trainer.allocator import tune_allocator
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared PyG reference
+from pyg_reference import pyg_model  # noqa: E402
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = time.perf_counter
@@ -57,37 +61,6 @@ def _load(name: str):
 
 
 # --------------------------------------------------------------------------- the plain PyG loop
-
-
-def _pyg_model(c: dict, in_dim: int, out_dim: int) -> torch.nn.Module:
-    from torch_geometric.nn import GATConv, GATv2Conv, GCNConv
-
-    heads, L = c["heads"], c["layers"]
-
-    class Net(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            convs = []
-            for i in range(L):
-                last = i == L - 1
-                d_in = in_dim if i == 0 else c["hidden"]
-                if c["model"] == "gcn":
-                    convs.append(GCNConv(d_in, out_dim if last else c["hidden"], bias=False))
-                    continue
-                conv = GATv2Conv if c["model"] == "gatv2" else GATConv
-                kw = dict(share_weights=True) if c["model"] == "gatv2" else {}
-                convs.append(conv(d_in, out_dim if last else c["hidden"] // heads, heads=heads,
-                                  concat=not last, bias=False, **kw))
-            self.convs = torch.nn.ModuleList(convs)
-
-        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-            for i, conv in enumerate(self.convs):
-                x = conv(x, edge_index)
-                if i < L - 1:
-                    x = F.relu(x)
-            return x
-
-    return Net()
 
 
 def synchronised_clock(clock: Callable[[], float], device: torch.device) -> Callable[[], float]:
@@ -111,7 +84,7 @@ def time_pyg(task, c: dict, epochs: int) -> float:
     """Seconds per epoch of a plain PyG loop (train step + eval forward + accuracies)."""
     d = task.data
     torch.manual_seed(0)
-    model = _pyg_model(c, task.num_features, task.num_classes).to(_device)
+    model = pyg_model(c, task.num_features, task.num_classes).to(_device)
     opt = torch.optim.SGD(model.parameters(), lr=c["lr"])
     x, ei, y = d.x.to(_device), d.edge_index.to(_device), d.y.to(_device)
     masks = [m.to(_device) for m in (d.train_mask, d.val_mask, d.test_mask)]
