@@ -52,6 +52,18 @@ def test_under_vmap_equals_plain_and_a_replica_is_bitwise_itself_alone():
     assert torch.equal(out1, out[1]) and torch.equal(grad1, grad[1])
 
 
+def test_stacked_replicas_stay_first_in_memory():
+    """Under vmap each replica's product is written into its slice of an (R, N, C) output, the layout
+    the stacked layers' products make (folding the replicas into the columns copied the features into
+    (N, R, C) and handed a strided layout to the next layer); the gradient keeps it too."""
+    g, coef = _graph_and_coef()
+    x = torch.randn(3, g.num_nodes, 5, dtype=torch.float64, requires_grad=True)
+    out = vmap(lambda t: propagate(g, coef, t, "test"))(x)
+    assert out.is_contiguous()
+    (grad,) = torch.autograd.grad(out.square().sum(), x)
+    assert grad.is_contiguous()
+
+
 def test_learnt_coefficients_are_refused():
     g, coef = _graph_and_coef()
     with pytest.raises(ValueError, match="constants"):
