@@ -71,3 +71,26 @@ def test_errors_name_the_problem(argv, needle, capsys, tmp_path):
 def test_unknown_option_is_rejected():
     proc = subprocess.run([sys.executable, "-m", "zoo", "bench", "quick", "--quik"], capture_output=True, text=True)
     assert proc.returncode == 2 and "unrecognized arguments: --quik" in proc.stderr
+
+
+def test_the_command_ends_without_the_interpreters_teardown(tmp_path):
+    """``zoo`` (main without argv) exits as a normal exit would — atexit handlers run, output flushed,
+    its exit code kept — but skips the final teardown (a module global's ``__del__`` never runs)."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, sys\n"
+            "class Teardown:\n"
+            "    def __del__(self): print('teardown ran', flush=True)\n"
+            "keep = Teardown()\n"
+            "atexit.register(lambda: print('atexit ran'))\n"
+            f"sys.argv = ['zoo'] + sys.argv[1:]\n"
+            "from zoo.cli import main\n"
+            "main()\n"
+            "print('not reached')\n")
+    ok = subprocess.run([sys.executable, "-c", code, "list", "norms"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "norms: layernorm" in ok.stdout and "atexit ran" in ok.stdout
+    assert "teardown ran" not in ok.stdout and "not reached" not in ok.stdout
+    bad = subprocess.run([sys.executable, "-c", code, "bench", str(tmp_path / "missing.toml")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and "atexit ran" in bad.stdout

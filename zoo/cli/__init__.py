@@ -20,9 +20,12 @@ Python and TOML keys (``--num-layers`` is ``num_layers``); former spellings pars
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
+import threading
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from zoo.cli import bench, build_kernels, diagnose, docs, leaderboard, listing, merge, report, train
 from zoo.cli.errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, CliError, os_error,
@@ -65,7 +68,35 @@ def _interrupted(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the ``zoo`` command; returns its exit code (:mod:`zoo.cli.errors`)."""
+    """Run the ``zoo`` command; returns its exit code (:mod:`zoo.cli.errors`).  Without ``argv`` (the
+    ``zoo`` command itself, ``sys.argv``) the process then ends at once (:func:`exit_without_teardown`)."""
+    code = _run(argv)
+    if argv is None:
+        exit_without_teardown(code)
+    return code
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the process as a normal exit would, less the interpreter's teardown.
+
+    A process that imported torch and PyG (with them torch's compiler stack) spends about 2 s of CPU
+    after its last line in the final garbage collection and module teardown, walking every object
+    those imports made (docs/notes/performance.md, "The whole process").  Everything a normal exit
+    does before that is done here: other non-daemon threads joined, ``atexit`` handlers run (process
+    pools, Ray, loggers), the standard streams flushed."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more to say
+            pass
+    os._exit(code)
+
+
+def _run(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     from zoo.bench.suite.schema import SuiteError
 
