@@ -1,0 +1,54 @@
+"""benchmarks/roofline.py and benchmarks/speed_process.py: the pieces that need no timing (the shapes
+select one group each, the op classes, the generated whole-process suite is one stacked group)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+roofline = _module("roofline")
+process = _module("speed_process")
+
+
+@pytest.mark.parametrize("key", sorted(roofline.SHAPES))
+def test_each_shape_selects_one_group_of_its_suite(key):
+    from zoo.bench.suite.load import load_suite
+    from zoo.bench.suite.selection import select_where
+
+    shape = roofline.SHAPES[key]
+    suite = load_suite(shape.suite, validate_models=False)
+    cells = select_where(suite, dict(shape.where))
+    groups = {c.group for c in cells}
+    assert cells and len(groups) == 1, f"{key}: {len(groups)} groups"
+    assert f"R={len(cells)}" in shape.label
+
+
+def test_op_classes():
+    assert roofline.classify("aten::bmm") == "dense"
+    assert roofline.classify("aten::index_select") == "edge"
+    assert roofline.classify("zoo_kernels::gatv2_backward") == "edge"
+    assert roofline.classify("aten::_log_softmax") == "softmax"
+    assert roofline.classify("aten::add_") == "elementwise"
+
+
+def test_the_whole_process_suite_is_one_group_of_the_asked_runs():
+    from zoo.bench.suite.load import parse_suite
+    from zoo._toml import tomllib
+
+    suite = parse_suite(tomllib.loads(process.suite_text(15, 7)), validate_models=False)
+    assert len(suite.cells) == 15 and len(suite.groups()) == 1
+    assert {c.config["train"]["epochs"] for c in suite.cells} == {7}
+    assert {c.config["train"]["loss_threshold"] for c in suite.cells} == {0.0}
