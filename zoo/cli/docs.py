@@ -1,5 +1,5 @@
 """``zoo docs [--check]``: regenerate the generated blocks of ``docs/models/*.md`` and the built-in
-plugins' names that ``zoo list`` reads (``zoo/plugin_names.json``, :mod:`zoo.plugin_names`).
+plugins' names that ``zoo list`` reads (``zoo/cli/plugin_names.json``, :mod:`zoo.cli.plugin_names`).
 
 The rendering is :mod:`zoo.docgen` (no IO); this module reads and writes the pages. Like
 ``zoo report --check``, ``--check`` writes nothing and exits 1 when a page is out of date.
@@ -49,8 +49,8 @@ def _replace_text(path: Path, text: str) -> None:
 
 
 def stale_names() -> Dict[Path, str]:
-    """``{zoo/plugin_names.json: up-to-date text}`` if the stored plugin names differ from the registries'."""
-    from zoo import plugin_names
+    """``{zoo/cli/plugin_names.json: up-to-date text}`` if the stored plugin names differ from the registries'."""
+    from zoo.cli import plugin_names
 
     text = plugin_names.render()
     current = plugin_names.PATH.read_text(encoding="utf-8") if plugin_names.PATH.is_file() else None

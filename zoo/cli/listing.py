@@ -15,7 +15,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     what: Optional[str] = args.what
-    if what is None:  # the overview: names only, without importing torch (zoo.plugin_names)
+    if what is None:  # the overview: names only, without importing torch (zoo.cli.plugin_names)
         print(overview())
         return 0
     import zoo
@@ -34,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
 
 def overview() -> str:
     """Every section's names (plugins with their aliases, suites with their titles), read from
-    :mod:`zoo.plugin_names` and the suite files: ``zoo list`` imports neither torch nor PyG."""
+    :mod:`zoo.cli.plugin_names` and the suite files: ``zoo list`` imports neither torch nor PyG."""
     from zoo.bench.suite.load import suite_titles
-    from zoo.plugin_names import plugin_names
+    from zoo.cli.plugin_names import plugin_names
 
     lines = []
     for section in ("models", "inits", "norms"):

@@ -1,10 +1,10 @@
-"""``zoo/plugin_names.json`` (what ``zoo list`` reads instead of importing torch) equals the registries."""
+"""``zoo/cli/plugin_names.json`` (what ``zoo list`` reads instead of importing torch) equals the registries."""
 import subprocess
 import sys
 
 import pytest
 
-from zoo import plugin_names
+from zoo.cli import plugin_names
 from zoo.cli import main
 from zoo.cli.listing import overview
 
@@ -12,7 +12,7 @@ from zoo.cli.listing import overview
 @pytest.mark.parametrize("section", sorted(plugin_names.SECTIONS))
 def test_the_stored_names_are_the_registries(section):
     assert plugin_names.stored()[section] == plugin_names.live(section), (
-        "zoo/plugin_names.json is out of date: run `zoo docs` and commit it")
+        "zoo/cli/plugin_names.json is out of date: run `zoo docs` and commit it")
 
 
 def test_the_file_is_what_zoo_docs_writes():

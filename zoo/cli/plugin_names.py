@@ -4,7 +4,7 @@
 registered name with its aliases, as the registries have them once every built-in plugin module is
 imported.  ``zoo list`` reads it (the registries' modules import torch and PyG: seconds).  ``zoo
 docs`` writes it from the registries (:func:`render`), and ``zoo docs --check`` and
-``tests/test_plugin_names.py`` fail while it differs from them.  A process that has imported a
+``tests/cli/test_plugin_names.py`` fail while it differs from them.  A process that has imported a
 section's plugin modules already (a user's own plugins registered beside the built-in ones) reads
 that registry instead.
 """
