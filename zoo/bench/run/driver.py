@@ -181,7 +181,7 @@ def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[
         prov = provenance(dev)
         common = {"split": task.split, "preprocessing": list(task.preprocessing), "task_source": task.source,
                   "metric": task.metric, "device": prov["device"], "versions": prov["versions"],
-                  "commit": prov["commit"], "host": prov["host"],
+                  "commit": prov["commit"], "host": prov["host"], "float_order": prov["float_order"],
                   **({"cuda_graphs": f"fell back ({job.graphs_fallback})"} if job.graphs_fallback else {})}
         out = []
         for cell, (res, extra) in zip(cells, results):
