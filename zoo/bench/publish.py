@@ -47,6 +47,7 @@ def write_report(records_dir: PathLike, md: Optional[PathLike], html_path: Optio
         if check or not draft:
             raise MissingNotesError(missing_notes_message(report, str(notes_path)))
         problems.append(missing_notes_message(report, str(notes_path)))
+    problems += [f"note figure: {p}" for p in report.figure_problems]
     text = to_markdown(report, sources)
     if check:
         if md is not None:

@@ -68,6 +68,8 @@ class Entry:
     values: List[Optional[float]] = field(default_factory=list, repr=False, compare=False)
     #: a searched cell ([search]): the point shown and how it was chosen; None for a cell without a search
     search: Optional[Choice] = field(default=None, compare=False)
+    #: the runs' records, in the order of ``values`` (seeds, protocols: what a note may quote)
+    records: List[Dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def diff(self) -> Optional[float]:
@@ -151,7 +153,7 @@ def aggregate(suite_info: Dict[str, Any], recs: Sequence[Dict[str, Any]]) -> Boa
             continue
         entries.append(Entry(table, row, col, stat(b["values"]), summarize(b["epochs"]), b["diverged"],
                              find_reported(suite_info.get("reported"), b["config"], layout, col), b["config"],
-                             b["values"], choice))
+                             b["values"], choice, b["records"]))
     entries.sort(key=lambda e: (str(e.table), tuple(map(str, e.row)), sort_key(e.column)))
     first = recs[0] if recs else {}
     prov = {"commits": sorted({r.get("commit", "?") for r in recs}), "devices": sorted({r.get("device", "?") for r in recs}),
@@ -250,8 +252,8 @@ def fmt(s: Summary, digits: int = 2) -> str:
             return f"{s.mean:.2e} (n=1)"
         text = f"{s.mean:.2e} [{s.low:.1e} … {s.high:.1e}] ({s.n})"
         if s.ci95 is not None and math.isfinite(s.ci95):
-            # the interval that decides a status (zoo.bench.analyze.status.cell_status): the 95 % CI of
-            # the geometric mean, mean ×/÷ 10^ci95 — printed so that every status can be checked here
+            # the 95 % CI of the geometric mean, mean ×/÷ 10^ci95 (a status is decided on the interval of
+            # the difference from the paper's number, zoo.bench.analyze.agreement, printed in the Δ column)
             text += f", 95 % CI {s.mean / 10 ** s.ci95:.1e} … {s.mean * 10 ** s.ci95:.1e}"
         return text
     if s.ci95 is None:

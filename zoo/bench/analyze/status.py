@@ -6,17 +6,24 @@
 writes ``docs/reproduction.md`` (deterministic: stable order, no timestamps, so it can be diffed
 and checked by a test) and ``docs/reproduction/index.html`` (the same tables as a page with plots).
 
-Status of a cell that has a paper number (:func:`cell_status`):
+Status of a cell that has a paper number (:func:`status_of`; the comparison is
+:mod:`zoo.bench.analyze.agreement`: the 95 % interval of ours − paper, Welch, with the paper's
+spread where stored and a prediction interval for a one-run paper number, against a margin of
+3 accuracy points or 0.5 energy decade):
 
-* *reproduced* — accuracies (%): the paper's value lies inside our mean ± 95 % CI; where a CI is
-  missing on either side (ours: n < 3, see ``MIN_RUNS_FOR_CI``; the paper's: not stored)
-  ``|Δ| ≤ 1`` point also counts.  Energies (log-normal over seeds, compared in log10): the paper's
-  value lies inside the 95 % CI of our geometric mean (Student t on log10, in decades); with
-  n < 3, ``|Δlog10| ≤ 0.5`` (a factor of √10).
-* *differs — explained* — not reproduced, and the notes file gives the measured cause
-  (``status = "differs"``).
-* *open* — not reproduced and not explained; the notes file must say what was tried
-  (``status = "open"``), else the report is refused (:class:`MissingNotesError`).
+* *reproduced* — the interval lies within the margin;
+* *consistent, too noisy to tell* — it contains 0 but reaches past the margin (the page says how
+  many runs of ours would decide it);
+* *differs — explained* — it excludes 0 (not within the margin), and the notes file gives the
+  measured cause (``status = "differs"``);
+* *open* — it differs and is not explained; the notes file must say what was tried
+  (``status = "open"``), else the report is refused (:class:`MissingNotesError`);
+* *underspecified* — the paper does not define the protocol behind its number (what it leaves
+  out is listed, each with the measured sensitivity of our numbers to it): no run can settle the
+  cell, whatever its numbers (``status = "underspecified"`` with ``leaves_out``).
+
+The runs behind the paper's numbers come from the reported file's ``runs`` (``{"n": 5, "source":
+"§4", "quote": "..."}``; ``null`` or absent: not stated, each number read as one run).
 
 Only the reading the suite declares as the text's gets a status: where several cells carry one
 paper number, the reported file's ``readings`` (:mod:`zoo.bench.analyze.readings`) names the
@@ -31,8 +38,9 @@ Notes file (``docs/reproduction/notes.toml``)::
     suite = "balance_table2"                        # a suite name (required)
     table = "Table 2"                                # optional: the paper's table reference
     when = { dataset = "cornell_npz", num_layers = 10, init = "bal_x" }   # optional cell selector
-    status = "open"                                  # "open" or "differs"
+    status = "open"                                  # "open", "differs" or "underspecified"
     note = "what was tried / the measured cause"
+    leaves_out = [{ choice = "...", sensitivity = "..." }]   # "underspecified" only (required there)
 
 A cell takes the most specific matching note (most ``when`` keys, then ``table``; the later one
 on a tie).  ``when`` keys are cell keys (as in ``--where``); values may be lists (alternatives)
@@ -73,8 +81,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
+from zoo.bench.analyze import agreement as ag
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
+from zoo.bench.analyze import note_figures as nf
 from zoo.bench.analyze.missing_cost import (SLICE_KEYS, FillCommand, MissingCell, entry_matches, fill_commands,
                                             missing_cells, pending_seconds)
 from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
@@ -94,21 +104,19 @@ from zoo.bench.store.records import RESOLVED_FILE, read_resolved
 PathLike = Union[str, Path]
 NOTES_FILE = "notes.toml"  # next to the records folder: docs/reproduction/notes.toml
 
-REPRODUCED, DIFFERS, OPEN, NO_PAPER = "reproduced", "differs — explained", "open", "—"
+NO_PAPER = "—"
+REPRODUCED, NOISY = ag.REPRODUCED, ag.NOISY
+DIFFERS, OPEN = "differs — explained", "open"
+#: the paper does not define the protocol behind its number: no run can settle the cell
+UNDERSPECIFIED = "underspecified"
 #: a cell beside a paper number that is not the text's reading (zoo.bench.analyze.readings): shown, no status
 ALTERNATIVE = "alternative reading"
 ALTERNATIVE_NOT_RUN = "alternative reading not run"
-STATUSES = (REPRODUCED, DIFFERS, OPEN)
-NOTE_STATUS = {"differs": DIFFERS, "open": OPEN}
-NOTE_KEYS = ("suite", "table", "when", "finding", "status", "note")
-#: |Δ| (points) that counts as reproduced where a CI is missing; |Δlog10| (decades) for one energy run.
-POINTS_TOLERANCE = 1.0
-DECADES_TOLERANCE = 0.5
-#: runs below which our 95 % CI does not decide "reproduced": with n = 2 Student's t is 12.7, so two
-#: runs 20 points apart give a ±130-point interval that would call any paper number reproduced.
-MIN_RUNS_FOR_CI = 3
+STATUSES = (REPRODUCED, NOISY, DIFFERS, OPEN, UNDERSPECIFIED)
+NOTE_STATUS = {"differs": DIFFERS, "open": OPEN, "underspecified": UNDERSPECIFIED}
+NOTE_KEYS = ("suite", "table", "when", "finding", "status", "note", "leaves_out")
+LEAVES_OUT_KEYS = ("choice", "sensitivity")
 MISSING_NOTE = "NO NOTE YET (zoo report --draft): add one to notes.toml"
-_EPS = 1e-9  # paper values are rounded decimals: a boundary value counts as inside
 
 
 class ReportError(ValueError):
@@ -122,30 +130,26 @@ class MissingNotesError(ReportError):
 # --------------------------------------------------------------------------- status rules
 
 
-def cell_status(entry: lb.Entry, log_metric: bool) -> Optional[bool]:
-    """Whether ``entry`` reproduces its paper number (``None``: no paper number to compare)."""
+def comparison_values(entry: lb.Entry, geometric: bool) -> List[float]:
+    """A cell's run values on the comparison scale: finite ones, in log10 for energies (as its summary)."""
+    xs = [float(v) for v in entry.values if v is not None and math.isfinite(float(v))]
+    return [math.log10(x) for x in xs if x > 0] if geometric else xs
+
+
+def cell_agreement(entry: lb.Entry, geometric: bool, paper_runs: Optional[int] = None) -> Optional[ag.Agreement]:
+    """How ``entry`` compares with its paper number (``None``: it has none): the 95 % interval of
+    ours − paper and the outcome against the margin of its metric kind
+    (:mod:`zoo.bench.analyze.agreement`).  ``paper_runs``: the runs the paper states behind its
+    numbers (``None``: not stated, read as one run).  A cell without one finite value of ours, or
+    an energy the paper gives as <= 0, *differs*."""
     if entry.reported is None:
         return None
-    s = entry.summary
-    if s.mean is None:
-        return False
-    paper = float(entry.reported["value"])
-    if log_metric:
-        if paper <= 0:
-            return False
-        delta = abs(math.log10(s.mean) - math.log10(paper))
-        # The analogue of the accuracy rule in log10: the paper's value inside the 95 % CI of our
-        # geometric mean.  Not the min-max range: energies at init spread over 3-6 decades across
-        # seeds, and a range that wide would call a 2-decade gap "reproduced".
-        if s.n >= MIN_RUNS_FOR_CI and s.ci95 is not None:
-            return delta <= s.ci95 + _EPS
-        return delta <= DECADES_TOLERANCE + _EPS
-    diff = s.mean - paper
-    ours_ci = s.ci95 if s.n >= MIN_RUNS_FOR_CI else None
-    if ours_ci is not None and abs(diff) <= ours_ci + _EPS:
-        return True
-    paper_ci = entry.reported.get("ci95")
-    return (ours_ci is None or paper_ci is None) and abs(diff) <= POINTS_TOLERANCE + _EPS
+    margin = ag.MARGINS[ag.margin_unit(geometric)]
+    paper = ag.paper_number(entry.reported, paper_runs, geometric)
+    values = comparison_values(entry, geometric)
+    if paper is None or not values:
+        return ag.Agreement(ag.DIFFERS, math.nan, math.nan, math.nan, margin, len(values))
+    return ag.compare(values, paper, margin)
 
 
 # --------------------------------------------------------------------------- notes
@@ -161,6 +165,9 @@ class Note:
     index: int = 0  # position in the file (1-based), for messages and tie-breaking
     used: bool = False  # matched a cell with a paper number (set while building the report)
     finding: Optional[str] = None  # the id of a finding (zoo.bench.analyze.findings) this note explains, not cells
+    #: status "underspecified": what the paper leaves out, each ``(choice, measured sensitivity)``
+    leaves_out: List[Tuple[str, str]] = field(default_factory=list)
+    raw: str = ""  # the text as written, placeholders unfilled (``text`` is filled from the records)
 
     @property
     def specificity(self) -> Tuple[int, int, int]:
@@ -243,8 +250,32 @@ def load_notes(path: PathLike, contexts: Mapping[str, SuiteContext]) -> List[Not
                 raise ReportError(f"{where}: suite {suite!r} has no finding {finding!r}"
                                   + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
                                   + f". Its findings: {', '.join(ctx.findings) or '(none)'}.")
-        notes.append(Note(suite, NOTE_STATUS[status], item["note"].strip(), table, when, i, finding=finding))
+        leaves_out = _leaves_out(item, NOTE_STATUS[status], where)
+        notes.append(Note(suite, NOTE_STATUS[status], item["note"].strip(), table, when, i, finding=finding,
+                          leaves_out=leaves_out, raw=item["note"].strip()))
     return notes
+
+
+def _leaves_out(item: Mapping[str, Any], status: str, where: str) -> List[Tuple[str, str]]:
+    """An *underspecified* note's list of what the paper leaves out, each with the measured
+    sensitivity of our numbers to it (required: it is what the status rests on); other notes have none."""
+    raw = item.get("leaves_out")
+    example = 'leaves_out = [{ choice = "initialisation", sensitivity = "1.3x Xavier moves L = 2 by +0.3 decades" }]'
+    if status != UNDERSPECIFIED:
+        if raw is not None:
+            raise ReportError(f"{where}: 'leaves_out' belongs to a note with status = \"underspecified\"")
+        return []
+    if not isinstance(raw, list) or not raw:
+        raise ReportError(f"{where}: an underspecified note must list what the paper leaves out and the measured "
+                          f"sensitivity of our numbers to each choice: {example}")
+    out = []
+    for k, choice in enumerate(raw, 1):
+        if not isinstance(choice, dict) or sorted(choice) != sorted(LEAVES_OUT_KEYS) or \
+                not all(isinstance(choice[x], str) and choice[x].strip() for x in LEAVES_OUT_KEYS):
+            raise ReportError(f"{where}: leaves_out #{k} needs exactly the non-empty strings "
+                              f"{' and '.join(LEAVES_OUT_KEYS)}, e.g. {example}")
+        out.append((choice["choice"].strip(), choice["sensitivity"].strip()))
+    return out
 
 
 # --------------------------------------------------------------------------- the report
@@ -259,6 +290,9 @@ class Row:
     status: str
     note: Optional[Note] = None
     explanation: str = ""  # shown where there is no note (an alternative reading: why it has no status)
+    agreement: Optional[ag.Agreement] = None  # the comparison with the paper's number (None: no paper number)
+    #: the fewest runs of a compared cell in the same table, where this cell has more (unequal seeds)
+    table_runs: Optional[int] = None
 
 
 @dataclass
@@ -304,6 +338,8 @@ class Report:
     suites: List[SuiteReport]
     unrun: List[Dict[str, Any]]  # suites with paper numbers but no record folder
     notes: List[Note]
+    #: figures a note writes out that the records contradict or could state (zoo.bench.analyze.note_figures)
+    figure_problems: List[str] = field(default_factory=list)
 
     def findings(self) -> List[Tuple[str, fd.Result]]:
         """``(suite, result)`` of every finding: suites with records first, then those not run."""
@@ -333,6 +369,10 @@ class Report:
                 for r in rows:
                     out[r.status if r.status != NO_PAPER else "no paper number"] += 1
         return out
+
+    def unequal_runs(self) -> List[Tuple[SuiteReport, Row]]:
+        """Compared cells with more runs than another compared cell of their table (flagged on the page)."""
+        return [(s, r) for s in self.suites for rows in s.rows.values() for r in rows if r.table_runs is not None]
 
     def unused_notes(self) -> List[Note]:
         """Notes of suites with records that match none of their compared cells (a typo in ``when``?)."""
@@ -497,17 +537,19 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
     board.dropped = dropped
     log_metric = lb.is_log_metric(board)
     readings = _readings(info)
+    runs = paper_runs(info.get("reported"), f"{info.get('name')}: reported numbers")
     rows: Dict[Any, List[Row]] = {}
     for e in board.entries:
-        ok = cell_status(e, log_metric)
+        agreement = cell_agreement(e, log_metric, runs)
         ref = str(e.reported["table"]) if e.reported is not None else ""
         reading = None if readings is None else fd.entry_value(board, e, readings.key)
-        if ok is not None and readings is not None and not readings.is_text(reading):
-            rows.setdefault(e.table, []).append(Row(e, ref, ALTERNATIVE, None, readings.explanation(reading)))
+        if agreement is not None and readings is not None and not readings.is_text(reading):
+            rows.setdefault(e.table, []).append(Row(e, ref, ALTERNATIVE, None, readings.explanation(reading),
+                                                    agreement))
             continue
-        note = _note_for(board, e, ref, notes) if ok is not None else None
-        status = NO_PAPER if ok is None else REPRODUCED if ok else (note.status if note else OPEN)
-        rows.setdefault(e.table, []).append(Row(e, ref, status, note))
+        note = _note_for(board, e, ref, notes) if agreement is not None else None
+        rows.setdefault(e.table, []).append(Row(e, ref, status_of(agreement, note), note, agreement=agreement))
+    flag_unequal_runs(rows)
     # a paper number is run once the text's reading of it is (a number keyed by model / norm, not by
     # the readings key, also matches the alternatives' cells: those do not run the paper's cell)
     by_text = {id(r.entry.reported) for rs in rows.values() for r in rs if r.ref and r.status != ALTERNATIVE}
@@ -533,6 +575,44 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
         scale += f" Runs per table cell: {ns[0]}" + (f"–{ns[-1]}" if ns[-1] != ns[0] else "") + "."
     return SuiteReport(folder, board, info, recs, rows, scale, not_run, other, stale, unmatched=unmatched,
                        readings=readings, alternatives_not_run=alternatives_not_run)
+
+
+def flag_unequal_runs(rows: Mapping[Any, List[Row]]) -> None:
+    """Mark each compared cell that has more runs than another compared cell of its table: a table's
+    cells run the same seeds, and seeds added to some cells only (say, the failing ones) bias the
+    statuses.  The fix is to give the others the same seeds, never to drop runs."""
+    for table_rows in rows.values():
+        compared = [r for r in table_rows if r.agreement is not None and r.status != ALTERNATIVE]
+        if not compared:
+            continue
+        fewest = min(r.entry.summary.n for r in compared)
+        for r in compared:
+            r.table_runs = fewest if r.entry.summary.n > fewest else None
+
+
+def status_of(agreement: Optional[ag.Agreement], note: Optional[Note]) -> str:
+    """A cell's status: an *underspecified* note decides it whatever the numbers; else the
+    numbers do, and a cell that differs is *differs — explained* or *open* by its note."""
+    if agreement is None:
+        return NO_PAPER
+    if note is not None and note.status == UNDERSPECIFIED:
+        return UNDERSPECIFIED
+    if agreement.outcome != ag.DIFFERS:
+        return agreement.outcome
+    return note.status if note is not None else OPEN
+
+
+def paper_runs(reported: Optional[Mapping[str, Any]], origin: str) -> Optional[int]:
+    """The runs a reported file says are behind each of the paper's numbers (``runs.n``; ``None``:
+    not stated, each number read as one run)."""
+    raw = (reported or {}).get("runs")
+    if raw is None:
+        return None
+    n = raw.get("n") if isinstance(raw, Mapping) else raw
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ReportError(f"{origin}: runs.n must be the number of runs behind each paper number (an int >= 1) "
+                          f"or null where the paper does not say, got {n!r}")
+    return n
 
 
 def text_entries(entries: Sequence[Mapping[str, Any]], readings: Optional[Readings],
@@ -751,7 +831,33 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
                       "alternatives_not_run": len(all_entries) - len(entries),
                       "tables": per_table, "findings": _suite_findings(name, s, None, None, notes),
                       "layout": s["layout"], "missing": missing, "fill": fill})
-    return Report(suites, unrun, notes)
+    return Report(suites, unrun, notes, bind_notes(suites, notes, Path(notes_path) if notes_path is not None
+                                                   else default_notes(root)))
+
+
+def bind_notes(suites: Sequence[SuiteReport], notes: Sequence[Note], path: Path) -> List[str]:
+    """Fill each note's placeholders from its suite's records (``note.text``) and return the problems
+    with the figures notes write out (:func:`zoo.bench.analyze.note_figures.drift`)."""
+    by_suite = {s.board.suite: s for s in suites}
+    problems: List[str] = []
+    for n in notes:
+        s = by_suite.get(n.suite)
+        where = f"{path.name} [[note]] #{n.index} ({n.suite})"
+        rows = [r for rs in (s.rows.values() if s else ()) for r in rs]
+        by_entry = {id(r.entry): r for r in rows}
+
+        def decided(e: lb.Entry, name: str) -> str:
+            r = by_entry[id(e)]
+            if name == "status":
+                return r.status
+            return r.agreement.interval_text() if r.agreement is not None else ""
+        try:
+            n.text = nf.fill(n.raw or n.text, s.board if s else None, n.when, where, decided)
+        except nf.NoteFigureError as e:
+            raise ReportError(str(e)) from None
+        if s is not None:
+            problems += nf.drift(n.raw or n.text, s.board, [r.entry for r in rows if r.note is n], where)
+    return problems
 
 
 def default_notes(records_dir: Path) -> Path:

@@ -12,8 +12,9 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DECADES_TOLERANCE, DIFFERS, FINDING_COUNTS,
-                                      MISSING_NOTE, NO_PAPER, OPEN, POINTS_TOLERANCE, REPRODUCED, STATUSES, Report,
+from zoo.bench.analyze import agreement as ag
+from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DIFFERS, FINDING_COUNTS, MISSING_NOTE,
+                                      NO_PAPER, NOISY, OPEN, REPRODUCED, STATUSES, UNDERSPECIFIED, Note, Report,
                                       Row, SuiteReport, finding_counts)
 from zoo.bench.render.html import page, plots, slug
 from zoo.bench.render.sources import ReportSources
@@ -55,14 +56,30 @@ def _machines(report: Report) -> List[str]:
 
 
 def rules_text() -> List[str]:
+    """The status rules as the page states them, written from the constants the code applies."""
+    pts, dec = ag.MARGINS["points"], ag.MARGINS["decades"]
     return [
-        f"- **{REPRODUCED}**: accuracies (%) — the paper's value lies inside our mean ± 95 % CI (Student t over "
-        "seeds); where a CI is missing (ours with n = 1, or the paper's not stored) "
-        f"|Δ| ≤ {POINTS_TOLERANCE:g} point also counts. Energies (log-normal over seeds, compared in log10) — "
-        "the paper's value lies inside the 95 % CI of our geometric mean (Student t on log10, in decades); "
-        f"with n = 1, |Δlog10| ≤ {DECADES_TOLERANCE:g} decade.",
-        f"- **{DIFFERS}**: not reproduced; the note gives the measured cause.",
-        f"- **{OPEN}**: not reproduced and not explained yet; the note says what was tried.",
+        "- Each cell with a paper number gets the **95 % interval of ours − paper** (Welch's two-sample interval "
+        "with Welch–Satterthwaite degrees of freedom; Welch 1947). The paper's run-to-run spread is read from what "
+        "it stores: a 95 % CI over its n runs (sd = CI · √n / t), an sd, or an unnamed ± read as an sd (the widest "
+        "reading); where it stores none, its runs are taken to spread as ours, and a paper number of one run (or "
+        "of an unstated number of runs) is compared by the prediction interval of one new draw. Energies are "
+        "compared in log10. Fewer than two runs of ours decide nothing.",
+        f"- Equivalence margin (the smallest difference that counts): **±{pts:g} points** for accuracies and "
+        f"other percentages, **±{dec:g} decade** (a factor {10 ** dec:.1f}) for energies. {pts:g} points is about "
+        "one test node of the smallest test sets compared (Cornell, Texas: 37 nodes, 2.7 points a node) and well "
+        "under the gaps the papers' claims rest on (5–70 points); the energy claims are growth or decay by 1–12 "
+        "decades over depth.",
+        f"- **{REPRODUCED}**: the whole interval lies within ± the margin (two one-sided tests, Schuirmann 1987; "
+        "Lakens, Scheel & Isager 2018), even where it excludes 0.",
+        f"- **{NOISY}**: the interval contains 0 but reaches past the margin; the status says how many runs of "
+        "ours would decide it at the current mean and spread (or that none would: the paper's own uncertainty is "
+        "wider than the margin).",
+        f"- **{DIFFERS}** / **{OPEN}**: the interval excludes 0 and is not within the margin; the note gives the "
+        "measured cause (explained) or what was tried (open).",
+        f"- **{UNDERSPECIFIED}**: the paper does not define the protocol behind its number; the note lists what it "
+        "leaves out and the measured sensitivity of our numbers to each choice. No run can settle such a cell; "
+        "it is counted apart from open, whatever its numbers (the Δ column still shows them).",
         f"- **not run**: a paper number whose cell (the text's reading) has no record yet. `{NO_PAPER}`: our cell "
         "has no paper number.",
         f"- **{ALTERNATIVE}**: a cell beside a paper number that its suite does not declare as the text's reading "
@@ -95,6 +112,9 @@ def to_markdown(report: Report, sources: ReportSources) -> str:
         lines += [f"Paper cells not run: {missing_totals(report.missing())}; each suite lists them with the "
                   f"`zoo bench ... --where ...` commands that would run them.{' ' + gpu_caveat() if gpu_caveat() else ''}",
                   ""]
+    if report.unequal_runs():
+        lines += [f"Cells with more runs than another compared cell of their table (⚑; a table's cells run the "
+                  f"same seeds, so the others are due the same seeds): {len(report.unequal_runs())}.", ""]
     if counts["no paper number"]:
         lines += [f"Our cells without a paper number: {counts['no paper number']}.", ""]
     if counts[ALTERNATIVE] or counts[ALTERNATIVE_NOT_RUN]:
@@ -106,14 +126,15 @@ def to_markdown(report: Report, sources: ReportSources) -> str:
               "Status rules:", "", *rules_text(), "", '<a id="findings-rules"></a>Findings rules '
               "(`zoo/bench/findings.py`):", "", *findings_rules_text(), ""]
     if report.suites:
-        lines += ["| suite | scale | runs | compute | reproduced | differs | open | paper cells not run | "
-                  "findings held / contradicted / inconclusive / not run |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| suite | scale | runs | compute | reproduced | too noisy | differs — explained | open | "
+                  "underspecified | paper cells not run | findings held / contradicted / inconclusive / not run |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in report.suites:
             c = _suite_counts(s)
             lines.append(f"| [{s.board.suite}](#{_anchor(s.board.suite)}) | {s.scale.split(' — ')[0].strip('*')} | "
-                         f"{len(s.records)} | {_hours(s.wall_time_s)} | {c[REPRODUCED]} | {c[DIFFERS]} | {c[OPEN]} | "
-                         f"{sum(s.not_run.values())} | {_finding_counts_text(s.findings)} |")
+                         f"{len(s.records)} | {_hours(s.wall_time_s)} | "
+                         + " | ".join(str(c[k]) for k in STATUSES)
+                         + f" | {sum(s.not_run.values())} | {_finding_counts_text(s.findings)} |")
         lines.append("")
     for s in report.suites:
         lines += _suite_markdown(s, sources)
@@ -210,8 +231,67 @@ def _suite_counts(s: SuiteReport) -> Dict[str, int]:
 
 def _note_text(r: Row) -> str:
     if r.note is not None:
-        return r.note.text
+        return note_body(r.note)
     return MISSING_NOTE if r.status == OPEN else r.explanation
+
+
+def note_body(note: Note) -> str:
+    """A note as printed: its text, and for an *underspecified* one what the paper leaves out."""
+    if not note.leaves_out:
+        return note.text
+    parts = "; ".join(f"({i}) {choice} — {sensitivity}" for i, (choice, sensitivity) in enumerate(note.leaves_out, 1))
+    return f"{note.text} The paper leaves out (each with the measured sensitivity of our numbers): {parts}"
+
+
+def delta_text(board: lb.Board, r: Row) -> str:
+    """Δ and its 95 % interval (the numbers a status is decided on)."""
+    a = r.agreement
+    if a is None or a.delta != a.delta:  # no paper number; or no finite value of ours
+        return lb.fmt_diff(board, r.entry.diff)
+    if a.runs < 2:
+        return f"{ag.signed(a.delta)} (one run)"
+    return f"{ag.signed(a.delta)} {a.interval_text()}"
+
+
+def status_text(r: Row) -> str:
+    """The status, with the runs that would decide a cell too noisy to tell, and the flag of a cell
+    with more runs than the rest of its table."""
+    flag = f" ⚑ {r.entry.summary.n} runs, its table {r.table_runs}" if r.table_runs is not None else ""
+    return _status_words(r) + flag
+
+
+def _status_words(r: Row) -> str:
+    a = r.agreement
+    if r.status != NOISY or a is None:
+        return r.status
+    if a.runs < 2:
+        return f"{NOISY} (one run: no spread of ours)"
+    if a.seeds is None:
+        return f"{NOISY} (no number of runs decides: the paper's own ± exceeds the margin)"
+    return f"{NOISY} (≈ {a.seeds} runs would decide)"
+
+
+def suite_notes(s: SuiteReport) -> Dict[str, int]:
+    """The suite's notes as printed, numbered once per suite in the order the rows cite them."""
+    numbered: Dict[str, int] = {}
+    for rows in s.rows.values():
+        for r in rows:
+            text = _note_text(r)
+            if text and text != MISSING_NOTE:
+                numbered.setdefault(text, len(numbered) + 1)
+    return numbered
+
+
+def runs_line(reported: Any) -> str:
+    """How the suite's paper numbers are read: the runs behind each, and where the paper says so."""
+    if not reported or not reported.get("entries"):
+        return ""
+    runs = reported.get("runs") or {}
+    if runs.get("n"):
+        quote = f": “{runs['quote']}”" if runs.get("quote") else ""
+        return f"Paper's numbers: each the mean of {runs['n']} runs ({runs.get('source', '')}{quote})."
+    why = runs.get("source") or "the reported file does not say"
+    return f"Paper's numbers: each read as one run, compared by a prediction interval ({why})."
 
 
 def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
@@ -221,6 +301,8 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
     if meta.get("paper"):
         lines.append(f"Paper: {meta['paper']}" + (f" — {', '.join(meta['tables'])}" if meta.get("tables") else "")
                      + (f" (numbers: `benchmarks/suites/{meta['reported']}`)" if meta.get("reported") else "") + ".")
+    if runs_line(s.info.get("reported")):
+        lines += ["", runs_line(s.info.get("reported"))]
     if s.readings is not None:
         lines += ["", s.readings.summary()]
     lines += ["", f"Scale: {s.scale}", ""]
@@ -242,7 +324,10 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
         lines += ["The paper's numbers were edited since these records were made; the current "
                   f"`benchmarks/suites/{meta.get('reported', 'reported/')}` is used.", ""]
     lay = b.layout
-    head = [*lay["rows"], lay["columns"], "ours", "paper", lb.diff_label(b), "status", "note"]
+    head = [*lay["rows"], lay["columns"], "ours", "paper", f"{lb.diff_label(b)} [95 % interval]", "status", "note"]
+    # A note usually covers many cells, and some span tables: numbered once per suite, printed once
+    # under the first table citing it, cited by number everywhere.
+    numbered, printed = suite_notes(s), set()
     for table, rows in s.rows.items():
         refs = sorted({r.ref for r in rows if r.ref})
         title = f"{lay['table_by']} = {table}" if lay.get("table_by") else "results"
@@ -250,26 +335,27 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
         many = len(refs) > 1
         h = head[:-4] + (["paper table"] if many else []) + head[-4:]
         lines += ["| " + " | ".join(h) + " |", "|" + "---|" * len(h)]
-        # A note usually covers many cells: print it once under the table, cite it in the rows.
-        numbered: Dict[str, int] = {}
-        for r in rows:
-            text = _note_text(r)
-            if text and text != MISSING_NOTE:
-                numbered.setdefault(text, len(numbered) + 1)
+        cited: List[str] = []
         for r in rows:
             e = r.entry
-            ours = ours_text(e)
-            cells = [*map(str, e.row), str(e.column), ours]
+            cells = [*map(str, e.row), str(e.column), ours_text(e)]
             if many:
                 cells.append(r.ref)
             text = _note_text(r)
-            cells += [fmt_paper(b, e.reported) if e.reported else "", lb.fmt_diff(b, e.diff), r.status,
+            if text in numbered and text not in cited:
+                cited.append(text)
+            cells += [fmt_paper(b, e.reported) if e.reported else "", delta_text(b, r), status_text(r),
                       f"[{numbered[text]}]" if text in numbered else text]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
-        lines += [f"[{i}] {_cell(text)}" + ("  " if i < len(numbered) else "") for text, i in numbered.items()]
-        if numbered:
+        new = [t for t in cited if t not in printed]
+        lines += [f"[{numbered[t]}] {_cell(t)}" + ("  " if k < len(new) - 1 else "") for k, t in enumerate(new)]
+        if new:
             lines.append("")
+        earlier = [numbered[t] for t in cited if t in printed]
+        if earlier:
+            lines += ["Note(s) " + ", ".join(f"[{i}]" for i in earlier) + " above.", ""]
+        printed.update(new)
     if s.other_metric:
         lines += [f"{s.other_metric} paper number(s) of another metric are not compared (this suite's leaderboard "
                   f"shows {lay['metric']}).", ""]
@@ -322,13 +408,15 @@ def to_html(report: Report, sources: ReportSources) -> str:
                     f"<code>{h.escape(_display_path(s.folder, sources.root))}</code>, {len(s.records)} runs, "
                     f"{h.escape(_hours(s.wall_time_s))}; commit(s) "
                     f"{h.escape(', '.join(c[:7] for c in b.provenance['commits']))}.</p>")
+        numbered, printed = suite_notes(s), set()
         for table, t in lb.tables(b).items():
             rows = s.rows[table]
             tid = slug(b.suite, table)
             refs = sorted({r.ref for r in rows if r.ref})
             title = f"{lay['table_by']} = {table}" if lay.get("table_by") else "results"
             body.append(f'<h3 id="{tid}"><a href="#{tid}">{h.escape(title)}</a> {h.escape(", ".join(refs))}</h3>')
-            head = [*lay["rows"], lay["columns"], "ours", "paper", lb.diff_label(b), "status", "note"]
+            head = [*lay["rows"], lay["columns"], "ours", "paper", f"{lb.diff_label(b)} [95 % interval]", "status",
+                    "note"]
             body.append('<table class="sortable"><thead><tr>' + "".join(f"<th>{h.escape(str(k))}</th>" for k in head)
                         + "</tr></thead><tbody>")
             for r in rows:
@@ -338,11 +426,18 @@ def to_html(report: Report, sources: ReportSources) -> str:
                 tds = "".join(f'<td class="k">{h.escape(str(x))}</td>' for x in (*e.row, e.column))
                 tds += f'<td data-v="{v}">{h.escape(ours_text(e, diverged=False))}</td>'
                 tds += f"<td>{h.escape(fmt_paper(b, e.reported)) if e.reported else ''}</td>"
-                tds += f"<td>{h.escape(lb.fmt_diff(b, e.diff))}</td>"
-                tds += f'<td class="{cls}">{h.escape(r.status)}</td>'
-                tds += f'<td style="text-align:left">{h.escape(_note_text(r))}</td>'
+                tds += f"<td>{h.escape(delta_text(b, r))}</td>"
+                tds += f'<td class="{cls}">{h.escape(status_text(r))}</td>'
+                text = _note_text(r)
+                tds += f'<td style="text-align:left">{h.escape(f"[{numbered[text]}]" if text in numbered else text)}</td>'
                 body.append(f"<tr>{tds}</tr>")
             body.append("</tbody></table>")
+            new = list(dict.fromkeys(_note_text(r) for r in rows if _note_text(r) in numbered
+                                     and _note_text(r) not in printed))
+            if new:
+                body.append("<ol class=notes>" + "".join(f'<li value="{numbered[x]}">{h.escape(x)}</li>' for x in new)
+                            + "</ol>")
+            printed.update(new)
             body.append(plots(b, table, t))
         if s.findings:
             body.append(f"<h3>{h.escape(b.suite)}: findings</h3>" + _findings_html(s.findings, lay))
