@@ -33,6 +33,7 @@ LAYERS: Dict[str, Set[str]] = {
     "zoo.bench.render": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze"},
     "zoo.bench.publish": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze",
                           "zoo.bench.render"},
+    "zoo.bench.recheck": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.run", "zoo.bench.analyze"},
 }
 #: The training layer: ``zoo.bench`` and ``zoo.fit`` (:mod:`zoo.fitting`) build on it, so it imports neither.
 TRAINER = "zoo.trainer"

@@ -1,4 +1,4 @@
-"""``zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft | --todo]``:
+"""``zoo report [RECORDS_DIR] [--md FILE] [--html FILE] [--notes FILE] [--check | --draft | --todo | --recheck N]``:
 the reproduction report from committed run records, with a status per cell."""
 from __future__ import annotations
 
@@ -50,6 +50,14 @@ def register(sub: Any) -> None:
                    help="with --todo: the cheapest commands adding up to at most this many estimated hours")
     p.add_argument("--out-root", default=None,
                    help="with --todo: add --out OUT_ROOT/<suite> to each command (pipe the list to sh to run it)")
+    p.add_argument("--recheck", type=int, default=None, metavar="N",
+                   help="write nothing; re-run N committed records drawn at random (cheapest first) in a fresh "
+                        "folder and print per record: ids equal, epochs equal, metric bitwise / within tolerance, "
+                        "whether its cell's status would change (exit 1 where the determinism contract breaks)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="with --recheck: draw among records whose recorded run fits MAX_MINUTES / N, and start no "
+                        "re-run once MAX_MINUTES are spent")
+    p.add_argument("--draw-seed", type=int, default=0, help="with --recheck: the seed of the draw (default 0)")
     p.set_defaults(handler=run, prog=p.prog)
 
 
@@ -66,10 +74,27 @@ def _todo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recheck(args: argparse.Namespace) -> int:
+    from zoo.bench.recheck import lines, recheck
+
+    if args.recheck < 1:
+        raise CliError(f"--recheck takes the number of records to re-run (>= 1), got {args.recheck}")
+    outcomes = recheck(args.records, args.recheck, args.max_minutes, args.draw_seed)
+    if not outcomes:
+        print("zoo report: no committed record to re-run in that budget", file=sys.stderr)
+        return EXIT_NOTHING
+    print("\n".join(lines(outcomes)))
+    return EXIT_FAILED if any(o.breaks_contract for o in outcomes) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     from zoo.bench.analyze.status import MissingNotesError
     from zoo.bench.publish import write_report
 
+    if args.recheck is not None:
+        return _recheck(args)
+    if args.max_minutes is not None:
+        raise CliError("--max-minutes goes with --recheck (zoo report --recheck 10 --max-minutes 20)")
     if args.todo:
         return _todo(args)
     if args.todo_class is not None or args.max_hours is not None or args.out_root is not None:
