@@ -61,10 +61,11 @@ def _cpu() -> Dict[str, Any]:
     model, flags = platform.processor() or platform.machine(), set()
     try:
         text = Path("/proc/cpuinfo").read_text()
-        found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-        model = found.group(1).strip() if found else model
-        line = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.M)
-        flags = set(line.group(1).split()) if line else set()
+        # the first core's lines (findall: every core repeats them)
+        found = re.findall(r"^model name\s*:\s*(.+)$", text, re.M)
+        model = found[0].strip() if found else model
+        line = re.findall(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.M)
+        flags = set(line[0].split()) if line else set()
     except OSError:  # not Linux: the model name only
         pass
     return {"cpu": model, "isa": [f for f in ISA_FLAGS if f in flags],
@@ -76,8 +77,8 @@ def _blas() -> str:
     """The BLAS / LAPACK torch was built with (``BLAS_INFO`` / ``LAPACK_INFO`` of its build settings)."""
     config = torch.__config__.show()
     parts = [m.group(0) for m in re.finditer(r"(?:BLAS_INFO|LAPACK_INFO)=[^,\s]+", config)]
-    mkl = re.search(r"Math Kernel Library Version ([^\s]+)", config)
-    return ", ".join(parts + ([f"MKL {mkl.group(1)}"] if mkl else [])) or "unknown"
+    mkl = re.findall(r"Math Kernel Library Version ([^\s]+)", config)
+    return ", ".join(parts + ([f"MKL {mkl[0]}"] if mkl else [])) or "unknown"
 
 
 def float_order(device: torch.device) -> Dict[str, Any]:
