@@ -10,6 +10,7 @@ import torch
 from tests.conftest import REPO
 from zoo.bench import recheck as rc
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.run.provenance import float_order
 from zoo.bench.store.records import read_records
 from zoo.bench.suite.load import parse_suite
@@ -26,7 +27,7 @@ def test_records_carry_what_decides_float_order(tmp_path, monkeypatch):
     """Regression: a record did not say what decides its float summation order, so a re-run that
     differed could not be told from a broken one."""
     monkeypatch.setenv("ZOO_DATA", str(tmp_path / "data"))
-    run_suite(parse_suite(TWIN), tmp_path / "out", device="cpu", quiet=True, threads=1)
+    run_suite(parse_suite(TWIN), tmp_path / "out", RunOptions(device="cpu", quiet=True, threads=1))
     recs = read_records(tmp_path / "out")
     assert len(recs) == 2
     order = recs[0]["float_order"]

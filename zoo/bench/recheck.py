@@ -29,6 +29,7 @@ from zoo.bench.analyze import agreement as ag
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import status as rp
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 from zoo.bench.run.provenance import float_order
 from zoo.bench.store import records as store
 from zoo.bench.store.folders import read_folder
@@ -124,8 +125,10 @@ def _rerun(c: Candidate, out: Path, data_root: Optional[PathLike]) -> Dict[str, 
     suite = load_suite(c.suite)
     cfg = c.record["config"]
     where = {k: [cell_value(cfg, k)] for k in varying_keys(suite)}
-    run_suite(suite, out, device="cpu", quiet=True, where=where, threads=1, data_root=data_root,
-              resume_every="off")
+    # the record's thread count where it carries one: the contract's "same threads"
+    threads = int((c.record.get("float_order") or {}).get("torch_threads") or 1)
+    run_suite(suite, out, RunOptions(device="cpu", quiet=True, where=where, threads=threads, data_root=data_root,
+                                     resume_every="off"))
     new = [r for r in store.read_records(out / store.RESULTS_FILE) if not store.is_failed(r)]
     if len(new) != 1:
         raise RuntimeError(f"the re-run gave {len(new)} records, expected 1")
