@@ -168,6 +168,7 @@ class Note:
     #: status "underspecified": what the paper leaves out, each ``(choice, measured sensitivity)``
     leaves_out: List[Tuple[str, str]] = field(default_factory=list)
     raw: str = ""  # the text as written, placeholders unfilled (``text`` is filled from the records)
+    raw_leaves_out: List[Tuple[str, str]] = field(default_factory=list)  # ``leaves_out`` as written
 
     @property
     def specificity(self) -> Tuple[int, int, int]:
@@ -252,7 +253,7 @@ def load_notes(path: PathLike, contexts: Mapping[str, SuiteContext]) -> List[Not
                                   + f". Its findings: {', '.join(ctx.findings) or '(none)'}.")
         leaves_out = _leaves_out(item, NOTE_STATUS[status], where)
         notes.append(Note(suite, NOTE_STATUS[status], item["note"].strip(), table, when, i, finding=finding,
-                          leaves_out=leaves_out, raw=item["note"].strip()))
+                          leaves_out=list(leaves_out), raw=item["note"].strip(), raw_leaves_out=leaves_out))
     return notes
 
 
@@ -842,8 +843,10 @@ def bind_notes(suites: Sequence[SuiteReport], notes: Sequence[Note], path: Path)
     problems: List[str] = []
     for n in notes:
         s = by_suite.get(n.suite)
+        if s is None:  # a suite without records is not on the page: nothing to fill or check against
+            continue
         where = f"{path.name} [[note]] #{n.index} ({n.suite})"
-        rows = [r for rs in (s.rows.values() if s else ()) for r in rs]
+        rows = [r for rs in s.rows.values() for r in rs]
         by_entry = {id(r.entry): r for r in rows}
 
         def decided(e: lb.Entry, name: str) -> str:
@@ -851,12 +854,15 @@ def bind_notes(suites: Sequence[SuiteReport], notes: Sequence[Note], path: Path)
             if name == "status":
                 return r.status
             return r.agreement.interval_text() if r.agreement is not None else ""
+        board = s.board
         try:
-            n.text = nf.fill(n.raw or n.text, s.board if s else None, n.when, where, decided)
+            n.text = nf.fill(n.raw or n.text, board, n.when, where, decided)
+            n.leaves_out = [(nf.fill(c, board, n.when, where, decided), nf.fill(x, board, n.when, where, decided))
+                            for c, x in (n.raw_leaves_out or n.leaves_out)]
         except nf.NoteFigureError as e:
             raise ReportError(str(e)) from None
-        if s is not None:
-            problems += nf.drift(n.raw or n.text, s.board, [r.entry for r in rows if r.note is n], where)
+        written = " ".join([n.raw or n.text, *(x for pair in (n.raw_leaves_out or n.leaves_out) for x in pair)])
+        problems += nf.drift(written, s.board, [r.entry for r in rows if r.note is n], where)
     return problems
 
 
