@@ -135,31 +135,35 @@ def _rerun(c: Candidate, out: Path, data_root: Optional[PathLike]) -> Dict[str, 
     return new[0]
 
 
-def _status_change(c: Candidate, new: Mapping[str, Any], shipped: Mapping[str, Any]) -> Tuple[str, str]:
-    """The outcome of the record's report cell as committed, and with the re-run's value in its place."""
+def _status_change(c: Candidate, new: Mapping[str, Any], shipped: Mapping[str, Any],
+                   notes: Sequence[rp.Note]) -> Tuple[str, str]:
+    """The report's status of the record's cell as committed, and with the re-run's value in its place."""
     s = shipped[c.suite]
-    report = rp.suite_report(c.folder, [], s["reported"], s["metric"])
+    report = rp.suite_report(c.folder, notes, s["reported"], s["metric"])
     metric = report.board.layout["metric"]
     runs = rp.paper_runs(report.info.get("reported"), c.suite)
     geometric = lb.is_log_metric(report.board)
     for rows in report.rows.values():
         for row in rows:
             ids = [r["id"] for r in row.entry.records]
-            if c.record["id"] not in ids or row.agreement is None:
+            if c.record["id"] not in ids:
                 continue
+            if row.agreement is None or row.status == rp.ALTERNATIVE:  # no status to change
+                return row.status, row.status
             scale = float(report.board.layout.get("scale", 100.0)) if metric_spec(metric).percent else 1.0
             values = list(row.entry.values)
             value = _metric(new, metric)
             values[ids.index(c.record["id"])] = None if value is None or isinstance(value, dict) else value * scale
             after = rp.cell_agreement(dataclasses.replace(row.entry, values=values), geometric, runs)
-            return row.agreement.outcome, (after.outcome if after is not None else "")
-    return "", ""
+            return row.status, rp.status_of(after, row.note)
+    return rp.NO_PAPER, rp.NO_PAPER
 
 
 def recheck(records_dir: PathLike, n: int, max_minutes: Optional[float] = None, seed: int = 0,
             data_root: Optional[PathLike] = None) -> List[Outcome]:
     """Re-run ``n`` drawn records (module docstring); stops starting new ones once ``max_minutes`` is spent."""
     shipped = rp._shipped_suites()
+    notes = rp.shipped_notes(records_dir)
     chosen = draw(candidates(records_dir, list(shipped)), n, max_minutes, seed)
     here = float_order(torch.device("cpu"))
     outcomes: List[Outcome] = []
@@ -187,7 +191,7 @@ def recheck(records_dir: PathLike, n: int, max_minutes: Optional[float] = None, 
             o.rel_diff = _relative(old_v, new_v)
             recorded = c.record.get("float_order")
             o.same_float_order = None if recorded is None else _same_order(recorded, here)
-            o.status_before, o.status_after = _status_change(c, new, shipped)
+            o.status_before, o.status_after = _status_change(c, new, shipped, notes)
     return outcomes
 
 

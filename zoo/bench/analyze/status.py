@@ -866,6 +866,14 @@ def bind_notes(suites: Sequence[SuiteReport], notes: Sequence[Note], path: Path)
     return problems
 
 
+def shipped_notes(records_dir: PathLike) -> List[Note]:
+    """The notes file beside ``records_dir``, read against the shipped suites (for a caller that
+    decides some cells' statuses without building the whole report)."""
+    contexts = {name: SuiteContext(_paper_tables(s["meta"], s["reported"]), s["keys"], [f.id for f in s["findings"]])
+                for name, s in _shipped_suites().items()}
+    return load_notes(default_notes(Path(records_dir)), contexts)
+
+
 def default_notes(records_dir: Path) -> Path:
     base = records_dir.parent if (records_dir / RESOLVED_FILE).is_file() else records_dir
     return base.parent / NOTES_FILE
