@@ -399,3 +399,15 @@ def test_a_cell_with_more_runs_than_its_table_is_flagged(tmp_path):
     assert flagged == [("balanced_xavier", 2), ("balanced_xavier", 4), ("xavier", 4)]
     text = render_rp.to_markdown(report, REPORT_DEFAULTS)
     assert "⚑ 3 runs, its table 2" in text and "Cells with more runs than another compared cell" in text
+
+
+def test_the_rule_text_states_what_the_code_applies():
+    """Regression: the page said the |Δ| ≤ 1 fallback applied at n = 1 while the code applied it
+    below three runs. The text is now written from the constants the comparison uses, and one run
+    decides nothing in both."""
+    from zoo.bench.analyze import agreement as ag
+
+    text = "\n".join(render_rp.rules_text())
+    assert f"±{ag.MARGINS['points']:g} points" in text and f"±{ag.MARGINS['decades']:g} decade" in text
+    assert "Fewer than two runs of ours decide nothing" in text and "|Δ| ≤" not in text
+    assert _status(_entry([50.0], 50.0, ci95=0.5)) == rp.NOISY
