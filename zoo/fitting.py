@@ -25,7 +25,9 @@ from torch import nn
 from zoo.bench.suite import plugins as registries
 from zoo.bench.suite.plugins import user_datasets
 from zoo.bench.suite.load import parse_suite
+from zoo.bench.suite.schema import with_value
 from zoo.callbacks import check_callbacks
+from zoo.datasets.fingerprint import weights_fingerprint
 from zoo.trainer.cells import TaskCache, resolve_device, start_group
 from zoo.trainer.graphs import GraphFallback
 from zoo.trainer.history import History, MetricsRecorder
@@ -127,13 +129,15 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: Optional[
     Args:
         model_or_name: a model name or preset (``"gatv2"``, ``"gat.balance"``) whose options come
             from ``options``, or a model from ``zoo.build`` / ``zoo.load``: then every replica
-            *starts from that model's weights* (``inits`` must be unset; ``seeds`` only seed
-            dropout; a float64 model trains in float64), and the model itself is not changed.
+            *starts from that model's weights* (their hash enters the cell id; ``inits`` must be
+            unset; ``seeds`` only seed dropout; a float64 model trains in float64), and the model
+            itself is not changed.
         task: a dataset name (``"cora"``; dataset options as ``split=...``, ``data.KEY=...``), a
             task from :func:`zoo.datasets.load` (its split, seed, transforms and options enter the
-            cells as those keys), or your own graph: a PyG ``Data`` or ``dgl.DGLGraph`` with masks
-            (or ``split=(train_ratio, val_ratio)``), or ``zoo.datasets.Task.from_data(...)``; its
-            content's fingerprint enters the cell id.
+            cells as those keys; once its data is edited, its content's fingerprint too), or your own
+            graph: a PyG ``Data`` or ``dgl.DGLGraph`` with masks (or ``split=(train_ratio,
+            val_ratio)``), or ``zoo.datasets.Task.from_data(...)``; its content's fingerprint enters
+            the cell id.
         optimizer, lr, epochs: the trainer's keys; every other trainer key (``patience``,
             ``select``, ``loss_threshold``, ``weight_decay``, ``lr_scheduler``, ``warmup_epochs``,
             ``grad_clip_norm``, ``precision``...), model option (``num_layers``,
@@ -177,7 +181,7 @@ def fit(model_or_name: Union[str, nn.Module], task: Any, *, optimizer: Optional[
     given, raw = _fit_suite(model_or_name, task, seeds, inits, threads,
                             dict(options, optimizer=optimizer, lr=lr, epochs=epochs))
     with user_datasets(given.user_specs):
-        cells = parse_suite(raw, source="zoo.fit", validate_models=False).cells
+        cells = _parsed(model_or_name, raw)
         if progress or (progress is None and interactive()):
             callbacks = [*callbacks, ProgressBar(cells[0].epochs)]
         try:
@@ -197,7 +201,16 @@ def fit_cells(model_or_name: Union[str, nn.Module], task: Any, *, seeds: Union[i
     makes the same for the same options)."""
     given, raw = _fit_suite(model_or_name, task, seeds, inits, None, dict(options))
     with user_datasets(given.user_specs):
-        return parse_suite(raw, source="zoo.fit", validate_models=False).cells
+        return _parsed(model_or_name, raw)
+
+
+def _parsed(model_or_name: Any, raw: Dict[str, Any]) -> List[Any]:
+    """The fit's raw suite as cells; a run that starts from given weights has their hash in its id."""
+    cells = parse_suite(raw, source="zoo.fit", validate_models=False).cells
+    if isinstance(model_or_name, nn.Module):  # not the init's weights: these ones, by content
+        digest = weights_fingerprint(model_or_name)
+        cells = [with_value(c, "model", "weights", digest) for c in cells]
+    return cells
 
 
 def _fit_suite(model_or_name: Any, task: Any, seeds: Any, inits: Any, threads: Any,

@@ -86,6 +86,14 @@ def check_graphs(task: Any) -> None:
             check_labels(task.name, split, getattr(g, "y", None), mask, task.num_classes, False, task.metric)
 
 
+def check_features(task: Any) -> None:
+    """A one-graph task's ``num_features`` is its ``x``'s width (an edited task may have replaced ``x``)."""
+    x = getattr(task.data, "x", None) if task.data is not None else None
+    if isinstance(x, Tensor) and x.dim() == 2 and x.size(1) != task.num_features:
+        raise ValueError(f"{task.name}: x has {x.size(1)} features but the task says num_features="
+                         f"{task.num_features}; set task.num_features = {x.size(1)}")
+
+
 def check_task(task: Any) -> None:
     """Every check of ``task``'s labels and masks; the first problem raises ``ValueError``."""
     if isinstance(task.num_classes, bool) or not isinstance(task.num_classes, int) or task.num_classes < 1:

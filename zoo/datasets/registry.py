@@ -7,6 +7,7 @@ transforms. ``load`` validates names and options, then applies the user's transf
 """
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from torch_geometric.data import Data
 from .._names import Registry, check_options as check_option_names, definition, normalize_name, unknown_name_error
 from . import cache, mirror
 from .splits import RATIO_ROUNDINGS, column, per_class_split, ratio_split
+from .fingerprint import Seal
 from .task import Task
 from .transforms import (TRANSFORMS, GraphTransform, TransformSpec, apply_transforms, apply_transforms_to_graphs,
                          make_transform)
@@ -72,7 +74,11 @@ def register_dataset(name: str, *, kind: str, metric: str, source: str, options:
     def deco(loader: Loader) -> Loader:
         spec = DatasetSpec(normalize_name(name), kind, metric, source, loader, dict(options),
                            tuple(raw_files), dict(stats or {}), synthetic, note)
-        DATASETS.add(name, spec, aliases=aliases)
+        with warnings.catch_warnings(record=True) as replaced:  # a notebook cell run again
+            warnings.simplefilter("always")
+            DATASETS.add(name, spec, aliases=aliases)
+        for w in replaced:  # one line: the registry's, and whether the data the name loads changed
+            warnings.warn(f"{w.message}{data_change(spec.name)}", w.category, stacklevel=2)
         return loader
     return deco
 
@@ -129,7 +135,8 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
     if isinstance(transforms, str) or (isinstance(transforms, tuple) and len(transforms) == 2
                                        and isinstance(transforms[0], str) and isinstance(transforms[1], Mapping)):
         transforms = [transforms]  # a single transform given bare
-    task = DATASETS.create(spec.name, mirror.checked_root(root), split, int(seed), **{**spec.options, **options})
+    root = mirror.checked_root(root)
+    task = DATASETS.create(spec.name, root, split, int(seed), **{**spec.options, **options})
     task.provenance = provenance(spec.name, split, int(seed), transforms, options)
     resolved = [make_transform(t, int(seed)) for t in transforms]
     if resolved:
@@ -146,6 +153,7 @@ def load(name: str, root: "str | Path | None" = None, split: Union[int, str, Non
         # described after applying: fitted transforms report what they learnt (e.g. max degree)
         task.preprocessing = tuple(task.preprocessing) + tuple(
             t.describe() if isinstance(t, GraphTransform) else d for t, d in resolved)
+    task.seal = Seal(task, functools.partial(load, name, root, split, transforms, seed, **options))
     return task
 
 
@@ -169,6 +177,42 @@ def provenance(dataset: str, split: Union[int, str, None], seed: int, transforms
     if callables:
         out["undescribed"] = f"the callable transform(s) {', '.join(callables)}"
     return out
+
+
+# --------------------------------------------------------------------------- registered datasets' data
+
+#: dataset name -> (task keys, fingerprint) of the last registered-dataset recipe fingerprinted
+_LAST_SEEN: Dict[str, Tuple[Dict[str, Any], str]] = {}
+
+
+def _load_recipe(name: str, task: Dict[str, Any]) -> Any:
+    transforms = [t if isinstance(t, str) else (t[0], t[1]) for t in task.get("transforms") or ()]
+    return load(name, split=task.get("split"), transforms=transforms, seed=task.get("data_seed", 0),
+                **(task.get("options") or {}))
+
+
+def recipe_fingerprint(name: str, task: Dict[str, Any]) -> str:
+    """The fingerprint of the data a registered dataset's loader makes for ``task`` (suite task keys)."""
+    value = _load_recipe(name, task).fingerprint()
+    _LAST_SEEN[name] = (dict(task), value)
+    return value
+
+
+def data_change(name: str) -> str:
+    """After ``name`` was registered again: how its data compares with the data last used under that
+    name (``""`` when it was never used, or cannot be loaded now)."""
+    seen = _LAST_SEEN.get(name)
+    if seen is None:
+        return ""
+    task, before = seen
+    try:
+        now = recipe_fingerprint(name, task)
+    except Exception:  # noqa: BLE001 - a loader that fails now fails with its own message when used
+        return ""
+    if now == before:
+        return f"; its data is unchanged (fingerprint {now})"
+    return (f"; it now loads other data (fingerprint {before} -> {now}), so its cells get new ids and runs "
+            "recorded on the old data are not reused")
 
 
 # --------------------------------------------------------------------------- helpers for loaders

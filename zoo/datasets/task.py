@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from .checks import check_task, mask_from_index  # noqa: F401  (re-exported for the loaders)
-from .user import fingerprint, task_from_data
+from .fingerprint import Seal, task_fingerprint
+from .user import task_from_data
 
 KINDS = ("transductive", "inductive", "graph")
 METRICS = ("accuracy", "micro_f1", "rocauc")
@@ -44,6 +45,9 @@ class Task:
     #: ``options``): set by :func:`zoo.datasets.load`.  ``None`` for a task built from a user's data,
     #: which :meth:`fingerprint` describes instead.  ``undescribed`` names what could not be recorded.
     provenance: Optional[Dict[str, Any]] = field(default=None, repr=False)
+    #: The objects :func:`zoo.datasets.load` made (:class:`zoo.datasets.fingerprint.Seal`): while intact, the
+    #: data is the recipe's and ``provenance`` identifies it; once edited, :meth:`fingerprint` does.
+    seal: Optional[Any] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -71,11 +75,22 @@ class Task:
 
     def fingerprint(self) -> str:
         """A hash of the task's content (graph tensors, splits, classes, metric): equal data, equal
-        fingerprint; computed once (the data of a task is not meant to change after it is made)."""
-        cached = self.__dict__.get("_fingerprint")
-        if cached is None:
-            cached = self.__dict__["_fingerprint"] = fingerprint(self)
-        return cached
+        fingerprint.  Computed from the data as it is now; each tensor's hash is kept until the tensor
+        changes (:mod:`zoo.datasets.fingerprint`), so asking again is cheap."""
+        return task_fingerprint(self)
+
+    def as_made(self) -> bool:
+        """Whether the task holds the data :func:`zoo.datasets.load` made for its recipe (no tensor
+        replaced or changed in place since, or only by equal ones).  ``False`` for a task not made by
+        ``load``."""
+        if self.seal is None:
+            return False
+        if self.seal.intact(self):
+            return True
+        if self.fingerprint() != self.seal.reload().fingerprint():
+            return False
+        self.seal = Seal(self, self.seal.reload)  # equal data: sealed again as it is now
+        return True
 
     def __repr__(self) -> str:
         """A summary, not the data: the dataclass repr of ogbg-molhiv's 41k graphs is 2.7 MB."""

@@ -1,13 +1,12 @@
-"""A user's own graph as a :class:`~zoo.datasets.task.Task` (``Task.from_data``) and the fingerprint
-that identifies such data in a cell's id.
+"""A user's own graph as a :class:`~zoo.datasets.task.Task` (``Task.from_data``).
 
 A registered dataset is described by how it was loaded (name, split, seed, transforms, options);
-a user's graph has no such recipe, so its content is hashed instead: two tasks with equal tensors,
-splits, classes and metric get one fingerprint, any other difference another.
+a user's graph has no such recipe, so its content is hashed instead
+(:func:`zoo.datasets.fingerprint.task_fingerprint`): two tasks with equal tensors, splits, classes
+and metric get one fingerprint, any other difference another.
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Optional, Tuple
 
 import torch
@@ -93,26 +92,3 @@ def task_from_data(cls: Any, data: Any, *, name: str, num_classes: Optional[int]
     return cls(name=name, kind="transductive", metric=metric, num_features=int(data.x.size(-1)),
                num_classes=num_classes, multilabel=multilabel, data=data, split=label,
                source="user data (Task.from_data)")
-
-
-def _update(h: "hashlib._Hash", key: str, value: Any) -> None:
-    h.update(key.encode())
-    if isinstance(value, Tensor):
-        t = value.detach().cpu().contiguous()
-        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    else:
-        h.update(repr(value).encode())
-
-
-def fingerprint(task: Any) -> str:
-    """sha1 (16 hex digits) of the task's kind, metric, classes and every tensor of its graph(s)."""
-    h = hashlib.sha1()
-    for key in ("kind", "metric", "num_classes", "multilabel"):
-        _update(h, key, getattr(task, key))
-    graphs = [("data", task.data)] if task.data is not None else \
-        [(f"{s}[{i}]", g) for s, gs in sorted(task.graphs.items()) for i, g in enumerate(gs)]
-    for where, g in graphs:
-        for key in sorted(g.keys()):
-            _update(h, f"{where}.{key}", g[key])
-    return h.hexdigest()[:16]

@@ -4,11 +4,14 @@
 
 A cell's id hashes its resolved configuration, so everything that made a task enters it: a loaded
 task by its recipe (dataset, split, data seed, transforms, options — the keys a suite would write),
-a user's graph by its content's :meth:`~zoo.datasets.Task.fingerprint`.  A task whose making cannot
-be written down (a callable transform) is refused rather than given another task's id.
+and, once its data was edited after loading (a mask replaced, features changed in place), by its
+recipe *and* its content's :meth:`~zoo.datasets.Task.fingerprint`; a user's graph by that
+fingerprint.  A task whose making cannot be written down (a callable transform) is refused rather
+than given another task's id.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
@@ -55,7 +58,15 @@ def _from_loaded(task: Task, options: Mapping[str, Any]) -> TaskInput:
     if made["transforms"]:
         keys["transforms"] = [list(t) if isinstance(t, (list, tuple)) else t for t in made["transforms"]]
     keys.update({f"data.{k}": v for k, v in made["options"].items()})
-    return TaskInput(keys, task)
+    if task.as_made():
+        return TaskInput(keys, task)
+    # edited after loading: the recipe says where the data came from, the fingerprint what it is now
+    from zoo.datasets.checks import check_features, check_task
+
+    check_task(task)
+    check_features(task)
+    spec = dataclasses.replace(DATASETS.get(made["dataset"]), fingerprint=task.fingerprint())
+    return TaskInput(keys, task, spec)
 
 
 def _from_user(task: Task) -> TaskInput:

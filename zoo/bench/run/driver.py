@@ -172,6 +172,7 @@ def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[
             task = tasks.get(cells[0].config["task"])
         except MissingDataError as e:
             return Outcome(job, "skipped", error=f"dataset {cells[0].dataset!r} unavailable: {e}")
+        _check_fingerprint(cells[0].config["task"], task)
         dev = resolve_device(job.device)
         if job.resume_dir is not None and job.resume_every is not None and job.resume_every.enabled:
             resume = ResumeFile(Path(job.resume_dir) / f"{resume_key(cells, job.stacked)}.pt",
@@ -202,6 +203,16 @@ def eager_redo(job: GroupJob, reason: str) -> Outcome:
     """``job`` to be run again eagerly (``cuda_graphs = "off"``) in a fresh process, its records
     saying ``fell back (reason)``."""
     return Outcome(job, REDO, error=reason, redo=dataclasses.replace(job, cuda_graphs="off", graphs_fallback=reason))
+
+
+def _check_fingerprint(task_cfg: Mapping[str, Any], task: Any) -> None:
+    """A cell made for data of a given fingerprint runs on that data only (a worker whose registered
+    dataset loads something else fails, recorded, rather than running another graph under the id)."""
+    expected = task_cfg.get("fingerprint")
+    if expected is not None and task.fingerprint() != expected:
+        raise RuntimeError(f"dataset {task_cfg['dataset']!r} loads other data here (fingerprint {task.fingerprint()}) "
+                           f"than its cells were made for ({expected}): register the same data in every process "
+                           "that runs them (zoo bench --import MODULE)")
 
 
 def _replica_by_replica(job: GroupJob, callbacks: Sequence[Any], tasks: Optional[TaskCache]) -> Outcome:

@@ -209,12 +209,32 @@ def check_same_suite(folder: PathLike, resolved: Dict[str, Any], force_new: bool
     else:
         what = f"{'an edited' if same_name else 'another'} suite ({old.get('name')!r}"
         what += f", {_set_text(old)})" if old.get("set") else ")"
-        why = f"{gone} of its cells are not in suite {resolved.get('name')!r}"
+        why = _data_changed(old, resolved) or f"{gone} of its cells are not in suite {resolved.get('name')!r}"
     raise SuiteMismatchError(
         f"{folder} holds results of {what}: {len(old_ids)} cells, {done} record(s); {why}, so mixing them would "
         "pool different experiments. Use another --out, or --force-new to move the old results into a "
         "superseded-<time>/ subfolder and start afresh."
     )
+
+
+def _fingerprints(info: Dict[str, Any]) -> Dict[str, set]:
+    out: Dict[str, set] = {}
+    for c in info.get("cells") or ():
+        task = c["config"]["task"]
+        out.setdefault(task["dataset"], set()).add(task.get("fingerprint"))
+    return out
+
+
+def _data_changed(old: Dict[str, Any], new: Dict[str, Any]) -> str:
+    """Why the cells differ when a dataset's data did (a registered dataset now loading other data):
+    ``""`` when none did."""
+    before, now = _fingerprints(old), _fingerprints(new)
+    changed = [d for d in sorted(before) if d in now and before[d] != now[d] and None not in before[d] | now[d]]
+    if not changed:
+        return ""
+    d = changed[0]
+    return (f"dataset {d!r} now holds other data (fingerprint {', '.join(sorted(before[d]))} -> "
+            f"{', '.join(sorted(now[d]))}): its cells are other runs")
 
 
 def _set_text(info: Dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo._toml import tomllib
+from zoo.bench.suite import plugins as registries
 from zoo.bench.suite.builds import check_init_compatibility, dry_build
 from zoo.bench.suite.expand import (check_board_keys, check_overrides_and_excludes, grid_points, read_header,
                                     read_search, read_tables, search_points)
@@ -133,6 +134,13 @@ def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>
     cells' configurations, hence their ids, and are recorded with the values they replaced.
     ``check_inits``: refuse a cell whose init does not apply to its architecture
     (:func:`zoo.bench.suite.builds.check_init_compatibility`); off only for a caller that excludes such cells itself."""
+    with registries.fingerprint_scope():  # a registered dataset's data is hashed once per recipe
+        return _parse(raw, quick, source, validate_models, settings, where, check_inits)
+
+
+def _parse(raw: Dict[str, Any], quick: bool, source: str, validate_models: bool,
+           settings: Optional[Mapping[str, Any]], where: Optional[Mapping[str, Sequence[Any]]],
+           check_inits: bool) -> Suite:
     meta, board = read_header(raw, source)
     tables = read_tables(raw, source, quick)
     search = read_search(raw, source, tables, board)

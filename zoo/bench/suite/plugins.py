@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import json
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from zoo._names import normalize_name
 
@@ -74,6 +75,42 @@ def dataset_spec(dataset: str) -> "DatasetSpec":
     :func:`user_datasets` first."""
     user = _USER_DATASETS.get().get(normalize_name(dataset))
     return user if user is not None else _module("zoo.datasets").get_spec(dataset)
+
+
+#: Fingerprints of registered datasets' data, per (card, task keys), while one suite is resolved
+_FINGERPRINTS: "contextvars.ContextVar[Optional[Dict[Any, Any]]]" = contextvars.ContextVar("fingerprints",
+                                                                                            default=None)
+
+
+@contextlib.contextmanager
+def fingerprint_scope() -> Iterator[None]:
+    """Within the block, a registered dataset's data is loaded and hashed once per recipe (a suite's
+    resolution asks for every cell); outside, every call loads it again."""
+    token = _FINGERPRINTS.set({} if _FINGERPRINTS.get() is None else _FINGERPRINTS.get())
+    try:
+        yield
+    finally:
+        _FINGERPRINTS.reset(token)
+
+
+def data_fingerprint(dataset: str, task: Mapping[str, Any]) -> Optional[str]:
+    """The fingerprint a cell on ``dataset`` with task keys ``task`` records: a user's graph's, or the
+    data a *registered* dataset's loader makes now (loaded and hashed); ``None`` for the zoo's own
+    datasets, whose recipe (name, split, seed, transforms, options) identifies their data."""
+    spec = dataset_spec(dataset)
+    if spec.fingerprint is not None:
+        return spec.fingerprint
+    fingerprints = _module("zoo.datasets.fingerprint")
+    if fingerprints.is_builtin(spec):
+        return None
+    memo = _FINGERPRINTS.get()
+    key = (id(spec), json.dumps(task, sort_keys=True, default=str))
+    if memo is not None and key in memo:
+        return memo[key][1]
+    value = _module("zoo.datasets.registry").recipe_fingerprint(spec.name, dict(task))
+    if memo is not None:
+        memo[key] = (spec, value)  # the card held: its id is not reused while the memo lives
+    return value
 
 
 def dataset_options(dataset: str) -> Dict[str, Any]:

@@ -194,6 +194,20 @@ def _omit_defaults(where: str, run: Dict[str, Any], train: Dict[str, Any]) -> No
                          "set dtype = \"float32\" or drop precision")
 
 
+def _add_fingerprint(where: str, dataset: str, task: Dict[str, Any]) -> None:
+    """A user's graph, an edited task and a registered dataset: their data's content, not the name,
+    says which data the cell runs on (the zoo's own datasets are identified by their recipe)."""
+    try:
+        fingerprint = registries.data_fingerprint(dataset, task)
+    except SuiteError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's loader, run to see its data
+        raise SuiteError(f"{where}: dataset {dataset!r} could not be loaded to fingerprint its data: "
+                         f"{type(e).__name__}: {e}") from None
+    if fingerprint is not None:
+        task["fingerprint"] = fingerprint
+
+
 def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     """Validate one cell's flat keys and return its canonical configuration.
 
@@ -207,14 +221,12 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     task, run, train = parts.task, parts.run, parts.train
     _omit_defaults(where, run, train)
     task["data_seed"] = _data_seed(where, task["data_seed"], run["seed"])
-    fingerprint = registries.dataset_spec(parts.dataset).fingerprint
-    if fingerprint is not None:  # a user's graph: its content, not its name, says which data the cell ran on
-        task["fingerprint"] = fingerprint
     _check_split(where, parts.dataset, task["split"])
     try:  # a switch takes true/false only: "False" or "no" would switch a transform on
         registries.check_dataset_options(parts.dataset, task["options"])
     except (TypeError, ValueError) as e:
         raise SuiteError(f"{where}: {e}") from None
+    _add_fingerprint(where, parts.dataset, task)
     _check_run_and_train(where, run, train)
     return {"task": task, "model": {"name": parts.model, **parts.plugins, "kwargs": parts.arch}, "train": train,
             "run": run}

@@ -163,6 +163,13 @@ def group_id(config: Mapping[str, Any]) -> str:
     return cell_id(c)
 
 
+def with_value(cell: Cell, section: str, key: str, value: Any) -> Cell:
+    """``cell`` with ``config[section][key] = value``, under that configuration's id and group (e.g. the
+    fingerprint of the weights ``zoo.fit`` starts from, which no suite key can name)."""
+    config = {**cell.config, section: {**cell.config[section], key: value}}
+    return Cell(cell_id(config), group_id(config), config)
+
+
 #: other libraries' names for the zoo's keys (PyTorch Lightning, PyG examples...): what a typo matcher
 #: cannot guess (``learning_rate`` is closer to ``train_ratio`` than to ``lr`` by spelling)
 KEY_SYNONYMS = {"learning_rate": "lr", "num_epochs": "epochs", "max_epochs": "epochs", "n_epochs": "epochs",
