@@ -22,14 +22,15 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
-from typing import NoReturn, Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from zoo.cli import bench, build_kernels, diagnose, docs, leaderboard, listing, merge, report, train
-from zoo.cli.errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, CliError, os_error,
-                            silence_stdout)
+from zoo.cli.errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, Terminated,
+                            os_error, raise_terminated, silence_stdout)
 
 #: the subcommands in the order ``zoo --help`` lists them
 SUBCOMMANDS = (listing, train, bench, diagnose, merge, leaderboard, report, docs, build_kernels)
@@ -57,14 +58,14 @@ def _recorded(out: Path) -> int:
         return 0
 
 
-def _interrupted(args: argparse.Namespace) -> int:
+def _interrupted(args: argparse.Namespace, terminated: bool = False) -> int:
     out = getattr(args, "bench_out", None)
     if out is None:
         print(f"{args.prog}: interrupted", file=sys.stderr)
     else:
         print(f"{args.prog}: interrupted: {_recorded(out)} run(s) recorded in {out}; "
               "run the same command to resume", file=sys.stderr)
-    return EXIT_INTERRUPTED
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -100,14 +101,24 @@ def _run(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     from zoo.bench.suite.schema import SuiteError
 
+    previous = _on_sigterm(raise_terminated)
     try:
         return args.handler(args)
     except BrokenPipeError:  # the reader closed the pipe (`zoo list | head -1`): it has what it wanted
         silence_stdout()
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
-        return _interrupted(args)
+    except KeyboardInterrupt as e:
+        return _interrupted(args, terminated=isinstance(e, Terminated))
     except (SuiteError, CliError, ValueError, TypeError, RuntimeError, OSError) as e:
         # OSError: disk full, read-only or vanished folders...: one line, no traceback
         print(f"{args.prog}: error: {os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        _on_sigterm(previous)
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM (main thread only); returns the one it replaced."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)

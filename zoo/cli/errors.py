@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 some runs failed (recorded as failed; a re-run retries them); 2 an error
 (bad input, unusable folder, corrupt file: one line on stderr); 3 nothing to do (no run recorded:
-every dataset missing, or an empty leaderboard); 130 Ctrl-C; 141 the output's reader went away.
+every dataset missing, or an empty leaderboard); 130 Ctrl-C; 141 the output's reader went away;
+143 stopped by SIGTERM (``kill``, SLURM, docker), with the same one line as Ctrl-C.
 See docs/reliability.md.
 """
 from __future__ import annotations
@@ -15,6 +16,16 @@ EXIT_ERROR = 2      # bad input, unusable folder, corrupt file
 EXIT_NOTHING = 3    # nothing ran / nothing to show
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_BROKEN_PIPE = 141  # the output's reader went away (128 + SIGPIPE, as shells report it)
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's ``KeyboardInterrupt`` would be: the same clean-up and one line."""
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """The CLI's SIGTERM handler: stop as Ctrl-C stops (workers stopped, nothing half-written)."""
+    raise Terminated()
 
 
 class CliError(Exception):

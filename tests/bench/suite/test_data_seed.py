@@ -53,3 +53,31 @@ def test_nonlocal_accuracy_suite_uses_a_split_per_seed_with_the_papers_sizes():
         task = cell.config["task"]
         assert task["data_seed"] == cell.seed
         assert task["options"].get("ratio_rounding") == "floor"
+
+
+def _cell(**keys):
+    raw = {"suite": {"name": "t"}, "defaults": {"model": "gcn", "epochs": 3, "hidden_dim": 8, **keys}}
+    return parse_suite(raw, validate_models=False).cells[0]
+
+
+def test_a_data_seed_that_draws_nothing_is_not_another_cell():
+    """On a fixed split (Cora's public one, a stored split) without a seeded transform the same data gets
+    one id, whatever data_seed says."""
+    for keys in ({"dataset": "cora"}, {"dataset": "cora", "split": "public"}, {"dataset": "cornell", "split": 3}):
+        assert _cell(**keys, data_seed=5).id == _cell(**keys).id, keys
+        assert _cell(**keys, data_seed=5).config["task"]["data_seed"] == 0
+    cells = parse_suite({**BASE, "defaults": {**BASE["defaults"], "split": "public", "data_seed": "seed"}},
+                        validate_models=False).cells
+    assert len({c.group for c in cells}) == 1  # the same data: replicas of one group
+    for drawn in ({"dataset": "cora", "split": "ratio"}, {"dataset": "coauthor_cs"}, {"dataset": "twin"},
+                  {"dataset": "cora", "transforms": [["missing_features", {"p": 0.5}]]}):
+        assert _cell(**drawn, data_seed=5).id != _cell(**drawn).id, drawn
+
+
+def test_only_a_dataset_with_a_public_split_offers_it():
+    with pytest.raises(SuiteError, match="unknown split 'public'.*Valid splits: geom_gcn, per_class"):
+        _cell(dataset="cornell", split="public")  # WebKB has ten stored splits and no public one
+    with pytest.raises(SuiteError, match="named splits: geom_gcn, per_class") as e:
+        _cell(dataset="cornell", split=12)
+    assert "public" not in str(e.value)
+    assert _cell(dataset="cora", split="public").config["task"]["split"] == "public"

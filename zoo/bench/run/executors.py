@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
-import signal
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -37,6 +36,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
+from zoo.bench.run.lifetime import check_main_module, init_worker
 from zoo.trainer.progress import ProgressBar
 
 EXECUTORS = ("local", "process", "ray")
@@ -166,12 +166,13 @@ class LocalExecutor(Executor):
 # --------------------------------------------------------------------------- process pool
 
 
-def _init_process_worker() -> None:
+def _init_process_worker(driver_pid: int) -> None:
     """One torch thread per worker: N workers on N cores beat N x (all cores) oversubscribed.
 
-    Ctrl-C reaches the whole process group: workers ignore it, so that only the driver reports
-    it (one line) and stops them, instead of every worker printing a traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Ctrl-C and SIGTERM reach the whole process group: workers ignore them, so that only the driver
+    reports it (one line) and stops them, instead of every worker printing a traceback; a worker
+    exits when its driver does, however it ended (:mod:`zoo.bench.run.lifetime`)."""
+    init_worker(driver_pid)
     torch.set_num_threads(1)
     try:
         torch.set_num_interop_threads(1)
@@ -195,6 +196,7 @@ class ProcessExecutor(Executor):
         return f"process ({self.workers} workers)"
 
     def run(self, jobs: Sequence[GroupJob], work: Work) -> Iterator[Outcome]:
+        check_main_module(f"the process executor ({self.workers} workers)")
         ctx = multiprocessing.get_context("spawn")  # fork would copy the driver's torch threads / locks
         queue = list(jobs)
         inflight: Dict[Future, GroupJob] = {}
@@ -207,7 +209,7 @@ class ProcessExecutor(Executor):
                     pool, retiring = None, False
                 if pool is None:
                     pool = ProcessPoolExecutor(max_workers=min(self.workers, max(len(queue), 1)), mp_context=ctx,
-                                               initializer=_init_process_worker)
+                                               initializer=_init_process_worker, initargs=(os.getpid(),))
                 while queue and len(inflight) < self.workers and not retiring:
                     job = queue.pop(0)
                     inflight[pool.submit(work, job)] = job
@@ -237,9 +239,9 @@ class ProcessExecutor(Executor):
                     pool = None
         finally:
             if pool is not None:
-                if inflight:  # interrupted (Ctrl-C, a write error): stop the running groups now, unrecorded
+                if inflight:  # interrupted (Ctrl-C, SIGTERM, a write error): stop the running groups now, unrecorded
                     for process in list(getattr(pool, "_processes", {}).values()):
-                        process.terminate()
+                        process.kill()  # workers ignore SIGTERM (it is the driver's to handle)
                 pool.shutdown(wait=not inflight, cancel_futures=True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import inspect
 import json
 import sys
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
@@ -132,6 +133,16 @@ def canonical_name(kind: str, name: str) -> str:
         base, _, tag = name.partition(".")
         return registry("model").canonical(base) + (f".{normalize_name(tag)}" if tag else "")
     return registry(kind).canonical(name)
+
+
+def transform_takes_seed(name: str) -> bool:
+    """Whether dataset transform ``name`` draws from a seed (the task's, unless given)."""
+    return "seed" in inspect.signature(registry("transform").get(name).__init__).parameters
+
+
+def is_builtin(spec: "DatasetSpec") -> bool:
+    """A dataset of the zoo's own (identified by its recipe), not one a user registered."""
+    return _module("zoo.datasets.fingerprint").is_builtin(spec)
 
 
 def canonical_transform(name: str) -> str:

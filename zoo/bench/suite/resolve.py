@@ -226,6 +226,8 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
         registries.check_dataset_options(parts.dataset, task["options"])
     except (TypeError, ValueError) as e:
         raise SuiteError(f"{where}: {e}") from None
+    if not _draws_from_seed(parts.dataset, task):  # the same data, one cell id (the seed would change nothing)
+        task["data_seed"] = 0
     _add_fingerprint(where, parts.dataset, task)
     _check_run_and_train(where, run, train)
     return {"task": task, "model": {"name": parts.model, **parts.plugins, "kwargs": parts.arch}, "train": train,
@@ -236,18 +238,40 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
 _RANDOM_SPLITS = ("per_class", "random_per_class", "random", "ratio", "random_ratio")
 
 
+def _num_splits(spec: Any) -> int:
+    num = spec.stats.get("num_splits", 0)
+    return num if isinstance(num, int) else 0
+
+
 def valid_splits(dataset: str) -> Tuple[Tuple[str, ...], int]:
-    """``(split names, number of integer splits)`` that ``dataset``'s loader accepts."""
+    """``(split names, number of integer splits)`` that ``dataset``'s loader accepts: ``public`` only
+    where the data has one (Planetoid's; a user's registered loader may), stored splits by number."""
     spec = registries.dataset_spec(dataset)
-    if spec.kind == "transductive" and not spec.name.startswith("ogb"):
-        num = spec.stats.get("num_splits", 0)
-        num = num if isinstance(num, int) else 0
-        return ("public", *(("geom_gcn",) if num else ()), *_RANDOM_SPLITS), num
-    if spec.name == "ogbg_molhiv":
-        return ("official", "scaffold"), 0
     if spec.synthetic or "synthetic" in spec.source:
         return ("random",), 0
+    if spec.kind == "transductive" and not spec.name.startswith("ogb"):
+        num = _num_splits(spec)
+        public = ("public",) if "public_split" in spec.stats or not registries.is_builtin(spec) else ()
+        return (*public, *(("geom_gcn",) if num else ()), *_RANDOM_SPLITS), num
+    if spec.name == "ogbg_molhiv":
+        return ("official", "scaffold"), 0
     return ("official",), 0
+
+
+def _draws_from_seed(dataset: str, task: Mapping[str, Any]) -> bool:
+    """Whether a cell's ``data_seed`` can change its data: a random split, a generated dataset, a
+    seeded transform, a graph set's batch order, or a user's loader (which gets the seed)."""
+    spec = registries.dataset_spec(dataset)
+    if spec.synthetic or spec.kind != "transductive" or not registries.is_builtin(spec):
+        return True
+    for t in task["transforms"]:
+        name, options = (t, {}) if isinstance(t, str) else (t[0], t[1])
+        if "seed" not in options and registries.transform_takes_seed(name):
+            return True
+    split = task["split"]
+    if split is None:  # the dataset's own split: Planetoid's public one, a stored split 0, OGB's official one
+        return not ("public_split" in spec.stats or _num_splits(spec) or spec.name.startswith("ogb"))
+    return not isinstance(split, int) and normalize_name(split) not in ("public", "geom_gcn", "official", "scaffold")
 
 
 def _check_split(where: str, dataset: str, split: Any) -> None:

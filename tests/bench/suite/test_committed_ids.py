@@ -1,0 +1,29 @@
+"""The committed records stay valid: each shipped suite still resolves its recorded runs to the ids they
+were recorded under (a change to how cells are identified must keep them; docs/reproduction/records)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import REPO
+from zoo.bench.suite.load import load_suite
+
+RECORDS = REPO / "docs" / "reproduction" / "records"
+FOLDERS = sorted(p.parent.name for p in RECORDS.glob("*/suite.resolved.json"))
+#: folders whose records were made by an earlier version of the suite file (the report shows them as such)
+EARLIER_SUITE = {"nonlocal_pruning": "input_dropout and loss_threshold were set in the suite after these runs"}
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_shipped_suite_resolves_to_the_recorded_ids(folder):
+    resolved = json.loads((RECORDS / folder / "suite.resolved.json").read_text())
+    recorded = {json.loads(line)["id"] for line in (RECORDS / folder / "results.jsonl").read_text().splitlines()
+                if line.strip()}
+    suite = load_suite(REPO / "benchmarks" / "suites" / f"{resolved['name']}.toml", quick=resolved["quick"],
+                       validate_models=False, settings=resolved.get("set"))
+    ids = {c.id for c in suite.cells}
+    if folder in EARLIER_SUITE:
+        assert not recorded & ids, f"{folder}: its records are cells of the suite again; drop it from EARLIER_SUITE"
+        return
+    assert recorded <= ids, f"{len(recorded - ids)} of {len(recorded)} recorded runs of {folder} are not cells any more"
