@@ -7,7 +7,27 @@ import tempfile
 from pathlib import Path
 from typing import Union
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "user_path", "output_file"]
+
+
+def user_path(path: Union[str, "os.PathLike[str]"]) -> Path:
+    """A path as a user gives it: ``~`` (and ``~user``) expanded, as a shell would."""
+    return Path(os.path.expanduser(os.fspath(path)))
+
+
+def output_file(path: Union[str, "os.PathLike[str]"], default_name: str, make: bool = True) -> Path:
+    """Where to write a file given as ``path``: ``~`` expanded; an existing folder gets ``default_name``
+    inside it; missing folders are made (``make``).  A path below a file is one ``ValueError`` line, not the raw
+    ``FileExistsError`` / ``NotADirectoryError`` of ``mkdir``."""
+    out = user_path(path)
+    if out.is_dir():
+        out = out / default_name
+    for parent in reversed(out.parents):
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"cannot write {out}: {parent} is a file, not a folder; choose another path")
+    if make:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def write_atomic(path: Path, data: Union[str, bytes]) -> None:

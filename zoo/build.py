@@ -56,10 +56,11 @@ def build(
     if not check_inputs:
         model.check_inputs = False
     # zoo/__init__ binds this module eagerly and `import zoo` loads no torch: the inits (torch) load here
-    from zoo.inits import apply_init
+    from zoo.inits import INITS, apply_init
 
     apply_init(model, init_name, **init_options)
-    model.build_config = {"name": key, "preset": tag or None, "init": init_name if isinstance(init_name, str)
+    model.build_config = {"name": key, "preset": tag or None,
+                          "init": INITS.canonical(init_name) if isinstance(init_name, str)
                           else getattr(init_name, "__name__", repr(init_name)),
                           "init_kwargs": init_options, **{k: v for k, v in options.items()}}
     return model

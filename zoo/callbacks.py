@@ -92,7 +92,10 @@ class EpochState:
 
 
 def check_callbacks(callbacks: Optional[Sequence[Any]]) -> List[Any]:
-    """The callbacks as a list; anything without ``on_epoch_end`` is a one-line ``TypeError``."""
+    """The callbacks as a list (one callback alone is a list of one); anything without ``on_epoch_end``
+    is a one-line ``TypeError``."""
+    if callable(getattr(callbacks, "on_epoch_end", None)):
+        return [callbacks]
     out = list(callbacks or [])
     for cb in out:
         if not callable(getattr(cb, "on_epoch_end", None)):

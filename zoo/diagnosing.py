@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 from torch import nn
 
+from zoo._io import output_file, user_path
 from zoo.diagnostics.page import render_page
 from zoo.diagnostics.recorders import LAYER_KEYS, METRIC_KEYS, LayerRecorder
 from zoo.diagnostics.verdict import verdict
@@ -89,6 +90,20 @@ def _task_of(model: Any, task: Any, options: Dict[str, Any]) -> Any:
     raise ValueError("zoo.diagnose needs a task as its second argument, as zoo.fit does (zoo.diagnose(model, 'cora'), "
                      "a task from zoo.datasets.load, a PyG Data or a dgl.DGLGraph; the CLI's --dataset): the model "
                      "does not say which task it was trained on")
+
+
+def _check_one_graph(task: Any) -> None:
+    """The page reads energies and attention over one graph: a task of many graphs is refused up front."""
+    if isinstance(task, str):
+        from zoo.datasets import get_spec
+
+        name, kind = task, get_spec(task).kind
+    else:
+        name, kind = getattr(task, "name", "the task"), getattr(task, "kind", "transductive")
+    if kind != "transductive":
+        raise ValueError(f"diagnosis reads every layer's energies and attention over one graph, but {name} is "
+                         f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} task of many graphs: diagnose on a "
+                         "transductive dataset (e.g. cora, cornell)")
 
 
 def _compatible_inits(model: Any, task: Any, inits: Union[None, str, Sequence[str]], variant: Mapping[str, Any],
@@ -189,6 +204,7 @@ def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[s
     source = _source_model(model, cell, seed)
     options = dict(options)
     task = _task_of(source, task, options)
+    _check_one_graph(task)
     variants = _variants(source, compare, options)
     parts, names, histories, configs = [], [], [], []
     for variant in variants:
@@ -225,7 +241,7 @@ def diagnose(model: Any, task: Any = None, *, inits: Union[None, str, Sequence[s
     page = render_page(data, title=page_title, configs=configs, subtitle=subtitle, verdict_text=text)
     path = None
     if out is not None:
-        path = _write(Path(out), page)
+        path = _write(user_path(out), page)
     return Diagnosis(html=page, data=data, verdict=text, history=histories[0] if len(histories) == 1 else histories,
                      path=path, seconds=time.perf_counter() - start)
 
@@ -234,7 +250,7 @@ def _write(path: Path, page: str) -> Path:
     """Write the page atomically (a reader never sees half a page)."""
     if path.suffix.lower() not in (".html", ".htm"):
         path = path / "diagnose.html" if path.is_dir() or not path.suffix else path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_file(path, "diagnose.html")
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)

@@ -240,6 +240,10 @@ def _fit_cells(model_or_name: Any, given: TaskInput, cells: List[Any], *, device
                callbacks: Sequence[Any], check_every: Optional[int] = None, cuda_graphs: str = "auto") -> History:
     """Train the fit's cells (a user's graph is a dataset meanwhile)."""
     from_weights = isinstance(model_or_name, nn.Module)
+    if len({c.config["task"]["data_seed"] for c in cells}) > 1:  # data_seed="seed": a split per seed
+        raise ValueError("data_seed='seed' draws each seed its own split, so the seeds are not replicas of one task "
+                         "that train together: call zoo.fit once per seed (seeds=[s], data_seed=s), or run the "
+                         "seeds as a suite (zoo bench)")
     if len({c.group for c in cells}) != 1:  # pragma: no cover - seeds and inits are group-free keys
         raise ValueError("zoo.fit trains one architecture; the options gave several")
     if cells[0].config["run"].get("prune_layers"):

@@ -5,11 +5,11 @@ It sits above both: the model file is the model side's, the results folder the b
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 from torch import nn
 
+from zoo._io import user_path
 from zoo.bench.store.weights import find_weights
 from zoo.model_file import PathLike, load as load_file
 
@@ -25,8 +25,8 @@ def load(path: PathLike, *, device: Any = None, cell: Optional[str] = None, seed
     ``zoo.build`` returns it: call ``.eval()`` before evaluating.  The file's header is on
     ``model.saved_header`` (a dict).
     """
-    path = Path(path)
-    if path.is_dir():
+    path = user_path(path)
+    if path.is_dir() and not ((path / "model.safetensors").is_file() and cell is None and seed is None):
         path = find_weights(path, cell=cell, seed=seed)
     elif cell is not None or seed is not None:
         raise ValueError(f"cell= and seed= pick a run in a results folder, but {path} is a file; pass the folder")

@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from zoo._io import write_atomic
+from zoo._io import output_file, user_path, write_atomic
 from zoo._version import __version__
 from zoo.build import build as build_model
 from zoo.nn.readout import GraphPool
@@ -109,7 +109,7 @@ def state_bytes(model_or_state: Any, header: Dict[str, Any]) -> bytes:
 def save(model: nn.Module, path: PathLike, *, extra: Optional[Dict[str, Any]] = None,
          overwrite: bool = False) -> Path:
     """Write ``model``'s weights and build configuration to ``path`` (``.safetensors`` is appended
-    when missing: :func:`load` takes either name); ``extra``: JSON values kept in the header (read
+    when missing: :func:`load` takes either name; an existing folder gets ``model.safetensors``); ``extra``: JSON values kept in the header (read
     back by :func:`read_header`).  Replacing an existing file warns unless ``overwrite``.
 
     The model must come from ``zoo.build`` (or be a ``GraphPool`` around one): its build
@@ -117,12 +117,12 @@ def save(model: nn.Module, path: PathLike, *, extra: Optional[Dict[str, Any]] = 
     """
     from safetensors.torch import save as to_bytes
 
-    path = Path(path)
-    if path.suffix != SUFFIX:
+    path = user_path(path)
+    if path.suffix != SUFFIX and not path.is_dir():
         path = path.with_name(path.name + SUFFIX)
+    path = output_file(path, "model" + SUFFIX)  # an existing folder: model.safetensors in it
     state = _state(model)
     data = to_bytes(state, metadata=_header(model, state, extra))
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not overwrite:
         warnings.warn(f"zoo.save: replacing {path} (pass overwrite=True to replace without this warning)",
                       UserWarning, stacklevel=2)
@@ -151,7 +151,7 @@ def read_header(path: PathLike) -> Dict[str, Any]:
     """The JSON header of the model file at ``path`` (build configuration, zoo version, dtype, extra)."""
     from safetensors import safe_open
 
-    path = Path(path)
+    path = user_path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no model file at {path}")
     try:
@@ -228,7 +228,9 @@ def load(path: PathLike, *, device: Any = None) -> nn.Module:
     """
     from safetensors.torch import load_file
 
-    path = Path(path)
+    path = user_path(path)
+    if path.is_dir() and (path / ("model" + SUFFIX)).is_file():
+        path = path / ("model" + SUFFIX)  # a folder zoo.save wrote into
     if not path.exists() and path.suffix != SUFFIX and path.with_name(path.name + SUFFIX).is_file():
         path = path.with_name(path.name + SUFFIX)  # the name given to save, which appended the suffix
     header = read_header(path)

@@ -87,7 +87,7 @@ def test_ctrl_c_with_the_process_executor(tmp_path):
     out = tmp_path / "o"
     env = {**os.environ, "ZOO_DATA": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "zoo", "bench", str(suite), "--executor", "process", "--workers",
-                             "2", "--sequential", "--quiet", "--out", str(out), "--no-leaderboard"],
+                             "2", "--quiet", "--out", str(out), "--no-leaderboard"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "results.jsonl").exists():

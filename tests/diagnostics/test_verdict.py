@@ -67,3 +67,13 @@ def test_one_line_per_replica():
     lines = text.splitlines()
     assert len(lines) == 4 and [line.split()[0] for line in lines[:3]] == ["r0", "r1", "r2"]
     assert lines[-1].startswith("Best: ")
+
+
+def test_uniform_weights_of_a_model_without_attention_are_not_called_attention():
+    """A GCN's fixed neighbour weights have high entropy; the verdict speaks of attention only where the
+    model learns attention parameters."""
+    data = _data([0.1] * 4, train_end=0.95)
+    data["entropy"][:] = 0.999
+    assert "attention" not in verdict(data)  # grad_a is all NaN: no attention parameters
+    data["grad_a"][:] = 0.1
+    assert "attention stays uniform" in verdict(data)

@@ -91,7 +91,7 @@ def test_unknown_option_and_bad_values_are_explained():
 
 def test_build_records_init():
     model = make("gat", init="Bal-O")
-    assert model.build_config["init"] == "Bal-O"
+    assert model.build_config["init"] == "balanced_orthogonal"  # the registered name, as suites record it
 
 
 # ---------------------------------------------------------------------------- balance: c = 0

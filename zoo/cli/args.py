@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
@@ -26,6 +27,19 @@ def parse_device(text: str) -> str:
     except (RuntimeError, ValueError):
         raise argparse.ArgumentTypeError(f"unknown device {text!r}; use cpu, cuda or cuda:N (e.g. cuda:1)") from None
     return text
+
+
+def add_imports(p: argparse.ArgumentParser) -> None:
+    """``--import MODULE``: the user's module that registers datasets / models, imported first."""
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first: a module name (the current folder is searched too) or a .py file, "
+                        "e.g. one that registers your datasets or models (repeatable; worker processes import it "
+                        "too)")
+
+
+def user_path(text: str) -> str:
+    """A path argument with ``~`` expanded: the shell leaves ``--out=~/runs`` as written."""
+    return os.path.expanduser(text)
 
 
 def positive_int(text: str) -> int:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli import bench_calibrate
-from zoo.cli.args import SuiteOrSubcommand, add_renamed, add_settings, parse_device, parse_workers, settings_of
+from zoo.cli.args import (SuiteOrSubcommand, add_imports, add_renamed, add_settings, parse_device, parse_workers,
+                          settings_of, user_path)
+from zoo.cli.errors import CliError
 from zoo.cli.runs import run_and_report
 
 HELP = "run a benchmark suite (resumable) and write its leaderboard; `zoo bench calibrate`: fit the cost model"
@@ -34,16 +36,19 @@ def register(sub: Any) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="the suite's small [quick] form")
+    add_imports(p)
     add_settings(p, "a stated-reduced protocol: set KEY in every cell after everything else in the suite "
                     "(repeatable; TOML/JSON values, e.g. epochs=200, warmup_epochs=20, prune_layers=[2,32,64]); "
                     "ids change, records and `zoo report` say so; cells are chosen with --where, not --set")
     p.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
-    p.add_argument("--out", default=None, help="results folder (default results/<suite>[-quick][-set-<hash>])")
-    p.add_argument("--data-root", default=None)
+    p.add_argument("--out", default=None, type=user_path,
+                   help="results folder (default results/<suite>[-quick][-set-<hash>])")
+    p.add_argument("--data-root", default=None, type=user_path)
     p.add_argument("--max-replicas", type=int, default=None, help="cap on replicas trained at once (memory)")
     p.add_argument("--force-new", action="store_true",
                    help="OUT holds another/edited suite's results: move them to OUT/superseded-<time>/ and start afresh")
-    p.add_argument("--sequential", action="store_true", help="one run at a time (reference / debugging)")
+    p.add_argument("--sequential", action="store_true",
+                   help="one run at a time, each trained alone, not stacked with others (reference / debugging)")
     p.add_argument("--cuda-graphs", default="auto", metavar="auto|on|off",
                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "
                         "allows it and a replayed epoch equals an eager one; a group whose graphs fail runs again "
@@ -63,8 +68,9 @@ def _add_execution_options(p: argparse.ArgumentParser) -> None:
     ex.add_argument("--shard", default=None, metavar="I/N",
                     help="run shard I of N (1-based): a deterministic, cost-balanced part of the groups "
                          "(job arrays; combine the --out folders with `zoo merge`)")
-    ex.add_argument("--executor", default="local", metavar="local|process|ray",
-                    help="where groups run: here / in --workers processes (default), or on Ray")
+    ex.add_argument("--executor", default=None, metavar="local|process|ray",
+                    help="where groups run: local = in this process, process = in --workers processes, ray = on "
+                         "Ray (default: process with --workers auto, local where that is one worker)")
     ex.add_argument("--workers", type=parse_workers, default=None, metavar="N|auto",
                     help="run groups in N worker processes, one torch thread each; 1 = in this process. "
                          "Default auto: one per CPU core, capped by the groups (in this process when that is 1, "
@@ -136,17 +142,31 @@ def default_workers(args: argparse.Namespace) -> Any:
     """``--workers`` as given, else ``auto`` (one process per core, capped by the groups; measured
     fastest on a 2-core machine, docs/distributed.md) -- or 1 when ``--threads`` asks for the
     in-process loop or Ray sets the parallelism."""
+    check_execution(args)
     if args.workers is not None:
         return args.workers
-    if args.executor == "ray" or args.threads is not None:
+    if args.executor in ("ray", "local") or args.threads is not None or args.sequential:
         return 1
     return "auto"
+
+
+def check_execution(args: argparse.Namespace) -> None:
+    """Options that contradict each other are refused, not resolved silently one way."""
+    workers = args.workers
+    if not (workers == "auto" or (isinstance(workers, int) and workers > 1)):
+        return
+    if args.executor == "local":
+        raise CliError(f"--executor local runs the groups in this process, but --workers {workers} asks for worker "
+                       f"processes: use --executor process --workers {workers}, or drop --workers")
+    if args.sequential:
+        raise CliError(f"--sequential trains one run at a time, but --workers {workers} runs several at once: drop "
+                       "one of them")
 
 
 def _executor(args: argparse.Namespace) -> Any:
     """``--executor``: a name the runner knows, or the Ray executor made from the Ray flags."""
     if args.executor != "ray":
-        return args.executor
+        return args.executor or "local"
     from zoo.bench.run.driver import data_env
     from zoo.bench.run.executors import make_executor
 

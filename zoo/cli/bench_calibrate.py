@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from zoo.cli.args import user_path
 from zoo.cli.errors import EXIT_ERROR, os_error
 
 PROG = "zoo bench calibrate"
@@ -23,8 +24,8 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=DESCRIPTION)
-    p.add_argument("records", nargs="+", help="results folders or results.jsonl files")
-    p.add_argument("--out", required=True, help="cost-model JSON to write (its other devices' entries are kept)")
+    p.add_argument("records", nargs="+", type=user_path, help="results folders or results.jsonl files")
+    p.add_argument("--out", required=True, type=user_path, help="cost-model JSON to write (its other devices' entries are kept)")
     p.add_argument("--device", default="cpu",
                    help="the device kind to fit (default cpu): only the records that ran on it count")
     p.add_argument("--no-suite-factors", action="store_true", help="fit one model for every suite")

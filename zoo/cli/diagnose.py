@@ -10,8 +10,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict
 
-from zoo.cli.args import (add_architecture, add_settings, merge_settings, parse_device, parse_seeds, positive_int,
-                          writable_dir)
+from zoo.cli.args import (add_architecture, add_imports, add_settings, merge_settings, parse_device, parse_seeds,
+                          positive_int, user_path, writable_dir)
 
 
 def register(sub: Any) -> None:
@@ -20,6 +20,7 @@ def register(sub: Any) -> None:
     p.add_argument("model", help="model name (A,B: models side by side), a model file (.safetensors from zoo.save), "
                                  "or a zoo bench results folder with --cell/--seed (run with --save-weights)")
     p.add_argument("--dataset", default=None, help="transductive dataset (default: a bench model file's own)")
+    add_imports(p)
     add_architecture(p)
     p.add_argument("--norm", help="norm plugin (A,B: norms side by side)")
     p.add_argument("--epochs", type=int, help="training epochs (default: the suites' and zoo.fit's, docs/benchmarks.md)")
@@ -32,7 +33,7 @@ def register(sub: Any) -> None:
     p.add_argument("--cell", default=None, help="with a results folder: the run's cell id (or a unique prefix)")
     p.add_argument("--seed", type=int, default=None, help="with a results folder: the run's seed")
     p.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
-    p.add_argument("--out", default="diagnose.html", help="the page to write (default %(default)s)")
+    p.add_argument("--out", default="diagnose.html", type=user_path, help="the page to write (default %(default)s)")
     p.set_defaults(handler=run, prog=p.prog)
 
 

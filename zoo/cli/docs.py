@@ -12,13 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from zoo.cli.args import user_path
+
 EXIT_STALE = 1
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("docs", help="regenerate the equation / options / presets blocks of docs/models/*.md "
                                     "from the layer docstrings and registry/*.toml")
-    p.add_argument("--root", default=".", help="repository root holding docs/models/ (default: the current folder)")
+    p.add_argument("--root", default=".", type=user_path, help="repository root holding docs/models/ (default: the current folder)")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if a page's generated block is out of date")
     p.set_defaults(handler=run, prog=p.prog)

@@ -6,14 +6,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zoo.cli.args import writable_dir
+from zoo.cli.args import user_path, writable_dir
 from zoo.cli.errors import EXIT_NOTHING
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("leaderboard", help="Markdown/CSV/JSON/HTML leaderboard from results folders")
-    p.add_argument("results", nargs="+")
-    p.add_argument("--out", required=True)
+    p = sub.add_parser("leaderboard", help="Markdown/CSV/JSON/HTML leaderboard from results folders",
+                       description="the leaderboard of each results folder (one after another) written to "
+                                   "DIR as leaderboard.md, leaderboard.csv, leaderboard.json and index.html")
+    p.add_argument("results", nargs="+", type=user_path, metavar="RESULTS",
+                   help="results folders written by `zoo bench` / `zoo train` (or the results.jsonl in one)")
+    p.add_argument("--out", required=True, type=user_path, metavar="DIR",
+                   help="folder to write the leaderboard files into (made if missing)")
     p.set_defaults(handler=run, prog=p.prog)
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict, List, Optional, Sequence
 
+from zoo.cli.args import add_imports
+
 LISTABLE = ("models", "inits", "norms", "datasets", "suites")
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("list", help="list models, inits, norms, datasets or suites")
     p.add_argument("what", nargs="?", choices=LISTABLE, default=None)
-    p.set_defaults(handler=run)
+    add_imports(p)
+    p.set_defaults(handler=run, prog=p.prog)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,11 +5,13 @@ import argparse
 import sys
 from typing import Any
 
+from zoo.cli.args import user_path
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("merge", help="merge shard / slice results folders of one suite into one folder")
-    p.add_argument("results", nargs="+", help="results folders written by `zoo bench --shard I/N --out ...`")
-    p.add_argument("--out", required=True, help="new folder for the merged results")
+    p.add_argument("results", nargs="+", type=user_path, help="results folders written by `zoo bench --shard I/N --out ...`")
+    p.add_argument("--out", required=True, type=user_path, help="new folder for the merged results")
     p.set_defaults(handler=run, prog=p.prog)
 
 

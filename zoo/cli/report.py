@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from zoo.bench.render.sources import ReportSources
+from zoo.cli.args import user_path
 from zoo.cli.errors import EXIT_FAILED, EXIT_NOTHING, CliError
 
 #: This repository's reproduction report: where its records, notes and pages live (``zoo report``'s
@@ -32,11 +33,11 @@ def report_sources(records: Optional[Union[str, Path]] = None) -> ReportSources:
 def register(sub: Any) -> None:
     p = sub.add_parser("report", help="reproduction report (docs/reproduction.md + index.html) from committed "
                                       "run records, with a status per cell (zoo/bench/analyze/status.py)")
-    p.add_argument("records", nargs="?", default=REPORT_DEFAULTS.records,
+    p.add_argument("records", nargs="?", default=REPORT_DEFAULTS.records, type=user_path,
                    help=f"folder of record folders, one per suite (default {REPORT_DEFAULTS.records})")
-    p.add_argument("--md", default=REPORT_DEFAULTS.md, help="Markdown report to write (default %(default)s)")
-    p.add_argument("--html", default=REPORT_DEFAULTS.html, help="HTML page to write (default %(default)s)")
-    p.add_argument("--notes", default=None,
+    p.add_argument("--md", default=REPORT_DEFAULTS.md, type=user_path, help="Markdown report to write (default %(default)s)")
+    p.add_argument("--html", default=REPORT_DEFAULTS.html, type=user_path, help="HTML page to write (default %(default)s)")
+    p.add_argument("--notes", default=None, type=user_path,
                    help="notes file: why cells differ / what was tried (default RECORDS/../notes.toml)")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if the Markdown on disk is out of date or an open cell has no note")
@@ -48,7 +49,7 @@ def register(sub: Any) -> None:
                    help="with --todo: only this class of cells (default both)")
     p.add_argument("--max-hours", type=float, default=None,
                    help="with --todo: the cheapest commands adding up to at most this many estimated hours")
-    p.add_argument("--out-root", default=None,
+    p.add_argument("--out-root", default=None, type=user_path,
                    help="with --todo: add --out OUT_ROOT/<suite> to each command (pipe the list to sh to run it)")
     p.add_argument("--recheck", type=int, default=None, metavar="N",
                    help="write nothing; re-run N committed records drawn at random (cheapest first) in a fresh "

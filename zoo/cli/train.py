@@ -10,7 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict
 
-from zoo.cli.args import add_architecture, add_renamed, add_settings, merge_settings, parse_device, parse_seeds
+from zoo.cli.args import (add_architecture, add_imports, add_renamed, add_settings, merge_settings, parse_device,
+                          parse_seeds, user_path)
 
 #: the flags that set a suite key of the same name (``--weight-decay`` sets ``weight_decay``)
 SUITE_KEYS = ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs", "patience",
@@ -21,6 +22,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("train", help="train one configuration over several seeds")
     p.add_argument("--model", required=True)
     p.add_argument("--dataset", required=True)
+    add_imports(p)
     add_architecture(p)
     p.add_argument("--heads", type=int)
     p.add_argument("--norm")
@@ -46,8 +48,8 @@ def register(sub: Any) -> None:
     p.add_argument("--dtype", metavar="float32|float64")
     add_settings(p, "any other suite key: model option, dataset option (data.KEY), trainer key")
     p.add_argument("--device", type=parse_device, default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
-    p.add_argument("--out", default=None, help="results folder (default results/train/<config hash>)")
-    p.add_argument("--data-root", default=None)
+    p.add_argument("--out", default=None, type=user_path, help="results folder (default results/train/<config hash>)")
+    p.add_argument("--data-root", default=None, type=user_path)
     p.add_argument("--sequential", action="store_true", help="train seeds one at a time instead of stacked")
     p.add_argument("--cuda-graphs", default="auto", metavar="auto|on|off",
                    help="replay each training epoch as CUDA graphs: auto (default: on a CUDA device where the run "

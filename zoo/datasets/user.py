@@ -42,21 +42,92 @@ def _dgl_to_data(graph: Any) -> Data:
     return out
 
 
+def _scipy_edges(matrix: Any) -> Tensor:
+    """A scipy sparse adjacency matrix as ``edge_index``; weighted entries are refused (not dropped)."""
+    coo = matrix.tocoo()
+    if coo.shape[0] != coo.shape[1]:
+        raise ValueError(f"edge_index is a scipy sparse matrix of shape {coo.shape}; an adjacency matrix is square "
+                         "(num_nodes, num_nodes), or pass edge_index as a (2, num_edges) tensor")
+    if coo.nnz and not (coo.data == 1).all():
+        raise ValueError("edge_index is a weighted scipy sparse matrix; the zoo's models read no edge weights, so "
+                         "they would be dropped: pass the structure, edge_index = "
+                         "torch_geometric.utils.from_scipy_sparse_matrix(A)[0]")
+    return torch.stack([torch.as_tensor(coo.row, dtype=torch.long), torch.as_tensor(coo.col, dtype=torch.long)])
+
+
+def _tensor(key: str, value: Any) -> Any:
+    """numpy arrays and scipy sparse matrices as tensors (the rest as given)."""
+    if hasattr(value, "tocoo") and hasattr(value, "nnz"):  # scipy.sparse, without importing scipy
+        if key == "edge_index":
+            return _scipy_edges(value)
+        return torch.as_tensor(value.toarray())
+    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and hasattr(value, "shape"):
+        if value.dtype == object:
+            raise ValueError(f"data.{key} is a numpy array of Python objects; give numbers "
+                             f"(e.g. numpy.asarray(..., dtype=float)) or a tensor")
+        tensor = torch.as_tensor(value.copy())  # a copy: numpy's memory may be changed later
+        return tensor.long() if key == "edge_index" else tensor
+    return value
+
+
 def _as_data(data: Any) -> Data:
     if is_dgl_graph(data):
-        return _dgl_to_data(data)
-    if isinstance(data, Data):
-        return data.clone()
-    raise TypeError(f"Task.from_data takes a torch_geometric.data.Data or a dgl.DGLGraph, got {type(data).__name__}")
+        out = _dgl_to_data(data)
+    elif isinstance(data, Data):
+        out = data.clone()
+    else:
+        raise TypeError(f"Task.from_data takes a torch_geometric.data.Data or a dgl.DGLGraph, got "
+                        f"{type(data).__name__}")
+    for key in list(out.keys()):
+        out[key] = _tensor(key, out[key])
+    return out
+
+
+def _check_ratios(split: Any) -> Tuple[float, float]:
+    if not (isinstance(split, (tuple, list)) and len(split) == 2
+            and all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in split)):
+        raise ValueError(f"split must be (train_ratio, val_ratio), e.g. (0.6, 0.2); got {split!r}")
+    train, val = float(split[0]), float(split[1])
+    if train <= 0 or val <= 0 or train + val >= 1:
+        raise ValueError(f"split={tuple(split)!r} leaves no node for {'test' if train + val >= 1 else 'training or validation'}: "
+                         "give 0 < train_ratio, 0 < val_ratio and train_ratio + val_ratio < 1 (the rest is test), "
+                         "e.g. (0.6, 0.2)")
+    return train, val
+
+
+def _index_mask(split: str, index: Tensor, n: int) -> Tensor:
+    """Node indices as a bool mask; an index outside ``[0, n)`` is an error, not a wrap-around."""
+    bad = (index < 0) | (index >= n)
+    if bool(bad.any()):
+        raise ValueError(f"{split}_mask holds node index {int(index[bad][0])}, outside 0..{n - 1} (the graph has {n} "
+                         "nodes); give node indices in that range, or a bool mask of one entry per node")
+    return mask_from_index(index.long(), n)
+
+
+def _check_disjoint(data: Data) -> None:
+    masks = {s: getattr(data, f"{s}_mask") for s in SPLITS}
+    if not all(isinstance(m, Tensor) and m.dtype == torch.bool and m.shape == masks["train"].shape
+               for m in masks.values()):
+        return  # Task's own checks name the problem
+    for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
+        shared = masks[a] & masks[b]
+        if bool(shared.any()):
+            raise ValueError(f"{a}_mask and {b}_mask share {int(shared.sum())} node(s) (e.g. node "
+                             f"{int(shared.nonzero()[0])}): a node scored in one split must not be in another; "
+                             "make the masks disjoint")
 
 
 def _masks(data: Data, split: Optional[Tuple[float, float]], seed: int) -> None:
     """Bool masks on ``data``: drawn from ``split`` ratios, or the data's own (index tensors converted)."""
     n = int(data.num_nodes)
     if split is not None:
-        if not (isinstance(split, (tuple, list)) and len(split) == 2):
-            raise ValueError(f"split must be (train_ratio, val_ratio), e.g. (0.6, 0.2); got {split!r}")
-        data.train_mask, data.val_mask, data.test_mask = ratio_split(n, seed, float(split[0]), float(split[1]))
+        train, val = _check_ratios(split)
+        given = [f"{s}_mask" for s in SPLITS if getattr(data, f"{s}_mask", None) is not None]
+        if given:
+            raise ValueError(f"the graph has its own {', '.join(given)}, which split={tuple(split)!r} would replace: "
+                             "drop split to use them, or delete them (del data.train_mask, data.val_mask, "
+                             "data.test_mask) to draw a random split")
+        data.train_mask, data.val_mask, data.test_mask = ratio_split(n, seed, train, val)
         return
     missing = [s for s in SPLITS if getattr(data, f"{s}_mask", None) is None]
     if missing:
@@ -65,8 +136,45 @@ def _masks(data: Data, split: Optional[Tuple[float, float]], seed: int) -> None:
     for s in SPLITS:
         mask = getattr(data, f"{s}_mask")
         if isinstance(mask, Tensor) and mask.dtype in (torch.int64, torch.int32) and mask.dim() == 1 \
-                and (mask.numel() != n or bool((mask > 1).any())):
-            data[f"{s}_mask"] = mask_from_index(mask.long(), n)  # node indices, not a 0/1 mask
+                and (mask.numel() != n or bool((mask > 1).any()) or bool((mask < 0).any())):
+            data[f"{s}_mask"] = _index_mask(s, mask, n)  # node indices, not a 0/1 mask
+    _check_disjoint(data)
+
+
+def _labels(data: Data, multilabel: bool, metric: str) -> None:
+    """Labels the zoo can train on, or one line saying what to pass instead."""
+    y = getattr(data, "y", None)
+    if y is None:
+        raise ValueError("the graph has no labels: set data.y (DGL: g.ndata['label']), one integer class per node "
+                         "(or an (N, C) 0/1 matrix with multilabel=True)")
+    if not isinstance(y, Tensor):
+        raise ValueError(f"data.y must be a tensor, got {type(y).__name__}")
+    if multilabel or metric == "rocauc" or not y.is_floating_point():
+        return
+    if y.dim() == 2 and y.size(1) > 1:
+        raise ValueError(f"y is a {tuple(y.shape)} float matrix: several labels per node? pass multilabel=True; one "
+                         "class per node: give its index, y = y.argmax(1)")
+    raise ValueError(f"class labels must be integers, got y of dtype {y.dtype} (use y.long())")
+
+
+def _inferred_classes(data: Data) -> int:
+    """Largest label + 1 over the labelled nodes; a class with no node at all is a stray label, refused."""
+    masks = [getattr(data, f"{s}_mask") for s in SPLITS]
+    labelled = torch.stack(masks).any(0) if all(m.dtype == torch.bool and m.shape == masks[0].shape
+                                                 for m in masks) else slice(None)
+    y = data.y[labelled]
+    if not y.numel():
+        raise ValueError("no node is labelled: the masks select no node")
+    num = int(y.max()) + 1
+    present = torch.zeros(num, dtype=torch.bool)
+    present[data.y[(data.y >= 0) & (data.y < num)].long()] = True
+    empty = (~present).nonzero().view(-1).tolist()
+    if empty and int(y.min()) >= 0:
+        shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+        raise ValueError(f"the labels go up to {num - 1}, but no node has class {shown}: a stray label? pass "
+                         f"num_classes={num} to keep empty classes, or number the classes 0..C-1 "
+                         "(y = torch.unique(y, return_inverse=True)[1])")
+    return num
 
 
 def task_from_data(cls: Any, data: Any, *, name: str, num_classes: Optional[int], split: Any, seed: int,
@@ -77,17 +185,15 @@ def task_from_data(cls: Any, data: Any, *, name: str, num_classes: Optional[int]
     if getattr(data, "x", None) is None:
         raise ValueError("the graph has no node features: set data.x (DGL: g.ndata['feat']), e.g. a one-hot "
                          "identity torch.eye(num_nodes) when the graph has none")
-    y = getattr(data, "y", None)
-    if isinstance(y, Tensor) and not multilabel and y.dim() == 2 and y.size(1) == 1:
+    _labels(data, multilabel, metric)
+    y = data.y
+    if not multilabel and y.dim() == 2 and y.size(1) == 1:
         data.y = y.view(-1)  # (N, 1) class labels, OGB's layout
     _masks(data, split, seed)
-    if num_classes is None and isinstance(data.y, Tensor) and not multilabel:
-        masks = [getattr(data, f"{s}_mask") for s in SPLITS]
-        labelled = torch.stack(masks).any(0) if all(m.dtype == torch.bool and m.shape == masks[0].shape
-                                                     for m in masks) else slice(None)
-        num_classes = int(data.y[labelled].max()) + 1 if data.y.numel() and not data.y.is_floating_point() else 0
-    elif num_classes is None and isinstance(data.y, Tensor):
-        num_classes = int(data.y.size(-1))
+    if num_classes is None and (multilabel or data.y.is_floating_point()):  # targets, one column per task
+        num_classes = int(data.y.size(-1)) if data.y.dim() == 2 else 2
+    elif num_classes is None:
+        num_classes = _inferred_classes(data)
     label = "masks" if split is None else f"random_ratio={split[0]}/{split[1]}:seed={seed}"
     return cls(name=name, kind="transductive", metric=metric, num_features=int(data.x.size(-1)),
                num_classes=num_classes, multilabel=multilabel, data=data, split=label,

@@ -10,7 +10,8 @@ Input: :meth:`LayerRecorder.arrays` (keys ``(T, R, L)``, metrics ``(T, R)``) plu
 * **frozen layers**: layers whose weights moved less than ``FROZEN`` (1 %) of their norm by the end;
 * **learning**: the selected epoch's training metric against the initial one;
 * **oversmoothing**: the last layer's Laplacian energy below ``COLLAPSE`` (1e-3) of the first's;
-* **uniform attention**: mean normalised attention entropy above 0.99 at the end;
+* **uniform attention**: mean normalised attention entropy above 0.99 at the end (models that learn
+  attention parameters only: a GCN's fixed neighbour weights are not attention);
 * **conservation**: ``max |delta|`` (Eq. 7) tiny relative to the gradient products, and
   ``c = 0`` at initialisation (a balanced init).
 
@@ -103,7 +104,8 @@ def replica_findings(data: Dict[str, Any], r: int) -> Dict[str, Any]:
     if lap is not None and np.isfinite(lap[0]) and lap[0] > 0 and np.isfinite(lap[-1]):
         out["energy_ratio"] = float(lap[-1] / lap[0])
     ent = data["entropy"][-1, r, :]
-    out["entropy_end"] = float(np.nanmean(ent)) if np.isfinite(ent).any() else None
+    learns_attention = bool(np.isfinite(data["grad_a"][:, r, :]).any())  # GCN's fixed weights are no attention
+    out["entropy_end"] = float(np.nanmean(ent)) if learns_attention and np.isfinite(ent).any() else None
     delta = _first_finite_row(data["delta"][:, r, :]) if data["delta"].shape[-1] else None
     out["max_delta"] = float(np.nanmax(delta)) if delta is not None and np.isfinite(delta).any() else None
     c0 = data["c"][0, r, :] if data["c"].shape[-1] else np.array([])

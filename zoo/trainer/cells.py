@@ -42,7 +42,10 @@ def resolve_device(device: Optional[str]) -> torch.device:
     """``None``/"auto" -> cuda if available else cpu; "cuda"/"cuda:1"/"cpu" as given (checked)."""
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):  # torch's own message lists twenty device types
+        raise ValueError(f"unknown device {device!r}; use cpu, cuda or cuda:N (e.g. cuda:1)") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but CUDA is not available here; use device='cpu' "
                          "(CLI: --device cpu)")

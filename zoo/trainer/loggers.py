@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from zoo._io import output_file, user_path
+
 __all__ = ["CSVLogger", "TensorBoardLogger", "MLflowLogger", "replica_name"]
 
 KEYS = ("train", "val", "test", "train_loss", "val_loss")
@@ -49,16 +51,17 @@ def _require(module: str, logger: str, extra: str) -> Any:
 class CSVLogger:
     """``zoo.fit(..., callbacks=[CSVLogger("fit.csv")])``: one row per evaluated epoch and replica
     (``epoch, replica, train, val, test, train_loss, val_loss``), flushed every epoch so a
-    running fit can be followed (``pandas.read_csv``); an existing file is replaced."""
+    running fit can be followed (``pandas.read_csv``); an existing file is replaced, an existing
+    folder gets ``fit.csv`` inside it."""
 
     def __init__(self, path: Union[str, Path]) -> None:
-        self.path = Path(path)
+        self.path = output_file(path, "fit.csv", make=False)  # a path below a file fails here, not at epoch 1
         self._fh: Optional[Any] = None
         self._writer: Optional[Any] = None
 
     def on_epoch_end(self, state: Any) -> None:
         if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path = output_file(self.path, "fit.csv")
             self._fh = open(self.path, "w", newline="")
             self._writer = csv.writer(self._fh)
             self._writer.writerow(["epoch", "replica", *KEYS])
@@ -82,7 +85,7 @@ class TensorBoardLogger:
     Needs the ``tensorboard`` extra."""
 
     def __init__(self, log_dir: Union[str, Path]) -> None:
-        self.log_dir = Path(log_dir)
+        self.log_dir = user_path(log_dir)
         self._summary_writer = _require("torch.utils.tensorboard", "TensorBoardLogger", "tensorboard").SummaryWriter
         self._writer: Optional[Any] = None
 

@@ -68,7 +68,7 @@ def test_no_worker_outlives_its_driver(tmp_path, sig):
     env = {**os.environ, "ZOO_DATA": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
     out = tmp_path / "o"
     driver = subprocess.Popen([sys.executable, "-m", "zoo", "bench", str(_suite(tmp_path)), "--workers", "2",
-                               "--sequential", "--quiet", "--no-leaderboard", "--out", str(out)],
+                               "--quiet", "--no-leaderboard", "--out", str(out)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                               start_new_session=True)
     try:

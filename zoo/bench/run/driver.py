@@ -44,7 +44,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import torch
 from tqdm.auto import tqdm
 
-from zoo._io import write_atomic
+from zoo._io import user_path, write_atomic
 from zoo.bench.run.resume_file import RESUME_DIR, resume_key, fingerprint, remove_resume_file
 from zoo.bench.run.executors import (REDO, Executor, GroupJob, LocalExecutor, Outcome, auto_workers, format_error,
                                      make_executor)
@@ -61,6 +61,7 @@ from zoo.trainer.cells import TaskCache, build_config, resolve_device, start_gro
 from zoo.trainer.graphs import GraphFallback
 from zoo.trainer.results import RunResult
 from zoo.trainer.resume import ResumeFile
+from zoo.user_modules import import_from_env, worker_env
 
 PathLike = Union[str, Path]
 
@@ -166,6 +167,7 @@ def execute_group(job: GroupJob, callbacks: Sequence[Any] = (), tasks: Optional[
     try:
         if tasks is None:  # a worker: the driver's ZOO_DATA / ZOO_DATA_MIRROR (absolute paths)
             os.environ.update(job.env)
+            import_from_env()  # the user's modules: their registrations, before any task is loaded
             tasks = _worker_tasks(job.data_root)
         cells = job.cells
         try:
@@ -278,8 +280,10 @@ def _abs_paths(value: str) -> str:
 
 
 def data_env() -> Dict[str, str]:
-    """The driver's data locations, as absolute paths, for workers (``ZOO_DATA``, ``ZOO_DATA_MIRROR``)."""
-    return {k: _abs_paths(os.environ[k]) for k in ("ZOO_DATA", "ZOO_DATA_MIRROR") if os.environ.get(k)}
+    """The driver's data locations, as absolute paths, for workers (``ZOO_DATA``, ``ZOO_DATA_MIRROR``), and
+    the user's modules it imported (``--import``, a suite's ``plugins``: their registered datasets and models)."""
+    return {**{k: _abs_paths(os.environ[k]) for k in ("ZOO_DATA", "ZOO_DATA_MIRROR") if os.environ.get(k)},
+            **worker_env()}
 
 
 def make_jobs(suite: Suite, cells: Sequence[Cell], options: RunOptions,
@@ -324,7 +328,7 @@ def run_suite(suite: Suite, out: PathLike, options: Optional[RunOptions] = None)
     """
     options = RunOptions() if options is None else options
     options.check_here()
-    out = Path(out)
+    out = user_path(out)
     cells = select(suite, options.where, options.shard)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / records.RESULTS_FILE

@@ -20,6 +20,9 @@ def read_folder(results: PathLike) -> Tuple[Path, Dict[str, Any], List[Dict[str,
     results = Path(results)
     if not results.exists():
         raise FileNotFoundError(f"results folder {results} does not exist; pass a folder written by `zoo bench`")
+    if not results.is_dir() and results.name != records.RESULTS_FILE:
+        raise FileNotFoundError(f"{results} is a file, not a results folder; pass a folder written by `zoo bench` "
+                                f"(or the {records.RESULTS_FILE} in it)")
     folder = results if results.is_dir() else results.parent
     info = records.read_resolved(folder)
     if info is None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.resources as resources
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -40,6 +41,7 @@ from zoo.bench.suite.expand import (check_board_keys, check_overrides_and_exclud
 from zoo.bench.suite.reported import load_reported
 from zoo.bench.suite.schema import Cell, Suite, SuiteError
 from zoo.bench.suite.settings import cells_with_settings
+from zoo.user_modules import import_modules
 
 
 # --------------------------------------------------------------------------- locating suites
@@ -79,6 +81,8 @@ def find_suite(name_or_path: Union[str, Path]) -> Path:
     """A suite file: a ``.toml`` path, a shipped suite's name, or another existing path.  A bare name
     of a shipped suite is that suite even where the working directory holds something of that name
     (``zoo bench quick --out quick`` run twice)."""
+    if isinstance(name_or_path, str) and name_or_path.startswith("~"):
+        name_or_path = os.path.expanduser(name_or_path)
     p = Path(name_or_path)
     shipped = suites_dir() / f"{normalize_name(str(name_or_path))}.toml"
     if p.suffix != ".toml" and str(name_or_path) == p.name and shipped.is_file():
@@ -125,6 +129,20 @@ def _check_mode_keys(source: str, meta: Mapping[str, Any], cells: Sequence[Cell]
                          f"{mode!r}); remove it")
 
 
+def _import_plugins(source: str, plugins: Any) -> None:
+    """``plugins = ["mymodule", "datasets.py"]``: the user's modules that register the suite's datasets and
+    models, imported before its cells are resolved (files relative to the suite file; workers import them too)."""
+    if plugins is None:
+        return
+    if not (isinstance(plugins, list) and all(isinstance(p, str) and p for p in plugins)):
+        raise SuiteError(f"{source} [suite]: plugins must be a list of module names or .py files, got {plugins!r}")
+    base = Path(source).parent if Path(source).is_file() else None
+    try:
+        import_modules(plugins, base)
+    except ValueError as e:
+        raise SuiteError(f"{source} [suite]: plugins: {e}") from None
+
+
 def parse_suite(raw: Dict[str, Any], quick: bool = False, source: str = "<suite>",
                 validate_models: bool = True, settings: Optional[Mapping[str, Any]] = None,
                 where: Optional[Mapping[str, Sequence[Any]]] = None, check_inits: bool = True) -> Suite:
@@ -142,6 +160,7 @@ def _parse(raw: Dict[str, Any], quick: bool, source: str, validate_models: bool,
            settings: Optional[Mapping[str, Any]], where: Optional[Mapping[str, Sequence[Any]]],
            check_inits: bool) -> Suite:
     meta, board = read_header(raw, source)
+    _import_plugins(source, meta.get("plugins"))
     tables = read_tables(raw, source, quick)
     search = read_search(raw, source, tables, board)
     if quick:  # the quick form checks that the suite runs: its own point only

@@ -178,6 +178,9 @@ def _check_run_and_train(where: str, run: Dict[str, Any], train: Dict[str, Any])
     if normalize_name(train["optimizer"]) not in OPTIMIZERS:
         raise SuiteError(f"{where}: {unknown_name_error('optimizer', train['optimizer'], OPTIMIZERS)}")
     train["optimizer"] = normalize_name(train["optimizer"])
+    for key in ("lr_scheduler", "precision"):  # names, spelled as the optimizer's: "BF16" is "bf16"
+        if isinstance(train.get(key), str):
+            train[key] = normalize_name(train[key])
     try:
         TrainConfig(**{**train, "betas": tuple(train["betas"])})
     except (TypeError, ValueError) as e:

@@ -29,7 +29,7 @@ class SuiteError(ValueError):
 
 TOP_LEVEL = ("suite", "defaults", "grid", "variants", "override", "exclude", "search", "quick", "leaderboard")
 
-META_KEYS = ("name", "title", "paper", "tables", "description", "reported", "mode", "notes")
+META_KEYS = ("name", "title", "paper", "tables", "description", "reported", "mode", "notes", "plugins")
 
 QUICK_KEYS = ("defaults", "grid", "override", "exclude")
 
