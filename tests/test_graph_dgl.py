@@ -1,8 +1,9 @@
 """DGL graphs as model input, against real DGL (``make test-dgl``; docs/dgl.md).
 
-Skipped where ``import dgl`` fails (the default environment's torch is newer than any DGL
-release supports); :func:`test_duck_typed_adapter_on_a_dgl_graph_built_without_graphbolt`
-keeps the adapter tested there on a real ``DGLGraph`` object.
+Skipped where ``import dgl`` fails or DGL is not installed (the default environment has none: its
+torch is newer than any DGL release supports); ``make test-dgl`` runs them in ``.venv-dgl``, with
+:func:`test_duck_typed_adapter_on_a_dgl_graph_built_without_graphbolt` (a real ``DGLGraph`` object
+built with graphbolt stubbed).
 """
 from __future__ import annotations
 

@@ -152,6 +152,7 @@ def test_training_from_given_weights_records_their_hash():
 
 def test_a_registered_dataset_registered_again_with_other_data_gets_other_cells(monkeypatch, tmp_path):
     from zoo.bench.run.driver import run_suite
+    from zoo.bench.run.options import RunOptions
     from zoo.bench.store.records import SuiteMismatchError
     from zoo.bench.suite.load import parse_suite
     from zoo.datasets import DATASETS, register_dataset
@@ -170,11 +171,11 @@ def test_a_registered_dataset_registered_again_with_other_data_gets_other_cells(
            "leaderboard": {"rows": ["model"], "columns": "num_layers", "metric": "test"}}
     first = parse_suite(raw).cells
     assert first[0].config["task"]["fingerprint"] == Task.from_data(graph["now"], split=(0.5, 0.25)).fingerprint()
-    assert run_suite(parse_suite(raw), tmp_path, quiet=True).ran == 2
+    assert run_suite(parse_suite(raw), tmp_path, RunOptions(quiet=True)).ran == 2
     assert parse_suite(raw).cells[0].id == first[0].id  # the same data, the same cells
     graph["now"] = _graph(seed=1)
     with pytest.warns(UserWarning, match=r"regd_probe.*replacing it; it now loads other data \(fingerprint"):
         register()
     assert {c.id for c in parse_suite(raw).cells}.isdisjoint({c.id for c in first})
     with pytest.raises(SuiteMismatchError, match="dataset 'regd_probe' now holds other data"):
-        run_suite(parse_suite(raw), tmp_path, quiet=True)  # not "2 already done" with the old graph's numbers
+        run_suite(parse_suite(raw), tmp_path, RunOptions(quiet=True))  # not "2 already done" with the old graph's numbers

@@ -64,9 +64,10 @@ def with_aliases(section: str, names: Sequence[str]) -> List[str]:
 
 
 def suites_table() -> str:
-    """Each suite's runs and estimated CPU-hours at its full protocol (zoo.bench.plan.cost)."""
+    """Each suite's runs and estimated CPU time at its full protocol (zoo.bench.plan.cost), in the unit
+    that fits it (the quick suite's minutes are not "0.0 CPU-hours")."""
     from zoo.bench.plan import cost, cost_file
-    from zoo.bench.plan.estimate import estimate
+    from zoo.bench.plan.estimate import estimate, hours
     from zoo.bench.suite.cells import cell_value
     from zoo.bench.suite.load import list_suites, load_suite
 
@@ -79,6 +80,6 @@ def suites_table() -> str:
             lines.append(f"  {name:<20} (cannot be loaded: {e})")
             continue
         est = estimate(name, suite.mode, suite.groups(), model, table, cell_value, by=())
-        lines.append(f"  {name:<20} {len(suite.cells):>5} runs  {est.cpu_seconds / 3600:>9,.1f} CPU-hours")
+        lines.append(f"  {name:<20} {len(suite.cells):>5} runs  {hours(est.cpu_seconds):>8} of CPU time")
     return "\n".join(lines) + "\n  (estimated by the cost model fitted on the records' shared 2-core CPU; " \
         "zoo bench SUITE --estimate gives the table per slice)"

@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 import torch
 from torch_geometric.data import Data
 
+from .._ogb import ogb_module
 from . import mirror
 from .cache import allow_globals, allowed_globals, verified
 from .registry import edge_options, get_spec, instantiate, register_dataset, transductive_task
@@ -143,9 +144,9 @@ def _ogb_dataset(name: str, ogb_name: str, root: Path, meta_dict: Optional[Mappi
                  download: Optional[bool], expected: List[str], keys: Sequence[str]):
     """The OGB dataset, staged and verified; ``keys``: the registry statistics it must match."""
     if ogb_name.startswith("ogbg"):
-        from ogb.graphproppred import PygGraphPropPredDataset as base
+        base = ogb_module("ogb.graphproppred").PygGraphPropPredDataset
     else:
-        from ogb.nodeproppred import PygNodePropPredDataset as base
+        base = ogb_module("ogb.nodeproppred").PygNodePropPredDataset
     cls = verified(base)
     rel_dir = _ogb_dir(ogb_name)
     folder = root / rel_dir

@@ -151,11 +151,10 @@ class Task:
 
     def _ogb(self, input_dict: Dict[str, Tensor], key: str) -> float:
         prefix = self.ogb_evaluator.split("-")[0]
-        if prefix == "ogbg":
-            from ogb.graphproppred import Evaluator
-        else:
-            from ogb.nodeproppred import Evaluator
-        return float(Evaluator(self.ogb_evaluator).eval(input_dict)[key])
+        from zoo._ogb import ogb_module
+
+        evaluator = ogb_module("ogb.graphproppred" if prefix == "ogbg" else "ogb.nodeproppred").Evaluator
+        return float(evaluator(self.ogb_evaluator).eval(input_dict)[key])
 
     # ------------------------------------------------------------------ summary
     def split_sizes(self) -> Dict[str, int]:

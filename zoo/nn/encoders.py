@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo._names import Registry
+from zoo._ogb import ogb_module
 
 EncoderFactory = Callable[[Optional[int], int], nn.Module]
 
@@ -47,7 +48,7 @@ class CategoricalEncoder(nn.Module):
 
     def __init__(self, kind: str, in_dim: Optional[int], out_dim: int) -> None:
         super().__init__()
-        from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
+        encoders = ogb_module("ogb.graphproppred.mol_encoder")
 
         # The atom encoder's in_dim (the model's) is not checked here (suites dry-build models on toy
         # sizes); forward checks the data.  An edge_dim given to the bond encoder would change nothing.
@@ -56,7 +57,7 @@ class CategoricalEncoder(nn.Module):
             raise ValueError(f"the 'bond' encoder reads OGB's {len(self.dims)} bond columns, so edge_dim={in_dim} "
                              "would change nothing; drop edge_dim, or use edge_encoder='linear' for other features")
         self.kind, self.in_dim, self.out_dim = kind, len(self.dims), out_dim
-        self.encoder = (AtomEncoder if kind == "atom" else BondEncoder)(out_dim)
+        self.encoder = (encoders.AtomEncoder if kind == "atom" else encoders.BondEncoder)(out_dim)
 
     def forward(self, codes: Tensor) -> Tensor:
         if codes.dim() != 2 or codes.size(1) != self.in_dim:

@@ -92,13 +92,15 @@ def test_cli_estimate_on_cuda_gives_gpu_time_from_the_cuda_entry(tmp_path, capsy
     assert rows["num_layers=2"][5:7] == ["49", "s"] and rows["num_layers=40"][5:7] == ["9", "min"]
 
 
-def test_list_suites_shows_runs_and_cpu_hours(capsys):
+def test_list_suites_shows_runs_and_cpu_time(capsys):
     from zoo.cli import main
 
     assert main(["list", "suites"]) == 0
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("balance_table2"))
-    assert "600 runs" in line and "CPU-hours" in line
+    assert "600 runs" in line and line.split()[-4:-3] in (["h"], ["d"]) and line.endswith("of CPU time")
+    quick = next(ln for ln in text.splitlines() if ln.strip().startswith("quick")).split()
+    assert quick[-4] in ("s", "min") and quick[-5] != "0"  # minutes, not "0.0 CPU-hours"
 
 
 def test_a_command_pays_its_processes_start_and_exit_and_its_leaderboard():

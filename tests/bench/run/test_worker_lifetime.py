@@ -103,9 +103,10 @@ import sys
 from tests.conftest import tiny_twin_suite
 from zoo.bench.suite.load import parse_suite
 from zoo.bench.run.driver import run_suite
+from zoo.bench.run.options import RunOptions
 {call}
 """
-CALL = "run_suite(parse_suite(tiny_twin_suite('guard')), sys.argv[1], workers=2, quiet=True)"
+CALL = "run_suite(parse_suite(tiny_twin_suite('guard')), sys.argv[1], RunOptions(workers=2, quiet=True))"
 
 
 def _script(tmp_path, call):

@@ -100,7 +100,19 @@ def test_cli_build_kernels_fails_in_one_line_without_a_compiler(tiny_source, mon
     monkeypatch.setenv("CXX", "/bin/false")
     assert main(["build-kernels"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[0].startswith("zoo build-kernels: error:")
+    assert err[0].startswith("zoo: compiling the C++ attention kernels")
+    assert err[1].startswith("zoo build-kernels: error:")
+
+
+def test_a_first_build_is_announced_and_a_built_library_is_not(tiny_source, capsys):
+    """The first use compiles for a minute: one line says so (and how to do it ahead of time)."""
+    build.build()
+    err = capsys.readouterr().err
+    assert err.startswith("zoo: compiling the C++ attention kernels for this machine (once per machine, about a "
+                          "minute; `zoo build-kernels` does it ahead of time) ...\n")
+    assert "zoo: compiled the attention kernels in " in err
+    build.build()
+    assert capsys.readouterr().err == ""
 
 
 def test_a_library_being_built_is_not_loaded_half_written(tiny_source):

@@ -25,6 +25,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -123,6 +124,15 @@ def _run_build(name: str, directory: Path, timeout_s: float) -> None:
         raise RuntimeError("the build failed:\n  " + "\n  ".join(tail))
 
 
+def _announced_build(name: str, directory: Path, timeout_s: float) -> None:
+    """The build, with a line before and after: a first use that is silent for a minute looks hung."""
+    print("zoo: compiling the C++ attention kernels for this machine (once per machine, about a minute; "
+          "`zoo build-kernels` does it ahead of time) ...", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    _run_build(name, directory, timeout_s)
+    print(f"zoo: compiled the attention kernels in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+
+
 def build(timeout_s: Optional[float] = None) -> Path:
     """Compile the extension if it is not built yet and return the shared library's path."""
     name = extension_name()
@@ -140,7 +150,7 @@ def build(timeout_s: Optional[float] = None) -> Path:
             raise
         if not library.exists():  # (another process may have built it while we waited)
             clear_stale_baton(directory)
-            _run_build(name, directory, timeout_s)
+            _announced_build(name, directory, timeout_s)
     if not library.exists():
         raise RuntimeError(f"the build finished but left no {library}")
     return library
