@@ -48,3 +48,9 @@ def test_a_loaded_task_is_as_made_until_its_data_changes():
     assert not task.as_made()
     copy = pickle.loads(pickle.dumps(load("cornell")))  # a copy is compared by content
     assert copy.as_made()
+
+
+def test_a_task_with_a_callable_transform_still_pickles():
+    task = load("cornell", transforms=[lambda d: d])
+    copy = pickle.loads(pickle.dumps(task))
+    assert copy.seal.reload is None and not copy.as_made()

@@ -13,6 +13,7 @@ the data is the recipe's without hashing anything.  (Writes that bypass PyTorch,
 from __future__ import annotations
 
 import hashlib
+import pickle
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -139,7 +140,7 @@ class Seal:
     """
 
     def __init__(self, task: Any, reload: Callable[[], Any]) -> None:
-        self.reload = reload
+        self.reload: Optional[Callable[[], Any]] = reload
         self._fields = tuple(getattr(task, k) for k in _FIELDS)
         self._objects: Optional[List[Any]] = _held(task)  # strong references: no id is reused while held
         self._versions = [_state(o)[0] if isinstance(o, Tensor) and _state(o) is not None else None
@@ -163,8 +164,14 @@ class Seal:
         return True
 
     def __getstate__(self) -> Dict[str, Any]:
-        """A pickled task keeps its recipe, not the objects: its copy is compared by content."""
-        return {"reload": self.reload, "_fields": self._fields, "_objects": None, "_versions": []}
+        """A pickled task keeps its recipe, not the objects: its copy is compared by content (a recipe
+        with a callable transform may not pickle: then the copy cannot be compared, ``reload`` is None)."""
+        reload: Optional[Callable[[], Any]] = self.reload
+        try:
+            pickle.dumps(reload)
+        except Exception:  # noqa: BLE001 - a lambda transform and the like
+            reload = None
+        return {"reload": reload, "_fields": self._fields, "_objects": None, "_versions": []}
 
 
 # --------------------------------------------------------------------------- registered datasets

@@ -87,6 +87,8 @@ class Task:
             return False
         if self.seal.intact(self):
             return True
+        if self.seal.reload is None:  # a copy whose recipe could not travel with it: cannot tell
+            return False
         if self.fingerprint() != self.seal.reload().fingerprint():
             return False
         self.seal = Seal(self, self.seal.reload)  # equal data: sealed again as it is now
