@@ -143,7 +143,7 @@ def test_not_a_model_file_and_not_a_zoo_model(tmp_path):
 def test_read_header(tmp_path):
     path = zoo.save(zoo.build("gatv2", in_dim=6, out_dim=3, num_layers=2, init="bal_o"), tmp_path / "m")
     header = read_header(path)
-    assert header["build"]["init"] == "bal_o" and header["head"] is None
+    assert header["build"]["init"] == "balanced_orthogonal" and header["head"] is None  # the registered name
 
 
 def test_load_takes_the_name_given_to_save(tmp_path):

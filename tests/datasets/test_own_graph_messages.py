@@ -48,11 +48,12 @@ def test_masks_that_would_mislead_are_refused(masks, message):
         Task.from_data(_graph(**masks))
 
 
-def test_a_split_beside_the_graphs_own_masks_is_refused_not_silently_preferred():
+def test_a_split_beside_the_graphs_own_masks_says_it_replaces_them():
     data = _graph(**_masks([0, 1], [2, 3], [4, 5]))
-    with pytest.raises(ValueError, match=r"has its own train_mask, val_mask, test_mask, which split=\(0.6, 0.2\) "
-                                         "would replace"):
-        zoo.fit("gat", data, split=(0.6, 0.2), epochs=1, num_layers=1, hidden_dim=4)
+    with pytest.warns(UserWarning, match=r"split=\(0.6, 0.2\) replaces the graph's own train_mask, val_mask, "
+                                         r"test_mask \(drop split to use them\)"):
+        history = zoo.fit("gat", data, split=(0.6, 0.2), epochs=1, num_layers=1, hidden_dim=4, keep_models=False)
+    assert history.cells[0].config["task"]["fingerprint"] == Task.from_data(_graph(), split=(0.6, 0.2)).fingerprint()
 
 
 def test_ratios_that_leave_no_test_node_say_so():

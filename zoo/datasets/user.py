@@ -7,6 +7,7 @@ and metric get one fingerprint, any other difference another.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Optional, Tuple
 
 import torch
@@ -123,10 +124,9 @@ def _masks(data: Data, split: Optional[Tuple[float, float]], seed: int) -> None:
     if split is not None:
         train, val = _check_ratios(split)
         given = [f"{s}_mask" for s in SPLITS if getattr(data, f"{s}_mask", None) is not None]
-        if given:
-            raise ValueError(f"the graph has its own {', '.join(given)}, which split={tuple(split)!r} would replace: "
-                             "drop split to use them, or delete them (del data.train_mask, data.val_mask, "
-                             "data.test_mask) to draw a random split")
+        if given:  # the split asked for wins, said once: the data's own masks are not used
+            warnings.warn(f"split={tuple(split)!r} replaces the graph's own {', '.join(given)} (drop split to use "
+                          "them)", UserWarning, stacklevel=4)
         data.train_mask, data.val_mask, data.test_mask = ratio_split(n, seed, train, val)
         return
     missing = [s for s in SPLITS if getattr(data, f"{s}_mask", None) is None]
