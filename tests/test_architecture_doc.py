@@ -94,7 +94,7 @@ def test_the_page_says_where_to_add_each_kind_of_plugin():
 
 #: test folders and files that test the repository rather than one module of the package
 REPOSITORY_TESTS = {"benchmarks", "research", "packaging", "test_architecture_doc.py", "test_layering.py",
-                    "test_guide.py", "test_docs_dgl.py", "test_xdist_groups.py"}
+                    "test_guide.py", "test_docs_dgl.py", "test_docs_snippets.py", "test_xdist_groups.py"}
 
 
 def misplaced_tests(tests: Path, package: Path) -> List[str]:

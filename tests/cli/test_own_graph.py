@@ -39,7 +39,7 @@ def _suite(tmp_path, name, plugins=None, grid="seed = [0, 1]"):
 @pytest.fixture
 def registrations(monkeypatch):
     """Registrations and imports made by a test end with it."""
-    from zoo import user_modules
+    from zoo import _user_modules as user_modules
     from zoo.datasets import DATASETS
 
     monkeypatch.setattr(DATASETS, "_items", dict(DATASETS._items))

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 CODE = """
@@ -19,6 +21,7 @@ from torch_geometric.data import Data
 """
 
 
+@pytest.mark.slow  # a fresh Python process importing torch, PyG and OGB
 def test_nothing_is_written_in_home(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

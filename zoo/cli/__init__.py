@@ -104,7 +104,7 @@ def _run(argv: Optional[Sequence[str]]) -> int:
     previous = _on_sigterm(raise_terminated)
     try:
         if getattr(args, "imports", None):  # the user's registrations, before any name is looked up
-            from zoo.user_modules import import_modules
+            from zoo._user_modules import import_modules
 
             import_modules(args.imports)
         return args.handler(args)

@@ -121,6 +121,7 @@ def _run(tmp_path, script, stdin=None):
     return subprocess.run(args, input=stdin, capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
 
 
+@pytest.mark.slow  # a Python process importing torch
 def test_a_script_without_a_main_guard_is_told_so(tmp_path):
     done = _run(tmp_path, _script(tmp_path, CALL))
     assert done.returncode == 1
@@ -130,6 +131,7 @@ def test_a_script_without_a_main_guard_is_told_so(tmp_path):
     assert not (tmp_path / "o" / "results.jsonl").exists()  # no run recorded as "worker died"
 
 
+@pytest.mark.slow
 def test_a_script_from_stdin_is_told_so(tmp_path):
     done = _run(tmp_path, None, stdin=SCRIPT.format(call=CALL))
     assert done.returncode == 1

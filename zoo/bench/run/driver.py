@@ -61,7 +61,7 @@ from zoo.trainer.cells import TaskCache, build_config, resolve_device, start_gro
 from zoo.trainer.graphs import GraphFallback
 from zoo.trainer.results import RunResult
 from zoo.trainer.resume import ResumeFile
-from zoo.user_modules import import_from_env, worker_env
+from zoo._user_modules import import_from_env, worker_env
 
 PathLike = Union[str, Path]
 

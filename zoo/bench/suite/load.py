@@ -41,7 +41,7 @@ from zoo.bench.suite.expand import (check_board_keys, check_overrides_and_exclud
 from zoo.bench.suite.reported import load_reported
 from zoo.bench.suite.schema import Cell, Suite, SuiteError
 from zoo.bench.suite.settings import cells_with_settings
-from zoo.user_modules import import_modules
+from zoo._user_modules import import_modules
 
 
 # --------------------------------------------------------------------------- locating suites

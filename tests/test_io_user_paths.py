@@ -39,7 +39,7 @@ def test_a_path_below_a_file_is_one_line(tmp_path):
         zoo.save(_model(), afile / "m")
     with pytest.raises(ValueError, match="is a file, not a folder"):
         CSVLogger(afile / "sub" / "fit.csv")
-    from zoo.diagnostics.diagnose import _write
+    from zoo.diagnosing import _write
 
     with pytest.raises(ValueError, match="is a file, not a folder"):
         _write(afile / "page.html", "<html></html>")
