@@ -37,6 +37,32 @@ def test_labels_that_cannot_be_trained_on_say_what_to_pass(data, message):
         Task.from_data(data, split=(0.6, 0.2))
 
 
+_MASKS = _masks([0, 1], [2, 3], [4, 5])
+
+
+@pytest.mark.parametrize("data, message", [
+    (Data(x=torch.randn(N, 4).tolist(), edge_index=torch.zeros(2, 0, dtype=torch.long), y=torch.arange(N) % 3),
+     r"data.x must be a tensor .*got list; use torch.as_tensor\(x, dtype=torch.float\)"),
+    (_graph(x=torch.randn(N)), r"data.x has shape \(30,\); .*\(one feature per node: x.view\(-1, 1\)\)"),
+    (Data(x=torch.randn(N, 4), y=torch.arange(N) % 3), r"the graph has no edge_index: .*torch.empty\(2, 0"),
+    (_graph(edge_index=torch.zeros(90, 2, dtype=torch.long)), r"got \(90, 2\); if you have an \(E, 2\) edge list"),
+    (_graph(edge_index=torch.zeros(2, 9)), r"integer node indices, got dtype torch.float32 \(use edge_index.long\(\)\)"),
+    (_graph(edge_index=torch.tensor([[0, 1], [2, 30]])), r"edge_index refers to node 30 but the graph has 30 nodes"),
+    (_graph(y=(torch.arange(N) % 3).tolist()), r"data.y must be a tensor, got list; use torch.as_tensor\(y\)"),
+    (_graph(y=torch.arange(20) % 3), r"y has shape \(20,\) but the graph has 30 nodes \(x has 30 rows\)"),
+])
+def test_fields_a_model_reads_are_checked_up_front(data, message):
+    for key, value in _MASKS.items():
+        data[key] = value
+    with pytest.raises(ValueError, match=message):
+        Task.from_data(data)
+
+
+def test_integer_labels_of_any_width_are_class_labels():
+    task = Task.from_data(_graph(y=(np.arange(N) % 3).astype(np.int32), **_MASKS))
+    assert task.data.y.dtype == torch.long and task.num_classes == 3
+
+
 @pytest.mark.parametrize("masks, message", [
     (_masks([0, 1, 40], [2, 3], [4, 5]), "train_mask holds node index 40, outside 0..29"),
     (_masks([0, 1, -1], [2, 3], [4, 5]), "train_mask holds node index -1, outside 0..29"),  # not the last node

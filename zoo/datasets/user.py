@@ -15,9 +15,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from .._dgl import check_dgl_supported, is_dgl_graph
-from .checks import SPLITS
+from .checks import SPLITS, mask_from_index
 from .splits import ratio_split
-from .checks import mask_from_index
 
 #: DGL ``ndata`` names read as PyG's (the first present wins)
 _DGL_NAMES = {"x": ("feat", "x", "features"), "y": ("label", "y", "labels")}
@@ -147,8 +146,6 @@ def _labels(data: Data, multilabel: bool, metric: str) -> None:
     if y is None:
         raise ValueError("the graph has no labels: set data.y (DGL: g.ndata['label']), one integer class per node "
                          "(or an (N, C) 0/1 matrix with multilabel=True)")
-    if not isinstance(y, Tensor):
-        raise ValueError(f"data.y must be a tensor, got {type(y).__name__}")
     if multilabel or metric == "rocauc" or not y.is_floating_point():
         return
     if y.dim() == 2 and y.size(1) > 1:
@@ -177,14 +174,64 @@ def _inferred_classes(data: Data) -> int:
     return num
 
 
+def _check_features(data: Data) -> int:
+    """``x`` is an (N, F) tensor; returns N, the number of nodes every other field is checked against."""
+    x = getattr(data, "x", None)
+    if x is None:
+        raise ValueError("the graph has no node features: set data.x (DGL: g.ndata['feat']), e.g. a one-hot "
+                         "identity torch.eye(num_nodes) when the graph has none")
+    if not isinstance(x, Tensor):
+        raise ValueError(f"data.x must be a tensor of shape (num_nodes, num_features), got {type(x).__name__}; "
+                         "use torch.as_tensor(x, dtype=torch.float)")
+    if x.dim() != 2:
+        raise ValueError(f"data.x has shape {tuple(x.shape)}; give one row of features per node, shape "
+                         "(num_nodes, num_features)" + (" (one feature per node: x.view(-1, 1))" if x.dim() == 1 else ""))
+    return int(x.size(0))
+
+
+def _check_edges(edge_index: Any, n: int) -> None:
+    """``edge_index`` is a (2, E) integer tensor of node indices in ``[0, n)``."""
+    if edge_index is None:
+        raise ValueError("the graph has no edge_index: set data.edge_index, a (2, num_edges) tensor of node indices "
+                         "(a graph without edges: torch.empty(2, 0, dtype=torch.long))")
+    if not isinstance(edge_index, Tensor):
+        raise ValueError(f"data.edge_index must be a (2, num_edges) tensor of node indices, got "
+                         f"{type(edge_index).__name__}; use torch.as_tensor(edge_index, dtype=torch.long)")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        hint = "; if you have an (E, 2) edge list, pass edge_list.t()" if edge_index.dim() == 2 else ""
+        raise ValueError(f"edge_index must have shape (2, num_edges), got {tuple(edge_index.shape)}{hint}")
+    if edge_index.is_floating_point() or edge_index.dtype == torch.bool:
+        raise ValueError(f"edge_index must hold integer node indices, got dtype {edge_index.dtype} "
+                         "(use edge_index.long())")
+    if edge_index.numel():
+        low, high = int(edge_index.min()), int(edge_index.max())
+        if low < 0 or high >= n:
+            raise ValueError(f"edge_index refers to node {low if low < 0 else high} but the graph has {n} nodes "
+                             f"(valid indices 0..{n - 1}); check that x has one row per node")
+
+
+def _check_graph(data: Data) -> None:
+    """The fields every model reads, in the order a reader would check them; one line for the first problem.
+    Integer labels of another width are widened to ``long`` (what the loss takes)."""
+    n = _check_features(data)
+    _check_edges(getattr(data, "edge_index", None), n)
+    y = getattr(data, "y", None)
+    if y is not None and not isinstance(y, Tensor):
+        raise ValueError(f"data.y must be a tensor, got {type(y).__name__}; use torch.as_tensor(y)")
+    if isinstance(y, Tensor):
+        if y.dim() == 0 or y.size(0) != n:
+            raise ValueError(f"y has shape {tuple(y.shape)} but the graph has {n} nodes (x has {n} rows): give one "
+                             "label (row) per node")
+        if not y.is_floating_point() and y.dtype not in (torch.bool, torch.long):
+            data.y = y.long()
+
+
 def task_from_data(cls: Any, data: Any, *, name: str, num_classes: Optional[int], split: Any, seed: int,
                    metric: str, multilabel: bool) -> Any:
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     data = _as_data(data)
-    if getattr(data, "x", None) is None:
-        raise ValueError("the graph has no node features: set data.x (DGL: g.ndata['feat']), e.g. a one-hot "
-                         "identity torch.eye(num_nodes) when the graph has none")
+    _check_graph(data)
     _labels(data, multilabel, metric)
     y = data.y
     if not multilabel and y.dim() == 2 and y.size(1) == 1:
