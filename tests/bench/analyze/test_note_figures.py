@@ -143,3 +143,15 @@ def test_the_drifted_notes_quote_the_records_through_placeholders():
     assert all("1e-5" not in n and "{{loss_threshold}}" in n for n in table7)
     photo = _shipped_note("oxford_table4", variant="gat_d", dataset="amazon_photo")
     assert "{{mean_ci: metric = val}}" in photo and "validation" in photo
+
+
+def test_a_stale_list_of_run_values_is_refused(tmp_path):
+    """A note listing a cell's per-run values at three seeds after more were added (the Actor case
+    written as a list): bal_x L = 2 is 40 / 40 / 40 at seeds 0-2; here it has a fourth run."""
+    extra = dict(SUITE, grid=dict(SUITE["grid"], seed=[0, 1, 2, 3]))
+    make_folder(tmp_path / "records" / "synth", raw=extra,
+                metric=lambda cfg: {"train": 0.4 if cfg["model"]["kwargs"]["num_layers"] == 2 else 0.7})
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE,
+                _note('init = "xavier", num_layers = 2', "runs 40.0 / 40.0 / 40.0 at three seeds"))
+    problems = rp.build_report(tmp_path / "records").figure_problems
+    assert len(problems) == 1 and "first 3 runs; it has 4 now" in problems[0]

@@ -20,7 +20,8 @@ Figures written out instead are checked against the records (:func:`drift`): a `
 that equals a cell's summary restates the records (write a placeholder), one that equals the
 summary of a cell's first k runs only is stale (the cell has more runs now); ``SGD lr X`` /
 ``Adam lr X``, ``up to N epochs`` and ``stop at training loss X`` / ``loss stop of X`` that no
-cell the note covers ran are wrong.
+cell the note covers ran are wrong; a list of per-run values (``77.4 / 76.9 / 78.1``) that is a
+cell's first runs while it has more now is stale.
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ FIELDS = ("ours", "mean_ci", "mean", "n", "seeds", "values", "best_epochs", "pap
 DECIDED = ("interval", "status")
 PROTOCOL_FIELDS = ("optimizer", "lr", "epochs", "loss_threshold")
 _PLUS_MINUS = re.compile(r"(?<![\d.])(\d+\.\d+) ± (\d+\.\d+)(?![\d.])")
+#: per-run values written out, ``77.4 / 76.9 / 78.1`` (three or more)
+_VALUE_LIST = re.compile(r"(?<![\d.])\d+\.\d+(?: / \d+\.\d+){2,}(?![\d.])")
 _NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 #: protocol figures a note may quote: (pattern, config key of ``train``, optimizer it names or None)
 _PROTOCOL = [
@@ -231,6 +234,8 @@ def drift(text: str, board: lb.Board, covered: Sequence[lb.Entry], where: str) -
     if not lb.is_log_metric(board):
         for m in _PLUS_MINUS.finditer(plain):
             problems += _check_summary(m.group(1), m.group(2), board, where)
+        for m in _VALUE_LIST.finditer(plain):
+            problems += _check_values(m.group(0).split(" / "), board, where)
     for pattern, key, optimizer in _PROTOCOL:
         cells = [e for e in covered if optimizer is None or
                  str((e.config or {}).get("train", {}).get("optimizer")) == optimizer]
@@ -250,6 +255,18 @@ def _is_number(v: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def _check_values(quoted: Sequence[str], board: lb.Board, where: str) -> List[str]:
+    """A list of per-run values that is a cell's first runs in seed order while the cell has more
+    runs now: a figure of its history written as if current."""
+    for e in board.entries:
+        values = [v for v in _in_seed_order(e) if v is not None and math.isfinite(v)]
+        if len(values) > len(quoted) and all(_close(q, v) for q, v in zip(quoted, values)):
+            return [f"{where}: '{' / '.join(quoted)}' are {_place(e)}'s first {len(quoted)} runs; it has "
+                    f"{len(values)} now (stale figure; write {{{{values: ...}}}}, or {{{{values: seeds = ...}}}} "
+                    "for a figure of its history)"]
+    return []
 
 
 def _check_summary(mean: str, ci: str, board: lb.Board, where: str) -> List[str]:
