@@ -19,7 +19,10 @@ XAVIER_DISTRIBUTIONS = ("uniform", "normal")
 
 
 def zero_skips_(model: nn.Module) -> None:
-    """Linear residual skips start at zero (the network then computes the plain stack at init)."""
+    """Linear residual skips start at zero (the network then computes the plain stack at init);
+    ``residual="affine"`` skips keep PyTorch's default init (Luo et al.'s code)."""
+    if getattr(model, "residual", None) == "affine":
+        return
     for skip in getattr(model, "skips", []):
         with torch.no_grad():
             skip.weight.zero_()

@@ -4,3 +4,5 @@ from zoo.models import gin, ggnn  # noqa: F401
 from zoo.models import transformer  # noqa: F401
 from zoo.models import unimp  # noqa: F401
 from zoo.models import san  # noqa: F401
+from zoo.models import faf  # noqa: F401
+from zoo.models import pyg_transformers  # noqa: F401

@@ -24,7 +24,8 @@ from zoo.nn.model import GraphModel, LayerOptions
 from zoo.nn.replay import replayable
 from zoo.nn.validation import (check_edge_inputs, check_encoder_options, check_node_features, positive_int,
                                probability, resolve_activation, resolve_classifier, resolve_hidden_heads,
-                               resolve_residual, resolve_score_norm)
+                               resolve_residual, resolve_score_norm, resolve_choice, CLASSIFIER_INPUTS,
+                               DROPOUT_POSITIONS)
 from zoo.norms import FeatureNorm, ScoreNorm, resolve_norm
 from zoo.ops._custom import under_vmap
 from zoo.ops.dropout import dropout
@@ -99,10 +100,16 @@ class DeepGNN(GraphModel):
             of ``hidden_dim`` channels, averaged: the other aggregator of LipschitzNorm §10.3's grid).
         out_heads: heads of the output layer (outputs averaged); default ``heads``.
         activation: ``relu`` (default), ``leaky_relu``, ``elu``, ``gelu``, ``tanh``, ``identity``.
-        dropout: dropout on every layer's input features.
+        dropout: dropout rate on the features (where: ``dropout_position``).
+        dropout_position: ``input`` (default: every layer's input, the raw features included, as
+            Veličković et al.) or ``output`` (after every hidden layer's activation, so the raw
+            features are not dropped and a separate classifier reads dropped features: Luo et
+            al.'s tuned GNNs, ``LUOyk1999/tunedGNN`` ``medium_graph/model.py``).
         bias: add a bias to every layer's output (default ``False``, as in the balance paper).
         residual: ``none``; ``identity`` (``x + layer(x)`` where the widths match);
-            ``linear`` (a learnable skip ``R x`` on every layer, initialised to zero).
+            ``linear`` (a learnable skip ``R x`` on every layer, initialised to zero);
+            ``affine`` (a learnable ``R x + b`` on every layer with PyTorch's default ``nn.Linear``
+            init: Luo et al.'s ``lins``; the init plugins leave it as built, as ``classifier``).
         norm: a normalisation plugin (name or object; see :mod:`zoo.norms`).
         norm_kwargs: options of the named norm plugin.
         self_loops: ``add`` (remove existing self-loops, add one per node; GAT's default),
@@ -115,6 +122,10 @@ class DeepGNN(GraphModel):
             the classifier, as in the balance paper) or a registered head, after which all
             ``num_layers`` layers are hidden layers.  Paper-specific encoders and heads (the LN
             authors' ``"affine"`` / ``"linear"``) are registered by :mod:`zoo.papers`.
+        classifier_input: what a separate classifier reads: ``raw`` (default: the last layer's
+            output as it is) or ``activated`` (the last layer gets the norm, the activation and,
+            with ``dropout_position="output"``, the dropout of a hidden layer first: Luo et al.'s
+            MPNN).  Needs a ``classifier``.
         edge_encoder: an edge-feature encoder plugin (``"bond"``: OGB's ``BondEncoder``;
             ``"linear"``) whose ``hidden_dim``-wide output every layer adds to its attention
             score; only for families whose layer has an edge term (``supports_edge_features``:
@@ -147,6 +158,7 @@ class DeepGNN(GraphModel):
         out_heads: Optional[int] = None,
         activation: Union[str, nn.Module] = "relu",
         dropout: float = 0.0,
+        dropout_position: str = "input",
         bias: bool = False,
         residual: str = "none",
         norm: Any = None,
@@ -155,6 +167,7 @@ class DeepGNN(GraphModel):
         input_encoder: Any = None,
         input_encoder_dim: Optional[int] = None,
         classifier: Optional[str] = None,
+        classifier_input: str = "raw",
         edge_encoder: Any = None,
         edge_dim: Optional[int] = None,
         recompute: bool = False,
@@ -171,6 +184,12 @@ class DeepGNN(GraphModel):
         positive_int("layer_degree_onehot", layer_degree_onehot, allow_none=True)
         self.layer_degree_onehot = layer_degree_onehot
         self.classifier_kind = resolve_classifier(classifier, out_heads)
+        self.dropout_position = resolve_choice("dropout_position", dropout_position, DROPOUT_POSITIONS)
+        self.classifier_input = resolve_choice("classifier_input", classifier_input, CLASSIFIER_INPUTS)
+        if self.classifier_input == "activated" and self.classifier_kind == "none":
+            raise ValueError(f"{owner}: classifier_input='activated' activates the last layer before a separate "
+                             "classifier, but this model has none (classifier='none'); set classifier='linear' "
+                             "or drop classifier_input")
         check_encoder_options(owner, input_encoder, input_encoder_dim, edge_encoder, self.supports_edge_features,
                               edge_dim)
         self.hidden_heads = resolve_hidden_heads(owner, hidden_heads, heads, out_heads, hidden_dim, self.supports_heads)
@@ -188,6 +207,8 @@ class DeepGNN(GraphModel):
         score_norm = resolve_score_norm(self.norm_plugin, owner, self.score_kind)
         #: where the feature norm runs (``pre``, ``post``, ``post_activation``); ``None``: no feature norm
         self.norm_placement = self.norm_plugin.placement if isinstance(self.norm_plugin, FeatureNorm) else None
+        #: the feature norm's modules are called as ``norm(x, graph)`` (GraphNormv2), not ``norm(x)``
+        self.norm_reads_graph = self.norm_placement is not None and bool(getattr(self.norm_plugin, "reads_graph", False))
         encoder_dim = hidden_dim if input_encoder_dim is None else input_encoder_dim
         self.input_encoder = make_encoder("input", input_encoder, in_dim, encoder_dim)
         self.edge_encoder = make_encoder("edge", edge_encoder, edge_dim, hidden_dim)
@@ -214,14 +235,16 @@ class DeepGNN(GraphModel):
         # PyTorch's default Linear init, as the authors' fc1 (init plugins reset only the layers).
         self.classifier = make_classifier(classifier, hidden_dim, self.out_dim)
         self.skips = nn.ModuleList()
-        if self.residual == "linear":
+        if self.residual in ("linear", "affine"):
             for index in range(num_layers):
-                skip = nn.Linear(dims[index], dims[index + 1], bias=False)
-                nn.init.zeros_(skip.weight)  # a zero skip keeps the network balanced at init
+                skip = nn.Linear(dims[index], dims[index + 1], bias=self.residual == "affine")
+                if self.residual == "linear":
+                    nn.init.zeros_(skip.weight)  # a zero skip keeps the network balanced at init
                 self.skips.append(skip)
         self.norms = nn.ModuleList()
         if self.norm_placement is not None:
-            self.norms.extend(self.norm_plugin.make(hidden_dim) for _ in range(num_layers - 1))
+            normed = num_layers if self.classifier_input == "activated" else num_layers - 1
+            self.norms.extend(self.norm_plugin.make(hidden_dim) for _ in range(normed))
 
     # ------------------------------------------------------------------ family hook
     def make_layer(
@@ -272,7 +295,7 @@ class DeepGNN(GraphModel):
             x = self.taps[index](out)
             if return_attention:
                 records.append(AttentionRecord(g.edge_index, alpha))
-        if self.classifier is not None:  # reads the last layer's output directly (no activation, no dropout)
+        if self.classifier is not None:  # the last layer's output, activated only with classifier_input="activated"
             x = self.classifier(x)
         return (x, records) if return_attention else x
 
@@ -280,8 +303,9 @@ class DeepGNN(GraphModel):
         """Layer ``index`` with its dropout, residual, norm and activation: ``x`` -> (output, alpha)."""
         layer = self.layers[index]
         pre_norm, post_act_norm = self.norm_placement == "pre", self.norm_placement == "post_activation"
-        h = self.norms[index - 1](x) if pre_norm and index > 0 else x
-        h = dropout(h, self.dropout, self.training)
+        h = self._norm(index - 1, x, g) if pre_norm and index > 0 else x
+        if self.dropout_position == "input":
+            h = dropout(h, self.dropout, self.training)
         # the degree block joins after the dropout (never dropped); residuals still read ``h``
         inp = h if self.layer_degree_onehot is None else torch.cat(
             [h, degree_block(g, self.layer_degree_onehot, h.dtype)], dim=-1)
@@ -291,17 +315,23 @@ class DeepGNN(GraphModel):
                             f"the (E, heads) edge coefficients, see zoo.nn.base.LayerProtocol — got "
                             f"{type(result).__name__}")
         out, alpha = result
-        if self.residual == "linear":
+        if self.residual in ("linear", "affine"):
             out = out + self.skips[index](h)
         elif self.residual == "identity" and out.shape == h.shape:
             out = out + h
-        if index != self.num_layers - 1:
+        if index != self.num_layers - 1 or self.classifier_input == "activated":
             if self.norms and not pre_norm and not post_act_norm:
-                out = self.norms[index](out)
+                out = self._norm(index, out, g)
             out = self.act(out)
             if post_act_norm:  # placement "post_activation": norm after the nonlinearity
-                out = self.norms[index](out)
+                out = self._norm(index, out, g)
+            if self.dropout_position == "output":
+                out = dropout(out, self.dropout, self.training)
         return out, alpha
+
+    def _norm(self, index: int, x: Tensor, g: Graph) -> Tensor:
+        """Feature norm ``index``; a plugin that declares ``reads_graph`` (GraphNormv2) also gets the graph."""
+        return self.norms[index](x, g) if self.norm_reads_graph else self.norms[index](x)
 
     def _recomputable_block(self, index: int) -> Any:
         """``_layer_block(index, ...)`` for activation checkpointing: bound to the parameter tensors in
@@ -350,9 +380,11 @@ class DeepGNN(GraphModel):
                 "attention": list(layer.attention_params()),
                 "outgoing": list(layer.outgoing_params()),
             }
-            if self.residual == "linear":
+            if self.residual in ("linear", "affine"):
                 g["incoming"].append(self.skips[index].weight)
                 g["outgoing"].append(self.skips[index].weight)
+                if self.skips[index].bias is not None:  # R x + b: b scales with its neuron
+                    g["incoming"].append(self.skips[index].bias)
             groups.append(g)
         return groups
 

@@ -92,6 +92,9 @@ class GraphModel(nn.Module):
     supports_edge_features: bool = False
     #: the self-loop policy of the family's graphs unless ``self_loops`` says otherwise.
     default_self_loops: str = "add"
+    #: whether the forward runs under ``torch.func.vmap`` (replicas stacked into one call); ``False``:
+    #: the trainer runs the replicas one at a time (the same numbers, no stacking)
+    vmap_safe: bool = True
     #: scan node features for NaN/inf (once per tensor); ``zoo.build(..., check_inputs=False)`` turns it off.
     check_inputs: bool = True
     #: the dataclass of the family's layer options (:class:`LayerOptions`).

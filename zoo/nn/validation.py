@@ -55,7 +55,9 @@ ACTIVATIONS: Dict[str, Tuple[Any, bool]] = {
     "gelu": (nn.GELU, False),
     "tanh": (nn.Tanh, False),
 }
-RESIDUALS = ("none", "identity", "linear")
+RESIDUALS = ("none", "identity", "linear", "affine")
+DROPOUT_POSITIONS = ("input", "output")
+CLASSIFIER_INPUTS = ("raw", "activated")
 HIDDEN_HEADS = ("concat", "mean")
 
 
@@ -75,6 +77,14 @@ def resolve_residual(name: str) -> str:
     key = normalize_name(name)
     if key not in RESIDUALS:
         raise unknown_name_error("residual", key, RESIDUALS)
+    return key
+
+
+def resolve_choice(option: str, value: str, choices: tuple) -> str:
+    """``value`` normalised, if it is one of ``choices`` (else one line naming them)."""
+    key = normalize_name(value)
+    if key not in choices:
+        raise unknown_name_error(option, key, choices)
     return key
 
 
@@ -149,7 +159,13 @@ def resolve_block_norms(norm: Any, norm_kwargs: Optional[Dict[str, Any]], owner:
     score_norm = resolve_score_norm(plugin, owner, score_kind)
     if score_norm is not None:
         return score_norm, None
-    return None, (plugin if isinstance(plugin, FeatureNorm) else None)
+    if not isinstance(plugin, FeatureNorm):
+        return None, None
+    if getattr(plugin, "reads_graph", False):
+        raise ValueError(f"norm {plugin.name!r} reads the graph, but {owner}'s blocks normalise features "
+                         "without one; use it with a message-passing model (DeepGNN families) or pick "
+                         "layernorm / batchnorm / pairnorm")
+    return None, plugin
 
 
 def check_stack_options(hidden_dim: int, heads: int, dropout: float, attn_dropout: float) -> None:
@@ -258,7 +274,7 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
     _SEEN.add(x, version)
 
 
-__all__ = ["ACTIVATIONS", "CHECK_INPUTS_ENV", "HIDDEN_HEADS", "RESIDUALS", "check_edge_inputs", "check_encoder_options",
+__all__ = ["ACTIVATIONS", "CHECK_INPUTS_ENV", "CLASSIFIER_INPUTS", "DROPOUT_POSITIONS", "HIDDEN_HEADS", "RESIDUALS", "check_edge_inputs", "check_encoder_options", "resolve_choice",
            "check_node_features", "check_stack_options", "positive_int", "probability", "real_number",
            "resolve_activation", "resolve_block_norms", "resolve_classifier", "resolve_hidden_heads",
            "resolve_residual", "resolve_score_norm"]

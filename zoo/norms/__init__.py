@@ -24,6 +24,8 @@ from zoo.norms.scores import SCORE_KINDS, AdditiveScores, DotProductScores, MLPS
 from zoo.norms import lipschitz  # noqa: E402,F401
 from zoo.norms import pairnorm  # noqa: E402,F401
 from zoo.norms import layernorm  # noqa: E402,F401
+from zoo.norms import batchnorm  # noqa: E402,F401
+from zoo.norms import graphnorm_v2  # noqa: E402,F401
 
 __all__ = ["NORMS", "NoNorm", "NormFactory", "NormPlugin", "list_norms", "register_norm", "resolve_norm",
            "FeatureNorm", "PLACEMENTS", "SCORE_KINDS", "ScoreNorm", "ScoreRules", "score_rule", "AdditiveScores",

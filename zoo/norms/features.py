@@ -18,7 +18,11 @@ class FeatureNorm(Protocol):
     """A norm plugin applied to node representations between layers (PairNorm, LayerNorm).
 
     :class:`zoo.nn.DeepGNN` calls :meth:`make` once per hidden layer and runs the modules at
-    ``placement``; a transformer-style block uses them in place of its LayerNorm."""
+    ``placement``; a transformer-style block uses them in place of its LayerNorm.
+
+    A plugin whose modules also read the forward's graph (GraphNormv2's eigenbasis) sets the
+    optional class attribute ``reads_graph = True``: its modules are called as ``module(x, graph)``
+    (``(N, dim)`` and a :class:`zoo.graph.Graph`), and a transformer-style block refuses it."""
 
     name: str
     placement: str

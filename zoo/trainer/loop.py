@@ -56,7 +56,7 @@ from zoo.trainer.config import CHECK_EVERY, TrainConfig
 from zoo.trainer.epoch import evaluate, train_epoch
 from zoo.trainer.graphs import epoch_graphs
 from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
-from zoo.trainer.replicas import Replicas, draws_dropout
+from zoo.trainer.replicas import Replicas, train_mode_differs
 from zoo.trainer.results import RunResult, run_results
 from zoo.trainer.resume import ResumeFile, restore, snapshot
 from zoo.trainer.state import LoopState
@@ -87,7 +87,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     optimizer = ReplicaOptimizer(replicas, cfg, scheduler)  # now: a bad optimiser setting fails before training
     rules = bookkeeping(cfg)
     state = LoopState.start(replicas.size, device, replicas.params if cfg.keep_best_state else None)
-    deterministic = not draws_dropout(replicas.base)  # no dropout: the training logits are the evaluation logits
+    # no dropout, no batch statistics: the training logits are the evaluation logits
+    deterministic = not train_mode_differs(replicas.base)
     scratch: Dict[str, Any] = {}  # the callbacks' replica module, built once
     seen: Optional[EpochState] = None
 

@@ -35,7 +35,9 @@ class Replicas:
         if not models:
             raise ValueError("a group needs at least one model")
         self.base = models[0]
-        self.stacked = stacked
+        # a model that cannot run under torch.func.vmap (PyG's dense batching writes in place) is
+        # trained by the one-at-a-time path: the same numbers, no stacking
+        self.stacked = stacked and bool(getattr(getattr(self.base, "gnn", self.base), "vmap_safe", True))
         params, buffers = stack_module_state(list(models))
         self.names = list(params)
         self.params: List[Tensor] = [params[n].detach().requires_grad_(True) for n in self.names]
@@ -116,6 +118,16 @@ class Replicas:
     def state_of(self, r: int, params: Optional[List[Tensor]] = None) -> Dict[str, Tensor]:
         params = self.params if params is None else params
         return {n: p[r].detach().clone() for n, p in zip(self.names, params)}
+
+
+def train_mode_differs(model: nn.Module) -> bool:
+    """Whether ``model``'s training-mode forward can differ from its evaluation-mode forward:
+    it draws dropout (:func:`draws_dropout`) or a norm normalises with the batch's statistics in
+    training and with running estimates in evaluation (``BatchNorm``: Luo et al.'s ``--bn``,
+    PyG's Polynormer and SGFormer)."""
+    if draws_dropout(model):
+        return True
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats for m in model.modules())
 
 
 def draws_dropout(model: nn.Module) -> bool:
