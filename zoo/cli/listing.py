@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
         print("suites:\n" + suites_table())
     else:
         names = {"models": zoo.list_models, "inits": zoo.list_inits, "norms": zoo.list_norms}[what]()
-        print(f"{what}: {', '.join(with_aliases(what, names))}")
+        # one section asked for: one line per plugin with its card
+        print(f"{what}:\n" + "\n".join(f"  {label:<46} {card_line(what, name)}"
+                                       for name, label in zip(names, with_aliases(what, names))))
     return 0
 
 
@@ -50,6 +52,20 @@ def overview() -> str:
     lines += [f"  {name:<22} {title}" for name, title in suite_titles()]
     lines.append("(zoo list datasets: sizes and local availability; zoo list suites: runs and estimated CPU-hours)")
     return "\n".join(lines)
+
+
+def card_line(section: str, name: str) -> str:
+    """A plugin's card in one line: a model card's title and paper; an init's or a norm's docstring's first line."""
+    import inspect
+
+    import zoo
+    from zoo.bench.suite.plugins import registry
+
+    if section == "models":
+        card = zoo.model_card(name)
+        return f"{card.title} — {card.paper.split('.')[0]}"
+    doc = inspect.getdoc(registry({"inits": "init", "norms": "norm"}[section]).get(name)) or ""
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def with_aliases(section: str, names: Sequence[str]) -> List[str]:

@@ -193,7 +193,8 @@ def records_edges(model: nn.Module, graph: Any, x: Tensor) -> Tensor:
 def spoginit(model: nn.Module, steps: int = 40, lr: float = 0.05, patience: int = 20, w1: float = 1.0,
              w2: float = 10.0, w3: float = 1.0, probes: int = 3, delta: float = 1e-5,
              random_data: bool = True) -> None:
-    """SPoGInit (module docstring): Xavier, then per-layer scales searched on the first forward's graph."""
+    """SPoGInit (Wang et al., TMLR 2025; the authors' search): Xavier, then one scale per layer searched on the
+    task's graph at the model's first forward (module docstring)."""
     opts = SearchOptions(int(steps), float(lr), int(patience), float(w1), float(w2), float(w3), int(probes),
                          float(delta), bool(random_data))
     if opts.steps < 1 or opts.probes < 1 or opts.patience < 1 or not opts.lr > 0 or not opts.delta > 0:

@@ -76,7 +76,8 @@ def normal_fan_in_(w: Tensor, variance_times_fan_in: float) -> None:
 @register_init("large_variance", aliases=("epping2024", "non_oversmoothing", "gp_large_variance"),
                check=layer_protocol_reasons)
 def large_variance(model: nn.Module, sigma_w2: float = 4.0, sigma_b2: float = 0.0) -> None:
-    """Epping et al.: ``W ~ N(0, sigma_w2 / fan_in)``, ``b ~ N(0, sigma_b2)`` (module docstring)."""
+    """Large initial variance (Epping et al., NeurIPS 2024): ``W ~ N(0, sigma_w2 / fan_in)``, ``b ~ N(0, sigma_b2)``
+    (module docstring)."""
     sigma_w2, sigma_b2 = _positive("sigma_w2", sigma_w2), _positive("sigma_b2", sigma_b2, allow_zero=True)
     if layer_protocol_reasons(model):
         raise TypeError(layer_protocol_reasons(model)[0])
@@ -120,8 +121,8 @@ def g_init_layers_(model: nn.Module, graph: Any, x: Tensor, gain2: float = 2.0) 
 
 @register_init("g_init", aliases=("ginit", "kelesis2024"), check=layer_protocol_reasons)
 def g_init(model: nn.Module, gain2: float = 2.0) -> None:
-    """G-Init as the zoo reads it (module docstring): Kaiming through the propagation, per layer,
-    measured on the graph of the model's first forward."""
+    """G-Init (Kelesis et al. 2024; the zoo's reading of the abstract): ``W ~ N(0, 2 / (fan_in s_l))``, Kaiming
+    through the propagation, ``s_l`` measured on the graph of the model's first forward (module docstring)."""
     gain2 = _positive("gain2", gain2)
     if layer_protocol_reasons(model):
         raise TypeError(layer_protocol_reasons(model)[0])

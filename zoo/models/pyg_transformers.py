@@ -13,7 +13,7 @@ and attention records (PyG's layers do not return coefficients: the records are 
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -47,9 +47,12 @@ class PyGNodeModel(GraphModel):
     float64_safe = True
     pyg: nn.Module
 
-    def _protocol(self, in_dim: int, out_dim: int, num_layers: int, self_loops: str) -> int:
+    def _protocol(self, in_dim: int, out_dim: int, num_layers: int, self_loops: str, norm: Any) -> int:
         for name, value in (("in_dim", in_dim), ("out_dim", out_dim), ("num_layers", num_layers)):
             positive_int(name, value)
+        if norm not in (None, "none"):
+            raise ValueError(f"{type(self).__name__} keeps PyG's own LayerNorm / BatchNorm; a norm plugin "
+                             f"({norm!r}) has no place in it: drop norm")
         self._init_model(num_layers, {})
         self.in_dim, self.out_dim = in_dim, out_dim
         self.self_loops = self_loop_policy(self_loops)
@@ -90,6 +93,7 @@ class Polynormer(PyGNodeModel):
     Args:
         hidden_dim: each head's width (``hidden_channels``; blocks are ``heads * hidden_dim`` wide).
         num_layers: local layers (``local_layers``).
+        norm: only ``"none"`` (PyG's module keeps its own norms).
         global_attention: use the global layers from the first epoch (the paper trains local
             layers first, then switches; PyG's ``_global`` flag); ``False``: local layers only.
         Others: PyG's options of the same names.
@@ -102,11 +106,11 @@ class Polynormer(PyGNodeModel):
                  global_layers: int = 2, heads: int = 1, in_dropout: float = 0.15, dropout: float = 0.5,
                  global_dropout: float = 0.5, beta: float = 0.9, qk_shared: bool = False, pre_ln: bool = False,
                  post_bn: bool = True, local_attn: bool = False, global_attention: bool = True,
-                 self_loops: str = "add") -> None:
+                 self_loops: str = "add", norm: Any = None) -> None:
         super().__init__()
         from torch_geometric.nn.models import Polynormer as PyGPolynormer
 
-        classes = self._protocol(in_dim, out_dim, num_layers, self_loops)
+        classes = self._protocol(in_dim, out_dim, num_layers, self_loops, norm)
         positive_int("hidden_dim", hidden_dim)
         positive_int("heads", heads)
         positive_int("global_layers", global_layers)
@@ -146,6 +150,7 @@ class SGFormer(PyGNodeModel):
 
     Args:
         num_layers: GCN layers of the graph branch (``gnn_num_layers``).
+        norm: only ``"none"`` (PyG's module keeps its own norms).
         Others: PyG's options of the same names.
     """
 
@@ -157,11 +162,11 @@ class SGFormer(PyGNodeModel):
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 3, *,
                  trans_num_layers: int = 2, trans_num_heads: int = 1, trans_dropout: float = 0.5,
                  gnn_dropout: float = 0.5, graph_weight: float = 0.5, aggregate: str = "add",
-                 self_loops: str = "add") -> None:
+                 self_loops: str = "add", norm: Any = None) -> None:
         super().__init__()
         from torch_geometric.nn.models import SGFormer as PyGSGFormer
 
-        classes = self._protocol(in_dim, out_dim, num_layers, self_loops)
+        classes = self._protocol(in_dim, out_dim, num_layers, self_loops, norm)
         positive_int("hidden_dim", hidden_dim)
         positive_int("trans_num_layers", trans_num_layers)
         positive_int("trans_num_heads", trans_num_heads)

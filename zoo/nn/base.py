@@ -24,7 +24,7 @@ from zoo.nn.model import GraphModel, LayerOptions
 from zoo.nn.replay import replayable
 from zoo.nn.validation import (check_edge_inputs, check_encoder_options, check_node_features, positive_int,
                                probability, resolve_activation, resolve_classifier, resolve_hidden_heads,
-                               resolve_residual, resolve_score_norm, resolve_choice, CLASSIFIER_INPUTS,
+                               resolve_residual, resolve_score_norm, resolve_choice, resolve_classifier_input,
                                DROPOUT_POSITIONS)
 from zoo.norms import FeatureNorm, ScoreNorm, resolve_norm
 from zoo.ops._custom import under_vmap
@@ -185,11 +185,7 @@ class DeepGNN(GraphModel):
         self.layer_degree_onehot = layer_degree_onehot
         self.classifier_kind = resolve_classifier(classifier, out_heads)
         self.dropout_position = resolve_choice("dropout_position", dropout_position, DROPOUT_POSITIONS)
-        self.classifier_input = resolve_choice("classifier_input", classifier_input, CLASSIFIER_INPUTS)
-        if self.classifier_input == "activated" and self.classifier_kind == "none":
-            raise ValueError(f"{owner}: classifier_input='activated' activates the last layer before a separate "
-                             "classifier, but this model has none (classifier='none'); set classifier='linear' "
-                             "or drop classifier_input")
+        self.classifier_input = resolve_classifier_input(owner, classifier_input, self.classifier_kind)
         check_encoder_options(owner, input_encoder, input_encoder_dim, edge_encoder, self.supports_edge_features,
                               edge_dim)
         self.hidden_heads = resolve_hidden_heads(owner, hidden_heads, heads, out_heads, hidden_dim, self.supports_heads)

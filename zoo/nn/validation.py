@@ -88,6 +88,16 @@ def resolve_choice(option: str, value: str, choices: tuple) -> str:
     return key
 
 
+def resolve_classifier_input(owner: str, value: str, classifier: str) -> str:
+    """``raw`` / ``activated`` (:data:`CLASSIFIER_INPUTS`); ``activated`` needs a separate classifier."""
+    key = resolve_choice("classifier_input", value, CLASSIFIER_INPUTS)
+    if key == "activated" and classifier == "none":
+        raise ValueError(f"{owner}: classifier_input='activated' activates the last layer before a separate "
+                         "classifier, but this model has none (classifier='none'); set classifier='linear' "
+                         "or drop classifier_input")
+    return key
+
+
 def resolve_classifier(name: Optional[str], out_heads: Optional[int]) -> str:
     """The canonical classifier name (``None`` -> ``"none"``); ``out_heads`` belongs to the output
     attention layer, which a separate classifier replaces."""
@@ -276,7 +286,7 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
 
 __all__ = ["ACTIVATIONS", "CHECK_INPUTS_ENV", "CLASSIFIER_INPUTS", "DROPOUT_POSITIONS", "HIDDEN_HEADS", "RESIDUALS", "check_edge_inputs", "check_encoder_options", "resolve_choice",
            "check_node_features", "check_stack_options", "positive_int", "probability", "real_number",
-           "resolve_activation", "resolve_block_norms", "resolve_classifier", "resolve_hidden_heads",
+           "resolve_activation", "resolve_block_norms", "resolve_classifier", "resolve_classifier_input", "resolve_hidden_heads",
            "resolve_residual", "resolve_score_norm"]
 
 

@@ -24,7 +24,7 @@ from zoo.norms.features import check_placement
 
 @register_norm("batchnorm", aliases=("batch_norm", "bn"))
 class BatchNormPlugin:
-    """BatchNorm plugin (a :class:`zoo.norms.FeatureNorm`).
+    """BatchNorm over the graph's nodes (a :class:`zoo.norms.FeatureNorm`; Luo et al.'s ``--bn``).
 
     Args:
         placement: ``post`` (after each layer's aggregation and skip, before the activation;

@@ -94,7 +94,9 @@ class GraphNormV2(nn.Module):
 
 @register_norm("graphnorm_v2", aliases=("graphnormv2", "gn_v2"))
 class GraphNormV2Plugin:
-    """GraphNormv2 plugin (a :class:`zoo.norms.FeatureNorm` whose modules read the forward's graph).
+    """GraphNormv2 (Scholkemper et al., ICLR 2025; the zoo's reading): a learned centering in the eigenbasis of the
+    propagation operator, then per-column scaling (a :class:`zoo.norms.FeatureNorm` whose modules read the
+    forward's graph).
 
     Args:
         k: eigenvectors of the propagation operator in the learned centering (default 8).

@@ -396,3 +396,21 @@ def test_cli_exit_code_for_a_contradicted_finding_without_a_note(tmp_path, capsy
     (tmp_path / "notes.toml").write_text(FINDING_NOTE)
     assert main([*args, "--notes", str(tmp_path / "notes.toml")]) == 0
     assert "zoo report: findings held 1, significant 1, contradicted 1, inconclusive 0" in capsys.readouterr().out
+
+
+def test_a_margin_makes_greater_within_the_margin_or_better():
+    # gat at k = 3 is 82 ± 4.97, gatv2 at k = 5 is 92 ± 4.97: gat is 10 points below (per k: 20 / -3 / -30)
+    assert fd.greater(P(5, 4, 6), fd.shifted(P(5.5, 5, 6), -1.0)) == fd.HOLDS  # half a point below: within 1
+    assert fd.greater(P(5, 4.8, 5.2), fd.shifted(P(5.5, 5.4, 5.6), -1.0)) == fd.HOLDS_SIG
+    assert fd.greater(P(2, 1.8, 2.2), fd.shifted(P(5, 4.8, 5.2), -1.0)) == fd.CONTRADICTED  # 3 points below
+    r = _evaluate({"kind": "greater", "a": {"model": "gat"}, "b": {"model": "gatv2"}, "margin": 5,
+                   "where": {"init": "xavier"}})
+    by_k = {c.label: c.verdict for c in r.comparisons}
+    assert by_k["k = 4"] == fd.HOLDS and by_k["k = 5"] == fd.CONTRADICTED  # 72 vs 75 - 5 holds; 62 vs 92 - 5 not
+    assert "− 5" in r.comparisons[0].text and "− 5" in fd.describe(r.finding, {"metric": "train", "columns": "k"})
+    with pytest.raises(fd.FindingsError, match="margin"):
+        fd.parse_findings([_finding({"kind": "greater", "a": {"model": "gat"}, "b": {"model": "gatv2"},
+                                     "margin": -1})], "test.json")
+    with pytest.raises(fd.FindingsError, match="margin"):
+        fd.parse_findings([_finding({"kind": "at_least", "cells": {"model": "gat"}, "value": 1, "margin": 1})],
+                          "test.json")

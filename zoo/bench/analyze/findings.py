@@ -15,7 +15,9 @@ machine-checkable comparison on the suite's leaderboard cells::
 Check vocabulary (``kind`` and its keys; every check may also have ``where``, ``over``, ``metric``):
 
 * ``greater`` / ``less`` (``a``, ``b``): a's cell is above / below b's, per column value (and
-  per table); a and b cells are paired when they agree on every row key neither names.
+  per table); a and b cells are paired when they agree on every row key neither names.  An
+  optional ``margin`` (>= 0, in the metric's units) makes it "a is above b − margin" / "below
+  b + margin": "within ``margin`` of b, or better" ("rival or outperform").
 * ``at_least`` / ``at_most`` (``cells``, ``value``): each selected cell is >= / <= ``value``;
   with ``"runs": "each"`` every run of the cell must be ("every time"): *holds* when all are,
   *contradicted* when one is not (no CI involved).
@@ -112,6 +114,7 @@ class Finding:
     metric: Optional[str] = None  # None: the leaderboard metric
     value: Optional[float] = None  # at_least / at_most bound, bounded spread
     runs: str = "mean"  # at_least / at_most: "each" = every run must satisfy the bound
+    margin: float = 0.0  # greater / less: compare a with b shifted by the margin toward a
 
 
 def _near(word: str, choices: Sequence[str]) -> str:
@@ -188,7 +191,8 @@ def parse_findings(raw: Any, origin: str) -> List[Finding]:
             raise FindingsError(f"{where}: unknown check kind {kind!r}" + (_near(kind, KINDS) if isinstance(kind, str)
                                                                              else "")
                                 + f". Valid kinds: {', '.join(KINDS)} (zoo/bench/findings.py).")
-        valid = (*COMMON_KEYS, *KINDS[kind], *(("runs",) if kind in ("at_least", "at_most") else ()))
+        valid = (*COMMON_KEYS, *KINDS[kind], *(("runs",) if kind in ("at_least", "at_most") else ()),
+                 *(("margin",) if kind in ("greater", "less") else ()))
         unknown = [k for k in check if k not in valid]
         if unknown:
             raise FindingsError(f"{where}: check kind {kind!r} has no key(s) "
@@ -202,6 +206,9 @@ def parse_findings(raw: Any, origin: str) -> List[Finding]:
         if len(where_sel) != 1:
             raise FindingsError(f"{where}: check.where must be one selector {{key: value or [values]}}, not a list")
         value = None
+        margin = check.get("margin", 0.0)
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
+            raise FindingsError(f"{where}: check.margin must be a finite number >= 0, got {margin!r}")
         for k in ("value", "spread"):
             if k in check:
                 if isinstance(check[k], bool) or not isinstance(check[k], (int, float)) or not math.isfinite(check[k]):
@@ -220,7 +227,7 @@ def parse_findings(raw: Any, origin: str) -> List[Finding]:
         if "over" in check and not isinstance(check["over"], str):
             raise FindingsError(f"{where}: check.over must be the leaderboard's column key (a string)")
         out.append(Finding(item["id"], item["claim"].strip(), item["source"].strip(), item["quote"].strip(), kind,
-                           check, selectors, where_sel[0], metric, value, runs))
+                           check, selectors, where_sel[0], metric, value, runs, float(margin)))
     return out
 
 
@@ -350,6 +357,13 @@ def point(s: Summary) -> Optional[Point]:
     return Point(m, m - s.ci95, m + s.ci95)
 
 
+def shifted(p: Optional[Point], by: float) -> Optional[Point]:
+    """``p`` moved by ``by`` (a finding's margin; on the comparison scale)."""
+    if p is None or not by:
+        return p
+    return Point(p.mean + by, None if p.lo is None else p.lo + by, None if p.hi is None else p.hi + by)
+
+
 def greater(a: Point, b: Point) -> str:
     """a > b: significant when the CIs do not overlap; contradicted when b's lies above a's."""
     if a.lo is not None and b.hi is not None and a.lo > b.hi:
@@ -465,10 +479,12 @@ def comparisons(f: Finding, board: lb.Board, numbers: Numbers, paper: bool = Fal
                     continue
                 pa, ta = ours(a)
                 pb, tb = ours(b)
+                pb = shifted(pb, -f.margin if f.kind == "greater" else f.margin)
                 verdict = NOT_RUN if pa is None or pb is None else greater(pa, pb) if f.kind == "greater" \
                     else greater(pb, pa)
                 sign = ">" if f.kind == "greater" else "<"
-                text = f"{_row_label(board, a)} {ta} {sign} {_row_label(board, b)} {tb}"
+                margin = "" if not f.margin else f" {'−' if f.kind == 'greater' else '+'} {f.margin:g}"
+                text = f"{_row_label(board, a)} {ta} {sign} {_row_label(board, b)} {tb}{margin}"
                 out.append(Comparison(_place(board, a), text, verdict))
         return out
     cells = _select(board, pool, f.selectors["cells"])
@@ -528,8 +544,9 @@ def describe(f: Finding, board_layout: Mapping[str, Any]) -> str:
     metric = f.metric or board_layout.get("metric", "metric")
     col = board_layout.get("columns", "column")
     if f.kind in ("greater", "less"):
-        text = f"{metric} of {sel(f.selectors['a'])} {'>' if f.kind == 'greater' else '<'} {sel(f.selectors['b'])}, " \
-               f"per {col}"
+        margin = "" if not f.margin else f" {'−' if f.kind == 'greater' else '+'} {f.margin:g}"
+        text = f"{metric} of {sel(f.selectors['a'])} {'>' if f.kind == 'greater' else '<'} {sel(f.selectors['b'])}" \
+               f"{margin}, per {col}"
     elif f.kind in ("at_least", "at_most"):
         sign = "≥" if f.kind == "at_least" else "≤"
         text = f"{metric} of {sel(f.selectors['cells'])} {sign} {f.check['value']}" \

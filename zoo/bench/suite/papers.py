@@ -18,6 +18,13 @@ PAPERS: Dict[str, str] = {
     "a-critical-look-at-heterophily": "A critical look at the evaluation of GNNs under heterophily",
     "gate-intrusive-neighbors": "GATE: How to Keep Out Intrusive Neighbors (Mustafa, Burkholz; ICML 2024)",
     "dynamic-rescaling-gnns": "Training GNNs in Balance by Dynamic Rescaling (Mustafa, Burkholz; NeurIPS 2024)",
+    "field-2024": ("The field since 2024: Classic GNNs are Strong Baselines (Luo, Shi, Wu; NeurIPS 2024 D&B); Fixed "
+                   "Aggregation Features Can Rival GNNs (Rubio-Madrigal, Burkholz; ICML 2026); Residual Connections "
+                   "and Normalization Can Provably Prevent Oversmoothing in GNNs (Scholkemper, Wu, Jadbabaie, Schaub; "
+                   "ICLR 2025); Graph Neural Networks Do Not Always Oversmooth (Epping, René, Helias, Schaub; NeurIPS "
+                   "2024); Reducing Oversmoothing through Informed Weight Initialization in GNNs (Kelesis, Fotakis, "
+                   "Paliouras; Applied Intelligence 2025); Exploring and Improving Initialization for Deep GNNs: A "
+                   "Signal Propagation Perspective (Wang, Chen, Zhang, Sun, Ding; TMLR 2025)"),
 }
 
 _SLUG = re.compile("|".join(sorted(map(re.escape, PAPERS), key=len, reverse=True)))
