@@ -129,3 +129,15 @@ def test_conservation_diagnostics_read_the_new_inits(init):
     # the gradient identity (Eq. 7) holds whatever the init: the law is about gradients, not values
     for delta in gradient_identity(model):
         assert delta.abs().max().item() < 1e-3
+
+
+def test_loaded_weights_cancel_a_pending_data_init():
+    torch.manual_seed(0)
+    trained = zoo.build("gcn", in_dim=5, out_dim=3, hidden_dim=8, num_layers=3)
+    model = zoo.build("gcn", in_dim=5, out_dim=3, hidden_dim=8, num_layers=3, init="g_init")
+    assert pending(model)
+    model.load_state_dict(trained.state_dict())
+    assert not pending(model)
+    model(ring(12), torch.randn(12, 5))  # the loaded weights stay
+    for a, b in zip(model.parameters(), trained.parameters()):
+        torch.testing.assert_close(a, b)

@@ -22,7 +22,7 @@ def at_first_forward(model: nn.Module, fn: DataInit) -> None:
 
     The init runs with gradients enabled and the model in evaluation mode (no dropout, running
     statistics untouched); the training mode is restored afterwards.  Re-applying an init replaces
-    a pending one."""
+    a pending one; loading a state dict into the model cancels it."""
     pending = getattr(model, "_pending_data_init", None)
     if pending is not None:
         pending.remove()
@@ -42,6 +42,16 @@ def at_first_forward(model: nn.Module, fn: DataInit) -> None:
 
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     model._pending_data_init = handle
+    # Loaded weights (zoo.load, a resume, load_state_dict) replace the init: it must not run over them.
+    model.register_load_state_dict_post_hook(lambda module, keys: cancel(module))
+
+
+def cancel(model: nn.Module) -> None:
+    """Drop a pending data-dependent init (the model's weights come from elsewhere)."""
+    pending = getattr(model, "_pending_data_init", None)
+    if pending is not None:
+        pending.remove()
+        model._pending_data_init = None
 
 
 def pending(model: nn.Module) -> bool:
