@@ -20,7 +20,7 @@ import torch
 from zoo.bench.suite.load import list_suites, load_suite
 from zoo.datasets import MissingDataError, get_spec, load
 
-OUT = Path(__file__).resolve().parents[1] / "zoo" / "bench" / "spec" / "dataset_sizes.json"
+OUT = Path(__file__).resolve().parents[1] / "zoo" / "bench" / "plan" / "dataset_sizes.json"
 
 
 def measure(task) -> dict:

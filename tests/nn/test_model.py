@@ -21,8 +21,8 @@ from zoo.registry import MODELS, constructor_options
 BASE = {"in_dim": 4, "out_dim": 3, "hidden_dim": 8, "num_layers": 2}
 #: non-default values to try, in order: the first that differs from the family's default is used
 VALUES: Dict[str, List[Any]] = {
-    "hidden_dim": [12], "num_layers": [3], "heads": [2], "hidden_heads": ["mean"], "out_heads": [2],
-    "activation": ["tanh", "relu"], "dropout": [0.5], "bias": [True, False], "residual": ["linear", "none"],
+    "hidden_dim": [12], "num_layers": [3, 4], "heads": [2], "hidden_heads": ["mean"], "out_heads": [2],
+    "activation": ["tanh", "relu"], "dropout": [0.5, 0.2], "bias": [True, False], "residual": ["linear", "none"],
     "norm": ["pairnorm"], "norm_kwargs": [{"scale": 2.0}], "self_loops": ["remove", "add"],
     "input_encoder": ["linear"], "input_encoder_dim": [6], "classifier": ["linear"],
     "edge_encoder": ["bond"], "edge_dim": [2], "recompute": [True], "layer_degree_onehot": [20],
@@ -30,11 +30,16 @@ VALUES: Dict[str, List[Any]] = {
     "attention_bias": [True], "update_weight": ["separate"], "normalization": ["mean"], "eps": [0.5],
     "train_eps": [True], "gated": [False], "ffn_dim": [5], "pe_dim": [3], "scaled": [True, False],
     "placement": ["pre"], "input_dropout": [0.5], "nonlocal_norm": ["nd"],
+    "dropout_position": ["output"], "classifier_input": ["activated"], "hops": [3], "reducers": [["sum"]],
+    "in_dropout": [0.5], "global_dropout": [0.2], "global_layers": [1], "beta": [0.5], "qk_shared": [True],
+    "pre_ln": [True], "post_bn": [False], "local_attn": [True], "global_attention": [False],
+    "trans_num_layers": [1], "trans_num_heads": [2], "trans_dropout": [0.2], "gnn_dropout": [0.2],
+    "graph_weight": [0.2], "aggregate": ["cat"],
 }
 #: the other options an option needs to act (the comparison model gets them too)
 CONTEXT: Dict[str, Dict[str, Any]] = {
     "update_weight": {"share_weights": False}, "edge_dim": {"edge_encoder": "linear", "edge_dim": 5},
-    "hidden_heads": {"heads": 2},
+    "hidden_heads": {"heads": 2}, "dropout_position": {"dropout": 0.5}, "classifier_input": {"classifier": "linear"},
 }
 #: options given to every build of a family (no Laplacian eigenvectors of the toy graph needed)
 FAMILY_BASE: Dict[str, Dict[str, Any]] = {"graph_transformer": {"pe_dim": 2}, "universal_transformer": {"pe_dim": 2}}

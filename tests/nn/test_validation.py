@@ -38,7 +38,7 @@ def test_heads_below_one_are_answered_by_the_size_check(kwargs, message):
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: v.resolve_residual("dense"), ValueError, "unknown residual 'dense'.*Valid residuals: identity, linear"),
+    (lambda: v.resolve_residual("dense"), ValueError, "unknown residual 'dense'.*Valid residuals: affine, identity, linear"),
     (lambda: v.resolve_hidden_heads("gat", "sum", 2, None, 8, True), ValueError, "unknown hidden_heads 'sum'"),
     (lambda: v.resolve_hidden_heads("gcn", "mean", 1, None, 8, False), ValueError,
      "gcn has no attention heads to average; drop hidden_heads='mean'"),

@@ -44,8 +44,7 @@ from zoo.inits._registry import register_init
 from zoo.inits.xavier import xavier
 from zoo.inits.deferred import at_first_forward
 from zoo.symmetry import feature_matrices
-from zoo.inits.variance import layer_protocol_reasons
-from zoo.ops.segment import gather_rows, segment_sum
+from zoo.inits.variance import layer_protocol_reasons, scatter_sum
 
 
 @dataclass
@@ -67,9 +66,9 @@ def sym_propagate(edge_index: Tensor, num_nodes: int, x: Tensor) -> Tensor:
     keep = src != dst
     loops = torch.arange(num_nodes, device=x.device)
     src, dst = torch.cat([src[keep], loops]), torch.cat([dst[keep], loops])
-    deg = segment_sum(torch.ones_like(src, dtype=x.dtype), dst, num_nodes)
+    deg = scatter_sum(torch.ones_like(src, dtype=x.dtype), dst, num_nodes)
     coef = (deg.index_select(0, src) * deg.index_select(0, dst)).rsqrt()
-    return segment_sum(coef.unsqueeze(-1) * gather_rows(x, src), dst, num_nodes)
+    return scatter_sum(coef.unsqueeze(-1) * x.index_select(0, src), dst, num_nodes)
 
 
 def graph_embedding_variation(x: Tensor, edge_index: Tensor) -> Tensor:

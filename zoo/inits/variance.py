@@ -48,7 +48,12 @@ from zoo.inits._registry import register_init
 from zoo.inits.xavier import xavier
 from zoo.inits.deferred import at_first_forward
 from zoo.symmetry import bias_params, feature_matrices
-from zoo.ops.segment import segment_sum
+
+
+def scatter_sum(values: Tensor, index: Tensor, num_nodes: int) -> Tensor:
+    """``out[v] = sum of values[e]`` over the edges ``e`` with ``index[e] = v`` (an init runs once per
+    model: plain ``index_add_``, not the training path's kernels)."""
+    return values.new_zeros((num_nodes, *values.shape[1:])).index_add_(0, index, values)
 
 
 def layer_protocol_reasons(model: nn.Module, **_: Any) -> List[str]:
@@ -95,8 +100,8 @@ def large_variance(model: nn.Module, sigma_w2: float = 4.0, sigma_b2: float = 0.
 
 def propagation_energy(edge_index: Tensor, alpha: Tensor, num_nodes: int) -> float:
     """``s = mean_v sum_u alpha_uv^2`` over nodes with incoming edges, averaged over heads."""
-    squares = segment_sum(alpha.detach().double().pow(2), edge_index[1], num_nodes)  # (N, heads)
-    has_in = segment_sum(torch.ones_like(alpha[:, :1], dtype=torch.float64), edge_index[1], num_nodes)[:, 0] > 0
+    squares = scatter_sum(alpha.detach().double().pow(2), edge_index[1], num_nodes)  # (N, heads)
+    has_in = scatter_sum(torch.ones_like(alpha[:, :1], dtype=torch.float64), edge_index[1], num_nodes)[:, 0] > 0
     return float(squares[has_in].mean()) if bool(has_in.any()) else 1.0
 
 

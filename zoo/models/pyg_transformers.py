@@ -18,7 +18,7 @@ from typing import Any, List, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from zoo.graph import GraphLike, as_graph, self_loop_policy
+from zoo.graph import GraphLike, as_graph
 from zoo.nn.base import AttentionRecord
 from zoo.nn.model import GraphModel
 from zoo.nn.validation import check_node_features, positive_int, probability
@@ -36,7 +36,13 @@ class Unused(nn.Module):
 
 
 class PyGNodeModel(GraphModel):
-    """The shared wrapper: graph -> ``edge_index``, one batch, logits, the zoo's model protocol."""
+    """The shared wrapper: graph -> ``edge_index``, one batch, logits, the zoo's model protocol.
+
+    Args:
+        in_dim: input feature width.
+        out_dim: outputs (classes; 1: one logit for a binary task).
+        norm: only ``"none"`` (PyG's module keeps its own LayerNorm / BatchNorm).
+    """
 
     conservation_law_exception: Optional[str] = _EXCEPTION
     #: PyG's dense batching writes in place (``to_dense_batch``, SGFormer's attention): not under
@@ -47,7 +53,7 @@ class PyGNodeModel(GraphModel):
     float64_safe = True
     pyg: nn.Module
 
-    def _protocol(self, in_dim: int, out_dim: int, num_layers: int, self_loops: str, norm: Any) -> int:
+    def _protocol(self, in_dim: int, out_dim: int, num_layers: int, norm: Any) -> int:
         for name, value in (("in_dim", in_dim), ("out_dim", out_dim), ("num_layers", num_layers)):
             positive_int(name, value)
         if norm not in (None, "none"):
@@ -55,7 +61,8 @@ class PyGNodeModel(GraphModel):
                              f"({norm!r}) has no place in it: drop norm")
         self._init_model(num_layers, {})
         self.in_dim, self.out_dim = in_dim, out_dim
-        self.self_loops = self_loop_policy(self_loops)
+        # PyG's GCNConv / GATConv add the self-loops they lack: no policy of ours would change their graph
+        self.self_loops = self.default_self_loops
         return max(out_dim, 2)  # a one-logit task trains a two-class module (see the module docstring)
 
     def forward(self, graph: GraphLike, x: Tensor,
@@ -93,10 +100,18 @@ class Polynormer(PyGNodeModel):
     Args:
         hidden_dim: each head's width (``hidden_channels``; blocks are ``heads * hidden_dim`` wide).
         num_layers: local layers (``local_layers``).
-        norm: only ``"none"`` (PyG's module keeps its own norms).
+        global_layers: linear global attention layers (PyG's ``global_layers``).
+        heads: attention heads of the local (and global) layers; > 1 only with ``global_attention=False``.
+        in_dropout: dropout on the input features.
+        dropout: dropout inside the local layers.
+        global_dropout: dropout inside the global layers.
+        beta: the local layers' mix of the polynomial (gated) term and the linear term (``beta`` above).
+        qk_shared: share the global attention's query and key maps.
+        pre_ln: LayerNorm on each local layer's input.
+        post_bn: BatchNorm on each local layer's output (``BN`` above).
+        local_attn: GAT attention in the local layers (``False``: GCN-style propagation).
         global_attention: use the global layers from the first epoch (the paper trains local
             layers first, then switches; PyG's ``_global`` flag); ``False``: local layers only.
-        Others: PyG's options of the same names.
     """
 
     family = "polynormer"
@@ -105,12 +120,11 @@ class Polynormer(PyGNodeModel):
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 7, *,
                  global_layers: int = 2, heads: int = 1, in_dropout: float = 0.15, dropout: float = 0.5,
                  global_dropout: float = 0.5, beta: float = 0.9, qk_shared: bool = False, pre_ln: bool = False,
-                 post_bn: bool = True, local_attn: bool = False, global_attention: bool = True,
-                 self_loops: str = "add", norm: Any = None) -> None:
+                 post_bn: bool = True, local_attn: bool = False, global_attention: bool = True, norm: Any = None) -> None:
         super().__init__()
         from torch_geometric.nn.models import Polynormer as PyGPolynormer
 
-        classes = self._protocol(in_dim, out_dim, num_layers, self_loops, norm)
+        classes = self._protocol(in_dim, out_dim, num_layers, norm)
         positive_int("hidden_dim", hidden_dim)
         positive_int("heads", heads)
         positive_int("global_layers", global_layers)
@@ -149,9 +163,14 @@ class SGFormer(PyGNodeModel):
         x: ``(N, in_dim)`` -> ``(N, out_dim)``.
 
     Args:
+        hidden_dim: the width of both branches (``hidden_channels``).
         num_layers: GCN layers of the graph branch (``gnn_num_layers``).
-        norm: only ``"none"`` (PyG's module keeps its own norms).
-        Others: PyG's options of the same names.
+        trans_num_layers: simplified global attention layers.
+        trans_num_heads: heads of the global attention.
+        trans_dropout: dropout in the global attention branch.
+        gnn_dropout: dropout in the GCN branch.
+        graph_weight: ``w``, the GCN branch's weight in the sum (``aggregate="add"``).
+        aggregate: ``add`` (the weighted sum above) or ``cat`` (the two branches concatenated).
     """
 
     family = "sgformer"
@@ -161,12 +180,11 @@ class SGFormer(PyGNodeModel):
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int = 64, num_layers: int = 3, *,
                  trans_num_layers: int = 2, trans_num_heads: int = 1, trans_dropout: float = 0.5,
-                 gnn_dropout: float = 0.5, graph_weight: float = 0.5, aggregate: str = "add",
-                 self_loops: str = "add", norm: Any = None) -> None:
+                 gnn_dropout: float = 0.5, graph_weight: float = 0.5, aggregate: str = "add", norm: Any = None) -> None:
         super().__init__()
         from torch_geometric.nn.models import SGFormer as PyGSGFormer
 
-        classes = self._protocol(in_dim, out_dim, num_layers, self_loops, norm)
+        classes = self._protocol(in_dim, out_dim, num_layers, norm)
         positive_int("hidden_dim", hidden_dim)
         positive_int("trans_num_layers", trans_num_layers)
         positive_int("trans_num_heads", trans_num_heads)

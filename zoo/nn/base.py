@@ -205,6 +205,10 @@ class DeepGNN(GraphModel):
         self.norm_placement = self.norm_plugin.placement if isinstance(self.norm_plugin, FeatureNorm) else None
         #: the feature norm's modules are called as ``norm(x, graph)`` (GraphNormv2), not ``norm(x)``
         self.norm_reads_graph = self.norm_placement is not None and bool(getattr(self.norm_plugin, "reads_graph", False))
+        if self.classifier_input == "activated" and isinstance(self.act, nn.Identity) and self.norm_placement is None \
+                and not (self.dropout_position == "output" and self.dropout):
+            raise ValueError(f"{owner}: classifier_input='activated' would change nothing here (activation "
+                             "'identity', no feature norm, no output dropout); drop it or choose an activation")
         encoder_dim = hidden_dim if input_encoder_dim is None else input_encoder_dim
         self.input_encoder = make_encoder("input", input_encoder, in_dim, encoder_dim)
         self.edge_encoder = make_encoder("edge", edge_encoder, edge_dim, hidden_dim)
