@@ -64,8 +64,11 @@ def card_line(section: str, name: str) -> str:
     if section == "models":
         card = zoo.model_card(name)
         return f"{card.title} — {card.paper.split('.')[0]}"
+    import re
+
     doc = inspect.getdoc(registry({"inits": "init", "norms": "norm"}[section]).get(name)) or ""
-    return " ".join(doc.split("\n\n")[0].split())
+    first = " ".join(doc.split("\n\n")[0].split())
+    return re.sub(r"(?::\w+:)?`+([^`]+)`+", r"\1", first)  # plain text: no reST roles or literals
 
 
 def with_aliases(section: str, names: Sequence[str]) -> List[str]:
