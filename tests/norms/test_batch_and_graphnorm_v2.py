@@ -85,3 +85,18 @@ def test_deep_gnn_hands_the_graph_to_graphnorm_v2_and_counts_norms_with_an_activ
         zoo.build("gat", in_dim=4, out_dim=2, classifier_input="activated")
     with pytest.raises(ValueError, match="dropout_position"):
         zoo.build("gat", in_dim=4, out_dim=2, dropout_position="middle")
+
+
+def test_a_norm_that_reads_the_graph_is_refused_by_transformer_blocks():
+    """GraphNormv2 declares FeatureNorm's reads_graph; transformer blocks normalise without a graph."""
+    assert resolve_norm("graphnorm_v2").reads_graph and not getattr(resolve_norm("batchnorm"), "reads_graph", False)
+    with pytest.raises(ValueError, match="norm 'graphnorm_v2' reads the graph"):
+        zoo.build("graph_transformer", in_dim=4, out_dim=2, hidden_dim=8, pe_dim=2, norm="graphnorm_v2")
+
+
+def test_an_activated_classifier_input_that_changes_nothing_is_refused():
+    with pytest.raises(ValueError, match="would change nothing"):
+        zoo.build("gat", in_dim=4, out_dim=2, activation="identity", classifier="linear",
+                  classifier_input="activated")
+    zoo.build("gat", in_dim=4, out_dim=2, activation="identity", classifier="linear", classifier_input="activated",
+              norm="batchnorm")

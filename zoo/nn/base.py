@@ -22,7 +22,7 @@ from zoo.nn.encoders import align_edge_features, make_encoder
 from zoo.nn.heads import make_classifier
 from zoo.nn.model import GraphModel, LayerOptions
 from zoo.nn.replay import replayable
-from zoo.nn.validation import (check_edge_inputs, check_encoder_options, check_node_features, positive_int,
+from zoo.nn.validation import (check_activated_classifier_input, check_edge_inputs, check_encoder_options, check_node_features, positive_int,
                                probability, resolve_activation, resolve_classifier, resolve_hidden_heads,
                                resolve_residual, resolve_score_norm, resolve_choice, resolve_classifier_input,
                                DROPOUT_POSITIONS)
@@ -205,10 +205,8 @@ class DeepGNN(GraphModel):
         self.norm_placement = self.norm_plugin.placement if isinstance(self.norm_plugin, FeatureNorm) else None
         #: the feature norm's modules are called as ``norm(x, graph)`` (GraphNormv2), not ``norm(x)``
         self.norm_reads_graph = self.norm_placement is not None and bool(getattr(self.norm_plugin, "reads_graph", False))
-        if self.classifier_input == "activated" and isinstance(self.act, nn.Identity) and self.norm_placement is None \
-                and not (self.dropout_position == "output" and self.dropout):
-            raise ValueError(f"{owner}: classifier_input='activated' would change nothing here (activation "
-                             "'identity', no feature norm, no output dropout); drop it or choose an activation")
+        check_activated_classifier_input(owner, self.classifier_input, self.act, self.norm_placement,
+                                         self.dropout if self.dropout_position == "output" else 0.0)
         encoder_dim = hidden_dim if input_encoder_dim is None else input_encoder_dim
         self.input_encoder = make_encoder("input", input_encoder, in_dim, encoder_dim)
         self.edge_encoder = make_encoder("edge", edge_encoder, edge_dim, hidden_dim)

@@ -98,6 +98,16 @@ def resolve_classifier_input(owner: str, value: str, classifier: str) -> str:
     return key
 
 
+def check_activated_classifier_input(owner: str, classifier_input: str, act: nn.Module, norm_placement: Optional[str],
+                                     output_dropout: float) -> None:
+    """``classifier_input='activated'`` gives the last layer the hidden layers' activation, feature norm and
+    output dropout; refused where all three are absent (it would change nothing)."""
+    if classifier_input == "activated" and isinstance(act, nn.Identity) and norm_placement is None \
+            and not output_dropout:
+        raise ValueError(f"{owner}: classifier_input='activated' would change nothing here (activation "
+                         "'identity', no feature norm, no output dropout); drop it or choose an activation")
+
+
 def resolve_classifier(name: Optional[str], out_heads: Optional[int]) -> str:
     """The canonical classifier name (``None`` -> ``"none"``); ``out_heads`` belongs to the output
     attention layer, which a separate classifier replaces."""
@@ -284,7 +294,7 @@ def check_node_features(model: nn.Module, x: Any, in_dim: int) -> None:
     _SEEN.add(x, version)
 
 
-__all__ = ["ACTIVATIONS", "CHECK_INPUTS_ENV", "CLASSIFIER_INPUTS", "DROPOUT_POSITIONS", "HIDDEN_HEADS", "RESIDUALS", "check_edge_inputs", "check_encoder_options", "resolve_choice",
+__all__ = ["check_activated_classifier_input", "ACTIVATIONS", "CHECK_INPUTS_ENV", "CLASSIFIER_INPUTS", "DROPOUT_POSITIONS", "HIDDEN_HEADS", "RESIDUALS", "check_edge_inputs", "check_encoder_options", "resolve_choice",
            "check_node_features", "check_stack_options", "positive_int", "probability", "real_number",
            "resolve_activation", "resolve_block_norms", "resolve_classifier", "resolve_classifier_input", "resolve_hidden_heads",
            "resolve_residual", "resolve_score_norm"]
