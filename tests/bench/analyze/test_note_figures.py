@@ -155,3 +155,10 @@ def test_a_stale_list_of_run_values_is_refused(tmp_path):
                 _note('init = "xavier", num_layers = 2', "runs 40.0 / 40.0 / 40.0 at three seeds"))
     problems = rp.build_report(tmp_path / "records").figure_problems
     assert len(problems) == 1 and "first 3 runs; it has 4 now" in problems[0]
+
+
+def test_a_list_of_run_values_the_records_state_is_refused(records, tmp_path):
+    write_notes(tmp_path / "notes.toml", DIFF_NOTE, OPEN_NOTE,
+                _note('init = "xavier", num_layers = 2', "bal_x at L = 4: 79.0 / 80.0 / 81.0"))
+    problems = rp.build_report(records).figure_problems
+    assert len(problems) == 1 and "restates the records" in problems[0] and "{{values: ...}}" in problems[0]

@@ -20,8 +20,8 @@ Figures written out instead are checked against the records (:func:`drift`): a `
 that equals a cell's summary restates the records (write a placeholder), one that equals the
 summary of a cell's first k runs only is stale (the cell has more runs now); ``SGD lr X`` /
 ``Adam lr X``, ``up to N epochs`` and ``stop at training loss X`` / ``loss stop of X`` that no
-cell the note covers ran are wrong; a list of per-run values (``77.4 / 76.9 / 78.1``) that is a
-cell's first runs while it has more now is stale.
+cell the note covers ran are wrong; a list of per-run values (``77.4 / 76.9 / 78.1``) that equals a
+cell's runs restates them, and one that is its first runs while it has more now is stale.
 """
 from __future__ import annotations
 
@@ -258,14 +258,18 @@ def _is_number(v: str) -> bool:
 
 
 def _check_values(quoted: Sequence[str], board: lb.Board, where: str) -> List[str]:
-    """A list of per-run values that is a cell's first runs in seed order while the cell has more
-    runs now: a figure of its history written as if current."""
+    """A list of per-run values that is a cell's runs in seed order restates the records; one that is
+    its first runs while the cell has more runs now is a figure of its history written as if current."""
     for e in board.entries:
         values = [v for v in _in_seed_order(e) if v is not None and math.isfinite(v)]
-        if len(values) > len(quoted) and all(_close(q, v) for q, v in zip(quoted, values)):
-            return [f"{where}: '{' / '.join(quoted)}' are {_place(e)}'s first {len(quoted)} runs; it has "
-                    f"{len(values)} now (stale figure; write {{{{values: ...}}}}, or {{{{values: seeds = ...}}}} "
-                    "for a figure of its history)"]
+        if len(values) < len(quoted) or not all(_close(q, v) for q, v in zip(quoted, values)):
+            continue
+        if len(values) == len(quoted):
+            return [f"{where}: '{' / '.join(quoted)}' restates the records of {_place(e)}; write "
+                    f"{{{{values: ...}}}} (a placeholder is filled from the records, so it cannot drift)"]
+        return [f"{where}: '{' / '.join(quoted)}' are {_place(e)}'s first {len(quoted)} runs; it has "
+                f"{len(values)} now (stale figure; write {{{{values: ...}}}}, or {{{{values: seeds = ...}}}} "
+                "for a figure of its history)"]
     return []
 
 
