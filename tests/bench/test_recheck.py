@@ -54,7 +54,9 @@ def test_the_contract_breaks_on_a_changed_id_or_a_same_machine_difference():
     assert not ok.breaks_contract  # another machine: only the distribution is promised
     assert rc.Outcome(_candidate(1), ran=True, new_id="other", bitwise=True, rel_diff=0.0).breaks_contract
     assert rc.Outcome(_candidate(1), ran=True, new_id="r", bitwise=False, rel_diff=0.02,
-                      same_float_order=True).breaks_contract
+                      same_float_order=True, same_code=True).breaks_contract
+    assert not rc.Outcome(_candidate(1), ran=True, new_id="r", bitwise=False, rel_diff=0.02,
+                          same_float_order=True, same_code=False).breaks_contract  # other code: not promised
     noise = rc.Outcome(_candidate(1), ran=True, new_id="r", bitwise=False, rel_diff=1e-15, same_float_order=True)
     assert noise.within_tolerance and not noise.breaks_contract
     assert rc._relative({"1": 0.5, "2": 0.25}, {"1": 0.5, "2": 0.25}) == 0.0
@@ -78,6 +80,6 @@ def test_recheck_ten_cheap_committed_records(capsys, mirror, monkeypatch, tmp_pa
     assert code == 0, out
     lines = out.strip().splitlines()
     assert len(lines) == 12 and lines[-1].startswith("rechecked ")
-    ran = [line.split(" | ") for line in lines[1:-1] if len(line.split(" | ")) == 10]
+    ran = [line.split(" | ") for line in lines[1:-1] if len(line.split(" | ")) == 11]
     assert ran and all(fields[5] == "yes" for fields in ran)  # ids equal
     assert lines[-1].endswith("contract broken: 0")

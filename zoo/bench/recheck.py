@@ -10,7 +10,7 @@ The determinism contract (docs/reliability.md): a re-run on the same machine, th
 (the record's ``float_order``) is bitwise equal; elsewhere float summation order differs and long
 runs split, so only the distribution is the same, which the status rule's intervals and margins
 must tolerate.  The exit status fails on what the contract forbids: a cell id that changed, or a
-result that differs where the record's float order is this machine's.
+result that differs where the record was made by this code (its commit) with this machine's float order.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from zoo.bench.analyze import board as lb
 from zoo.bench.analyze import status as rp
 from zoo.bench.run.driver import run_suite
 from zoo.bench.run.options import RunOptions
-from zoo.bench.run.provenance import float_order
+from zoo.bench.run.provenance import float_order, git_commit
 from zoo.bench.store import records as store
 from zoo.bench.store.folders import read_folder
 from zoo.bench.suite.cells import cell_value
@@ -66,6 +66,8 @@ class Outcome:
     bitwise: Optional[bool] = None
     rel_diff: Optional[float] = None
     same_float_order: Optional[bool] = None
+    #: the record was made by this code (its commit is the checkout's): bitwise is promised only then
+    same_code: Optional[bool] = None
     status_before: str = ""
     status_after: str = ""
     seconds: float = 0.0
@@ -80,7 +82,8 @@ class Outcome:
 
     @property
     def breaks_contract(self) -> bool:
-        return self.ran and (not self.ids_equal or (bool(self.same_float_order) and not self.within_tolerance))
+        same_setup = bool(self.same_float_order) and bool(self.same_code)
+        return self.ran and (not self.ids_equal or (same_setup and not self.within_tolerance))
 
 
 def candidates(records_dir: PathLike, shipped: Sequence[str]) -> List[Candidate]:
@@ -191,6 +194,7 @@ def recheck(records_dir: PathLike, n: int, max_minutes: Optional[float] = None, 
             o.rel_diff = _relative(old_v, new_v)
             recorded = c.record.get("float_order")
             o.same_float_order = None if recorded is None else _same_order(recorded, here)
+            o.same_code = c.record.get("commit") == git_commit()
             o.status_before, o.status_after = _status_change(c, new, shipped, notes)
     return outcomes
 
@@ -206,7 +210,7 @@ def _yes(v: Optional[bool]) -> str:
 def lines(outcomes: Sequence[Outcome]) -> List[str]:
     """The table ``zoo report --recheck`` prints, one line per drawn record, and a summary."""
     out = ["suite | record id | seed | recorded s | re-run s | ids equal | epochs equal | metric | "
-           "same float order | status before -> after"]
+           "same code | same float order | status before -> after"]
     for o in outcomes:
         c = o.candidate
         head = f"{c.suite} | {c.record['id']} | {c.record.get('seed', '?')} | {c.cost_s:.1f}"
@@ -220,7 +224,7 @@ def lines(outcomes: Sequence[Outcome]) -> List[str]:
         change = o.status_before if o.status_after == o.status_before else \
             f"{o.status_before} -> {o.status_after} (CHANGES)"
         out.append(f"{head} | {o.seconds:.1f} | {_yes(o.ids_equal)} | {_yes(o.epochs_equal)} | {metric} | "
-                   f"{_yes(o.same_float_order)} | {change}")
+                   f"{_yes(o.same_code)} | {_yes(o.same_float_order)} | {change}")
     ran = [o for o in outcomes if o.ran]
     out.append(f"rechecked {len(ran)} of {len(outcomes)}: ids equal {sum(o.ids_equal for o in ran)}, epochs equal "
                f"{sum(bool(o.epochs_equal) for o in ran)}, metric bitwise {sum(bool(o.bitwise) for o in ran)}, "
