@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 
 import zoo
@@ -15,6 +16,7 @@ def _cells():
     return load_suite("field_2024").resolved()["cells"]
 
 
+@pytest.mark.slow  # resolves the suite's 515 cells and reads a preset per cell (~11 s)
 def test_cells_that_name_a_preset_repeat_its_values():
     checked = 0
     for c in _cells():
@@ -31,6 +33,7 @@ def test_cells_that_name_a_preset_repeat_its_values():
     assert checked > 50
 
 
+@pytest.mark.slow  # resolves the suite's 515 cells (~2 s)
 def test_luo_cells_train_as_the_authors_script():
     for c in _cells():
         m, t = c["config"]["model"], c["config"]["train"]
