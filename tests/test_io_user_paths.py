@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 import zoo
-from zoo.cli.args import user_path
 from zoo.trainer.loggers import CSVLogger
 
 
@@ -21,6 +20,8 @@ def test_a_tilde_is_the_home_folder(tmp_path, monkeypatch):
     assert not (tmp_path / "~").exists()  # not a literal folder named "~"
     assert zoo.load("~/m5").build_config["name"] == "gat"
     assert CSVLogger("~/fit.csv").path == tmp_path / "fit.csv"
+    from zoo.cli.args import user_path  # the CLI's path arguments
+
     assert user_path("~/runs") == str(tmp_path / "runs")
 
 

@@ -71,6 +71,7 @@ def test_no_worker_outlives_its_driver(tmp_path, sig):
                                "--quiet", "--no-leaderboard", "--out", str(out)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                               start_new_session=True)
+    others = set()
     try:
         deadline = time.time() + 240
         workers = set()
@@ -82,7 +83,7 @@ def test_no_worker_outlives_its_driver(tmp_path, sig):
         assert len(workers) >= 2, "the two workers did not start"
         others = _descendants(driver.pid)  # the workers and the resource tracker
         os.kill(driver.pid, sig)
-        _, err = driver.communicate(timeout=60)
+        _, err = driver.communicate(timeout=60)  # an orphan holding the pipes open times this out
         deadline = time.time() + 10
         while time.time() < deadline and any(_alive(p) for p in others):
             time.sleep(0.2)
@@ -92,10 +93,15 @@ def test_no_worker_outlives_its_driver(tmp_path, sig):
             assert err.strip().splitlines() == [f"zoo bench: interrupted: 0 run(s) recorded in {out}; run the same "
                                                 "command to resume"]
     finally:
-        if driver.poll() is None:
+        try:  # the driver's session: it and whatever it started that is still there
             os.killpg(driver.pid, signal.SIGKILL)
-        for p in _descendants(driver.pid):
-            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for p in _descendants(driver.pid) | {p for p in others if _alive(p)}:  # no orphan left by a failure
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 SCRIPT = """
