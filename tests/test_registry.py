@@ -50,7 +50,7 @@ def test_model_card():
         (lambda: zoo.build("gat", in_dim=4, out_dim=2, activation="relu6"), ValueError, "unknown activation 'relu6'.*relu"),
         (lambda: zoo.build("gat", in_dim=4, out_dim=2, residual="dense"), ValueError, "unknown residual 'dense'"),
         (lambda: zoo.build("gat", in_dim=4, out_dim=2, num_layers=0), ValueError, "num_layers must be a positive integer, got 0"),
-        (lambda: zoo.build("gat", in_dim=4, out_dim=2, norm="batchnorm"), ValueError, "unknown norm 'batchnorm'"),
+        (lambda: zoo.build("gat", in_dim=4, out_dim=2, norm="groupnorm"), ValueError, "unknown norm 'groupnorm'"),
         (lambda: zoo.build("gat", in_dim=4, out_dim=2, init="bal-q"), ValueError, "unknown init 'bal-q'"),
         (lambda: zoo.build("gcn", in_dim=4, out_dim=2, heads=2), ValueError, "gcn has no attention heads"),
         (lambda: zoo.build("gatv2", in_dim=4, out_dim=2, update_weight="separate"), ValueError, "needs share_weights=False"),

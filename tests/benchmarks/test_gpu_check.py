@@ -188,6 +188,7 @@ def _smoke(tmp_path, mirror, steps):
     return (tmp_path / gc.SUMMARY).read_text()
 
 
+@pytest.mark.slow  # a subprocess running pytest and the profiler (~25 s); make gpu-check runs it for real
 def test_cpu_smoke_run_writes_the_summary(tmp_path, mirror):
     """The smoke run's cheap steps: the environment, the CUDA tests (skipped without a GPU), the profile."""
     text = _smoke(tmp_path, mirror, "env,tests,busy")

@@ -89,7 +89,7 @@ def test_the_command_ends_without_the_interpreters_teardown(tmp_path):
             "main()\n"
             "print('not reached')\n")
     ok = subprocess.run([sys.executable, "-c", code, "list", "norms"], capture_output=True, text=True)
-    assert ok.returncode == 0 and "norms: layernorm" in ok.stdout and "atexit ran" in ok.stdout
+    assert ok.returncode == 0 and "\n  layernorm" in ok.stdout and "atexit ran" in ok.stdout
     assert "teardown ran" not in ok.stdout and "not reached" not in ok.stdout
     bad = subprocess.run([sys.executable, "-c", code, "bench", str(tmp_path / "missing.toml")],
                          capture_output=True, text=True)

@@ -64,7 +64,7 @@ def _train(task, replicas, model, train, backend, spied=None):
 
 
 @pytest.mark.parametrize("case", [
-    "cora_8_heads_sparse_input_dropout", "cornell_csr_first_layer", "pubmed_8_heads_dropout_small",
+    "cora_8_heads_sparse_input_dropout", "cornell_csr_first_layer", pytest.param("pubmed_8_heads_dropout_small", marks=pytest.mark.slow),
     pytest.param("pubmed_8_heads_dropout", marks=pytest.mark.slow)])
 def test_real_data_paths_replay_bitwise(case, mirror):
     dataset, replicas, model, train, spied = CASES[case]

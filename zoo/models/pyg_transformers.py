@@ -73,8 +73,10 @@ class PyGNodeModel(GraphModel):
             raise ValueError(f"{type(self).__name__} runs in float32 only (PyG's attention mixes in a float32 "
                              "tensor); use dtype float32")
         g = as_graph(graph, x, self.self_loops)
-        batch = torch.zeros(g.num_nodes, dtype=torch.long, device=x.device)
-        logp = self.pyg(x, g.edge_index, batch)
+        if g.num_nodes == 0:  # PyG's dense batching reads batch.max(), which an empty batch lacks
+            logp = x.new_zeros(0, max(self.out_dim, 2))
+        else:
+            logp = self.pyg(x, g.edge_index, torch.zeros(g.num_nodes, dtype=torch.long, device=x.device))
         out = logp[:, 1:2] - logp[:, 0:1] if self.out_dim == 1 else logp
         if not return_attention:
             return out

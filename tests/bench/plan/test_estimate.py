@@ -98,7 +98,7 @@ def test_list_suites_shows_runs_and_cpu_time(capsys):
     assert main(["list", "suites"]) == 0
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("balance_table2"))
-    assert "600 runs" in line and line.split()[-4:-3] in (["h"], ["d"]) and line.endswith("of CPU time")
+    assert "675 runs" in line and line.split()[-4:-3] in (["h"], ["d"]) and line.endswith("of CPU time")
     quick = next(ln for ln in text.splitlines() if ln.strip().startswith("quick")).split()
     assert quick[-4] in ("s", "min") and quick[-5] != "0"  # minutes, not "0.0 CPU-hours"
 

@@ -154,7 +154,7 @@ def _missing_models(name: str) -> list:
 
 
 #: quick forms whose end-to-end run is marked slow, and what covers them on every run
-SLOWER_QUICK_FORMS = ("nonlocal_accuracy", "oxford_table3", "lipschitz_table3", "balance_table7", "ogb_molhiv",
+SLOWER_QUICK_FORMS = ("nonlocal_accuracy", "oxford_table3", "lipschitz_table3", "balance_table7", "ogb_molhiv", "field_2024",
                       # the twin task's 32 training graphs: the same dataset and families run end to end in
                       # oxford_fig1_code's quick form; its cells parse and stay quick (tests/bench/suite/test_suite.py)
                       "oxford_fig1")

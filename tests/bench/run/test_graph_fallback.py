@@ -75,7 +75,10 @@ def _ran(outcomes):
     return ran, suspect
 
 
-@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+# each retirement spawns a worker that imports torch and the zoo (~18 s in all): with the slow tests; the local
+# executor's fresh-process re-run above stays in make test
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
 def test_the_process_pool_retires_the_worker_of_a_failed_group(workers):
     """The redo and every job submitted after it run in new processes, never in the suspect one."""
     ran, suspect = _ran(ProcessExecutor(workers).run(_jobs(4), _redo_first))

@@ -53,6 +53,7 @@ def test_bad_values_fail_at_load_with_one_line(keys, words):
 SETS_NEW_KEYS = {"rescale_heterophilous": {"grad_clip_norm"}}  # the authors' code clips to 3
 
 
+@pytest.mark.slow  # resolves every cell of every shipped suite (~11 s)
 def test_no_shipped_suite_cell_carries_the_new_keys():
     """The shipped suites with records set none of them, so every stored record keeps its cell id
     (``zoo report --check`` compares them with the records)."""
