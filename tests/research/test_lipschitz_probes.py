@@ -9,6 +9,9 @@ import zoo
 from zoo.bench import load_suite
 from tests.conftest import REPO, awkward_graph, research_script
 
+# the probes train the papers' models for their points (~18 s in all): with the slow tests
+pytestmark = pytest.mark.slow
+
 RESEARCH = REPO / "research"
 
 

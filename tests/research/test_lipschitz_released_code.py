@@ -64,6 +64,7 @@ def test_prepare_copies_the_raw_files_and_names_the_fix_when_the_mirror_lacks_th
         probe.prepare(tmp_path / "scratch2", "PubMed")
 
 
+@pytest.mark.slow  # runs the released script in a subprocess (~11 s)
 def test_run_one_seeds_the_script_and_lets_it_import_its_own_modules(tmp_path):
     """A stand-in for the released script: it imports a sibling package (as ``models.deepgat``) and prints the log
     format from torch's RNG, so equal seeds must give equal results and the wrapper must put its folder on sys.path."""

@@ -162,6 +162,7 @@ def test_observations_keep_the_device_asked_for():
     assert len(calibration.observations([rec, gpu, legacy])) == 3
 
 
+@pytest.mark.slow  # fits the cost model on every committed record (~8 s)
 def test_shipped_model_beats_group_cost_on_the_records():
     """The committed records, leave-one-out: the model's median error is below that of the old
     ``plan.shards.group_cost`` (scaled) — the claim docs/benchmarks.md makes."""
@@ -231,6 +232,7 @@ def test_dataset_table_matches_the_registry():
         assert size["edges"] in edges or size.get("measured") is False or name == "ogbg_molhiv", key
 
 
+@pytest.mark.slow  # resolves every shipped suite (~13 s)
 def test_every_suite_dataset_is_in_the_table():
     from zoo.bench.suite.load import list_suites, load_suite
 

@@ -104,6 +104,7 @@ RESUME_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # kills a driver mid-run (~9 s); the checkpoint kill -9 test stays in make test
 def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path, data_root):
     raw = json.loads(json.dumps(TWIN))
     raw["defaults"]["epochs"] = 60

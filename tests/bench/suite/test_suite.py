@@ -103,7 +103,12 @@ def test_quick_form_requires_quick_table():
         parse_suite({k: v for k, v in copy.deepcopy(BASE).items() if k != "quick"}, quick=True)
 
 
-@pytest.mark.parametrize("name", list_suites())
+#: suites whose thousands of cells take several seconds to resolve twice: with the slow tests
+SLOW_TO_RESOLVE = ("nonlocal_energy", "lipschitz_table1")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_TO_RESOLVE else n
+                                  for n in list_suites()])
 def test_shipped_suites_parse_in_both_forms(name):
     full = load_suite(name)
     quick = load_suite(name, quick=True)

@@ -26,6 +26,7 @@ def tiny_source(tmp_path, monkeypatch):
     return source
 
 
+@pytest.mark.slow  # a real compile in a subprocess (~4 s)
 def test_a_stale_torch_lock_does_not_hang_the_next_build(tiny_source):
     """torch's FileBaton waits forever on the ``lock`` file a killed build leaves behind."""
     directory = build.build_directory(build.extension_name())
@@ -37,6 +38,7 @@ def test_a_stale_torch_lock_does_not_hang_the_next_build(tiny_source):
     assert not (directory / "lock").exists()
 
 
+@pytest.mark.slow  # a real compile in a subprocess (~4 s)
 def test_a_timed_out_build_is_killed_and_leaves_no_lock(tiny_source):
     directory = build.build_directory(build.extension_name())
     with pytest.raises(RuntimeError, match="was killed"):
@@ -86,6 +88,7 @@ def test_zoo_kernels_off_disables_without_building(tmp_path):
     assert not (tmp_path / "ext").exists()
 
 
+@pytest.mark.slow  # a real compile (~4 s)
 def test_cli_build_kernels_prints_the_library(tiny_source, capsys):
     from zoo.cli import main
 
