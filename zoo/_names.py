@@ -16,7 +16,7 @@ import importlib
 import inspect
 import re
 import warnings
-from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Mapping, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -31,6 +31,14 @@ def normalize_name(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
+def choice(option: str, value: str, choices: Sequence[str]) -> str:
+    """``value`` as a name (:func:`normalize_name`) when it is one of ``choices``; otherwise one line naming them."""
+    name = normalize_name(value)
+    if name not in choices:
+        raise ValueError(f"{option} must be one of {choices}, got {name!r}")
+    return name
+
+
 def _normalized(name: str) -> str:
     # Cached: building the report normalises the same few hundred names over a million times.
     return _SEPARATORS.sub("_", name.strip()).lower()

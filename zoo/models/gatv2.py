@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from zoo._names import normalize_name
+from zoo._names import choice
 from zoo.graph import Graph
 from zoo.models.gat import glorot_
 from zoo.nn.base import DeepGNN
@@ -147,9 +147,7 @@ class GATv2Options(LeakyScoreOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        update_weight = normalize_name(self.update_weight)
-        if update_weight not in UPDATE_WEIGHTS:
-            raise ValueError(f"update_weight must be one of {UPDATE_WEIGHTS}, got {update_weight!r}")
+        update_weight = choice("update_weight", self.update_weight, UPDATE_WEIGHTS)
         if self.share_weights and update_weight == "separate":
             raise ValueError(
                 "update_weight='separate' learns a third matrix next to unshared W_s and W_t; "

@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from zoo._names import normalize_name
+from zoo._names import choice
 from zoo.graph import Graph
 from zoo.nn.base import DeepGNN
 from zoo.nn.model import LayerOptions
@@ -102,10 +102,7 @@ class GCNOptions(LayerOptions):
     normalization: str = "symmetric"
 
     def __post_init__(self) -> None:
-        normalization = normalize_name(self.normalization)
-        if normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
-        object.__setattr__(self, "normalization", normalization)
+        object.__setattr__(self, "normalization", choice("normalization", self.normalization, NORMALIZATIONS))
 
 
 @register_model("gcn")
