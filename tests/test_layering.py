@@ -30,16 +30,19 @@ LAYERS: Dict[str, Set[str]] = {
     "zoo.bench.store": {"zoo.bench.suite", "zoo.bench.plan"},
     "zoo.bench.run": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store"},
     "zoo.bench.analyze": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store"},
-    "zoo.bench.render": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze"},
+    "zoo.bench.report": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze"},
+    "zoo.bench.render": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze",
+                         "zoo.bench.report"},
     "zoo.bench.publish": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze",
-                          "zoo.bench.render"},
-    "zoo.bench.recheck": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.run", "zoo.bench.analyze"},
+                          "zoo.bench.report", "zoo.bench.render"},
+    "zoo.bench.recheck": {"zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.run", "zoo.bench.analyze",
+                          "zoo.bench.report"},
 }
 #: The training layer: ``zoo.bench`` and ``zoo.fit`` (:mod:`zoo.fitting`) build on it, so it imports neither.
 TRAINER = "zoo.trainer"
 #: ``zoo.trainer.config`` is the suite schema's ``TrainConfig``: the torch-free suite layer imports it.
-TORCH_FREE = ("zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.render",
-              "zoo.trainer.config")
+TORCH_FREE = ("zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench.analyze", "zoo.bench.report",
+              "zoo.bench.render", "zoo.trainer.config")
 #: Function-level imports allowed inside zoo/bench/: optional dependencies only.
 OPTIONAL = {"ray", "matplotlib", "safetensors", "triton"}
 

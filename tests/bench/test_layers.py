@@ -9,15 +9,18 @@ import pytest
 
 import zoo.bench
 
-LAYERS = ("suite", "plan", "store", "run", "analyze", "render")
+LAYERS = ("suite", "plan", "store", "run", "analyze", "report", "render")
 #: the modules of the flat zoo.bench (and of zoo.nn's edge primitives) before the layers, and the
-#: ``spec`` layer before it became ``suite`` and ``plan``, and the modules named "checkpoint" (now
-#: ``zoo.model_file`` and ``zoo.bench.run.resume_file``): removed, not kept as shims
+#: ``spec`` layer before it became ``suite`` and ``plan``, the modules named "checkpoint" (now
+#: ``zoo.model_file`` and ``zoo.bench.run.resume_file``), and the reproduction page's rules that sat in
+#: ``analyze`` before they became the ``report`` layer: removed, not kept as shims
 REMOVED = ("zoo.bench.executors", "zoo.bench.findings", "zoo.bench.html", "zoo.bench.leaderboard", "zoo.bench.merge",
-           "zoo.bench.optim", "zoo.bench.records", "zoo.bench.report", "zoo.bench.runner", "zoo.bench.selection",
+           "zoo.bench.optim", "zoo.bench.records", "zoo.bench.runner", "zoo.bench.selection",
            "zoo.bench.stats", "zoo.bench.train", "zoo.nn.fused", "zoo.nn.fused_score", "zoo.nn.functional",
            "zoo.bench.spec", "zoo.bench.spec.suite", "zoo.bench.suite.suite", "zoo.bench.analyze.search",
-           "zoo.checkpoint", "zoo.bench.run.checkpoint")
+           "zoo.checkpoint", "zoo.bench.run.checkpoint",
+           *(f"zoo.bench.analyze.{m}" for m in ("agreement", "findings", "missing_cost", "note_figures", "readings",
+                                               "status", "todo")))
 
 
 def test_layer_modules_exist():

@@ -13,9 +13,13 @@ Layers, imported only downward::
     plan/     cost model, estimates, shards                                   (no torch)
     store/    run records, results folders, merge                             (no torch)
     run/      run options, modes, executors, the driver (torch; training: zoo.trainer)
-    analyze/  leaderboard aggregation, findings, report status rules          (no torch)
+    analyze/  leaderboard aggregation: boards, statistics, the best search
+              point per cell, records of one cell across devices              (no torch)
+    report/   the reproduction report's rules: status against the paper, findings,
+              notes bound to the records, the cost of cells not run           (no torch)
     render/   Markdown, CSV/JSON, HTML as strings                             (no IO, no torch)
     publish   writes leaderboards and the report
+    recheck   re-runs committed records and compares them (torch)
 
 The names below load their layer on first use (PEP 562), so ``import zoo.bench.suite`` stays torch-free.
 """

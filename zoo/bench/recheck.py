@@ -25,9 +25,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 
 from zoo._names import normalize_name
-from zoo.bench.analyze import agreement as ag
+from zoo.bench.report import agreement as ag
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import status as rp
+from zoo.bench.report import status as rp
 from zoo.bench.run.driver import run_suite
 from zoo.bench.run.options import RunOptions
 from zoo.bench.run.provenance import float_order, git_commit

@@ -32,7 +32,7 @@ def report_sources(records: Optional[Union[str, Path]] = None) -> ReportSources:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("report", help="reproduction report (docs/reproduction.md + index.html) from committed "
-                                      "run records, with a status per cell (zoo/bench/analyze/status.py)")
+                                      "run records, with a status per cell (zoo/bench/report/status.py)")
     p.add_argument("records", nargs="?", default=REPORT_DEFAULTS.records, type=user_path,
                    help=f"folder of record folders, one per suite (default {REPORT_DEFAULTS.records})")
     p.add_argument("--md", default=REPORT_DEFAULTS.md, type=user_path, help="Markdown report to write (default %(default)s)")
@@ -63,8 +63,8 @@ def register(sub: Any) -> None:
 
 
 def _todo(args: argparse.Namespace) -> int:
-    from zoo.bench.analyze.status import build_report
-    from zoo.bench.analyze.todo import todo
+    from zoo.bench.report.status import build_report
+    from zoo.bench.report.todo import todo
     from zoo.bench.render.missing import todo_lines
 
     commands = todo(build_report(args.records, args.notes), args.todo_class, args.max_hours)
@@ -89,7 +89,7 @@ def _recheck(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zoo.bench.analyze.status import MissingNotesError
+    from zoo.bench.report.status import MissingNotesError
     from zoo.bench.publish import write_report
 
     if args.recheck is not None:

@@ -5,7 +5,7 @@ import copy
 import json
 
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import status as rp
+from zoo.bench.report import status as rp
 from zoo.bench.analyze.best_point import choose
 from zoo.bench.render.leaderboard import to_json, to_markdown
 from zoo.bench.suite.load import parse_suite

@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 from zoo.bench.analyze.board import aggregate
-from zoo.bench.analyze.status import Report
+from zoo.bench.report.status import Report
 from zoo.bench.render.leaderboard import to_csv, to_json, to_markdown
 from zoo.bench.render.report import ReportSources, to_html, to_markdown as report_markdown
 

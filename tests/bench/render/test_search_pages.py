@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from tests.bench.analyze.test_best_point import _records, _suite
-from zoo.bench.analyze import status as rp
+from zoo.bench.report import status as rp
 from zoo.bench.render.report import ReportSources, to_html, to_markdown
 from zoo.bench.store import records
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from zoo.bench.analyze import findings as fd
+from zoo.bench.report import findings as fd
 from zoo.bench.run.driver import run_suite
 from zoo.bench.run.options import RunOptions
 from zoo.bench.suite.load import parse_suite

@@ -15,7 +15,7 @@ import pytest
 
 from zoo.bench import publish
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import status as rp
+from zoo.bench.report import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders

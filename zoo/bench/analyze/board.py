@@ -62,7 +62,7 @@ class Entry:
     epochs: Summary
     diverged: int
     reported: Optional[Dict[str, Any]] = None
-    #: the resolved config of the cell's first run, to read keys other than rows/columns (zoo.bench.analyze.status)
+    #: the resolved config of the cell's first run, to read keys other than rows/columns (zoo.bench.report.status)
     config: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
     #: the runs' metric values (scaled as the summary; None: a run without the metric), for per-run checks
     values: List[Optional[float]] = field(default_factory=list, repr=False, compare=False)
@@ -253,7 +253,7 @@ def fmt(s: Summary, digits: int = 2) -> str:
         text = f"{s.mean:.2e} [{s.low:.1e} … {s.high:.1e}] ({s.n})"
         if s.ci95 is not None and math.isfinite(s.ci95):
             # the 95 % CI of the geometric mean, mean ×/÷ 10^ci95 (a status is decided on the interval of
-            # the difference from the paper's number, zoo.bench.analyze.agreement, printed in the Δ column)
+            # the difference from the paper's number, zoo.bench.report.agreement, printed in the Δ column)
             text += f", 95 % CI {s.mean / 10 ** s.ci95:.1e} … {s.mean * 10 ** s.ci95:.1e}"
         return text
     if s.ci95 is None:

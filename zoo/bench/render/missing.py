@@ -6,7 +6,7 @@ import html as h
 import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from zoo.bench.analyze.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
+from zoo.bench.report.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
 from zoo.bench.plan.cost_file import provisional
 from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze import agreement as ag
-from zoo.bench.analyze.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DIFFERS, FINDING_COUNTS, MISSING_NOTE,
+from zoo.bench.report import findings as fd
+from zoo.bench.report import agreement as ag
+from zoo.bench.report.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DIFFERS, FINDING_COUNTS, MISSING_NOTE,
                                       NO_PAPER, NOISY, OPEN, REPRODUCED, STATUSES, UNDERSPECIFIED, Note, Report,
                                       Row, SuiteReport, finding_counts)
 from zoo.bench.render.html import page, plots, slug

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, FillCommand
-from zoo.bench.analyze.status import Report
-from zoo.bench.analyze.todo import todo
+from zoo.bench.report.missing_cost import NEEDS_GPU, RUNS_HERE, FillCommand
+from zoo.bench.report.status import Report
+from zoo.bench.report.todo import todo
 from zoo.bench.render.missing import todo_lines
 from zoo.cli import main
 

@@ -1,4 +1,4 @@
-"""The reproduction report (zoo/bench/report.py): status rules, notes, scale, determinism, drift."""
+"""The reproduction report (zoo/bench/report/status.py): status rules, notes, scale, determinism, drift."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import pytest
 
 from zoo.bench import publish
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import status as rp
+from zoo.bench.report import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
@@ -405,7 +405,7 @@ def test_the_rule_text_states_what_the_code_applies():
     """Regression: the page said the |Δ| ≤ 1 fallback applied at n = 1 while the code applied it
     below three runs. The text is now written from the constants the comparison uses, and one run
     decides nothing in both."""
-    from zoo.bench.analyze import agreement as ag
+    from zoo.bench.report import agreement as ag
 
     text = "\n".join(render_rp.rules_text())
     assert f"±{ag.MARGINS['points']:g} points" in text and f"±{ag.MARGINS['decades']:g} decade" in text

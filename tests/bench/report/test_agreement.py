@@ -1,4 +1,4 @@
-"""The comparison of our runs with a paper's number (zoo/bench/analyze/agreement.py): the 95 %
+"""The comparison of our runs with a paper's number (zoo/bench/report/agreement.py): the 95 %
 interval of ours − paper against an equivalence margin, and the runs that would decide a noisy cell."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 from scipy import stats as sps
 
-from zoo.bench.analyze import agreement as ag
+from zoo.bench.report import agreement as ag
 
 PTS = ag.MARGINS["points"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import findings as fd
+from zoo.bench.report import findings as fd
 
 
 def _info(metric="test"):

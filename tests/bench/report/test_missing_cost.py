@@ -1,10 +1,10 @@
 """Cost and class of paper cells without records, and the commands filling them
-(zoo.bench.analyze.missing_cost)."""
+(zoo.bench.report.missing_cost)."""
 from __future__ import annotations
 
 import pytest
 
-from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, fill_commands, missing_cells, pending_seconds
+from zoo.bench.report.missing_cost import NEEDS_GPU, RUNS_HERE, fill_commands, missing_cells, pending_seconds
 from zoo.bench.plan import cost, cost_file
 from zoo.bench.plan.estimate import hours
 
@@ -97,7 +97,7 @@ GPU = cost_file.load_cost_model("cuda")
 def test_gpu_hours_of_each_command_are_the_cuda_models_estimate_of_its_runs():
     """Each fill command carries the GPU time of the runs it selects (the cuda entry, each pending cell's
     share of its group, shared cells once), and the paper cells carry theirs."""
-    from zoo.bench.analyze.missing_cost import gpu_hours
+    from zoo.bench.report.missing_cost import gpu_hours
 
     all_cells, entries = cells(), ENTRIES + [dict(ENTRIES[2], table="U")]
     seconds = pending_seconds("s", "train", all_cells, [], MODEL, TABLE)

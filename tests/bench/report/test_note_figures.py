@@ -1,4 +1,4 @@
-"""Notes bound to their records (zoo/bench/analyze/note_figures.py): placeholders filled from the
+"""Notes bound to their records (zoo/bench/report/note_figures.py): placeholders filled from the
 records, figures written out checked against them, one note printed once per suite, and the
 *underspecified* status with what the paper leaves out."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.bench.analyze.test_status import DIFF_NOTE, OPEN_NOTE, SUITE, generate, make_folder, write_notes
-from zoo.bench.analyze import status as rp
+from tests.bench.report.test_status import DIFF_NOTE, OPEN_NOTE, SUITE, generate, make_folder, write_notes
+from zoo.bench.report import status as rp
 from zoo.bench.render import report as render_rp
 from tests.conftest import REPO
 from zoo._toml import tomllib

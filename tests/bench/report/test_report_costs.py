@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, SLICE_KEYS, pending_seconds
-from zoo.bench.analyze.status import build_report
+from zoo.bench.report.missing_cost import NEEDS_GPU, RUNS_HERE, SLICE_KEYS, pending_seconds
+from zoo.bench.report.status import build_report
 from zoo.bench.suite.selection import select_where
 from zoo.bench.suite.load import load_suite
 from zoo.bench.store.folders import read_folder

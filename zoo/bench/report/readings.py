@@ -12,7 +12,7 @@ could "reproduce" it.  The suite's reported-numbers file therefore declares the 
 
 A cell with a paper number whose ``key`` value is not in ``text`` is an *alternative reading*: the
 report shows the paper's number and the difference beside it, but gives it no status and counts
-it in no status column (``zoo.bench.analyze.status``).  Without ``readings`` every cell is the text's.
+it in no status column (``zoo.bench.report.status``).  Without ``readings`` every cell is the text's.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ import re
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import findings as fd
+from zoo.bench.report import findings as fd
 from zoo.bench.analyze.stats import summarize, summarize_log
 from zoo.bench.suite.measures import METRIC_SPECS
 

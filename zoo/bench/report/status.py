@@ -7,7 +7,7 @@ writes ``docs/reproduction.md`` (deterministic: stable order, no timestamps, so 
 and checked by a test) and ``docs/reproduction/index.html`` (the same tables as a page with plots).
 
 Status of a cell that has a paper number (:func:`status_of`; the comparison is
-:mod:`zoo.bench.analyze.agreement`: the 95 % interval of ours − paper, Welch, with the paper's
+:mod:`zoo.bench.report.agreement`: the 95 % interval of ours − paper, Welch, with the paper's
 spread where stored and a prediction interval for a one-run paper number, against a margin of
 3 accuracy points or 0.5 energy decade):
 
@@ -26,7 +26,7 @@ The runs behind the paper's numbers come from the reported file's ``runs`` (``{"
 "§4", "quote": "..."}``; ``null`` or absent: not stated, each number read as one run).
 
 Only the reading the suite declares as the text's gets a status: where several cells carry one
-paper number, the reported file's ``readings`` (:mod:`zoo.bench.analyze.readings`) names the
+paper number, the reported file's ``readings`` (:mod:`zoo.bench.report.readings`) names the
 text's; the others are *alternative readings* (paper number and Δ shown, no status, not
 counted).  The paper's numbers, their ``readings`` and the leaderboard ``metric`` come from the
 shipped suite (a corrected transcription or metric reaches the report without a re-run: every
@@ -58,7 +58,7 @@ a ``findings`` list beside ``entries``: each an ``id``, our one-line ``claim``, 
 Kinds: ``greater`` / ``less`` (``a``, ``b``), ``at_least`` / ``at_most`` (``cells``, ``value``),
 ``increasing`` / ``decreasing`` (``cells``), ``bounded`` (``cells``, ``spread``); optional
 ``where``, ``over``, ``metric`` (``"epochs_to_best"``).  Verdicts (per comparison, from means and
-95 % CIs; :mod:`zoo.bench.analyze.findings` has the exact rules): *holds (significant)*, *holds*,
+95 % CIs; :mod:`zoo.bench.report.findings` has the exact rules): *holds (significant)*, *holds*,
 *inconclusive*, *contradicted*, *not run*.  The report shows each finding per suite (quote,
 source, the check in words, our numbers per comparison, the verdict, the same check on the
 paper's own stored numbers where it has them) and counts them in the summary.  The shipped
@@ -81,13 +81,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from zoo._names import close_matches, normalize_name, unknown_name_error
 from zoo._toml import tomllib
-from zoo.bench.analyze import agreement as ag
+from zoo.bench.report import agreement as ag
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze import note_figures as nf
-from zoo.bench.analyze.missing_cost import (SLICE_KEYS, FillCommand, MissingCell, entry_matches, fill_commands,
+from zoo.bench.report import findings as fd
+from zoo.bench.report import note_figures as nf
+from zoo.bench.report.missing_cost import (SLICE_KEYS, FillCommand, MissingCell, entry_matches, fill_commands,
                                             missing_cells, pending_seconds)
-from zoo.bench.analyze.readings import Readings, ReadingsError, parse_readings
+from zoo.bench.report.readings import Readings, ReadingsError, parse_readings
 from zoo.bench.analyze.best_point import search_axes
 from zoo.bench.suite.cells import cell_value
 from zoo.bench.plan.cost import shipped_table
@@ -109,7 +109,7 @@ REPRODUCED, NOISY = ag.REPRODUCED, ag.NOISY
 DIFFERS, OPEN = "differs — explained", "open"
 #: the paper does not define the protocol behind its number: no run can settle the cell
 UNDERSPECIFIED = "underspecified"
-#: a cell beside a paper number that is not the text's reading (zoo.bench.analyze.readings): shown, no status
+#: a cell beside a paper number that is not the text's reading (zoo.bench.report.readings): shown, no status
 ALTERNATIVE = "alternative reading"
 ALTERNATIVE_NOT_RUN = "alternative reading not run"
 STATUSES = (REPRODUCED, NOISY, DIFFERS, OPEN, UNDERSPECIFIED)
@@ -139,7 +139,7 @@ def comparison_values(entry: lb.Entry, geometric: bool) -> List[float]:
 def cell_agreement(entry: lb.Entry, geometric: bool, paper_runs: Optional[int] = None) -> Optional[ag.Agreement]:
     """How ``entry`` compares with its paper number (``None``: it has none): the 95 % interval of
     ours − paper and the outcome against the margin of its metric kind
-    (:mod:`zoo.bench.analyze.agreement`).  ``paper_runs``: the runs the paper states behind its
+    (:mod:`zoo.bench.report.agreement`).  ``paper_runs``: the runs the paper states behind its
     numbers (``None``: not stated, read as one run).  A cell without one finite value of ours, or
     an energy the paper gives as <= 0, *differs*."""
     if entry.reported is None:
@@ -164,7 +164,7 @@ class Note:
     when: Dict[str, List[Any]] = field(default_factory=dict)
     index: int = 0  # position in the file (1-based), for messages and tie-breaking
     used: bool = False  # matched a cell with a paper number (set while building the report)
-    finding: Optional[str] = None  # the id of a finding (zoo.bench.analyze.findings) this note explains, not cells
+    finding: Optional[str] = None  # the id of a finding (zoo.bench.report.findings) this note explains, not cells
     #: status "underspecified": what the paper leaves out, each ``(choice, measured sensitivity)``
     leaves_out: List[Tuple[str, str]] = field(default_factory=list)
     raw: str = ""  # the text as written, placeholders unfilled (``text`` is filled from the records)
@@ -311,7 +311,7 @@ class SuiteReport:
     missing: List[MissingCell] = field(default_factory=list)  # paper cells without records: cost and class
     fill: List[FillCommand] = field(default_factory=list)     # the commands that would run them
     unmatched: List[Dict[str, Any]] = field(default_factory=list)  # those paper entries
-    readings: Optional[Readings] = None  # which cells are the text's reading (zoo.bench.analyze.readings)
+    readings: Optional[Readings] = None  # which cells are the text's reading (zoo.bench.report.readings)
     alternatives_not_run: int = 0  # paper numbers beside an alternative reading whose cell has no records
 
     @property
@@ -339,7 +339,7 @@ class Report:
     suites: List[SuiteReport]
     unrun: List[Dict[str, Any]]  # suites with paper numbers but no record folder
     notes: List[Note]
-    #: figures a note writes out that the records contradict or could state (zoo.bench.analyze.note_figures)
+    #: figures a note writes out that the records contradict or could state (zoo.bench.report.note_figures)
     figure_problems: List[str] = field(default_factory=list)
 
     def findings(self) -> List[Tuple[str, fd.Result]]:
@@ -684,7 +684,7 @@ def _shipped_suites() -> Dict[str, Dict[str, Any]]:
 
 @functools.lru_cache(maxsize=64)
 def _shipped_skeleton(path: str, mtime_ns: int) -> Tuple[lb.Board, Tuple[str, ...]]:
-    """The full shipped suite's cells (:func:`zoo.bench.analyze.findings.skeleton`) and cell keys; cached
+    """The full shipped suite's cells (:func:`zoo.bench.report.findings.skeleton`) and cell keys; cached
     per file version (expanding a suite costs ~0.1-0.5 s, and tests build many reports)."""
     _, info = _shipped_resolved(path, mtime_ns)
     return fd.skeleton(info), tuple(cell_keys(info["leaderboard"], info["cells"]))
@@ -838,7 +838,7 @@ def build_report(records_dir: PathLike, notes_path: Optional[PathLike] = None) -
 
 def bind_notes(suites: Sequence[SuiteReport], notes: Sequence[Note], path: Path) -> List[str]:
     """Fill each note's placeholders from its suite's records (``note.text``) and return the problems
-    with the figures notes write out (:func:`zoo.bench.analyze.note_figures.drift`)."""
+    with the figures notes write out (:func:`zoo.bench.report.note_figures.drift`)."""
     by_suite = {s.board.suite: s for s in suites}
     problems: List[str] = []
     for n in notes:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench.analyze import status as rp
-from zoo.bench.analyze.readings import ReadingsError, parse_readings
-from zoo.bench.analyze.status import text_entries
+from zoo.bench.report import status as rp
+from zoo.bench.report.readings import ReadingsError, parse_readings
+from zoo.bench.report.status import text_entries
 from zoo.bench.render.report import _note_text
 
 # Under `pytest -n 2 --dist loadgroup` the modules that build reports share one worker: the shipped

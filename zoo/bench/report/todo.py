@@ -1,15 +1,15 @@
 """The reproduction's to-do list: every ``zoo bench ... --where ...`` command that fills paper cells
 without records, across all suites, cheapest first (the queue a machine works through).
 
-Each :class:`~zoo.bench.analyze.missing_cost.FillCommand` fills one slice (dataset x depth) of one
+Each :class:`~zoo.bench.report.missing_cost.FillCommand` fills one slice (dataset x depth) of one
 suite; slices do not overlap, so running the list top to bottom runs each pending cell once.
 """
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from zoo.bench.analyze.missing_cost import NEEDS_GPU, RUNS_HERE, FillCommand
-from zoo.bench.analyze.status import Report
+from zoo.bench.report.missing_cost import NEEDS_GPU, RUNS_HERE, FillCommand
+from zoo.bench.report.status import Report
 
 #: ``--class`` values: the page's two classes, by a short name fit for the command line.
 CLASSES = {"runs-here": RUNS_HERE, "gpu": NEEDS_GPU}

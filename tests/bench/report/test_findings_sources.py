@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import papers_dir
-from zoo.bench.analyze import findings as fd
-from zoo.bench.analyze import status as rp
+from zoo.bench.report import findings as fd
+from zoo.bench.report import status as rp
 from zoo.bench.suite.papers import PAPERS
 
 SHIPPED = rp._shipped_suites()

@@ -8,12 +8,12 @@ import pytest
 
 from zoo.bench import publish
 from zoo.bench.analyze import board as lb
-from zoo.bench.analyze import status as rp
+from zoo.bench.report import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
 from zoo.cli.report import REPORT_DEFAULTS
-from zoo.bench.analyze import findings as fd
+from zoo.bench.report import findings as fd
 from zoo.bench.suite.load import list_suites, load_suite, parse_suite
 
 # Under `pytest -n 2 --dist loadgroup` the modules that build reports share one worker: the shipped
