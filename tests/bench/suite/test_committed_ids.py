@@ -1,13 +1,17 @@
 """The committed records stay valid: each shipped suite still resolves its recorded runs to the ids they
-were recorded under (a change to how cells are identified must keep them; docs/reproduction/records)."""
+were recorded under (a change to how cells are identified must keep them; docs/reproduction/records), and
+each record's id is the hash of the config it holds, in canonical form.  The one sanctioned change of ids is a
+re-keying script under research/ that rewrites configs and ids together (research/rekey_split.py: the
+split's one form)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, research_script
 from zoo.bench.suite.load import load_suite
+from zoo.bench.suite.schema import cell_id
 
 RECORDS = REPO / "docs" / "reproduction" / "records"
 FOLDERS = sorted(p.parent.name for p in RECORDS.glob("*/suite.resolved.json"))
@@ -29,3 +33,16 @@ def test_the_shipped_suite_resolves_to_the_recorded_ids(folder):
         assert not recorded & ids, f"{folder}: its records are cells of the suite again; drop it from EARLIER_SUITE"
         return
     assert recorded <= ids, f"{len(recorded - ids)} of {len(recorded)} recorded runs of {folder} are not cells any more"
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_each_record_is_the_cell_of_the_config_it_holds(folder):
+    """A record merged from a run of older code (a split in its old form) says how to bring it up to date."""
+    canonical_config = research_script("rekey_split.py").canonical_config
+    for line in (RECORDS / folder / "results.jsonl").read_text().splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            assert cell_id(rec["config"]) == rec["id"], f"{folder}: record {rec['id']} is not its config's hash"
+            assert canonical_config(rec["config"]) is None, (
+                f"{folder}: record {rec['id']} holds split {rec['config']['task']['split']!r}, not its canonical "
+                "form: run python research/rekey_split.py docs/reproduction/records")

@@ -225,6 +225,7 @@ def resolve_cell(where: str, flat: Dict[str, Any]) -> Dict[str, Any]:
     _omit_defaults(where, run, train)
     task["data_seed"] = _data_seed(where, task["data_seed"], run["seed"])
     _check_split(where, parts.dataset, task["split"])
+    task["split"] = canonical_split(parts.dataset, task["split"])  # one split of the data, one cell id
     try:  # a switch takes true/false only: "False" or "no" would switch a transform on
         registries.check_dataset_options(parts.dataset, task["options"])
     except (TypeError, ValueError) as e:
@@ -259,6 +260,48 @@ def valid_splits(dataset: str) -> Tuple[Tuple[str, ...], int]:
     if spec.name == "ogbg_molhiv":
         return ("official", "scaffold"), 0
     return ("official",), 0
+
+
+#: other spellings of a named split in the loaders (:func:`zoo.datasets.registry.select_split`)
+_SPLIT_SYNONYMS = {"random_per_class": "per_class", "random": "per_class", "random_ratio": "ratio", "geom_gcn": 0}
+
+
+def _default_split(spec: Any) -> Any:
+    """The split a zoo dataset's loader runs when none is given (its ``select_split`` default)."""
+    if spec.synthetic or "synthetic" in spec.source:
+        return "random"
+    if spec.kind == "transductive" and not spec.name.startswith("ogb"):
+        if "public_split" in spec.stats:
+            return "public"
+        return 0 if _num_splits(spec) else "per_class"
+    return "scaffold" if spec.name == "ogbg_molhiv" else "official"
+
+
+def canonical_split(dataset: str, split: Any) -> Any:
+    """The one form of ``split`` a cell's config holds (its id hashes it), so one split of the data is
+    one cell: "no split given" is the dataset's default split.
+
+    A dataset with several stored splits and no own split (Geom-GCN's ten, Platonov et al.'s ten) runs
+    split 0 by default: its config says which one ran, ``0`` (``None`` and ``"geom_gcn"`` are that split).
+    A dataset's own named split (Planetoid's public one, OGB's official one, a generator's seeded one,
+    the per-class draw of the Shchur et al. sets) is ``None``, as every record of those datasets holds it
+    (the record's ``split`` names it). Other names get their canonical spelling. A user's dataset keeps
+    the value given: its loader alone knows what its names mean.
+    """
+    spec = registries.dataset_spec(dataset)
+    if isinstance(split, bool) or not registries.is_builtin(spec):
+        return split
+    default = _default_split(spec)
+    value = default if split is None else split
+    if isinstance(value, str):
+        value = normalize_name(value)
+        if default != "random":  # a generator's only split is called "random"
+            value = _SPLIT_SYNONYMS.get(value, value)
+        if default == "scaffold" and value == "official":
+            value = "scaffold"
+    if type(value) is type(default) and value == default:
+        return default if isinstance(default, int) else None
+    return value
 
 
 def _draws_from_seed(dataset: str, task: Mapping[str, Any]) -> bool:
