@@ -291,3 +291,22 @@ def test_averaged_hidden_heads_cost_heads_times_the_hidden_width():
     concat = cost.features(config("cora", "gat", layers=4, heads=8), 1, TABLE)
     mean = cost.features(config("cora", "gat", layers=4, heads=8, hidden_heads="mean"), 1, TABLE)
     assert mean.dense_macs > 4 * concat.dense_macs and mean.edge_elements > 4 * concat.edge_elements
+
+
+def test_fixed_aggregation_features_count_the_wider_first_layer():
+    """A FAF MLP's first layer reads 1 + hops * |reducers| copies of the input: the card's
+    ``input_copies`` gives the constructor's defaults, a preset or the cell overrides them."""
+    import inspect
+
+    from zoo.models.faf import FAFMLP
+
+    card = cost.layer_work("faf_mlp").input_copies
+    signature = inspect.signature(FAFMLP).parameters
+    assert card["hops"] == signature["hops"].default
+    assert list(card["reducers"]) == list(signature["reducers"].default)
+    plain = cost.features(config("chameleon_filtered", model="faf_mlp", hidden=512), 1, TABLE)
+    wide = cost.features(config("chameleon_filtered", model="faf_mlp", hidden=512, hops=5), 1, TABLE)
+    preset = cost.features(config("chameleon_filtered", model="faf_mlp.rubio2026_chameleon", hidden=512), 1, TABLE)
+    assert wide.dense_macs == preset.dense_macs > 1.9 * plain.dense_macs  # K = 5 (the preset's) against 2
+    two = cost.features(config("chameleon_filtered", model="faf_mlp", hidden=512, reducers=["mean", "max"]), 1, TABLE)
+    assert two.dense_macs > plain.dense_macs

@@ -119,7 +119,10 @@ COST_KEYS = ("weights_in", "weights_square", "edge_per_unit", "edge_per_head", "
 @dataclass(frozen=True)
 class LayerWork:
     """A family's per-layer work (its card's ``cost`` table): :data:`COST_KEYS`, the option values that
-    add a weight matrix reading the input (``extra_weights_in``), an MLP encoder before the first block."""
+    add a weight matrix reading the input (``extra_weights_in``), an MLP encoder before the first block, and
+    ``input_copies``: the first layer reads ``1 + hops * reducers`` copies of the input features (a
+    fixed-aggregation table), each option's default given beside it on the card and overridden by the
+    preset's or the cell's value (``reducers`` counts the names given)."""
 
     weights_in: float
     weights_square: float
@@ -128,6 +131,7 @@ class LayerWork:
     ops: float
     extra_weights_in: Mapping[str, Any] = field(default_factory=dict)
     mlp_encoder: bool = False
+    input_copies: Mapping[str, Any] = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,7 +146,20 @@ def layer_work(model: str) -> LayerWork:
                              f"cost = {{ {', '.join(f'{k} = ...' for k in COST_KEYS)} }} to its table in registry/*.toml "
                              "(what one layer computes; zoo.bench.plan.cost)")
     return LayerWork(**{k: float(cost[k]) for k in COST_KEYS}, extra_weights_in=dict(cost.get("extra_weights_in", {})),
-                     mlp_encoder=bool(cost.get("mlp_encoder", False)))
+                     mlp_encoder=bool(cost.get("mlp_encoder", False)),
+                     input_copies=dict(cost.get("input_copies", {})))
+
+
+def _input_copies(work: LayerWork, model: str, kw: Mapping[str, Any]) -> float:
+    """How many copies of the input features the first layer reads (1 without ``input_copies``)."""
+    if not work.input_copies:
+        return 1.0
+    name, _, tag = model.partition(".")
+    presets = catalogue().get(normalize_name(name), {}).get("presets", {})
+    options = {**work.input_copies, **presets.get(normalize_name(tag), {}), **kw} if tag else {**work.input_copies, **kw}
+    reducers = options["reducers"]
+    count = 1 if isinstance(reducers, str) else len(reducers) if isinstance(reducers, (list, tuple)) else int(reducers)
+    return 1.0 + positive_int(options["hops"], 1) * count
 
 
 #: node-wise element-wise work per output unit (activation, residual, bias) and per norm
@@ -183,6 +200,9 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     n, e, f = float(size["nodes"]), float(size["edges"]), float(size["features"])
     e_loops = e + n
     work = layer_work(str(model.get("name", "")))
+    copies = _input_copies(work, str(model.get("name", "")), kw)
+    if copies > 1:  # aggregated copies of sparse features are dense
+        f, size["density"] = f * copies, 1.0
     w_in, w_sq, per_unit, per_head, ops = (work.weights_in, work.weights_square, work.edge_per_unit,
                                            work.edge_per_head, work.ops)
     layers = positive_int(kw.get("num_layers"), 2)
