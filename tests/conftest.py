@@ -49,6 +49,30 @@ def research_script(name: str) -> ModuleType:
     return module
 
 
+#: The line a :func:`started_together` child runs once its imports are done: it says so, then waits for the go.
+AT_THE_START_LINE = "import sys; print('ready', flush=True); sys.stdin.readline()"
+
+
+def started_together(argv: list, copies: int = 2, **popen) -> list:
+    """``copies`` processes of ``argv`` (a script that runs :data:`AT_THE_START_LINE` after its imports),
+    released at one moment once all are ready (a race between two pytest workers, without a fixed sleep
+    that must outlast the slowest import); their stdout after the ready line is theirs."""
+    import subprocess
+
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, **popen) for _ in range(copies)]
+    for p in procs:
+        line = p.stdout.readline()
+        if line.strip() != "ready":  # died during its imports: its error is in the test's failure
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"a racing process did not start: {line!r} {p.stderr.read()[-2000:]}")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return procs
+
+
 def awkward_graph() -> tuple:
     """7 nodes: node 6 isolated, a self-loop on node 2, a duplicated edge 0->1, a directed edge 5->4."""
     edges = [(0, 1), (1, 0), (0, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 2), (3, 4), (4, 3), (5, 4), (0, 3)]

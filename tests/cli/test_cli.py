@@ -20,10 +20,9 @@ def test_parse_seeds():
 
 
 def test_list(capsys):
-    assert main(["list", "suites"]) == 0
-    out = capsys.readouterr().out
-    assert "quick" in out and "balance_table2" in out
+    # `zoo list suites` resolves every shipped suite (seconds): its table is tests/bench/plan/test_estimate.py's
     assert main(["list", "inits"]) == 0 and "xavier" in capsys.readouterr().out
+    assert main(["list", "models"]) == 0 and "gatv2" in capsys.readouterr().out
 
 
 def test_train_then_leaderboard(tmp_path, monkeypatch, capsys):

@@ -20,6 +20,7 @@ import torch
 
 import zoo.datasets as zd
 from zoo.datasets import cache, mirror
+from tests.conftest import AT_THE_START_LINE, started_together
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_MIRROR = Path(os.environ.get(mirror.MIRROR_ENV, "").split(os.pathsep)[0] or REPO / ".." / "shared" / "datasets")
@@ -307,16 +308,14 @@ def test_two_processes_stage_and_process_one_root_at_once(env, tmp_path):
     """Two pytest workers (or runs) loading Cora into one fresh data root at the same moment: both
     get the whole dataset, one processed folder wins, and no staging or temporary file is left."""
     code = textwrap.dedent(f"""
-        import hashlib, sys, time
+        import hashlib
         import zoo.datasets as zd
-        time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # start together
+        {AT_THE_START_LINE}
         data = zd.load("cora", root={str(env)!r}, download=False).data
         print(data.num_nodes, data.num_features, hashlib.sha256(data.x.numpy().tobytes()).hexdigest()[:16])
     """)
-    start = str(__import__("time").time() + 5.0)
     full = {**os.environ, mirror.MIRROR_ENV: str(REAL_MIRROR), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", code, start], cwd=REPO, env=full, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = started_together([sys.executable, "-c", code], cwd=REPO, env=full)
     results = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
     first, second = (out.split() for out, _ in results)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import AT_THE_START_LINE, REPO, started_together
 from zoo.ops._compiled import build
 
 TINY = "extern \"C\" int zoo_tiny(void) { return 1; }\n"
@@ -63,29 +63,24 @@ def _fresh_python(code: str, tmp_path, **env: str) -> subprocess.CompletedProces
                           text=True, timeout=600)
 
 
-def test_without_a_compiler_one_warning_and_the_plain_path(tmp_path):
+def test_kernels_off_then_without_a_compiler_one_warning_and_the_plain_path(tmp_path):
+    """One fresh process (the test process has the kernels loaded): with ``ZOO_KERNELS=off`` the
+    kernels are unavailable without a build or a warning (import included); switched on again
+    (read at each call) without a compiler, one warning and the plain path."""
     done = _fresh_python("""
-        import warnings, torch
-        from zoo.ops._compiled import ops
+        import os, warnings, torch
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            from zoo.ops._compiled import ops
+            print(ops.available(torch.device("cpu")), os.path.exists(os.environ["TORCH_EXTENSIONS_DIR"]))
+        del os.environ["ZOO_KERNELS"]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             first, second = ops.available(torch.device("cpu")), ops.available(torch.device("cpu"))
         print(first, second, sum("compiled attention kernels are unavailable" in str(w.message) for w in caught))
-    """, tmp_path, CXX="/bin/false")
+    """, tmp_path, ZOO_KERNELS="off", CXX="/bin/false")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["False", "False", "1"]
-
-
-def test_zoo_kernels_off_disables_without_building(tmp_path):
-    done = _fresh_python("""
-        import warnings, torch
-        warnings.simplefilter("error")
-        from zoo.ops._compiled import ops
-        print(ops.available(torch.device("cpu")))
-    """, tmp_path, ZOO_KERNELS="off")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["False"]
-    assert not (tmp_path / "ext").exists()
+    assert done.stdout.split() == ["False", "False", "False", "False", "1"]
 
 
 @pytest.mark.slow  # a real compile (~4 s)
@@ -142,20 +137,18 @@ def test_concurrent_first_builds_compile_once_and_all_load(tiny_source, tmp_path
     """Two processes (two pytest workers) build the same extension at the same moment: one compiles,
     the other waits on the lock, and both get a library that loads."""
     code = textwrap.dedent(f"""
-        import ctypes, pathlib, sys, time
+        import ctypes, pathlib
         from zoo.ops._compiled import build
         build.SOURCE = pathlib.Path({str(tiny_source)!r})
         compiled = []
         run = build._run_build
         build._run_build = lambda *a: (compiled.append(1), run(*a))
-        time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # start together
+        {AT_THE_START_LINE}
         library = build.build(timeout_s=300)
         print(len(compiled), ctypes.CDLL(str(library)).zoo_tiny())
     """)
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "OMP_NUM_THREADS": "1"}
-    start = str(time.time() + 3.0)
-    procs = [subprocess.Popen([sys.executable, "-c", code, start], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = started_together([sys.executable, "-c", code], cwd=REPO, env=env)
     results = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
     lines = sorted(out.split() for out, _ in results)
