@@ -49,7 +49,8 @@ def test_old_records_are_rekeyed_to_the_committed_form_and_found_as_done(old_fol
     rekey = research_script("rekey_split.py")
     ids = {json.loads(line)["id"] for line in (old_folder / "results.jsonl").read_text().splitlines()}
     assert "24b829060caaa684" in ids  # a minesweeper run's id as recorded before the canonical split
-    with pytest.raises(SuiteMismatchError):  # unmigrated, the runner refuses to mix them with the new cells
+    with pytest.raises(SuiteMismatchError, match=r"before each split had one form: 80 of its cells .* Re-key the "
+                       r"folder with `python research/rekey_split.py "):  # unmigrated: the runner says how
         _run_nothing(old_folder)
     assert rekey.rekey_folder(old_folder).endswith("10 record(s) re-keyed, suite.resolved.json re-keyed")
     for name in FILES:  # the committed folder was re-keyed by the same script: byte for byte the same

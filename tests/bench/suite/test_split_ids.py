@@ -60,3 +60,16 @@ def test_the_default_split_is_the_one_the_loader_runs_without_one(dataset):
     default = _default_split(dataset_spec(dataset))
     assert load(dataset).fingerprint() == load(dataset, split=default).fingerprint()
     assert canonical_split(dataset, None) == canonical_split(dataset, default)
+
+
+def test_where_finds_a_split_by_any_of_its_spellings():
+    from zoo.bench.suite.selection import select_where
+
+    raw = {"suite": {"name": "t"}, "defaults": {"model": "gat", "epochs": 1},
+           "grid": {"dataset": ["cora", "amazon_photo", "cornell"], "split": ["per_class"]}}
+    suite = parse_suite(raw, validate_models=False)
+    assert [c.config["task"]["split"] for c in suite.cells] == ["per_class", None, "per_class"]
+    picked = select_where(suite, {"split": ["per_class"]})
+    assert [c.config["task"]["dataset"] for c in picked] == ["cora", "amazon_photo", "cornell"]
+    plain = parse_suite({**raw, "grid": {"dataset": ["cora", "amazon_photo", "cornell"]}}, validate_models=False)
+    assert [c.config["task"]["dataset"] for c in select_where(plain, {"split": ["public", 0]})] == ["cora", "cornell"]

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from zoo.bench.suite.resolve import canonical_split
+from zoo.bench.suite.schema import cell_id
 from zoo.bench.suite.settings import format_settings
 
 PathLike = Union[str, Path]
@@ -201,6 +203,12 @@ def check_same_suite(folder: PathLike, resolved: Dict[str, Any], force_new: bool
             if (folder / name).exists():
                 os.replace(folder / name, archive / name)
         return archive
+    stale = _split_form_changed(old, resolved) if old.get("name") == resolved.get("name") else 0
+    if stale:
+        raise SuiteMismatchError(
+            f"{folder} holds results of suite {old.get('name')!r} written before each split had one form: {stale} of "
+            "its cells write their split in another form, so their ids differ. Re-key the folder with "
+            f"`python research/rekey_split.py {folder}` (in the zoo's repository), then run again.")
     gone = len(old_ids - new_ids)
     same_name = old.get("name") == resolved.get("name")
     if same_name and (old.get("set") or {}) != (resolved.get("set") or {}):  # zoo bench --set: another protocol
@@ -235,6 +243,26 @@ def _data_changed(old: Dict[str, Any], new: Dict[str, Any]) -> str:
     d = changed[0]
     return (f"dataset {d!r} now holds other data (fingerprint {', '.join(sorted(before[d]))} -> "
             f"{', '.join(sorted(now[d]))}): its cells are other runs")
+
+
+def _split_form_changed(old: Dict[str, Any], new: Dict[str, Any]) -> int:
+    """How many of ``old``'s cells differ from ``new``'s only by the form their split is written in (a folder
+    written before each split had one form, :func:`zoo.bench.suite.resolve.canonical_split`); 0 when any
+    differs otherwise."""
+    new_ids = {c["id"] for c in new["cells"]}
+    stale = 0
+    for c in old["cells"]:
+        if c["id"] in new_ids:
+            continue
+        task = c["config"]["task"]
+        try:
+            split = canonical_split(task["dataset"], task.get("split"))
+        except ValueError:  # a dataset this process does not know
+            return 0
+        if cell_id({**c["config"], "task": {**task, "split": split}}) not in new_ids:
+            return 0
+        stale += 1
+    return stale
 
 
 def _set_text(info: Dict[str, Any]) -> str:

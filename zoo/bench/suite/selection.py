@@ -11,6 +11,7 @@ from zoo._names import close_matches, normalize_name
 from zoo._toml import tomllib
 from zoo.bench.suite.cells import cell_value, comparable
 from zoo.bench.suite.plugins import dataset_spec
+from zoo.bench.suite.resolve import canonical_split
 from zoo.bench.suite.search_space import search_tables
 from zoo.bench.suite.schema import PLUGIN_KEYS, RUN_KEYS, TASK_KEYS, TRAIN_KEYS, Cell, Suite
 
@@ -48,6 +49,17 @@ def parse_where(items: Sequence[str]) -> Dict[str, List[Any]]:
 
 
 _norm = comparable  # one definition: parse_suite applies --set to the cells this selects
+
+
+def _holds(cell: Cell, key: str, value: Any) -> bool:
+    """Whether ``cell`` has ``--where key=value``; a split in the one form its dataset's cells hold it
+    (``split=per_class`` finds the Amazon cells, whose config holds ``None``, and not Cora's public split)."""
+    if key == "split":
+        try:
+            value = canonical_split(cell.config["task"]["dataset"], value)
+        except (TypeError, ValueError):  # not a split of this dataset: compared as given
+            pass
+    return repr(_norm(value)) == repr(_norm(cell_value(cell.config, key)))
 
 
 def _suite_keys(suite: Suite) -> List[str]:
@@ -98,11 +110,14 @@ def select_where(suite: Suite, where: Mapping[str, Sequence[Any]]) -> List[Cell]
             have.setdefault(repr(_norm(v)), v)
         shown = ", ".join(sorted(str(v) for v in have.values()))
         for v in values:
-            if repr(_norm(v)) not in have:
+            if not (any(_holds(c, key, v) for c in suite.cells) if key == "split" else repr(_norm(v)) in have):
                 raise SelectionError(f"--where {key}={v}: no cell of suite {suite.name!r} has {key}={v}. "
                                      f"Its values of {key}: {shown}.")
-        wanted = {repr(_norm(v)) for v in values}
-        cells = [c for c in cells if repr(_norm(cell_value(c.config, key))) in wanted]
+        if key == "split":  # a split's spelling is its one form for each cell's own dataset
+            cells = [c for c in cells if any(_holds(c, key, v) for v in values)]
+        else:
+            wanted = {repr(_norm(v)) for v in values}
+            cells = [c for c in cells if repr(_norm(cell_value(c.config, key))) in wanted]
     if not cells:
         clauses = " ".join(f"--where {k}={','.join(map(str, v))}" for k, v in where.items())
         raise SelectionError(f"{clauses}: every value exists in suite {suite.name!r}, but no cell matches all "
