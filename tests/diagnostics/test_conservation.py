@@ -127,15 +127,16 @@ def test_gradient_identity_needs_a_backward_pass():
                                             ("gate", "xavier", dict(heads=2)), ("gate", "bal_o", {}),
                                             ("gate", "ll_orthogonal", {})])
 def test_gradient_descent_conserves_c(name, init, kw):
-    """Plain GD, small learning rate, 200 steps: c moves by O(lr^2) per step, stays within 1e-3."""
+    """Plain GD, small learning rate, 100 steps: c moves by O(lr^2) per step, stays within 1e-3 (the
+    largest drift, gatv2 with bal_o, is 6.7e-4; the smallest norm change, gatv2 with xavier, 6.5e-3)."""
     torch.manual_seed(0)
     model = zoo.build(name, in_dim=IN, out_dim=OUT, hidden_dim=8, num_layers=4, init=init, **kw).double()
     x = torch.randn(N, IN, dtype=torch.float64)
     y = torch.randint(0, OUT, (N,))
     c0 = balance(model)
     w0 = [p.detach().clone() for p in model.parameters()]
-    opt = torch.optim.SGD(model.parameters(), lr=0.003)
-    for _ in range(200):
+    opt = torch.optim.SGD(model.parameters(), lr=0.004)
+    for _ in range(100):
         opt.zero_grad()
         F.cross_entropy(model(EDGES, x), y).backward()
         opt.step()

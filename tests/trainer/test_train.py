@@ -213,7 +213,7 @@ def test_grouped_equals_sequential_on_graph_level_task(model):
     from zoo.nn.readout import GraphPool
 
     task = graph_level_task()
-    cfg = TrainConfig(optimizer="adam", lr=0.02, epochs=12, batch_size=3, loss_threshold=0.0)
+    cfg = TrainConfig(optimizer="adam", lr=0.02, epochs=6, batch_size=3, loss_threshold=0.0)
 
     def factory(init):
         return lambda: GraphPool(zoo.build(model, in_dim=4, out_dim=8, hidden_dim=8, num_layers=2, init=init), 8, 2)

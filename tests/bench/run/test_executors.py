@@ -1,7 +1,8 @@
 """Executors: --workers N and Ray give the local executor's records; failures, dead workers, killed drivers.
 
-One local Ray cluster (127.0.0.1, 2 CPUs) is started per module and shut down after; the runner
-uses it as the already-initialised session, and a second driver process joins it by address.
+One local Ray cluster (127.0.0.1, 1 CPU: one worker process, which imports torch and the zoo once) is
+started per module and shut down after; the runner uses it as the already-initialised session, and a
+second driver process joins it by address.
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
     if ray.is_initialized():  # pragma: no cover - another module left one running
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
