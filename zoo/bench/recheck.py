@@ -144,7 +144,6 @@ def _status_change(c: Candidate, new: Mapping[str, Any], shipped: Mapping[str, A
     s = shipped[c.suite]
     report = rp.suite_report(c.folder, notes, s["reported"], s["metric"])
     metric = report.board.layout["metric"]
-    runs = rp.paper_runs(report.info.get("reported"), c.suite)
     geometric = lb.is_log_metric(report.board)
     for rows in report.rows.values():
         for row in rows:
@@ -157,6 +156,7 @@ def _status_change(c: Candidate, new: Mapping[str, Any], shipped: Mapping[str, A
             values = list(row.entry.values)
             value = _metric(new, metric)
             values[ids.index(c.record["id"])] = None if value is None or isinstance(value, dict) else value * scale
+            runs = rp.paper_runs(report.info.get("reported"), c.suite, row.entry.reported)
             after = rp.cell_agreement(dataclasses.replace(row.entry, values=values), geometric, runs)
             return row.status, rp.status_of(after, row.note)
     return rp.NO_PAPER, rp.NO_PAPER

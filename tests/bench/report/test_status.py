@@ -9,6 +9,7 @@ import pytest
 
 from zoo.bench import publish
 from zoo.bench.analyze import board as lb
+from zoo.bench.report import agreement as ag
 from zoo.bench.report import status as rp
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
@@ -405,9 +406,57 @@ def test_the_rule_text_states_what_the_code_applies():
     """Regression: the page said the |Δ| ≤ 1 fallback applied at n = 1 while the code applied it
     below three runs. The text is now written from the constants the comparison uses, and one run
     decides nothing in both."""
-    from zoo.bench.report import agreement as ag
-
     text = "\n".join(render_rp.rules_text())
     assert f"±{ag.MARGINS['points']:g} points" in text and f"±{ag.MARGINS['decades']:g} decade" in text
     assert "Fewer than two runs of ours decide nothing" in text and "|Δ| ≤" not in text
     assert _status(_entry([50.0], 50.0, ci95=0.5)) == rp.NOISY
+
+
+# ----------------------------------------------------------------------------- the runs behind a paper number
+
+RUNS_10 = {"n": 10, "source": "§4", "quote": "we run each experiment 10 times"}
+
+
+def _row(report, init, layers):
+    return next(r for rows in report.rows.values() for r in rows if r.entry.row[1] == init and r.entry.column == layers)
+
+
+def test_an_entrys_own_runs_override_the_files(tmp_path):
+    """Regression: a paper whose numbers come from different numbers of runs (Luo et al.: 5 on the
+    citation graphs, 3 on minesweeper, 10 on chameleon) could state only one per reported file; an
+    entry carrying ``runs`` matched no cell. Its ``runs`` now decides its Welch interval."""
+    own = {"table": "Table 1", "init": "xavier", "num_layers": 4, "value": 71.0, "spread": 2.0, "runs": RUNS_10}
+    folder = make_folder(tmp_path / "rec" / "synth", reported=[*PAPER[:1], {k: v for k, v in own.items() if k != "runs"}])
+    reported = {"runs": {"n": 5, "source": "§3", "quote": "five runs"}, "entries": [PAPER[0], own]}
+    s = rp.suite_report(folder, [], reported=reported)
+    row = _row(s, "xavier", 4)
+    paper = ag.paper_number(own, 10, geometric=False)
+    assert row.agreement == ag.compare(row.entry.values, paper, ag.MARGINS["points"])
+    assert row.agreement != ag.compare(row.entry.values, ag.paper_number(own, 5, False), ag.MARGINS["points"])
+    other = _row(s, "xavier", 2)  # the file's runs elsewhere
+    assert other.agreement == ag.compare(other.entry.values, ag.paper_number(PAPER[0], 5, False), ag.MARGINS["points"])
+    assert not s.reported_changed  # stating the runs edits no paper number
+
+
+def test_an_entrys_runs_are_checked():
+    file_runs = {"runs": {"n": 5, "source": "§3", "quote": "five runs"}}
+    assert rp.paper_runs(file_runs, "x", {"value": 1.0}) == 5
+    assert rp.paper_runs(file_runs, "x", {"value": 1.0, "runs": RUNS_10}) == 10
+    assert rp.paper_runs(file_runs, "x", {"value": 1.0, "runs": None}) is None  # this number: not stated
+    assert rp.paper_runs(file_runs, "x", {"value": 1.0, "runs": {"n": None, "source": "not stated"}}) is None
+    with pytest.raises(rp.ReportError, match="needs the 'source' and the verbatim 'quote'"):
+        rp.paper_runs(file_runs, "x", {"value": 1.0, "runs": {"n": 3, "source": "§4"}})
+    with pytest.raises(rp.ReportError, match="an int >= 1"):
+        rp.paper_runs(file_runs, "x", {"value": 1.0, "runs": {"n": 0, "source": "§4", "quote": "q"}})
+
+
+def test_the_page_states_the_runs_behind_each_number():
+    five = {"n": 5, "source": "run.sh", "quote": "--runs 5"}
+    assert render_rp.runs_line({"runs": five, "entries": [{"value": 1}, {"value": 2}]}) == \
+        "Paper's numbers: each the mean of 5 runs (run.sh: “--runs 5”)."
+    entries = [{"value": 1, "runs": five}, {"value": 2, "runs": {**five, "n": 3, "quote": "--runs 3"}},
+               {"value": 3, "runs": five}, {"value": 4}]
+    assert render_rp.runs_line({"entries": entries}) == (
+        "Paper's numbers, by the runs behind each: 2 the mean of 5 runs, 1 the mean of 3 runs (run.sh; the statement "
+        "behind each number is quoted in its entry of the reported file); 1 read as one run, compared by a "
+        "prediction interval (the reported file does not say).")

@@ -29,7 +29,8 @@ from zoo.bench.store import records
 from zoo.bench.store.folders import read_folder, read_skipped
 
 PathLike = Union[str, Path]
-KEY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
+#: keys of a paper entry that are not cell keys: its number and spread, the runs behind it, where it is from
+KEY_META = ("value", "ci95", "std", "spread", "n", "runs", "table", "note", "metric")
 #: Metrics summarised geometrically (log-normal over seeds) and compared in log10 (declared in spec.measures).
 LOG_METRICS = tuple(name for name, m in METRIC_SPECS.items() if m.geometric)
 

@@ -6,14 +6,15 @@ import html as h
 import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from zoo.bench.report.missing_cost import ENTRY_META, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
+from zoo.bench.analyze.board import KEY_META
+from zoo.bench.report.missing_cost import NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
 from zoo.bench.plan.cost_file import provisional
 from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
 
 
 def describe_entry(entry: Mapping[str, Any]) -> str:
     """``dataset=citeseer, num_layers=5`` (the paper cell's keys)."""
-    return ", ".join(f"{k}={format_value(v)}" for k, v in entry.items() if k not in ENTRY_META)
+    return ", ".join(f"{k}={format_value(v)}" for k, v in entry.items() if k not in KEY_META)
 
 
 def totals(missing: Sequence[MissingCell]) -> Dict[str, Dict[str, float]]:

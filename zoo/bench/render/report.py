@@ -283,15 +283,35 @@ def suite_notes(s: SuiteReport) -> Dict[str, int]:
 
 
 def runs_line(reported: Any) -> str:
-    """How the suite's paper numbers are read: the runs behind each, and where the paper says so."""
+    """How the suite's paper numbers are read: the runs behind each, and where the paper says so
+    (an entry's own ``runs`` overrides the file's: one clause per source)."""
     if not reported or not reported.get("entries"):
         return ""
-    runs = reported.get("runs") or {}
-    if runs.get("n"):
-        quote = f": “{runs['quote']}”" if runs.get("quote") else ""
-        return f"Paper's numbers: each the mean of {runs['n']} runs ({runs.get('source', '')}{quote})."
-    why = runs.get("source") or "the reported file does not say"
-    return f"Paper's numbers: each read as one run, compared by a prediction interval ({why})."
+    groups: Dict[Any, List[Mapping[str, Any]]] = {}  # (source, runs stated) -> the entries' runs, in file order
+    for e in reported["entries"]:
+        runs = (e["runs"] if "runs" in e else reported.get("runs")) or {}
+        groups.setdefault((runs.get("source"), bool(runs.get("n"))), []).append(runs)
+    if len(groups) == 1:
+        return f"Paper's numbers: {_runs_clause(next(iter(groups.values())), each=True)}."
+    return f"Paper's numbers, by the runs behind each: {'; '.join(_runs_clause(g) for g in groups.values())}."
+
+
+def _runs_clause(group: Sequence[Mapping[str, Any]], each: bool = False) -> str:
+    """``each the mean of 5 runs (source: “quote”)``, or ``6 the mean of 5 runs, 2 the mean of 3 runs
+    (source; ...)`` for the runs statements of one source."""
+    runs = group[0]
+    if not runs.get("n"):
+        why = runs.get("source") or "the reported file does not say"
+        return f"{'each' if each else len(group)} read as one run, compared by a prediction interval ({why})"
+    counts: Dict[int, int] = {}
+    for r in group:
+        counts[r["n"]] = counts.get(r["n"], 0) + 1
+    quotes = {r.get("quote") for r in group}
+    quote = "" if not runs.get("quote") else f": “{runs['quote']}”" if len(quotes) == 1 else \
+        "; the statement behind each number is quoted in its entry of the reported file"
+    if each and len(counts) == 1:
+        return f"each the mean of {runs['n']} runs ({runs.get('source', '')}{quote})"
+    return f"{', '.join(f'{c} the mean of {n} runs' for n, c in counts.items())} ({runs.get('source', '')}{quote})"
 
 
 def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:

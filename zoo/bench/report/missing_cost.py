@@ -15,12 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zoo.bench.analyze.board import KEY_META
 from zoo.bench.suite.cells import comparable
 from zoo.bench.plan.cost import CostModel
 from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value
 
-#: keys of a paper entry that are not cell keys (zoo.bench.analyze.board.KEY_META)
-ENTRY_META = ("value", "ci95", "std", "spread", "n", "table", "note", "metric")
 RUNS_HERE = "runs here"
 NEEDS_GPU = "needs a GPU"
 SLICE_KEYS = ("dataset", "num_layers")
@@ -78,7 +77,7 @@ def entry_matches(entry: Mapping[str, Any], config: Mapping[str, Any],
     """Whether a cell of ``config`` counts toward paper ``entry`` (its keys but ``ignore``: a
     ``pruned`` board's ``layer`` is a column of every cell, not a cell key)."""
     return all(norm(value_of(config, k)) == norm(v) for k, v in entry.items()
-               if k not in ENTRY_META and k not in ignore)
+               if k not in KEY_META and k not in ignore)
 
 
 def pending_seconds(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], done: Sequence[str], model: CostModel,
@@ -116,7 +115,7 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
     indexes: Dict[Tuple[str, ...], Optional[Dict[Any, List[Mapping[str, Any]]]]] = {}
     out = []
     for e in entries:
-        keys = tuple(k for k in e if k not in ENTRY_META and k not in ignore)
+        keys = tuple(k for k in e if k not in KEY_META and k not in ignore)
         if keys not in indexes:
             indexes[keys] = _index_by(pending, keys, value_of, norm)
         index = indexes[keys]
@@ -188,7 +187,7 @@ def _distinguishing_key(missing: Sequence[MissingCell], by: Tuple[str, ...], ign
     entries' order on a tie; ``variant`` before the ``optimizer`` it implies), or None if none differs."""
     keys: List[str] = []
     for m in missing:
-        keys += [k for k in m.entry if k not in ENTRY_META and k not in ignore and k not in by and k not in keys]
+        keys += [k for k in m.entry if k not in KEY_META and k not in ignore and k not in by and k not in keys]
     counts = {k: len({repr(comparable(m.entry.get(k))) for m in missing}) for k in keys}
     best = max(keys, key=lambda k: counts[k], default=None)  # max keeps the first of equals
     return best if best is not None and counts[best] > 1 else None
@@ -209,7 +208,7 @@ def _slice_commands(suite: str, missing: Sequence[MissingCell], value_of: Callab
             s = slices.setdefault(key, {"cells": [], "entries": set(), "keys": [k for k in narrow if k not in by]})
             s["cells"].append(c)
             s["entries"].add(i)
-            s["keys"] += [k for k in m.entry if k not in ENTRY_META and k not in ignore and k not in by
+            s["keys"] += [k for k in m.entry if k not in KEY_META and k not in ignore and k not in by
                           and k not in s["keys"]]
     out = []
     by_slice = _index_by(pending, by, value_of, comparable)  # one pass, not a scan per slice

@@ -23,7 +23,9 @@ spread where stored and a prediction interval for a one-run paper number, agains
   cell, whatever its numbers (``status = "underspecified"`` with ``leaves_out``).
 
 The runs behind the paper's numbers come from the reported file's ``runs`` (``{"n": 5, "source":
-"§4", "quote": "..."}``; ``null`` or absent: not stated, each number read as one run).
+"§4", "quote": "..."}``; ``null`` or absent: not stated, each number read as one run); an entry's
+own ``runs`` (the same form, its ``n`` with the ``source`` and verbatim ``quote`` that state it)
+overrides the file's, for a paper whose numbers come from different numbers of runs.
 
 Only the reading the suite declares as the text's gets a status: where several cells carry one
 paper number, the reported file's ``readings`` (:mod:`zoo.bench.report.readings`) names the
@@ -529,7 +531,7 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
     metric (which recorded metric the paper's numbers are, e.g. LipschitzNorm §10.2's validation
     accuracy), likewise without a re-run: every record holds all of its splits' metrics."""
     folder, info, recs, dropped = read_folder(folder)
-    stale = reported is not None and reported.get("entries") != (info.get("reported") or {}).get("entries")
+    stale = reported is not None and _numbers(reported) != _numbers(info.get("reported"))
     if reported is not None:
         info = {**info, "reported": reported}
     if metric is not None and metric != info["leaderboard"]["metric"]:
@@ -538,10 +540,10 @@ def suite_report(folder: Path, notes: Sequence[Note], reported: Optional[Dict[st
     board.dropped = dropped
     log_metric = lb.is_log_metric(board)
     readings = _readings(info)
-    runs = paper_runs(info.get("reported"), f"{info.get('name')}: reported numbers")
+    runs = entry_runs(info.get("reported"), f"{info.get('name')}: reported numbers")
     rows: Dict[Any, List[Row]] = {}
     for e in board.entries:
-        agreement = cell_agreement(e, log_metric, runs)
+        agreement = cell_agreement(e, log_metric, runs.get(id(e.reported)))
         ref = str(e.reported["table"]) if e.reported is not None else ""
         reading = None if readings is None else fd.entry_value(board, e, readings.key)
         if agreement is not None and readings is not None and not readings.is_text(reading):
@@ -603,17 +605,34 @@ def status_of(agreement: Optional[ag.Agreement], note: Optional[Note]) -> str:
     return note.status if note is not None else OPEN
 
 
-def paper_runs(reported: Optional[Mapping[str, Any]], origin: str) -> Optional[int]:
-    """The runs a reported file says are behind each of the paper's numbers (``runs.n``; ``None``:
-    not stated, each number read as one run)."""
-    raw = (reported or {}).get("runs")
+def paper_runs(reported: Optional[Mapping[str, Any]], origin: str,
+               entry: Optional[Mapping[str, Any]] = None) -> Optional[int]:
+    """The runs behind a paper number: ``entry``'s own ``runs`` where it has one, else the reported
+    file's (``runs.n``; ``None``: not stated, the number read as one run).  An entry's ``n`` needs
+    the ``source`` and verbatim ``quote`` that state it."""
+    own = entry is not None and "runs" in entry
+    raw = entry["runs"] if own else (reported or {}).get("runs")  # type: ignore[index]
     if raw is None:
         return None
     n = raw.get("n") if isinstance(raw, Mapping) else raw
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ReportError(f"{origin}: runs.n must be the number of runs behind each paper number (an int >= 1) "
                           f"or null where the paper does not say, got {n!r}")
+    if own and n is not None and not (isinstance(raw, Mapping) and raw.get("source") and raw.get("quote")):
+        raise ReportError(f"{origin}: an entry's runs.n needs the 'source' and the verbatim 'quote' that state it "
+                          f"(\"runs\": {{\"n\": {n}, \"source\": \"...\", \"quote\": \"...\"}}), got {raw!r}")
     return n
+
+
+def entry_runs(reported: Optional[Mapping[str, Any]], origin: str) -> Dict[int, Optional[int]]:
+    """:func:`paper_runs` of every entry of ``reported``, by the entry's ``id`` (each checked once)."""
+    entries = (reported or {}).get("entries") or []
+    return {id(e): paper_runs(reported, f"{origin}, entry #{i + 1}", e) for i, e in enumerate(entries)}
+
+
+def _numbers(reported: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The paper's entries without the runs behind them: stating the runs edits no number."""
+    return [{k: v for k, v in e.items() if k != "runs"} for e in (reported or {}).get("entries") or []]
 
 
 def text_entries(entries: Sequence[Mapping[str, Any]], readings: Optional[Readings],
