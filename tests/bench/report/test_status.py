@@ -436,6 +436,9 @@ def test_an_entrys_own_runs_override_the_files(tmp_path):
     other = _row(s, "xavier", 2)  # the file's runs elsewhere
     assert other.agreement == ag.compare(other.entry.values, ag.paper_number(PAPER[0], 5, False), ag.MARGINS["points"])
     assert not s.reported_changed  # stating the runs edits no paper number
+    # records made before their suite had a reported file (findings only, no number): nothing was edited
+    bare = make_folder(tmp_path / "rec" / "bare", reported=None)
+    assert not rp.suite_report(bare, [], reported={"entries": [], "findings": []}).reported_changed
 
 
 def test_an_entrys_runs_are_checked():
