@@ -1,6 +1,7 @@
 """Shared fixtures: small graphs with the awkward cases every model must survive."""
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -71,6 +72,21 @@ def started_together(argv: list, copies: int = 2, **popen) -> list:
         p.stdin.write("go\n")
         p.stdin.flush()
     return procs
+
+
+#: The xdist group of the test modules that read :func:`shipped_suite`: one worker resolves each suite once.
+SHIPPED_SUITES_GROUP = "shipped_suites"
+
+
+@functools.lru_cache(maxsize=None)
+def shipped_suite(name: str):
+    """The shipped suite ``name`` resolved without its dry model builds (``load_suite(name,
+    validate_models=False)``), once per test process: lipschitz_table1's 10,000 cells take seconds. Read it,
+    never change it (a test that edits a suite loads its own); modules that read it share the xdist group
+    :data:`SHIPPED_SUITES_GROUP`."""
+    from zoo.bench.suite.load import load_suite
+
+    return load_suite(name, validate_models=False)
 
 
 def awkward_graph() -> tuple:

@@ -3,21 +3,20 @@ neighbourhood, GGNN's output model, and the Zhao & Akoglu / reference-configurat
 suite states them."""
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 import torch
 
 import zoo
-from zoo.bench import load_suite
-from tests.conftest import awkward_graph
+from tests.conftest import SHIPPED_SUITES_GROUP, awkward_graph, shipped_suite
 
 
-@functools.lru_cache(maxsize=1)
+pytestmark = pytest.mark.xdist_group(SHIPPED_SUITES_GROUP)
+
+
 def _cells() -> tuple:
-    """The shipped suite's cells, resolved once per test session (about 10,000 cells, seconds to resolve)."""
-    return tuple(load_suite("lipschitz_table1", validate_models=False).cells)
+    """The shipped suite's cells, resolved once per test process (about 10,000 cells, seconds to resolve)."""
+    return tuple(shipped_suite("lipschitz_table1").cells)
 
 
 def _cora_l2(variant: str) -> dict:

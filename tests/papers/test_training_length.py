@@ -13,17 +13,18 @@ import pytest
 from zoo._toml import tomllib
 from zoo.bench import load_suite
 from zoo.bench.suite.schema import cell_id
-from tests.conftest import REPO, research_script
+from tests.conftest import REPO, SHIPPED_SUITES_GROUP, research_script, shipped_suite
 
 SUITES = ("lipschitz_table1", "lipschitz_table3", "lipschitz_fig5", "nonlocal_accuracy", "oxford_table3",
           "oxford_table4", "ogb_molhiv")
 BALANCE = ("balance_fig6_7", "balance_table3_4", "balance_table7")  # §4's stop, stated (table 2 and 6 state their own)
 RECORDS = REPO / "docs" / "reproduction" / "records"
+pytestmark = pytest.mark.xdist_group(SHIPPED_SUITES_GROUP)  # lipschitz_table1 resolved once
 
 
 @pytest.mark.parametrize("suite", SUITES)
 def test_every_cell_trains_without_a_loss_stop(suite):
-    cells = load_suite(suite, validate_models=False).cells
+    cells = shipped_suite(suite).cells
     stops = {c.config["train"]["loss_threshold"] for c in cells}
     assert stops == {0.0}, f"{suite}: loss stops {stops - {0.0}} where its paper names none"
 
