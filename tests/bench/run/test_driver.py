@@ -164,7 +164,7 @@ SLOWER_QUICK_FORMS = ("nonlocal_accuracy", "oxford_table3", "lipschitz_table3", 
 #: quick forms run here with fewer epochs (``--set epochs=N``: the same cells otherwise), where the
 #: epochs are most of the time and no schedule depends on them; that every quick cell trains at
 #: most its [quick] epochs is tests/bench/suite/test_suite.py's
-FEWER_EPOCHS = {"gate_synthetic": 20,  # 1000-node graphs, [quick] 200 epochs
+FEWER_EPOCHS = {"gate_synthetic": 5,  # 1000-node graphs, [quick] 200 epochs
                 "rescale_heterophilous": 10,  # minesweeper (10k nodes); still two rescaling sweeps (epochs 0 and 10)
                 "oxford_fig1_code": 3,  # an epoch is k! steps
                 "gate_real": 5, "quick": 4}
