@@ -10,7 +10,9 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from zoo._io import write_atomic
 from zoo.bench.analyze.board import load_board
-from zoo.bench.report.status import MissingNotesError, Report, build_report, default_notes
+from zoo.bench.report.errors import MissingNotesError
+from zoo.bench.report.notes import default_notes
+from zoo.bench.report.status import Report, build_report
 from zoo.bench.render.html import to_html as leaderboard_html
 from zoo.bench.render.leaderboard import to_csv, to_json, to_markdown as leaderboard_markdown
 from zoo.bench.render.report import ReportSources, missing_notes_message, to_html, to_markdown

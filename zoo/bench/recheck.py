@@ -25,9 +25,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 
 from zoo._names import normalize_name
-from zoo.bench.report import agreement as ag
 from zoo.bench.analyze import board as lb
+from zoo.bench.report import shipped
 from zoo.bench.report import status as rp
+from zoo.bench.report.notes import Note
 from zoo.bench.run.driver import run_suite
 from zoo.bench.run.options import RunOptions
 from zoo.bench.run.provenance import float_order, git_commit
@@ -86,14 +87,14 @@ class Outcome:
         return self.ran and (not self.ids_equal or (same_setup and not self.within_tolerance))
 
 
-def candidates(records_dir: PathLike, shipped: Sequence[str]) -> List[Candidate]:
+def candidates(records_dir: PathLike, suites: Sequence[str]) -> List[Candidate]:
     """Every finished record of a folder of a shipped suite run at its own protocol (no ``--set``,
     not the quick form), in a stable order."""
     out = []
     for folder in rp.record_folders(records_dir):
         _, info, recs, _ = read_folder(folder)
         name = normalize_name(str(info.get("name")))
-        if name not in shipped or info.get("set") or info.get("quick"):
+        if name not in suites or info.get("set") or info.get("quick"):
             continue
         out += [Candidate(name, folder, r) for r in sorted(recs, key=lambda r: r["id"])]
     return out
@@ -138,10 +139,10 @@ def _rerun(c: Candidate, out: Path, data_root: Optional[PathLike]) -> Dict[str, 
     return new[0]
 
 
-def _status_change(c: Candidate, new: Mapping[str, Any], shipped: Mapping[str, Any],
-                   notes: Sequence[rp.Note]) -> Tuple[str, str]:
+def _status_change(c: Candidate, new: Mapping[str, Any], suites: Mapping[str, Any],
+                   notes: Sequence[Note]) -> Tuple[str, str]:
     """The report's status of the record's cell as committed, and with the re-run's value in its place."""
-    s = shipped[c.suite]
+    s = suites[c.suite]
     report = rp.suite_report(c.folder, notes, s["reported"], s["metric"])
     metric = report.board.layout["metric"]
     geometric = lb.is_log_metric(report.board)
@@ -165,9 +166,9 @@ def _status_change(c: Candidate, new: Mapping[str, Any], shipped: Mapping[str, A
 def recheck(records_dir: PathLike, n: int, max_minutes: Optional[float] = None, seed: int = 0,
             data_root: Optional[PathLike] = None) -> List[Outcome]:
     """Re-run ``n`` drawn records (module docstring); stops starting new ones once ``max_minutes`` is spent."""
-    shipped = rp._shipped_suites()
-    notes = rp.shipped_notes(records_dir)
-    chosen = draw(candidates(records_dir, list(shipped)), n, max_minutes, seed)
+    suites = shipped.suites()
+    notes = shipped.notes(records_dir)
+    chosen = draw(candidates(records_dir, list(suites)), n, max_minutes, seed)
     here = float_order(torch.device("cpu"))
     outcomes: List[Outcome] = []
     start = time.perf_counter()
@@ -185,7 +186,7 @@ def recheck(records_dir: PathLike, n: int, max_minutes: Optional[float] = None, 
                 o.error = f"{type(e).__name__}: {e}".splitlines()[0]
                 continue
             o.seconds = time.perf_counter() - t0
-            metric_name = shipped[c.suite]["metric"]
+            metric_name = suites[c.suite]["metric"]
             old_v, new_v = _metric(c.record, metric_name), _metric(new, metric_name)
             o.ran, o.new_id = True, new["id"]
             o.epochs_equal = (c.record.get("epochs_to_best"), c.record.get("epochs_run")) == \
@@ -195,7 +196,7 @@ def recheck(records_dir: PathLike, n: int, max_minutes: Optional[float] = None, 
             recorded = c.record.get("float_order")
             o.same_float_order = None if recorded is None else _same_order(recorded, here)
             o.same_code = c.record.get("commit") == git_commit()
-            o.status_before, o.status_after = _status_change(c, new, shipped, notes)
+            o.status_before, o.status_after = _status_change(c, new, suites, notes)
     return outcomes
 
 

@@ -89,7 +89,7 @@ def _recheck(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zoo.bench.report.status import MissingNotesError
+    from zoo.bench.report.errors import MissingNotesError
     from zoo.bench.publish import write_report
 
     if args.recheck is not None:

@@ -5,7 +5,7 @@ import copy
 import json
 
 from zoo.bench.analyze import board as lb
-from zoo.bench.report import status as rp
+from zoo.bench.report.scale import describe_scale
 from zoo.bench.analyze.best_point import choose
 from zoo.bench.render.leaderboard import to_json, to_markdown
 from zoo.bench.suite.load import parse_suite
@@ -96,7 +96,7 @@ def test_a_partial_search_says_so_on_every_page():
     md = to_markdown(board)
     assert "best of 2 recorded of 4 points (partial search): lr=0.01, dropout=0.0" in md
     assert "1 are a **partial search**" in md
-    scale = rp.describe_scale(suite.resolved(), recs)
+    scale = describe_scale(suite.resolved(), recs)
     assert scale.startswith("**stated-reduced**") and "lr all 2" in scale
     assert "dropout 0.0 (1 of 2: 0.0, 0.5)" in scale
 

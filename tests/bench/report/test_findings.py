@@ -9,6 +9,7 @@ import pytest
 from zoo.bench import publish
 from zoo.bench.analyze import board as lb
 from zoo.bench.report import status as rp
+from zoo.bench.report.notes import cell_keys
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
@@ -104,7 +105,7 @@ def _finding(check, fid="f1"):
 def _evaluate(check, **kw):
     info, skeleton, numbers = _board(**kw)
     findings = fd.parse_findings([_finding(check)], "test.json")
-    fd.validate(findings, skeleton, rp.cell_keys(info["leaderboard"], info["cells"]), "test.json")
+    fd.validate(findings, skeleton, cell_keys(info["leaderboard"], info["cells"]), "test.json")
     return fd.evaluate(findings, skeleton, numbers)[0]
 
 
@@ -168,7 +169,7 @@ def test_energies_are_compared_in_log10_with_the_ci_of_the_log_mean():
                 ("gatv2", 3): [1e-2, 1e-2, 1e-2], ("gatv2", 4): [1e-2, 1e-2, 1e-2]}
     value = lambda c: energies[(c["model"]["name"], c["task"]["options"]["k"])][c["run"]["seed"]]  # noqa: E731
     info, skeleton, numbers = _board(raw, value=value)
-    keys = rp.cell_keys(info["leaderboard"], info["cells"])
+    keys = cell_keys(info["leaderboard"], info["cells"])
     raw_f = [_finding({"kind": "decreasing", "cells": {"model": "gat"}}, "down"),
              _finding({"kind": "greater", "a": {"model": "gatv2"}, "b": {"model": "gat"}, "where": {"k": 3}}, "gt"),
              _finding({"kind": "bounded", "cells": {"model": "gat"}, "spread": 5}, "span"),
@@ -210,7 +211,7 @@ def test_a_suite_without_fixed_cells_is_refused():
     info = parse_suite(json.loads(json.dumps(raw)), validate_models=False).resolved()
     findings = fd.parse_findings([_finding({"kind": "increasing", "cells": {}})], "p.json")
     with pytest.raises(fd.FindingsError, match="no leaderboard cells before it runs"):
-        fd.validate(findings, fd.skeleton(info), rp.cell_keys(info["leaderboard"], info["cells"]), "p.json")
+        fd.validate(findings, fd.skeleton(info), cell_keys(info["leaderboard"], info["cells"]), "p.json")
 
 
 def test_duplicate_ids_are_refused():
@@ -236,7 +237,7 @@ def test_selectors_are_validated_against_the_cells(check, expected):
     info, skeleton, _ = _board()
     with pytest.raises(fd.FindingsError) as e:
         findings = fd.parse_findings([_finding(check)], "x.json")
-        fd.validate(findings, skeleton, rp.cell_keys(info["leaderboard"], info["cells"]), "x.json")
+        fd.validate(findings, skeleton, cell_keys(info["leaderboard"], info["cells"]), "x.json")
     assert expected in str(e.value) and ("finding 'f1'" in str(e.value) or "finding #1 ('f1')" in str(e.value))
 
 
@@ -267,7 +268,7 @@ def test_shipped_findings_validate_and_hold_on_the_papers_own_numbers(name):
     info = suite.resolved()
     findings = fd.parse_findings(suite.reported["findings"], name)
     skeleton = fd.skeleton(info)
-    fd.validate(findings, skeleton, rp.cell_keys(info["leaderboard"], info["cells"]), name)
+    fd.validate(findings, skeleton, cell_keys(info["leaderboard"], info["cells"]), name)
     for r in fd.evaluate(findings, skeleton, {}, suite.reported):
         assert r.verdict == fd.NOT_RUN and r.comparisons
         assert r.paper != fd.CONTRADICTED, (r.finding.id, [c for c in r.paper_comparisons

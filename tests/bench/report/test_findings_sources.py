@@ -15,10 +15,10 @@ import pytest
 
 from tests.conftest import papers_dir
 from zoo.bench.report import findings as fd
-from zoo.bench.report import status as rp
+from zoo.bench.report import shipped
 from zoo.bench.suite.papers import PAPERS
 
-SHIPPED = rp._shipped_suites()
+SHIPPED = shipped.suites()
 WITH_FINDINGS = sorted(name for name, s in SHIPPED.items() if s["findings"])
 
 
@@ -55,7 +55,7 @@ def test_every_quote_is_the_papers_text(name):
 @pytest.mark.parametrize("name", WITH_FINDINGS)
 def test_every_check_holds_on_the_papers_own_numbers(name):
     s = SHIPPED[name]
-    full, _ = rp._shipped_skeleton(str(s["path"]), Path(s["path"]).stat().st_mtime_ns)
+    full, _ = shipped.skeleton(str(s["path"]), Path(s["path"]).stat().st_mtime_ns)
     for r in fd.evaluate(s["findings"], full, {}, s["reported"]):
         if r.paper is not None:
             failing = [f"{c.label}: {c.text}" for c in r.paper_comparisons if c.verdict not in (fd.HOLDS, fd.HOLDS_SIG)]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from zoo.bench.report import status as rp
-from zoo.bench.report.readings import ReadingsError, parse_readings
-from zoo.bench.report.status import text_entries
+from zoo.bench.report import shipped
+from zoo.bench.report.readings import ReadingsError, parse_readings, text_entries
 from zoo.bench.render.report import _note_text
 
 # Under `pytest -n 2 --dist loadgroup` the modules that build reports share one worker: the shipped
@@ -32,7 +32,7 @@ def test_parse_readings_validates_its_shape():
 
 
 def test_shipped_energy_readings_declare_the_text_factor():
-    rep = rp._shipped_suites()["nonlocal_energy"]["reported"]
+    rep = shipped.suites()["nonlocal_energy"]["reported"]
     readings = parse_readings(rep.get("readings"), "nonlocal_energy.json")
     assert readings is not None and readings.key == "variant"
     assert readings.is_text("san_nonlocal") and not any(
@@ -44,7 +44,7 @@ def test_alternative_readings_of_the_energy_get_no_status():
     report = rp.build_report(RECORDS / "nonlocal_energy")
     (suite,) = report.suites
     rows = [r for rows in suite.rows.values() for r in rows]
-    readings = parse_readings(rp._shipped_suites()["nonlocal_energy"]["reported"]["readings"], "nonlocal_energy.json")
+    readings = parse_readings(shipped.suites()["nonlocal_energy"]["reported"]["readings"], "nonlocal_energy.json")
     alternatives = [r for r in rows if not readings.is_text(r.entry.config["run"]["variant"])
                     and r.entry.reported is not None]
     assert {r.entry.config["run"]["variant"] for r in alternatives} >= {"san_nonlocal_mu", "san_pre_ln_train"}

@@ -11,6 +11,8 @@ from zoo.bench import publish
 from zoo.bench.analyze import board as lb
 from zoo.bench.report import agreement as ag
 from zoo.bench.report import status as rp
+from zoo.bench.report.notes import Note
+from zoo.bench.report.scale import describe_scale
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
@@ -80,11 +82,11 @@ def test_energy_status_is_decided_in_decades():
 
 
 def test_an_underspecified_note_decides_the_status_whatever_the_numbers():
-    note = rp.Note("s", rp.UNDERSPECIFIED, "x", leaves_out=[("init", "+0.3 decades")])
+    note = Note("s", rp.UNDERSPECIFIED, "x", leaves_out=[("init", "+0.3 decades")])
     tight = [60.0, 60.1, 59.9, 60.05, 59.95]
     for paper in (60.0, 90.0):
         assert _status(_entry(tight, paper, ci95=0.2), note=note) == rp.UNDERSPECIFIED
-    differs = rp.Note("s", rp.DIFFERS, "the measured cause")
+    differs = Note("s", rp.DIFFERS, "the measured cause")
     assert _status(_entry(tight, 90.0, ci95=0.2), note=differs) == rp.DIFFERS
     assert _status(_entry(tight, 60.0, ci95=0.2), note=differs) == rp.REPRODUCED  # the numbers decide
 
@@ -240,13 +242,13 @@ def test_scale_states_exactly_what_was_run(tmp_path):
                           keep=lambda c: c["model"]["kwargs"]["num_layers"] == 2 and c["run"]["seed"] < 2,
                           selection={"where": {"num_layers": [2]}, "shard": None})
     _, info, recs, _ = folders.read_folder(reduced)
-    text = rp.describe_scale(info, recs)
+    text = describe_scale(info, recs)
     assert text.startswith("**stated-reduced** — 4 of the suite's 12 runs")
     assert "num_layers 2 (1 of 2: 2, 4)" in text and "seed 0, 1 (2 of 3: 0–2)" in text
     assert "init all 2 (balanced_xavier, xavier)" in text and "full protocol (epochs 7" in text
     full = make_folder(tmp_path / "b")
     _, info, recs, _ = folders.read_folder(full)
-    assert rp.describe_scale(info, recs).startswith("**full** — all 12 runs")
+    assert describe_scale(info, recs).startswith("**full** — all 12 runs")
 
 
 def test_quick_form_is_stated(tmp_path):
@@ -259,7 +261,7 @@ def test_quick_form_is_stated(tmp_path):
     recs = [r for r in recs if r["config"]["run"]["seed"] == 0]
     for r in recs:
         r["config"]["train"]["epochs"] = 1
-    text = rp.describe_scale(info, recs)
+    text = describe_scale(info, recs)
     assert text.startswith("**quick form**") and "not the paper's protocol" in text
 
 

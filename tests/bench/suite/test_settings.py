@@ -16,6 +16,7 @@ import pytest
 from zoo.bench import publish
 from zoo.bench.analyze import board as lb
 from zoo.bench.report import status as rp
+from zoo.bench.report.scale import describe_scale
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
 from zoo.bench.store import folders
@@ -172,20 +173,20 @@ def _records(s, keep=lambda c: True):
 def test_describe_scale_states_the_reduction():
     s = suite({"epochs": 2, "warmup_epochs": 1})
     info = json.loads(json.dumps(s.resolved()))
-    text = rp.describe_scale(info, _records(s))
+    text = describe_scale(info, _records(s))
     assert text.startswith("**stated-reduced** — all 8 runs, at a reduced protocol (zoo bench --set)")
     assert text.endswith("Protocol: reduced with --set epochs=2 (suite: 3), warmup_epochs=1 (suite: 0, 2); "
                          "everything else as in the suite file.")
-    part = rp.describe_scale(info, _records(s, keep=lambda c: c.seed == 0))
+    part = describe_scale(info, _records(s, keep=lambda c: c.seed == 0))
     assert part.startswith("**stated-reduced** — 4 of the suite's 8 runs, at a reduced protocol")
     lr_only = suite({"lr": 0.5})
-    text = rp.describe_scale(json.loads(json.dumps(lr_only.resolved())), _records(lr_only))
+    text = describe_scale(json.loads(json.dumps(lr_only.resolved())), _records(lr_only))
     assert "Protocol: reduced with --set lr=0.5 (suite: 0.01, 0.02); epochs 3, everything else" in text
     q = suite({"lr": 0.5}, quick=True)
-    text = rp.describe_scale(json.loads(json.dumps(q.resolved())), _records(q))
+    text = describe_scale(json.loads(json.dumps(q.resolved())), _records(q))
     assert text.startswith("**quick form**") and "--quick form, reduced with --set lr=0.5" in text
     plain = suite()  # unchanged wording without --set
-    assert rp.describe_scale(plain.resolved(), _records(plain)).startswith("**full** — all 8 runs")
+    assert describe_scale(plain.resolved(), _records(plain)).startswith("**full** — all 8 runs")
 
 
 def _write_folder(path: Path, s) -> Path:

@@ -13,9 +13,9 @@ from typing import Any, Dict, List, Mapping, Sequence
 from zoo.bench.analyze import board as lb
 from zoo.bench.report import findings as fd
 from zoo.bench.report import agreement as ag
-from zoo.bench.report.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, DIFFERS, FINDING_COUNTS, MISSING_NOTE,
-                                      NO_PAPER, NOISY, OPEN, REPRODUCED, STATUSES, UNDERSPECIFIED, Note, Report,
-                                      Row, SuiteReport, finding_counts)
+from zoo.bench.report.notes import DIFFERS, OPEN, UNDERSPECIFIED, Note
+from zoo.bench.report.status import (ALTERNATIVE, ALTERNATIVE_NOT_RUN, FINDING_COUNTS, MISSING_NOTE, NO_PAPER, NOISY,
+                                      REPRODUCED, STATUSES, Report, Row, SuiteReport, finding_counts)
 from zoo.bench.render.html import page, plots, slug
 from zoo.bench.render.sources import ReportSources
 from zoo.bench.render.missing import gpu_caveat, missing_html, missing_markdown, totals_line as missing_totals

@@ -17,9 +17,12 @@ it in no status column (``zoo.bench.report.status``).  Without ``readings`` ever
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from zoo._names import normalize_name
+from zoo.bench.analyze import board as lb
+from zoo.bench.report.missing_cost import entry_matches
+from zoo.bench.suite.cells import cell_value
 
 READINGS_KEYS = ("key", "text", "source")
 
@@ -82,3 +85,27 @@ def parse_readings(raw: Any, origin: str) -> Optional[Readings]:
     if not isinstance(raw["source"], str) or not raw["source"].strip():
         raise ReadingsError(f"{origin}: readings.source must say where the text gives its reading (a non-empty string)")
     return Readings(raw["key"], tuple(text), raw["source"].strip())
+
+
+def text_entries(entries: Sequence[Mapping[str, Any]], readings: Optional[Readings],
+                 cells: Sequence[Mapping[str, Any]] = (), ignore: Sequence[str] = ()) -> List[Mapping[str, Any]]:
+    """The paper ``entries`` that are the text's reading: a number copied beside an alternative
+    reading (``readings``) is not a paper cell of its own.  An entry that names the readings key is
+    the text's if its value is; one that does not (keyed by model / norm) unless only cells of
+    alternative readings among the suite's ``cells`` match it."""
+    if readings is None:
+        return list(entries)
+
+    def is_text(e: Mapping[str, Any]) -> bool:
+        if readings.key in e:
+            return readings.is_text(e[readings.key])
+        found = [c for c in cells if entry_matches(e, c["config"], cell_value, lb._norm, ignore)]
+        return not found or bool(text_cells(found, readings))
+    return [e for e in entries if is_text(e)]
+
+
+def text_cells(cells: Sequence[Mapping[str, Any]], readings: Optional[Readings]) -> Tuple[Mapping[str, Any], ...]:
+    """The suite ``cells`` of the text's reading (all of them where the suite declares no ``readings``)."""
+    if readings is None:
+        return tuple(cells)
+    return tuple(c for c in cells if readings.is_text(cell_value(c["config"], readings.key)))
