@@ -9,6 +9,7 @@ import pytest
 from zoo.bench import publish
 from zoo.bench.analyze import board as lb
 from zoo.bench.report import status as rp
+from zoo.bench.report.errors import MissingNotesError
 from zoo.bench.report.notes import cell_keys
 from zoo.bench.render import leaderboard as render_lb
 from zoo.bench.render import report as render_rp
@@ -323,7 +324,7 @@ def test_the_report_decides_and_renders_findings(tmp_path):
 
 def test_a_contradicted_finding_needs_a_note(tmp_path):
     _folder(tmp_path / "rec" / "s", FINDINGS)
-    with pytest.raises(rp.MissingNotesError) as e:
+    with pytest.raises(MissingNotesError) as e:
         generate(tmp_path / "rec", md=tmp_path / "r.md", html_path=None, notes_path=tmp_path / "none.toml")
     assert '1 contradicted finding(s) have no note' in str(e.value) and 'finding = "gat_beats_gatv2"' in str(e.value)
     assert "open cell(s)" not in str(e.value) and not (tmp_path / "r.md").exists()

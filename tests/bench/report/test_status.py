@@ -11,6 +11,7 @@ from zoo.bench import publish
 from zoo.bench.analyze import board as lb
 from zoo.bench.report import agreement as ag
 from zoo.bench.report import status as rp
+from zoo.bench.report.errors import MissingNotesError
 from zoo.bench.report.notes import Note
 from zoo.bench.report.scale import describe_scale
 from zoo.bench.render import leaderboard as render_lb
@@ -159,13 +160,13 @@ def records(tmp_path):
 def test_open_cell_without_a_note_is_refused_and_nothing_written(records, tmp_path):
     write_notes(tmp_path / "notes.toml", DIFF_NOTE)
     md = tmp_path / "out" / "r.md"
-    with pytest.raises(rp.MissingNotesError) as e:
+    with pytest.raises(MissingNotesError) as e:
         generate(records, md=md, html_path=None)
     assert "1 open cell(s)" in str(e.value) and "num_layers = 4" in str(e.value) and 'init = "xavier"' in str(e.value)
     assert not md.exists()
     _, problems = generate(records, md=md, html_path=None, draft=True)  # --draft writes, marks, reports
     assert problems and rp.MISSING_NOTE in md.read_text()
-    with pytest.raises(rp.MissingNotesError):
+    with pytest.raises(MissingNotesError):
         generate(records, md=md, html_path=None, check=True)
 
 

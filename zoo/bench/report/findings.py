@@ -569,7 +569,7 @@ class Result:
     comparisons: List[Comparison]
     paper: Optional[str] = None  # the verdict on the paper's own numbers (None: it stores none for these cells)
     paper_comparisons: List[Comparison] = field(default_factory=list)
-    note: Any = None  # a zoo.bench.report.status.Note (finding = id)
+    note: Any = None  # a zoo.bench.report.notes.Note (finding = id)
 
     @property
     def ran(self) -> int:
