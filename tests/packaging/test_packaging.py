@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import configparser
+import os
 import subprocess
 import sys
 import sysconfig
@@ -30,6 +31,9 @@ def test_setup_cfg_lists_every_package():
 
 def test_wheel_in_a_fresh_venv_resolves_presets_and_suites(tmp_path):
     """Build a wheel, install it (no editable paths) into a temp venv, build a preset from outside the repo."""
+    # without PYTHONPATH: a checkout on it (its zoo, the egg-info the build leaves there) would make pip see
+    # gat-zoo as installed and shadow the wheel's zoo
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     wheel_dir = tmp_path / "wheel"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheel_dir), str(REPO)],
@@ -44,7 +48,7 @@ def test_wheel_in_a_fresh_venv_resolves_presets_and_suites(tmp_path):
         check=True, capture_output=True, text=True).stdout.strip())
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
-        check=True, capture_output=True, text=True,
+        check=True, capture_output=True, text=True, env=env,
     )
     # Dependencies (torch, PyG) come from this environment; a path line in a .pth file does not
     # activate this environment's editable install of zoo, so only the wheel's zoo is importable.
@@ -55,7 +59,7 @@ def test_wheel_in_a_fresh_venv_resolves_presets_and_suites(tmp_path):
         "print(zoo.__file__); print(m.heads, m.out_heads, m.dropout); "
         "print(sorted(p.name for p in r.files('zoo._suites').iterdir() if p.name.endswith('.toml')))"
     )
-    out = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    out = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     location, config, suites = out.stdout.strip().splitlines()
     assert str(purelib) in location, f"zoo imported from {location}, not from the installed wheel"
