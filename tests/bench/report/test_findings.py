@@ -416,3 +416,16 @@ def test_a_margin_makes_greater_within_the_margin_or_better():
     with pytest.raises(fd.FindingsError, match="margin"):
         fd.parse_findings([_finding({"kind": "at_least", "cells": {"model": "gat"}, "value": 1, "margin": 1})],
                           "test.json")
+
+
+def test_a_board_whose_tables_and_columns_are_one_key_names_it_once():
+    """A board with a table per dataset and a column per dataset (field_2024's) places a comparison by
+    ``dataset = cora``, not ``dataset = cora, dataset = cora``."""
+    board = type("B", (), {})()
+    board.layout = {"table_by": "dataset", "columns": "dataset", "rows": ["variant"]}
+    entries = [type("E", (), {"table": t, "column": t})() for t in ("cora", "texas")]
+    board.entries = entries
+    assert fd._place(board, entries[0]) == "dataset = cora"
+    board.layout = {"table_by": "dataset", "columns": "num_layers", "rows": ["model"]}
+    entries[0].column = 2
+    assert fd._place(board, entries[0]) == "dataset = cora, num_layers = 2"

@@ -450,7 +450,7 @@ def _place(board: lb.Board, e: lb.Entry, column: bool = True) -> str:
     lay = board.layout
     tables = lay.get("table_by") and len({x.table for x in board.entries}) > 1  # one table: no need to name it
     parts = [f"{lay['table_by']} = {e.table}"] if tables else []
-    if column:
+    if column and not (tables and lay["columns"] == lay["table_by"]):  # a table per dataset, a column per dataset
         parts.append(f"{lay['columns']} = {e.column}")
     return ", ".join(parts)
 
