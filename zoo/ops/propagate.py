@@ -4,7 +4,8 @@ r"""Propagation with constant edge coefficients (GCN) as one CSR product.
 
 The coefficients are the same every step, so they are the values of a CSR matrix ``A`` (rows =
 destinations, columns = sources), built once per graph; the forward is ``A @ X`` and the backward
-``A^T @ dH`` (``torch.sparse.mm``): no ``(E, C)`` edge tensor at all.  Under ``torch.func.vmap``
+``A^T @ dH`` (:func:`zoo.ops.csr.csr_mm`: the compiled CPU kernel, else ``torch.sparse.mm``, the same
+bits): no ``(E, C)`` edge tensor at all.  Under ``torch.func.vmap``
 each replica is one product written into its slice of a replicas-first ``(R, N, C)`` output, the
 layout the stacked layers' products make and read: one product with ``R * C`` columns needed the
 replicas moved inside, a copy of the features in and a strided layout out (Cora, 5 and 15
@@ -19,7 +20,6 @@ is summed over the same row entries in the same order whatever the number of col
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Optional, Sequence, Tuple
 
 import torch
@@ -28,14 +28,9 @@ from torch import Tensor
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops.aggregate import graph_orders
+from zoo.ops.csr import csr_mm
 from zoo.ops.precision import float32_under_autocast
 from zoo.ops.segment import gather_rows, segment_sum
-
-
-def _csr(crow: Tensor, col: Tensor, val: Tensor, cols: int) -> Tensor:
-    with warnings.catch_warnings():  # "sparse CSR support is in beta"
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, val, (crow.numel() - 1, cols), check_invariants=False)
 
 
 if _HAS_CUSTOM_OPS:
@@ -47,15 +42,10 @@ if _HAS_CUSTOM_OPS:
         rows = crow.numel() - 1
         if not replicas_first:
             n = x.shape[0]
-            out = torch.sparse.mm(_csr(crow, col, val, n), x.reshape(n, -1).contiguous())
-            return out.view(rows, *x.shape[1:])
+            return csr_mm(crow, col, val, n, x.reshape(n, -1)).view(rows, *x.shape[1:])
         r, n = x.shape[:2]
-        flat = x.reshape(r, n, -1).contiguous()  # a view of the stacked layers' (R, N, C) output
-        a = _csr(crow, col, val, n)
-        out = flat.new_empty((r, rows, flat.shape[-1]))
-        for i in range(r):  # each column summed over the same row entries as alone: the same numbers
-            torch.mm(a, flat[i], out=out[i])
-        return out.view(r, rows, *x.shape[2:])
+        # a view of the stacked layers' (R, N, C) output; each replica multiplied alone: the same numbers
+        return csr_mm(crow, col, val, n, x.reshape(r, n, -1)).view(r, rows, *x.shape[2:])
 
     @_csr_propagate.register_fake
     def _(crow, col, val, crow_t, col_t, val_t, x, replicas_first=False):

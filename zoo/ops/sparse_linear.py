@@ -1,4 +1,5 @@
-"""The first layer's linear map on sparse, constant input features (bag-of-words) as a CSR product."""
+"""The first layer's linear map on sparse, constant input features (bag-of-words) as a CSR product
+(:func:`zoo.ops.csr.csr_mm`: the compiled CPU kernel, or ``torch.sparse.mm``)."""
 from __future__ import annotations
 
 import warnings
@@ -12,6 +13,7 @@ from zoo.ops._constant_cache import ConstantCache
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops.csr import csr_mm
 from zoo.ops.precision import float32_under_autocast
 
 #: A constant input with at most this fraction of non-zeros is multiplied as CSR when it has at
@@ -46,18 +48,11 @@ def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -
     _SPARSE.put(x, parts() if nnz <= SPARSE_MAX_DENSITY * x.numel() else None)
 
 
-def _csr(crow: Tensor, col: Tensor, val: Tensor, rows: int, cols: int) -> Tensor:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, val, (rows, cols), check_invariants=False)
-
-
 if _HAS_CUSTOM_OPS:
     @torch.library.custom_op("zoo::csr_linear", mutates_args=())
     def _csr_linear(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
                     weight: Tensor) -> Tensor:
-        rows, cols = crow.numel() - 1, crow_t.numel() - 1
-        return torch.sparse.mm(_csr(crow, col, val, rows, cols), weight.t().contiguous())
+        return csr_mm(crow, col, val, crow_t.numel() - 1, weight.t())
 
 
     @_csr_linear.register_fake
@@ -71,9 +66,8 @@ if _HAS_CUSTOM_OPS:
 
     def _csr_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
         crow_t, col_t, val_t = ctx.saved_tensors
-        x_t = _csr(crow_t, col_t, val_t, crow_t.numel() - 1, grad.size(0))
         # d(X W^T)/dW = grad^T X = (X^T grad)^T; the inputs X get no gradient (constants)
-        return None, None, None, None, None, None, torch.sparse.mm(x_t, grad.contiguous()).t()
+        return None, None, None, None, None, None, csr_mm(crow_t, col_t, val_t, grad.size(0), grad).t()
 
 
     _csr_linear.register_autograd(_csr_backward, setup_context=_csr_setup)

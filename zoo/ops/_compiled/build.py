@@ -1,13 +1,13 @@
 """Compile the C++ attention kernels at first use (or ahead of time: ``zoo build-kernels``).
 
-The source ships as package data (``cpu/attention.cpp``); :func:`load_cpu_kernels` compiles it
-once per machine into the torch extensions directory (``TORCH_EXTENSIONS_DIR``, default
+The sources ship as package data (``cpu/*.cpp``: the attention ops, the sparse product); :func:`load_cpu_kernels`
+compiles them into one library once per machine into the torch extensions directory (``TORCH_EXTENSIONS_DIR``, default
 ``~/.cache/torch_extensions``) and loads it, which registers the ``torch.ops.zoo_kernels`` ops.
 
 * Flags: ``-O3 -fno-trapping-math`` (without the latter GCC keeps LeakyReLU's select as a
   branch: measured 12x slower) and ``-march=native`` — only with a hash of the CPU's features in
   the extension's name, so a cache directory shared by different machines never loads code built
-  for another CPU.  The source's hash is in the name too: an edited source builds anew.
+  for another CPU.  The sources' hash is in the name too: an edited source builds anew.
 * The build runs in a subprocess with a timeout (``ZOO_KERNELS_BUILD_TIMEOUT`` seconds).  torch's
   own build lock (a ``lock`` file, ``FileBaton``) is left behind when a build is killed, and every
   later load would then wait on it forever; builds here hold an ``fcntl`` lock instead (released
@@ -65,9 +65,17 @@ def cflags() -> List[str]:
                          else [])
 
 
+def sources() -> List[Path]:
+    """The C++ sources of the one library: every ``.cpp`` beside :data:`SOURCE`."""
+    return sorted(SOURCE.parent.glob("*.cpp"))
+
+
 def extension_name() -> str:
-    """``zoo_attention_<source hash>_<cpu tag | generic>``."""
-    source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:10]
+    """``zoo_attention_<sources' hash>_<cpu tag | generic>``."""
+    digest = hashlib.sha256()
+    for path in sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    source = digest.hexdigest()[:10]
     native = "-march=native" in cflags()
     return f"zoo_attention_{source}_{cpu_feature_tag() if native else 'generic'}"
 
@@ -110,7 +118,7 @@ def clear_stale_baton(directory: Path) -> bool:
 def _run_build(name: str, directory: Path, timeout_s: float) -> None:
     """Build in a child process (its own process group, so a timeout kills the compiler too)."""
     code = "import sys; from zoo.ops._compiled.build import _compile_here; _compile_here(*sys.argv[1:])"
-    cmd = [sys.executable, "-c", code, name, str(directory), str(SOURCE)]
+    cmd = [sys.executable, "-c", code, name, str(directory), *map(str, sources())]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=timeout_s)
@@ -189,10 +197,10 @@ def build_for_cli() -> int:
     return 0
 
 
-def _compile_here(name: str, directory: str, source: str) -> None:
+def _compile_here(name: str, directory: str, *source: str) -> None:
     from torch.utils.cpp_extension import load
     os.makedirs(directory, exist_ok=True)
-    load(name=name, sources=[source], extra_cflags=cflags(), build_directory=directory,
+    load(name=name, sources=list(source), extra_cflags=cflags(), build_directory=directory,
          is_python_module=False, verbose=False)
 
 

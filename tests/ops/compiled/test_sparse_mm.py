@@ -1,0 +1,86 @@
+"""The compiled CSR product (``zoo_kernels.csr_mm``, the first layer's product with sparse input
+features) gives ``torch.sparse.mm``'s bits: the same float order, so a record is the same with either."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from zoo.ops import csr
+from zoo.ops import sparse_linear as sl
+from zoo.ops._compiled import ops
+
+pytestmark = pytest.mark.skipif(not ops.available(torch.device("cpu")),
+                                reason="the C++ kernels could not be built here (no compiler?)")
+
+
+def _sparse(rows, cols, density, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(rows, cols, generator=g) < density
+    return mask.to(dtype) * torch.rand(rows, cols, generator=g, dtype=dtype)
+
+
+def _csr(a):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return a.to_sparse_csr()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("width", [1, 5, 64, 75, 200])
+def test_bitwise_torch_sparse_mm(dtype, width):
+    """Every width: a multiple of the kernel's column block, less than one, a block and a tail;
+    rows with no entry (an all-zero row of the input) come out zero."""
+    a = _sparse(90, 130, 0.08, dtype, seed=width)
+    a[3] = 0
+    b = torch.randn(130, width, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    csr = _csr(a)
+    got = torch.ops.zoo_kernels.csr_mm(csr.crow_indices(), csr.col_indices(), csr.values(), b)
+    want = torch.sparse.mm(csr, b)
+    assert got.shape == want.shape and torch.equal(got, want)
+    assert not got[3].any()
+
+
+def test_a_stack_multiplies_each_slice_alone(monkeypatch):
+    """``(R, k, m)`` -> ``(R, n, m)``: each slice the product alone (GCN's propagation of stacked
+    replicas), bitwise ``torch.mm`` of that slice, as the fallback computes it."""
+    a = _sparse(50, 50, 0.1, torch.float32, seed=4)
+    x = torch.randn(3, 50, 70, generator=torch.Generator().manual_seed(2))
+    parts = (_csr(a).crow_indices(), _csr(a).col_indices(), _csr(a).values(), 50)
+    got = csr.csr_mm(*parts, x)
+    assert got.shape == (3, 50, 70)
+    for r in range(3):
+        assert torch.equal(got[r], torch.mm(_csr(a), x[r]))
+    monkeypatch.setattr(csr, "compiled_csr_mm", lambda device, dtype: None)
+    assert torch.equal(got, csr.csr_mm(*parts, x))
+
+
+def test_strided_dense_is_read_as_its_values():
+    a = _sparse(40, 70, 0.1, torch.float32, seed=3)
+    b = torch.randn(96, 70)  # read transposed: (70, 96) with strides (1, 70)
+    csr = _csr(a)
+    got = torch.ops.zoo_kernels.csr_mm(csr.crow_indices(), csr.col_indices(), csr.values(), b.t())
+    assert torch.equal(got, torch.sparse.mm(csr, b.t().contiguous()))
+
+
+def test_first_layer_uses_the_kernel_and_keeps_the_bits(monkeypatch):
+    """``sparse_linear.linear`` on stacked weights (forward and weight gradient) runs the compiled
+    kernel, with the numbers of the ``torch.sparse.mm`` path it replaces."""
+    monkeypatch.setattr(sl, "SPARSE_MIN_ELEMENTS", 0)
+    x = _sparse(120, 200, 0.03, torch.float32, seed=7)
+    assert sl._SPARSE.get(x) is not None  # sparse enough for the CSR path
+    w = torch.randn(3, 16, 200, generator=torch.Generator().manual_seed(2), requires_grad=True)
+
+    def run():
+        out = torch.func.vmap(sl.linear, in_dims=(None, 0))(x, w)
+        return out, torch.autograd.grad(out.square().sum(), w)[0]
+
+    calls = []
+    kernel = torch.ops.zoo_kernels.csr_mm
+    monkeypatch.setattr(csr, "compiled_csr_mm", lambda device, dtype: lambda *a: calls.append(1) or kernel(*a))
+    out, grad = run()
+    assert len(calls) == 2  # forward and weight gradient
+    monkeypatch.setattr(csr, "compiled_csr_mm", lambda device, dtype: None)  # torch.sparse.mm
+    ref_out, ref_grad = run()
+    assert torch.equal(out, ref_out) and torch.equal(grad, ref_grad)
