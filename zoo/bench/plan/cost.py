@@ -156,10 +156,9 @@ def _input_copies(work: LayerWork, model: str, kw: Mapping[str, Any]) -> float:
         return 1.0
     name, _, tag = model.partition(".")
     presets = catalogue().get(normalize_name(name), {}).get("presets", {})
-    options = {**work.input_copies, **presets.get(normalize_name(tag), {}), **kw} if tag else {**work.input_copies, **kw}
-    reducers = options["reducers"]
-    count = 1 if isinstance(reducers, str) else len(reducers) if isinstance(reducers, (list, tuple)) else int(reducers)
-    return 1.0 + positive_int(options["hops"], 1) * count
+    options = {**work.input_copies, **(presets.get(normalize_name(tag), {}) if tag else {}), **kw}
+    reducers = options["reducers"]  # one name, or a list of names
+    return 1.0 + positive_int(options["hops"], 1) * (1 if isinstance(reducers, str) else len(reducers))
 
 
 #: node-wise element-wise work per output unit (activation, residual, bias) and per norm
