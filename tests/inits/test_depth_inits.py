@@ -93,9 +93,56 @@ def test_spoginit_terms_follow_their_equations():
         h.remove()
     loss = torch.nn.functional.cross_entropy(out, y)
     g = torch.autograd.grad(loss, [layer.lin.weight for layer in model.layers])
-    assert terms["fsp"] == pytest.approx(((outs[0].norm() / outs[-1].norm() - 1) ** 2).item(), rel=1e-5)
+    # FSP and GEV read the hidden outputs H^1 .. H^{L-1} (the authors' MyGCN.print_all_x), not the logits
+    hidden = outs[:-1]
+    assert terms["fsp"] == pytest.approx(((hidden[0].norm() / hidden[-1].norm() - 1) ** 2).item(), rel=1e-5)
     assert terms["bsp"] == pytest.approx(((g[1].norm() / g[-2].norm() - 1) ** 2).item(), rel=1e-5)
-    assert terms["gev"] == pytest.approx(graph_embedding_variation(outs[-1].detach(), edges).item(), rel=1e-5)
+    assert terms["gev"] == pytest.approx(graph_embedding_variation(hidden[-1].detach(), edges).item(), rel=1e-5)
+    # output_layer=True: the Cora notebook's MyGCN, whose list ends with the logits
+    notebook = SignalPropagation(model, edges, x, SearchOptions(random_data=False, output_layer=True),
+                                 torch.Generator().manual_seed(0)).terms(x, y)
+    assert notebook["fsp"] == pytest.approx(((outs[0].norm() / outs[-1].norm() - 1) ** 2).item(), rel=1e-5)
+    assert notebook["gev"] == pytest.approx(graph_embedding_variation(outs[-1].detach(), edges).item(), rel=1e-5)
+
+
+def test_spoginit_steps_follow_one_probe_as_the_authors_code():
+    """The code's three-probe loop resets its estimate each pass: one direction steers a step,
+    s_l <- s_l - lr sign((M(s + delta z) - M(s)) / (delta z_l))."""
+    torch.manual_seed(0)
+    edges, x = ring(40), torch.randn(40, 6)
+    model = zoo.build("gcn", in_dim=6, out_dim=3, hidden_dim=16, num_layers=5)
+    assert SearchOptions().probes == 1
+    weights = torch.tensor([1.0, -2.0, 3.0, -4.0, 5.0], dtype=torch.float64)
+    norms = []
+
+    def linear_metric(self, xs, ys, gev_in):  # a known M: linear in the layers' weight norms
+        n = torch.stack([layer.lin.weight.detach().norm() for layer in self.model.layers]).double()
+        norms.append(n)
+        return float((weights * n).sum())
+
+    original = SignalPropagation.metric
+    SignalPropagation.metric = linear_metric
+    try:
+        spoginit_search_(model, edges, x, SearchOptions(steps=2, patience=5))
+    finally:
+        SignalPropagation.metric = original
+    assert len(norms) == 4  # per step: M(s) and one probe M(s + delta z)
+    delta_z = norms[1] / norms[0] - 1
+    step = -0.05 * torch.sign(float((weights * (norms[1] - norms[0])).sum()) / delta_z)
+    torch.testing.assert_close(norms[2] / norms[0] - 1, step, atol=1e-5, rtol=0)  # s after the first step
+
+
+def test_spoginit_scales_leave_a_relu_gcn_directions_unchanged():
+    """ReLU is positively homogeneous: per-layer scales only rescale H^l (GEV, directions fixed)."""
+    torch.manual_seed(0)
+    edges, x = ring(40), torch.randn(40, 6)
+    model = zoo.build("gcn", in_dim=6, out_dim=3, hidden_dim=16, num_layers=6, activation="relu")
+    probe = SignalPropagation(model, edges, x, SearchOptions(random_data=False), torch.Generator().manual_seed(0))
+    before = probe.terms(x, probe.fixed[1])["gev"]
+    with torch.no_grad():
+        for layer, f in zip(model.layers, [0.5, 1.7, 0.9, 1.3, 1.1, 0.8]):
+            layer.lin.weight.mul_(f)
+    assert probe.terms(x, probe.fixed[1])["gev"] == pytest.approx(before, rel=1e-4)
 
 
 def test_spoginit_scales_whole_layers_and_keeps_its_best_metric():

@@ -3,32 +3,45 @@ Propagation Perspective" (Wang, Chen, Zhang, Sun, Ding; TMLR 2025, arXiv:2506.16
 
 The abstract names three signal-propagation metrics — forward propagation (FSP), backward
 propagation (BSP) and graph embedding variation (GEV) — and "searching for weight initialization
-variances that optimize the three metrics".  The zoo follows the authors' code
-(``YChen-zzz/Code-for-SPoGInit``, ``spoginit.py``: ``SpogInit.zeroincrease_initialization`` with
-``metric_way="divide_old"``, the setting ``Arxiv_run.py`` uses for plain GCNs); the paper's method
-section could not be read here.  One scale ``s_l`` per layer multiplies that layer's feature
-matrices (``LayerProtocol.outgoing_params()``), starting from the Xavier draw (``s_l = 1``), and a
-zero-order search minimises
+variances that optimize the three metrics".  The paper's method section could not be read here, so
+the zoo follows the authors' code (``YChen-zzz/Code-for-SPoGInit``, ``spoginit.py``:
+``SpogInit.zeroincrease_initialization`` with ``metric_way="divide_old"``, the setting
+``Arxiv_run.py`` uses for plain GCNs, on ``models/model.py``'s ``MyGCN``).  One scale ``s_l`` per
+layer multiplies that layer's feature matrices (``LayerProtocol.outgoing_params()``), starting from
+the Xavier draw (``s_l = 1``), and a zero-order search minimises
 
-.. math:: M(s) = w_1 \Big(\frac{\|X^{1}\|_F}{\|X^{L}\|_F} - 1\Big)^2
+.. math:: M(s) = w_1 \Big(\frac{\|H^{1}\|_F}{\|H^{L-1}\|_F} - 1\Big)^2
                + w_2 \Big(\frac{\|\nabla W^{2}\|_F}{\|\nabla W^{L-1}\|_F} - 1\Big)^2
-               + w_3 \big(\mathrm{GEV}(X^{0}) - \mathrm{GEV}(X^{L})\big)^2,\qquad
+               + w_3 \big(\mathrm{GEV}(X^{0}) - \mathrm{GEV}(H^{L-1})\big)^2,\qquad
           \mathrm{GEV}(X) = \frac{1}{2d} \sum_{k=1}^{d} \frac{x_k^\top (x_k - P x_k)}{x_k^\top x_k}
 
-with ``X^l`` layer ``l``'s output, ``\nabla W^l`` the gradient of a cross-entropy loss against
+with ``H^l`` hidden layer ``l``'s (activated) output — ``MyGCN.print_all_x`` returns the ``L - 1``
+hidden outputs, not the logits (a model with a classifier head has ``L`` hidden outputs; option
+``output_layer=True`` appends the output layer's logits, as the ``MyGCN`` of the authors' Cora
+notebook ``SP_GCN_github.ipynb`` does) — ``\nabla W^l`` the gradient of a cross-entropy loss against
 random labels, ``x_k`` the columns of ``X`` and ``P = D^{-1/2}(A + I)D^{-1/2}`` (GCN's operator).
-Each step estimates ``\partial M / \partial s`` from ``probes`` random directions ``z``
-(``(M(s + delta z) - M(s)) / (delta z probes)``, the code's estimate), moves every ``s_l`` by
-``-lr sign(.)``, multiplies ``lr`` by 0.7 every 20 steps, stops after ``patience`` steps without a
-new best, and keeps the best ``s``.  As the code's default (``generate_data=True``) the metrics
-are measured on Gaussian features and random labels on the real graph, re-drawn each step.
+Each step draws ``probes`` random directions ``z`` and estimates ``\partial M / \partial s`` as
+``sum_z (M(s + delta z) - M(s)) / (delta z probes)``, moves every ``s_l`` by ``-lr sign(.)``,
+multiplies ``lr`` by 0.7 every 20 steps, stops after ``patience`` steps without a new best, and
+keeps the best ``s``.  ``probes`` is 1: the code evaluates three directions but resets its
+estimate inside that loop, so only the last one steers each step (``probes=3`` gives the mean its
+division by 3 intends).  As the code's default (``generate_data=True``) the metrics are measured
+on Gaussian features and random labels on the real graph, re-drawn each step.
 
 Differences from the code (``docs/inits.md``): the loss reads every node (the code: the training
-mask, which an init does not see); the graph is the task's graph as the model normalises it.
+mask, which an init does not see); the graph is the task's graph as the model normalises it; the
+first step always counts as a new best (the code's best starts at 1000, so a metric above 1000
+spends patience).
 
-Options: ``steps`` 40, ``lr`` 0.05, ``patience`` 20, ``w1`` 1, ``w2`` 10, ``w3`` 1, ``probes`` 3,
-``delta`` 1e-5, ``random_data`` True (``False``: the task's features, fixed labels drawn once).
-It needs the graph: it runs at the model's first forward (:mod:`zoo.inits.deferred`).
+Why it cannot help a ReLU GCN without biases: ReLU is positively homogeneous, so multiplying layer
+``l``'s weights by ``s_l > 0`` multiplies every later output by ``prod s_l`` and changes nothing
+else — GEV, the rank and the direction of every ``H^l`` are invariant, only magnitudes move (and
+each ``s_l`` moves at most about 1.2 in 40 steps).  The authors' GCNs use tanh.
+
+Options: ``steps`` 40, ``lr`` 0.05, ``patience`` 20, ``w1`` 1, ``w2`` 10, ``w3`` 1, ``probes`` 1,
+``delta`` 1e-5, ``random_data`` True (``False``: the task's features, fixed labels drawn once),
+``output_layer`` False.  It needs the graph: it runs at the model's first forward
+(:mod:`zoo.inits.deferred`).
 """
 from __future__ import annotations
 
@@ -55,9 +68,10 @@ class SearchOptions:
     w1: float = 1.0
     w2: float = 10.0
     w3: float = 1.0
-    probes: int = 3
+    probes: int = 1
     delta: float = 1e-5
     random_data: bool = True
+    output_layer: bool = False
 
 
 def sym_propagate(edge_index: Tensor, num_nodes: int, x: Tensor) -> Tensor:
@@ -124,11 +138,21 @@ class SignalPropagation:
         mats = [_first_matrix(layer) for layer in self.model.layers]
         grads = torch.autograd.grad(loss, [w for w in mats if w is not None], allow_unused=True)
         grads = [g if g is not None else torch.zeros(()) for g in grads]
-        first, last = outputs[0].detach(), outputs[-1].detach()
+        hidden = signal_outputs(self.model, outputs, self.opts.output_layer)
+        first, last = hidden[0].detach(), hidden[-1].detach()
         fsp = (first.norm() / last.norm().clamp_min(1e-300) - 1) ** 2
         bsp = (grads[1].norm() / grads[-2].norm().clamp_min(1e-300) - 1) ** 2 if len(grads) >= 3 else torch.zeros(())
         gev = graph_embedding_variation(last, records[-1].edge_index)
         return {"fsp": float(fsp), "bsp": float(bsp), "gev": float(gev)}
+
+
+def signal_outputs(model: nn.Module, outputs: List[Tensor], output_layer: bool = False) -> List[Tensor]:
+    """The layer outputs FSP and GEV read: the hidden ones (``H^1 .. H^{L-1}`` when the last layer
+    is the output layer, all ``L`` under a head that decodes them), plus the logits with ``output_layer``."""
+    last_is_output = hasattr(model, "classifier") and model.classifier is None
+    if output_layer or not last_is_output or len(outputs) < 2:
+        return outputs
+    return outputs[:-1]
 
 
 def _scale_layers_(model: nn.Module, factors: Tensor) -> None:
@@ -190,12 +214,12 @@ def records_edges(model: nn.Module, graph: Any, x: Tensor) -> Tensor:
 
 @register_init("spoginit", aliases=("spog", "spog_init", "wang2025"), check=layer_protocol_reasons)
 def spoginit(model: nn.Module, steps: int = 40, lr: float = 0.05, patience: int = 20, w1: float = 1.0,
-             w2: float = 10.0, w3: float = 1.0, probes: int = 3, delta: float = 1e-5,
-             random_data: bool = True) -> None:
+             w2: float = 10.0, w3: float = 1.0, probes: int = 1, delta: float = 1e-5,
+             random_data: bool = True, output_layer: bool = False) -> None:
     """SPoGInit (Wang et al., TMLR 2025; the authors' search): Xavier, then one scale per layer searched on the
     task's graph at the model's first forward (module docstring)."""
     opts = SearchOptions(int(steps), float(lr), int(patience), float(w1), float(w2), float(w3), int(probes),
-                         float(delta), bool(random_data))
+                         float(delta), bool(random_data), bool(output_layer))
     if opts.steps < 1 or opts.probes < 1 or opts.patience < 1 or not opts.lr > 0 or not opts.delta > 0:
         raise ValueError("spoginit: steps, probes and patience must be >= 1, lr and delta > 0")
     if layer_protocol_reasons(model):
