@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from zoo._names import unknown_name_error
 from zoo.graph import Graph, GraphLike, as_graph
+from zoo.ops.segment import neighbour_difference_sum
 
 __all__ = [
     "dirichlet_energy", "laplacian_energy", "relative_energy", "ENERGIES",
@@ -71,8 +72,7 @@ def laplacian_energy(graph: GraphLike, x: Tensor) -> Tensor:
     g = _simple_undirected(graph, x.size(0))
     x = _check(x, g)
     n = g.num_nodes
-    diff = x.index_select(0, g.src) - x.index_select(0, g.dst)  # X(j) - X(i) for j -> i
-    summed = x.new_zeros(x.shape).index_add(0, g.dst, diff)
+    summed = neighbour_difference_sum(x, g.src, g.dst, n)  # sum_{j -> i} X(j) - X(i)
     mu = x.new_zeros(n).index_add(0, g.dst, x.new_ones(g.num_edges)) + 1.0
     delta = summed / mu.unsqueeze(-1)
     return (mu * delta.pow(2).sum(-1)).sum() / n

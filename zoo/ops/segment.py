@@ -20,6 +20,9 @@ from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
 
+_is_functorch_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor",
+                                lambda t: False)
+
 if _HAS_CUSTOM_OPS:
     @torch.library.custom_op("zoo::gather_rows", mutates_args=())
     def _gather_rows(x: Tensor, index: Tensor, dim: int) -> Tensor:
@@ -142,5 +145,43 @@ def segment_softmax(scores: Tensor, index: Tensor, num_segments: int) -> Tensor:
     return weights / (denom + 1e-16)
 
 
+def _edge_kernel(name: str, *tensors: Tensor) -> Any:
+    """The compiled edge op ``name`` when it can serve ``tensors``: CPU float32 / float64 tensors
+    outside any ``torch.func`` transform that need no gradient; else ``None`` (the torch ops)."""
+    t = tensors[0]
+    if t.device.type != "cpu" or t.dtype not in (torch.float32, torch.float64):
+        return None
+    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+        return None  # training: the torch ops and their autograd
+    if any(_is_functorch_wrapped(x) for x in tensors):
+        return None
+    from zoo.ops._compiled.build import load_cpu_kernels
 
-__all__ = ["gather_rows", "segment_sum", "segment_max", "segment_softmax"]
+    return getattr(torch.ops.zoo_kernels, name, None) if load_cpu_kernels() else None
+
+
+def gathered_product(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tensor:
+    """``a[index_a] * b[index_b]`` along dim 0 (``(N, ...)`` -> ``(E, ...)``).
+
+    Without a gradient to record on the CPU, one compiled pass that reads the rows in place (the
+    same numbers: one rounded product per element); otherwise two gathers and a product."""
+    kernel = _edge_kernel("gather_mul", a, b)
+    if kernel is not None:
+        return kernel(a, index_a, b, index_b)
+    return gather_rows(a, index_a) * gather_rows(b, index_b)
+
+
+def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
+    """``sum_{e: dst_e = i} (x[src_e] - x[i])`` per node ``i`` (``(N, C)`` -> ``(num_nodes, C)``).
+
+    Without a gradient to record on the CPU, one compiled pass over the edges in their order (the
+    numbers of the torch ops: ``index_add`` adds each node's rows in edge order from zero);
+    otherwise the two gathers, the difference and :func:`segment_sum`."""
+    kernel = _edge_kernel("neighbour_difference_sum", x)
+    if kernel is not None and x.dim() == 2:
+        return kernel(x, src, dst, num_nodes)
+    return segment_sum(gather_rows(x, src) - gather_rows(x, dst), dst, num_nodes)
+
+
+__all__ = ["gather_rows", "gathered_product", "neighbour_difference_sum", "segment_sum", "segment_max",
+           "segment_softmax"]

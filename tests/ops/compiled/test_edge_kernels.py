@@ -1,0 +1,116 @@
+"""The compiled edge ops without gathered copies (``zoo_kernels.gather_mul``,
+``zoo_kernels.neighbour_difference_sum``) give the torch expressions' bits, and serve only where no
+gradient is recorded: the SAN scores and the Laplacian energy are the same numbers either way."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from zoo.diagnostics.oversmoothing import _simple_undirected, laplacian_energy
+from zoo.ops import segment
+from zoo.ops._compiled import ops
+
+pytestmark = pytest.mark.skipif(not ops.available(torch.device("cpu")),
+                                reason="the C++ kernels could not be built here (no compiler?)")
+
+DTYPES = [torch.float32, torch.float64]
+
+
+def _graph(n, e, seed, sort=False):
+    g = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n, (e,), generator=g), torch.randint(0, n, (e,), generator=g)
+    if sort:
+        order = torch.argsort(dst * n + src)
+        src, dst = src[order], dst[order]
+    return src, dst
+
+
+def _bits(a, b):
+    """The same dtype, shape and bits (NaNs and signed zeros included)."""
+    ints = {torch.float32: torch.int32, torch.float64: torch.int64}[a.dtype]
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.contiguous().view(ints),
+                                                                     b.contiguous().view(ints))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(50, 1, 32), (50, 4, 8), (50, 7), (50, 3, 5)])
+def test_gather_mul_bitwise(dtype, shape):
+    g = torch.Generator().manual_seed(shape[-1])
+    a = torch.randn(*shape, generator=g, dtype=dtype)
+    b = torch.randn(*shape, generator=g, dtype=dtype)
+    src, dst = _graph(shape[0], 400, seed=3)
+    got = torch.ops.zoo_kernels.gather_mul(a, dst, b, src)
+    assert _bits(got, a.index_select(0, dst) * b.index_select(0, src))
+    assert _bits(segment.gathered_product(a, dst, b, src), got)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sort", [False, True])
+def test_neighbour_difference_sum_bitwise(dtype, sort):
+    """index_add's order: each node's rows added in edge order from zero (a node with no edge: 0)."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(60, 33, generator=g, dtype=dtype) * 1e3
+    src, dst = _graph(59, 2000, seed=11, sort=sort)
+    want = x.new_zeros(x.shape).index_add(0, dst, x.index_select(0, src) - x.index_select(0, dst))
+    got = torch.ops.zoo_kernels.neighbour_difference_sum(x, src, dst, 60)
+    assert _bits(got, want)
+    assert _bits(segment.neighbour_difference_sum(x, src, dst, 60), want)
+
+
+def test_kernels_check_indices():
+    x = torch.randn(5, 3)
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.ops.zoo_kernels.gather_mul(x, torch.tensor([0, 5]), x, torch.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.ops.zoo_kernels.neighbour_difference_sum(x, torch.tensor([0, -1]), torch.tensor([0, 1]), 5)
+
+
+def test_with_grad_the_torch_ops_and_their_gradient():
+    """A tensor that records a gradient takes the torch ops (the kernels have no backward)."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(20, 2, 4, generator=g, requires_grad=True)
+    b = torch.randn(20, 2, 4, generator=g)
+    src, dst = _graph(20, 90, seed=1)
+    out = segment.gathered_product(a, dst, b, src)
+    out.sum().backward()
+    want = torch.zeros_like(a).index_add(0, dst, b.index_select(0, src))
+    assert torch.equal(a.grad, want)
+    with torch.no_grad():
+        assert _bits(segment.gathered_product(a, dst, b, src), out.detach())
+    x = torch.randn(20, 3, generator=g, requires_grad=True)
+    s = segment.neighbour_difference_sum(x, src, dst, 20)
+    assert s.requires_grad
+    with torch.no_grad():
+        assert _bits(segment.neighbour_difference_sum(x, src, dst, 20), s.detach())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_laplacian_energy_as_before(dtype):
+    """The energy's numbers are the formula's with the gathered difference and index_add."""
+    g = torch.Generator().manual_seed(5)
+    n = 80
+    edge_index = torch.stack(_graph(n, 600, seed=2))
+    x = torch.randn(n, 16, generator=g, dtype=dtype)
+    graph = _simple_undirected(edge_index, n)
+    diff = x.index_select(0, graph.src) - x.index_select(0, graph.dst)
+    summed = x.new_zeros(x.shape).index_add(0, graph.dst, diff)
+    mu = x.new_zeros(n).index_add(0, graph.dst, x.new_ones(graph.num_edges)) + 1.0
+    delta = summed / mu.unsqueeze(-1)
+    want = (mu * delta.pow(2).sum(-1)).sum() / n
+    assert _bits(laplacian_energy(edge_index, x), want)
+
+
+def test_san_scores_same_with_and_without_grad():
+    """SAN's dot-product scores: the compiled product in a no-grad forward, the torch ops with grad."""
+    from zoo.graph import as_graph
+    from zoo.models.transformer import GraphSelfAttention
+
+    torch.manual_seed(0)
+    n = 40
+    x = torch.randn(n, 16, dtype=torch.float64)
+    graph = as_graph(torch.stack(_graph(n, 300, seed=4)), x, "add")
+    layer = GraphSelfAttention(16, heads=2).double()
+    out, alpha = layer(graph, x)
+    with torch.no_grad():
+        out2, alpha2 = layer(graph, x)
+    assert _bits(alpha2, alpha.detach()) and _bits(out2, out.detach())

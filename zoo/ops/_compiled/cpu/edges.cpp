@@ -1,0 +1,97 @@
+// Edge-wise arithmetic on gathered rows without the gathered copies: each op reads the rows it
+// needs straight from the node tensors instead of materialising x[index] (an (E, C) tensor that
+// leaves the cache on large graphs) and then reading it back.  zoo/ops/segment.py calls them where
+// no gradient is needed (evaluation, the energy diagnostics); training keeps the torch ops.
+//
+//   gather_mul(a, ia, b, ib)[e, ...]  = a[ia[e], ...] * b[ib[e], ...]
+//       the numbers of a.index_select(0, ia) * b.index_select(0, ib): one rounded product each;
+//   neighbour_difference_sum(x, src, dst, n)[i, :] = sum over the edges e with dst[e] = i, in
+//       edge order, of (x[src[e], :] - x[i, :])
+//       the numbers of x.new_zeros(n, C).index_add(0, dst, x[src] - x[dst]): torch's index_add on
+//       the CPU adds each destination's rows in edge order, starting from zero.
+// Every output element is one fixed sequence of operations, whatever the thread count.
+#include <torch/library.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <vector>
+
+// element-wise products and differences: nothing to contract, but keep the rule of sparse.cpp
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace {
+
+using at::Tensor;
+
+void check_index(const Tensor& index, int64_t rows, const char* what) {
+  TORCH_CHECK(index.scalar_type() == at::kLong && index.dim() == 1, "zoo kernels: ", what, " must be an int64 (E,) index");
+  const int64_t* p = index.data_ptr<int64_t>();
+  for (int64_t e = 0; e < index.numel(); ++e)
+    TORCH_CHECK(p[e] >= 0 && p[e] < rows, "zoo kernels: ", what, " holds ", p[e], ", out of range for ", rows, " rows");
+}
+
+Tensor gather_mul(const Tensor& a_, const Tensor& ia_, const Tensor& b_, const Tensor& ib_) {
+  TORCH_CHECK(a_.dim() >= 1 && b_.dim() == a_.dim() && a_.sizes().slice(1) == b_.sizes().slice(1),
+              "gather_mul: a and b must have the same row shape, got ", a_.sizes(), " and ", b_.sizes());
+  TORCH_CHECK(a_.scalar_type() == b_.scalar_type(), "gather_mul: a and b of one dtype");
+  TORCH_CHECK(ia_.numel() == ib_.numel(), "gather_mul: ia and ib must have the same length");
+  const Tensor a = a_.contiguous(), b = b_.contiguous(), ia = ia_.contiguous(), ib = ib_.contiguous();
+  check_index(ia, a.size(0), "ia");
+  check_index(ib, b.size(0), "ib");
+  std::vector<int64_t> shape = a.sizes().vec();
+  shape[0] = ia.numel();
+  Tensor out = at::empty(shape, a.options());
+  const int64_t row = a.size(0) ? a.numel() / a.size(0) : 0;
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "gather_mul", [&] {
+    using T = scalar_t;
+    const T* ap = a.data_ptr<T>(); const T* bp = b.data_ptr<T>(); T* op = out.data_ptr<T>();
+    const int64_t* ja = ia.data_ptr<int64_t>(); const int64_t* jb = ib.data_ptr<int64_t>();
+    at::parallel_for(0, ia.numel(), 256, [&](int64_t e0, int64_t e1) {
+      for (int64_t e = e0; e < e1; ++e) {
+        const T* __restrict pa = ap + ja[e] * row; const T* __restrict pb = bp + jb[e] * row;
+        T* __restrict po = op + e * row;
+        for (int64_t c = 0; c < row; ++c) po[c] = pa[c] * pb[c];
+      }
+    });
+  });
+  return out;
+}
+
+Tensor neighbour_difference_sum(const Tensor& x_, const Tensor& src_, const Tensor& dst_, int64_t n) {
+  TORCH_CHECK(x_.dim() == 2, "neighbour_difference_sum: x must be (N, C), got ", x_.sizes());
+  TORCH_CHECK(src_.numel() == dst_.numel(), "neighbour_difference_sum: src and dst must have the same length");
+  const Tensor x = x_.contiguous(), src = src_.contiguous(), dst = dst_.contiguous();
+  check_index(src, x.size(0), "src");
+  check_index(dst, std::min(n, x.size(0)), "dst");
+  Tensor out = at::zeros({n, x.size(1)}, x.options());
+  const int64_t C = x.size(1), E = src.numel();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "neighbour_difference_sum", [&] {
+    using T = scalar_t;
+    const T* xp = x.data_ptr<T>(); T* op = out.data_ptr<T>();
+    const int64_t* s = src.data_ptr<int64_t>(); const int64_t* d = dst.data_ptr<int64_t>();
+    // one pass in edge order: each output row's additions in the order index_add makes them
+    for (int64_t e = 0; e < E; ++e) {
+      const T* __restrict xu = xp + s[e] * C; const T* __restrict xi = xp + d[e] * C;
+      T* __restrict acc = op + d[e] * C;
+      for (int64_t c = 0; c < C; ++c) acc[c] = acc[c] + (xu[c] - xi[c]);
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
+  m.def("gather_mul(Tensor a, Tensor ia, Tensor b, Tensor ib) -> Tensor");
+  m.def("neighbour_difference_sum(Tensor x, Tensor src, Tensor dst, int n) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
+  m.impl("gather_mul", &gather_mul);
+  m.impl("neighbour_difference_sum", &neighbour_difference_sum);
+}
