@@ -169,13 +169,15 @@ def test_conservation_diagnostics_read_the_new_inits(init):
     torch.manual_seed(0)
     options = {"steps": 2} if init == "spoginit" else None
     model = zoo.build("gatv2", in_dim=5, out_dim=3, hidden_dim=8, num_layers=4, init=init, init_kwargs=options)
-    out = model(ring(12), torch.randn(12, 5))
+    # float64: the identity is exact, and in float32 its rounding grows with the init's weight scale
+    # (G-Init's larger draws on this ring left 1.6e-3 in float32)
+    out = model.double()(ring(12), torch.randn(12, 5, dtype=torch.float64))
     out.square().sum().backward()
     cs = balance(model)
     assert len(cs) == 3 and all(torch.isfinite(c).all() for c in cs)
     # the gradient identity (Eq. 7) holds whatever the init: the law is about gradients, not values
     for delta in gradient_identity(model):
-        assert delta.abs().max().item() < 1e-3
+        assert delta.abs().max().item() < 1e-9
 
 
 def test_loaded_weights_cancel_a_pending_data_init():
