@@ -148,7 +148,9 @@ def training_callbacks(configs: Sequence[Config]) -> List[Any]:
 @dataclass
 class GroupRun:
     """A group of cells made ready to train: its replicas (built, seeded, stacked), the task's view
-    and the :class:`TrainConfig`; ``started``: when the building began (the group's wall time)."""
+    and the :class:`TrainConfig`; ``started``: when the building began (the group's wall time), and
+    ``cpu_started``: this process's CPU time then (:func:`time.process_time`: every thread's user +
+    system time, so torch's intra-op threads count too)."""
 
     configs: List[Config]
     task: Any
@@ -157,6 +159,7 @@ class GroupRun:
     cfg: TrainConfig
     seeds: List[int]
     started: float
+    cpu_started: float = 0.0
 
     def train(self, callbacks: Sequence[Any] = (), labels: Optional[Sequence[str]] = None,
               resume: Optional[ResumeFile] = None) -> List[RunResult]:
@@ -179,7 +182,7 @@ def start_group(configs: Sequence[Config], task: Any, device: torch.device, *, s
     dtype = getattr(torch, configs[0]["run"]["dtype"])
     builders = list(factories) if factories is not None else [model_factory(c, task) for c in configs]
     seeds = [int(c["run"]["seed"]) for c in configs]
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     replicas, view = build_replicas(task, builders, seeds, device, dtype, cfg, stacked, dry_run=trains)
-    return GroupRun(configs, task, replicas, view, cfg, seeds, started)
+    return GroupRun(configs, task, replicas, view, cfg, seeds, started, cpu_started)
 

@@ -58,7 +58,7 @@ from zoo.trainer.graphs import epoch_graphs
 from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
 from zoo.trainer.replicas import Replicas, train_mode_differs
 from zoo.trainer.results import RunResult, run_results
-from zoo.trainer.resume import ResumeFile, restore, snapshot
+from zoo.trainer.resume import ResumeFile, restore, saved_cpu_s, snapshot
 from zoo.trainer.state import LoopState
 from zoo.trainer.stopping import Evaluation, bookkeeping
 from zoo.trainer.views import TransductiveView, loss_function
@@ -95,6 +95,8 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     start = time.perf_counter()
     first_epoch, resumed_s = 0, 0.0
     saved = resume.load() if resume is not None else None
+    resumed_cpu = saved_cpu_s(saved)
+    cpu_start = None if resumed_cpu is None else time.process_time() - resumed_cpu
     if saved is not None:  # the loop's state after epoch ``first_epoch - 1``'s training step
         first_epoch, resumed_s = restore(saved, replicas, optimizer, scheduler, view, state, callbacks)
         start -= resumed_s
@@ -131,13 +133,14 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
         graphs.advance(epoch, ev)
         if saving:
             resume.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
-                                 state, callbacks))
+                                 state, callbacks, cpu_s=None if cpu_start is None else time.process_time() - cpu_start))
 
     for cb in callbacks:
         if callable(getattr(cb, "on_fit_end", None)):
             cb.on_fit_end(seen)
     extra = {"cuda_graphs": graphs.status,
-             **({"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {})}
+             **({"resumed_at_epoch": first_epoch, "resumed_elapsed_s": resumed_s} if first_epoch else {}),
+             **({"resumed_cpu_s": resumed_cpu} if first_epoch and resumed_cpu is not None else {})}
     return run_results(state, replicas, last, time.perf_counter() - start, scheduler, extra)
 
 

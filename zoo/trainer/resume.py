@@ -207,15 +207,26 @@ def restore_params(params: List[Tensor], saved: Sequence[Tensor]) -> List[Tensor
 
 
 def snapshot(next_epoch: int, elapsed_s: float, replicas: Any, optimizer: Any, scheduler: Any, view: Any,
-             loop: Any, callbacks: Sequence[Any] = ()) -> Dict[str, Any]:
-    """The loop's state after training epoch ``next_epoch - 1`` (what :meth:`ResumeFile.save` writes)."""
+             loop: Any, callbacks: Sequence[Any] = (), cpu_s: Optional[float] = None) -> Dict[str, Any]:
+    """The loop's state after training epoch ``next_epoch - 1`` (what :meth:`ResumeFile.save` writes);
+    ``cpu_s``: the process CPU time the loop has used over every sitting so far (left out when unknown:
+    :func:`saved_cpu_s`)."""
     generator = getattr(view, "generator", None)
-    return {"next_epoch": next_epoch, "elapsed_s": elapsed_s, **replicas.state_dict(),
+    return {"next_epoch": next_epoch, "elapsed_s": elapsed_s, **({"cpu_s": cpu_s} if cpu_s is not None else {}),
+            **replicas.state_dict(),
             "optimizer": optimizer.state_dict(),
             "scheduler": tensor_state(scheduler) if scheduler is not None else None,
             "batch_rng": generator.get_state() if generator is not None else None,
             "torch_rng": torch.get_rng_state(), **loop.state_dict(),
             "callbacks": {key: cb.state_dict() for key, cb in stateful_callbacks(callbacks).items()}}
+
+
+def saved_cpu_s(saved: Optional[Mapping[str, Any]]) -> Optional[float]:
+    """The process CPU time the earlier sittings of a resumed loop used: 0 for a fresh start (``saved``
+    None), ``None`` for a state saved without it (their CPU time is unknown, not zero)."""
+    if saved is None:
+        return 0.0
+    return float(saved["cpu_s"]) if saved.get("cpu_s") is not None else None
 
 
 def stateful_callbacks(callbacks: Sequence[Any]) -> Dict[str, Any]:

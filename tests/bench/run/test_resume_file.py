@@ -192,3 +192,35 @@ def test_other_executors_resume_the_checkpoint(tmp_path, data_root, monkeypatch,
     assert {r["resumed_at_epoch"] for r in read_records(out) if r["status"] == "ok"} == {6}
     assert numbers(out) == numbers(straight)
     assert not (out / "checkpoints").exists()
+
+
+def _interrupt_after_second_save(monkeypatch, keep_cpu: bool):
+    real_save = ResumeFile.save
+
+    def save_then_interrupt(self, state):
+        real_save(self, state if keep_cpu else {k: v for k, v in state.items() if k != "cpu_s"})
+        if self.saves == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ResumeFile, "save", save_then_interrupt)
+    return real_save
+
+
+@pytest.mark.parametrize("keep_cpu", [True, False], ids=["cpu-time-saved", "state-without-cpu-time"])
+def test_a_resumed_group_counts_the_cpu_time_of_its_earlier_sittings(tmp_path, data_root, monkeypatch, keep_cpu):
+    """The resume state holds the CPU time used so far, and the resumed group's ``group_cpu_time_s``
+    includes it; a state saved without it (before records carried CPU time) leaves the record without
+    one rather than with the last sitting's alone."""
+    suite, out = parse_suite(SUITE), tmp_path / "broken"
+    real_save = _interrupt_after_second_save(monkeypatch, keep_cpu)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="3ep"))
+    monkeypatch.setattr(ResumeFile, "save", real_save)
+    run_suite(suite, out, RunOptions(device="cpu", quiet=True, resume_every="3ep"))
+    ok = [r for r in read_records(out) if r["status"] == "ok"]
+    assert len(ok) == 3 and {r["resumed_at_epoch"] for r in ok} == {6}
+    assert all(r["group_wall_time_s"] > r["resumed_elapsed_s"] for r in ok)
+    if keep_cpu:
+        assert all(0 < r["resumed_cpu_s"] < r["group_cpu_time_s"] for r in ok)
+    else:
+        assert not any("group_cpu_time_s" in r or "resumed_cpu_s" in r for r in ok)

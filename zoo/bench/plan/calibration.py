@@ -1,10 +1,15 @@
 """Calibrating the cost model (:mod:`zoo.bench.plan.cost`) on finished records: non-negative least
-squares on the relative error, per device kind, and its leave-one-out quality (``zoo bench calibrate``)."""
+squares on the relative error, per device kind, and its leave-one-out quality (``zoo bench calibrate``).
+
+What a group cost: on a GPU its wall time (``group_wall_time_s``); on the CPU the CPU time its process
+used (``group_cpu_time_s``), which a shared machine's load does not inflate as it does the wall time.
+Records written before they carried it have only the wall time: :func:`time_basis` puts those on the
+CPU-time scale by the CPU / wall share the other groups measured, and says how many groups had each."""
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,6 +30,13 @@ class Observation:
     epochs: int            # the group's longest run (the stacked replicas ran that long)
     mode: str
     wall_time_s: float
+    cpu_time_s: Optional[float] = None   # the group's process CPU time, where its records carry it (CPU only)
+    wall_share: float = 1.0              # the factor a group without it takes its wall time by (time_basis)
+
+    @property
+    def seconds(self) -> float:
+        """The time the fit is on: the group's CPU time where known, else its wall time x ``wall_share``."""
+        return self.cpu_time_s if self.cpu_time_s is not None else self.wall_time_s * self.wall_share
 
 
 def device_kind(record: Mapping[str, Any]) -> str:
@@ -34,10 +46,10 @@ def device_kind(record: Mapping[str, Any]) -> str:
 
 
 def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = None) -> List[Observation]:
-    """Finished groups from records (``status`` ok, with ``group_wall_time_s``); a group split by
-    ``--max-replicas`` or run in several sittings is one observation per sitting.  ``device``
-    (``cpu`` / ``cuda``) keeps only the records that ran on that kind: a model is fitted per device,
-    and one GPU group among CPU ones is a 40x outlier."""
+    """Finished groups from records (``status`` ok, with ``group_wall_time_s``, and on the CPU their
+    ``group_cpu_time_s`` where they carry it); a group split by ``--max-replicas`` or run in several
+    sittings is one observation per sitting.  ``device`` (``cpu`` / ``cuda``) keeps only the records that
+    ran on that kind: a model is fitted per device, and one GPU group among CPU ones is a 40x outlier."""
     by: Dict[Tuple[str, str, float], List[Mapping[str, Any]]] = {}
     for r in records:
         if r.get("status", "ok") != "ok" or not r.get("group_wall_time_s"):
@@ -52,8 +64,66 @@ def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = N
         epochs = max(int(r.get("epochs_run") or 0) for r in rs)
         mode = "energy_at_init" if first.get("stop_reason") == "measured" else "train"
         out.append(Observation(suite, group, first["config"], int(first.get("group_size") or len(rs)), epochs, mode,
-                               wall))
+                               wall, _cpu_time(first)))
     return out
+
+
+def _cpu_time(record: Mapping[str, Any]) -> Optional[float]:
+    """A CPU record's ``group_cpu_time_s`` (a GPU group's cost is its wall time: none there)."""
+    value = record.get("group_cpu_time_s")
+    return float(value) if device_kind(record) == "cpu" and value else None
+
+
+#: ``zoo bench calibrate --time``: what the fit is on
+TIME_BASES = ("auto", "cpu", "wall")
+
+
+@dataclass(frozen=True)
+class TimeBasis:
+    """What a fit's times are: ``cpu`` groups on their measured CPU time, ``wall`` groups on their wall
+    time x ``share`` (the median CPU / wall time of the ``cpu`` groups, 1 when there are none)."""
+
+    cpu: int
+    wall: int
+    share: float
+
+    def quantity(self) -> str:
+        """The time the fit predicts, as its leave-one-out line names it."""
+        if not self.wall:
+            return "CPU time"
+        return "wall time" if not self.cpu else f"CPU time; {self.wall} from wall x {self.share:.2f}"
+
+    def short(self) -> str:
+        """For ``fitted_on`` (the estimates print it)."""
+        if not self.cpu or not self.wall:
+            return "times: CPU" if self.cpu else "times: wall"
+        return f"times: CPU ({self.cpu} measured, {self.wall} their wall x {self.share:.3f})"
+
+    def describe(self) -> str:
+        if not self.cpu:
+            return f"all {self.wall} groups on their wall time (no record carries group_cpu_time_s)"
+        text = f"{self.cpu} groups on their CPU time (group_cpu_time_s)"
+        if not self.wall:
+            return text
+        return (f"{text}, {self.wall} without it on their wall time x {self.share:.3f} (the median CPU / wall "
+                "time of the others: a load correction; it does not know code that got faster since)")
+
+
+def time_basis(obs: Sequence[Observation], basis: str = "auto") -> Tuple[List[Observation], TimeBasis]:
+    """``obs`` on one time scale.  ``auto``: each group's CPU time where measured, else its wall time x
+    the median CPU / wall share of the groups that measured both (1 when none did: the fit is then on
+    wall time, as before records carried CPU time); ``cpu``: only the groups with a CPU time;
+    ``wall``: every group on its wall time."""
+    if basis not in TIME_BASES:
+        raise CostModelError(f"unknown time basis {basis!r}: one of {', '.join(TIME_BASES)}")
+    if basis == "wall":
+        out = [replace(o, cpu_time_s=None, wall_share=1.0) for o in obs]
+        return out, TimeBasis(0, len(out), 1.0)
+    measured = [o for o in obs if o.cpu_time_s is not None]
+    if basis == "cpu":
+        return measured, TimeBasis(len(measured), 0, 1.0)
+    share = statistics.median(o.cpu_time_s / o.wall_time_s for o in measured) if measured else 1.0
+    return [replace(o, wall_share=share) for o in obs], TimeBasis(len(measured), len(obs) - len(measured), share)
 
 
 def design(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray]:
@@ -62,7 +132,7 @@ def design(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]]) -
     for o in obs:
         passes = 1.0 if o.mode == "energy_at_init" else o.epochs + 1.0
         xs.append(features(o.config, o.replicas, table, o.mode).vector())
-        ys.append(o.wall_time_s / (passes * o.replicas))
+        ys.append(o.seconds / (passes * o.replicas))
     return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
 
 
@@ -118,39 +188,68 @@ def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_
 
 @dataclass
 class FitQuality:
-    """Leave-one-out errors of group wall time: median and 90th percentile of the factor
-    ``max(pred/actual, actual/pred)``, and R^2 of log wall time."""
+    """Leave-one-out errors of group time (``quantity``: what was predicted, :meth:`TimeBasis.quantity`):
+    median and 90th percentile of the factor ``max(pred/actual, actual/pred)``, and R^2 of log time."""
 
     groups: int
     median_factor: float
     p90_factor: float
     r2_log: float
     unit: str = "groups"   # what a point is: a group, or a suite (leave_one_suite_out)
+    quantity: str = "wall time"
 
     def describe(self) -> str:
         return (f"{self.groups} {self.unit}: median error x{self.median_factor:.2f}, 90th percentile "
-                f"x{self.p90_factor:.2f}, R^2 (log wall time) {self.r2_log:.2f}")
+                f"x{self.p90_factor:.2f}, R^2 (log {self.quantity}) {self.r2_log:.2f}")
 
 
-def quality(actual: Sequence[float], predicted: Sequence[float], unit: str = "groups") -> FitQuality:
+def basis_of(obs: Sequence[Observation]) -> TimeBasis:
+    """The :class:`TimeBasis` of ``obs`` (a part of :func:`time_basis`'s, e.g. the trained groups)."""
+    cpu = sum(o.cpu_time_s is not None for o in obs)
+    shares = {o.wall_share for o in obs if o.cpu_time_s is None}
+    return TimeBasis(cpu, len(obs) - cpu, shares.pop() if len(shares) == 1 else 1.0)
+
+
+def quantity(obs: Sequence[Observation]) -> str:
+    """What ``obs``'s times are (:meth:`TimeBasis.quantity` of them)."""
+    return basis_of(obs).quantity()
+
+
+def quality(actual: Sequence[float], predicted: Sequence[float], unit: str = "groups",
+            quantity: str = "wall time") -> FitQuality:
     la = np.log(np.asarray(actual, dtype=float))
     lp = np.log(np.maximum(np.asarray(predicted, dtype=float), 1e-12))
     factor = np.exp(np.abs(la - lp))
     ss_res = float(((la - lp) ** 2).sum())
     ss_tot = float(((la - la.mean()) ** 2).sum())
     return FitQuality(len(la), float(np.median(factor)), float(np.quantile(factor, 0.9)),
-                      1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"), unit)
+                      1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"), unit, quantity)
 
 
-def leave_one_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
-                  per_suite: bool = True) -> FitQuality:
-    """Each group's wall time predicted by a model fitted on all the others."""
+def leave_one_out_predictions(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
+                              per_suite: bool = True) -> List[float]:
+    """Each group's time predicted by a model fitted on all the others."""
     predicted = []
     for i, o in enumerate(obs):
         model = fit([p for j, p in enumerate(obs) if j != i], table, per_suite)
         epochs = 0 if o.mode == "energy_at_init" else o.epochs
         predicted.append(model.group_seconds([o.config] * o.replicas, epochs, table, o.mode, o.suite))
-    return quality([o.wall_time_s for o in obs], predicted)
+    return predicted
+
+
+def leave_one_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
+                  per_suite: bool = True) -> FitQuality:
+    """Each group's time (:attr:`Observation.seconds`) predicted by a model fitted on all the others."""
+    return quality([o.seconds for o in obs], leave_one_out_predictions(obs, table, per_suite), quantity=quantity(obs))
+
+
+def measured_only(obs: Sequence[Observation], predicted: Sequence[float]) -> Optional[FitQuality]:
+    """The leave-one-out error on the groups whose CPU time was measured alone (their own time, no
+    wall-time correction in it), where the fit also holds groups without one; else ``None``."""
+    pairs = [(o.seconds, p) for o, p in zip(obs, predicted) if o.cpu_time_s is not None]
+    if len(pairs) < 2 or len(pairs) == len(obs):
+        return None
+    return quality([a for a, _ in pairs], [p for _, p in pairs], quantity="measured CPU time")
 
 
 def leave_one_suite_out(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]],
@@ -162,12 +261,12 @@ def leave_one_suite_out(obs: Sequence[Observation], table: Mapping[str, Mapping[
     predicted, actual = [], []
     for suite in sorted({o.suite for o in obs}):
         model = fit([o for o in obs if o.suite != suite], table, per_suite)
-        logs = [(math.log(o.wall_time_s), math.log(max(model.group_seconds(
+        logs = [(math.log(o.seconds), math.log(max(model.group_seconds(
                     [o.config] * o.replicas, 0 if o.mode == "energy_at_init" else o.epochs, table, o.mode, o.suite),
                     1e-12))) for o in obs if o.suite == suite]
         actual.append(math.exp(sum(a for a, _ in logs) / len(logs)))
         predicted.append(math.exp(sum(p for _, p in logs) / len(logs)))
-    return quality(actual, predicted, "suites")
+    return quality(actual, predicted, "suites", quantity(obs))
 
 
 def size_cost(config: Mapping[str, Any], replicas: int, epochs: Optional[int] = None,
@@ -182,8 +281,8 @@ def size_cost(config: Mapping[str, Any], replicas: int, epochs: Optional[int] = 
 
 def proportional_leave_one_out(obs: Sequence[Observation], cost: Sequence[float]) -> FitQuality:
     """The same error for a cost that is only proportional to time (the old ``group_cost``):
-    the scale is the geometric mean of wall / cost over the other groups."""
-    logs = [math.log(o.wall_time_s / max(c, 1e-12)) for o, c in zip(obs, cost)]
+    the scale is the geometric mean of time / cost over the other groups."""
+    logs = [math.log(o.seconds / max(c, 1e-12)) for o, c in zip(obs, cost)]
     total = sum(logs)
     predicted = [c * math.exp((total - lg) / (len(logs) - 1)) for c, lg in zip(cost, logs)]
-    return quality([o.wall_time_s for o in obs], predicted)
+    return quality([o.seconds for o in obs], predicted, quantity=quantity(obs))

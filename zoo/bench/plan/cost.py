@@ -1,8 +1,10 @@
-"""What a group of runs will cost, before running it: a calibrated linear model of wall time.
+"""What a group of runs will cost, before running it: a calibrated linear model of its time (on the
+CPU the CPU time its process uses, which a shared machine's load does not stretch; on a GPU the wall
+time: :mod:`zoo.bench.plan.calibration`).
 
 The work of one replica for one epoch is summarised by four counts read from the cell's
 configuration and the dataset's size (a torch-free table, :data:`DATASET_TABLE`; no data is
-loaded), and the wall time is a fitted linear combination of them::
+loaded), and the time is a fitted linear combination of them::
 
     seconds per replica-epoch = a * dense_macs + b * edge_elements + c * dropout_elements
                                 + d * layers x calls / replicas
@@ -22,8 +24,9 @@ an evaluation forward when dropout makes the training forward unusable for evalu
 then takes ``epochs x replicas x per_replica_epoch`` (stopped replicas of a stacked group are
 still computed, so ``epochs`` is the group's longest run, plus the evaluation of state 0).
 
-A command also pays per process and once at its end, outside every group's ``group_wall_time_s``
-(:mod:`zoo.bench.plan.estimate` adds them; measurements and commands: docs/notes/quick_estimate.md):
+A command also pays per process and once at its end, outside every group's ``group_wall_time_s`` and
+``group_cpu_time_s`` (:mod:`zoo.bench.plan.estimate` adds them; measurements and commands:
+docs/notes/quick_estimate.md):
 
 * :attr:`CostModel.process_start_s`: a fresh Python process imports torch, PyG and the zoo's runner
   before its first group (the driver, and each worker a ``--workers N`` run spawns);

@@ -1,7 +1,7 @@
 """``zoo bench SUITE --estimate``: what a selection of a suite will cost, before running it.
 
-Each pending group's wall time comes from the calibrated cost model (:mod:`zoo.bench.plan.cost`)
-at its *expected* epochs: the suite's cap, or — where the suite stops early (patience, a loss
+Each pending group's time comes from the calibrated cost model (:mod:`zoo.bench.plan.cost`; on the
+CPU a group's CPU time, its wall time on an idle core) at its *expected* epochs: the suite's cap, or — where the suite stops early (patience, a loss
 threshold) and records of the slice exist — the median of the finished groups' epochs.  Groups
 are scheduled as the runner schedules them (longest first, each to the least-loaded worker), so
 the wall time of a slice or of the whole selection is that schedule's makespan.

@@ -104,6 +104,16 @@ def _peak_memory(device: torch.device) -> Tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_max_rss"
 
 
+def _group_cpu_time(run: Any, extra: Dict[str, Any], device: torch.device) -> Optional[float]:
+    """The CPU time the group's process used over the span of ``group_wall_time_s`` (its own CPU time
+    under any executor: the driver's process in-process, a worker's, a Ray worker's, each running one
+    group at a time), with a resumed group's earlier sittings; ``None`` on a GPU (the device's time is
+    the cost there, not the host's) and for a group resumed from a state saved without it."""
+    if device.type != "cpu" or ("resumed_at_epoch" in extra and "resumed_cpu_s" not in extra):
+        return None
+    return time.process_time() - run.cpu_started + float(extra.get("resumed_cpu_s", 0.0))
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -128,11 +138,12 @@ def run_group(mode: str, cells: Sequence[Cell], task: Any, device: torch.device,
     mem, mem_kind = _peak_memory(device)
     # a resumed group: the training time of the sittings before this one counts too
     group_time = time.perf_counter() - run.started + float(results[0].extra.get("resumed_elapsed_s", 0.0))
+    cpu = _group_cpu_time(run, results[0].extra, device)
     payload = weights_payload(save_weights, run.replicas, cells, results)
     out = []
     for cell, res, data in zip(cells, results, payload):
         extra = {"peak_memory_bytes": mem, "peak_memory_kind": mem_kind, "group_wall_time_s": group_time,
-                 "group_size": len(cells)}
+                 **({"group_cpu_time_s": cpu} if cpu is not None else {}), "group_size": len(cells)}
         if data is not None:
             extra["weights_data"] = data  # written beside the record by the driver (_log_outcome)
         out.append((res, extra))

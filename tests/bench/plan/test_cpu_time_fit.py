@@ -1,0 +1,111 @@
+"""The cost model fitted on what a CPU group consumed (``group_cpu_time_s``), not on the wall time a
+loaded machine stretched: records that carry it, records that do not, and ``zoo bench calibrate``
+saying how many groups had each."""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+
+import pytest
+
+from tests.bench.plan.test_cost import TABLE, config, synthetic_observations
+from zoo.bench.plan import calibration, cost
+from zoo.cli import bench_calibrate
+
+TRUTH = [2e-11, 4e-10, 1e-8, 1e-3]
+LOAD = 3.0  # the wall time of a group on the loaded machine: 3x its CPU time
+
+
+def _on_loaded_machine(obs, measured):
+    """``obs`` (times = the model's, exactly) as CPU time of groups whose wall time was ``LOAD`` x longer;
+    the first ``measured`` carry their CPU time, the others only their wall time."""
+    return [replace(o, wall_time_s=LOAD * o.wall_time_s, cpu_time_s=o.wall_time_s if i < measured else None)
+            for i, o in enumerate(obs)]
+
+
+def test_observations_carry_the_cpu_time_of_cpu_records_only():
+    rec = {"status": "ok", "suite": "s", "group": "g", "group_wall_time_s": 10.0, "group_cpu_time_s": 4.0,
+           "group_size": 1, "config": config(), "epochs_run": 40, "stop_reason": "max_epochs",
+           "device": "cpu (x86_64, 2 cores)"}
+    legacy = {k: v for k, v in rec.items() if k != "group_cpu_time_s"} | {"group": "h"}
+    gpu = {**rec, "group": "k", "device": "NVIDIA H200"}  # a GPU's cost is its wall time, whatever it carries
+    by = {o.group: o for o in calibration.observations([rec, legacy, gpu])}
+    assert (by["g"].cpu_time_s, by["g"].seconds) == (4.0, 4.0)
+    assert (by["h"].cpu_time_s, by["h"].seconds) == (None, 10.0)
+    assert (by["k"].cpu_time_s, by["k"].seconds) == (None, 10.0)
+
+
+def test_a_fit_on_mixed_records_is_on_the_cpu_time_scale():
+    """Half the groups carry their CPU time, half only a wall time 3x longer: the groups without it take
+    the measured CPU / wall share, so the fit recovers the CPU-time coefficients (on wall time, or with
+    the wall-only groups taken as they are, it would not)."""
+    obs = synthetic_observations(TRUTH)
+    mixed, basis = calibration.time_basis(_on_loaded_machine(obs, len(obs) // 2))
+    assert (basis.cpu, basis.wall, basis.share) == (len(obs) // 2, len(obs) - len(obs) // 2, pytest.approx(1 / LOAD))
+    model = calibration.fit(mixed, TABLE, per_suite=False)
+    for term, value in zip(cost.TERMS, TRUTH):
+        assert model.coefficients[term] == pytest.approx(value, rel=1e-6)
+    on_wall, _ = calibration.time_basis(_on_loaded_machine(obs, len(obs) // 2), "wall")
+    assert calibration.fit(on_wall, TABLE, per_suite=False).coefficients["dense_macs"] == pytest.approx(
+        LOAD * TRUTH[0], rel=1e-6)
+    assert "18 groups on their CPU time" in basis.describe() and "18 without it" in basis.describe()
+
+
+def test_time_basis_choices():
+    obs = _on_loaded_machine(synthetic_observations(TRUTH), 5)
+    measured, basis = calibration.time_basis(obs, "cpu")
+    assert len(measured) == 5 and (basis.cpu, basis.wall) == (5, 0) and basis.quantity() == "CPU time"
+    walls, basis = calibration.time_basis(obs, "wall")
+    assert [o.seconds for o in walls] == [o.wall_time_s for o in obs] and basis.quantity() == "wall time"
+    assert "no record carries group_cpu_time_s" in calibration.time_basis(walls)[1].describe()
+    with pytest.raises(cost.CostModelError, match="unknown time basis"):
+        calibration.time_basis(obs, "both")
+
+
+def test_leave_one_out_names_what_it_predicts_and_scores_the_measured_groups_alone():
+    obs = synthetic_observations(TRUTH)
+    measured, _ = calibration.time_basis(_on_loaded_machine(obs, len(obs)))
+    assert "R^2 (log CPU time) 1.00" in calibration.leave_one_out(measured, TABLE, per_suite=False).describe()
+    assert calibration.measured_only(measured, [o.seconds for o in measured]) is None  # all measured: the same
+    mixed, _ = calibration.time_basis(_on_loaded_machine(obs, 6))
+    predicted = calibration.leave_one_out_predictions(mixed, TABLE, per_suite=False)
+    alone = calibration.measured_only(mixed, predicted)
+    assert alone.groups == 6 and "(log measured CPU time)" in alone.describe()
+    assert "(log CPU time; 30 from wall x 0.33)" in calibration.leave_one_out(mixed, TABLE, False).describe()
+
+
+def _records(obs, device="cpu (x86_64, 2 cores)"):
+    return [{"status": "ok", "suite": o.suite, "group": o.group, "id": o.group, "config": o.config,
+             "group_size": o.replicas, "epochs_run": o.epochs, "stop_reason": "max_epochs", "device": device,
+             "group_wall_time_s": o.wall_time_s,
+             **({"group_cpu_time_s": o.cpu_time_s} if o.cpu_time_s is not None else {})} for o in obs]
+
+
+def _calibrate(tmp_path, rows, *extra):
+    folder = tmp_path / "records"
+    folder.mkdir(exist_ok=True)
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = bench_calibrate.parser().parse_args([str(folder), "--out", str(tmp_path / "model.json"), *extra])
+    return args.handler(args)
+
+
+def test_calibrate_states_how_many_groups_had_each_time(tmp_path, capsys):
+    obs = _on_loaded_machine(synthetic_observations(TRUTH), 8)
+    assert _calibrate(tmp_path, _records(obs), "--no-suite-factors") == 0
+    entry = json.loads((tmp_path / "model.json").read_text())["devices"]["cpu"]
+    assert "8 groups on their CPU time (group_cpu_time_s), 28 without it on their wall time x 0.333" in entry["time_basis"]
+    assert entry["fitted_on"].endswith("; times: CPU (8 measured, 28 their wall x 0.333)")
+    assert entry["coefficients"]["dense_macs"] == pytest.approx(TRUTH[0], rel=1e-6)
+    assert entry["leave_one_out_measured_cpu"].startswith("8 groups: median error x1.00")
+    assert "of which the groups with a measured CPU time: 8 groups" in capsys.readouterr().out
+
+
+def test_calibrate_on_a_gpu_stays_on_wall_time(tmp_path, capsys):
+    obs = _on_loaded_machine(synthetic_observations(TRUTH), 36)
+    assert _calibrate(tmp_path, _records(obs, "NVIDIA H200"), "--device", "cuda", "--no-suite-factors") == 0
+    entry = json.loads((tmp_path / "model.json").read_text())["devices"]["cuda"]
+    assert entry["fitted_on"].endswith("; times: wall") and "all 36 groups on their wall time" in entry["time_basis"]
+    assert entry["coefficients"]["dense_macs"] == pytest.approx(LOAD * TRUTH[0], rel=1e-6)
+    assert _calibrate(tmp_path, _records(obs, "NVIDIA H200"), "--device", "cuda", "--time", "cpu") != 0
+    assert "its wall time" in capsys.readouterr().err
