@@ -17,6 +17,9 @@ from zoo import build as _build_module  # torch-free; bound now so ``zoo.build``
 from zoo._names import normalize_name
 
 from zoo._version import __version__  # noqa: E402  (a leaf: model files record it without importing zoo)
+from zoo import _pyg_compat
+
+_pyg_compat.install()  # PyG without its torch._dynamo import (zoo/_pyg_compat.py)
 
 #: public name -> the module that defines it (imported, with the model families, on first use)
 _LAZY = {

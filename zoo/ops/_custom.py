@@ -1,4 +1,5 @@
-"""Plumbing shared by the edge operations: custom-op availability, batched-tensor test, and the
+"""Plumbing shared by the edge operations: custom-op availability and definition (:func:`custom_op`:
+no ``torch._dynamo`` import until something else imports it), batched-tensor test, and the
 helpers the ``torch.func.vmap`` rules use to fold the replica dimension into the heads.
 
 The zoo trains many replicas of one architecture at once by vmapping a functional call over
@@ -7,9 +8,10 @@ cost) and a custom op whose vmap rule runs the op once on the physical tensor.
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from contextlib import contextmanager, nullcontext
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -43,6 +45,44 @@ def custom_ops_disabled() -> Iterator[None]:
         yield
     finally:
         _Switch.active = before
+
+
+def custom_op(name: str) -> Callable[[Callable[..., Any]], Any]:
+    """``torch.library.custom_op(name, mutates_args=())`` whose kernel imports ``torch._dynamo`` only
+    once something else has (:func:`defer_dynamo`)."""
+    def define(fn: Callable[..., Any]) -> Any:
+        return defer_dynamo(torch.library.custom_op(name, mutates_args=())(fn))
+    return define
+
+
+def defer_dynamo(op: Any) -> Any:
+    """``op`` (a ``torch.library.custom_op``) with its kernels run outside ``torch._dynamo``'s
+    ``disable`` for as long as ``torch._dynamo`` is not imported; returns ``op``.
+
+    torch wraps a custom op's kernels in ``torch._disable_dynamo``, which imports ``torch._dynamo``
+    (with sympy and the compiler's modules) at the first call, so that a compiled region does not trace
+    into the kernel; the wrapper skips the import when the kernel carries its own ``__dynamo_disable``.
+    Until ``torch._dynamo`` is imported nothing can be compiling, so the kernel is called as it is;
+    from the first call after that import on, torch's wrapper takes over (it builds and keeps its
+    ``disable``).  On a torch whose custom ops are built otherwise this changes nothing (the ops then
+    import ``torch._dynamo`` as before; tests/ops/test_custom_op_dynamo.py says so).
+    """
+    for kernel in list(getattr(op, "_backend_fns", {}).values()):
+        raw = getattr(kernel, "__wrapped__", None)
+        if raw is not None and getattr(raw, "__dynamo_disable", None) is None:
+            setattr(raw, "__dynamo_disable", _until_dynamo(raw, kernel))
+    return op
+
+
+def _until_dynamo(raw: Callable[..., Any], kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """``raw`` itself while ``torch._dynamo`` is not imported; after that, hands over to torch's
+    ``kernel`` wrapper (it then disables dynamo inside ``raw`` as usual)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if "torch._dynamo" not in sys.modules:
+            return raw(*args, **kwargs)
+        vars(raw).pop("__dynamo_disable", None)
+        return kernel(*args, **kwargs)
+    return call
 
 
 def under_vmap(t: Optional[Tensor]) -> bool:
@@ -95,5 +135,5 @@ def shared_graph(dst_dim: Optional[int], order_dims: Sequence[Optional[int]]) ->
                          "(vmap over parameters and features, not over edge indices)")
 
 
-__all__ = ["HAS_CUSTOM_OPS", "custom_ops_active", "custom_ops_disabled", "under_vmap", "is_batched",
-           "vmap_without_rules", "quiet_sparse", "no_vmap_randomness", "fold", "unfold", "shared_graph"]
+__all__ = ["HAS_CUSTOM_OPS", "custom_op", "defer_dynamo", "custom_ops_active", "custom_ops_disabled", "under_vmap",
+           "is_batched", "vmap_without_rules", "quiet_sparse", "no_vmap_randomness", "fold", "unfold", "shared_graph"]

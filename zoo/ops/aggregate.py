@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import fold as _fold
 from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._custom import quiet_sparse as _quiet
@@ -167,7 +168,7 @@ class _EdgeAttention(torch.autograd.Function):
 
 if _HAS_CUSTOM_OPS:
     # Under vmap: custom ops whose vmap rules fold the replica dimension into the heads.
-    @torch.library.custom_op("zoo::edge_attention", mutates_args=())
+    @_custom_op("zoo::edge_attention")
     def _edge_attention(scores: Tensor, x: Tensor, dst: Tensor, orders: List[Tensor], num_nodes: int,
                         keep: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         return _forward(scores, x, dst, orders, num_nodes, keep)
@@ -178,7 +179,7 @@ if _HAS_CUSTOM_OPS:
         return x.new_empty(x.shape), scores.new_empty(scores.shape)
 
 
-    @torch.library.custom_op("zoo::edge_attention_backward", mutates_args=())
+    @_custom_op("zoo::edge_attention_backward")
     def _edge_attention_bwd(grad_out: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, x: Tensor,
                             dst: Tensor, orders: List[Tensor], keep: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         return _backward(grad_out, grad_alpha, alpha, x, dst, orders, keep)

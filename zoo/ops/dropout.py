@@ -11,9 +11,10 @@ from torch import Tensor
 
 from zoo.ops._constant_cache import ConstantCache
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
-from zoo.ops._custom import no_vmap_randomness as _no_vmap_randomness
 from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops._custom import no_vmap_randomness as _no_vmap_randomness
 from zoo.ops._custom import under_vmap
 from zoo.ops.sparse_input import SparseInput
 
@@ -153,7 +154,7 @@ def replica_randomness(rng: ReplicaRandomness, token: Tensor) -> Iterator[None]:
 
 
 if _HAS_CUSTOM_OPS:
-    @torch.library.custom_op("zoo::replica_dropout_mask", mutates_args=())
+    @_custom_op("zoo::replica_dropout_mask")
     def _replica_mask(like: Tensor, token: Tensor, p: float) -> Tensor:
         return _ACTIVE[-1][0].mask(_ACTIVE[-1][0].indices(token)[0], like, p)
 
@@ -176,7 +177,7 @@ if _HAS_CUSTOM_OPS:
     torch.library.register_vmap("zoo::replica_dropout_mask", _replica_mask_vmap)
 
 
-    @torch.library.custom_op("zoo::replica_sparse_dropout", mutates_args=())
+    @_custom_op("zoo::replica_sparse_dropout")
     def _replica_sparse_dropout(x: Tensor, token: Tensor, p: float) -> Tensor:
         rng = _ACTIVE[-1][0]
         return rng.sparse_dropped(rng.indices(token)[0], _SPARSE_INPUTS.get(x), p, remember=False)

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops.aggregate import graph_orders
 from zoo.ops.csr import csr_mm
@@ -34,7 +35,7 @@ from zoo.ops.segment import gather_rows, segment_sum
 
 
 if _HAS_CUSTOM_OPS:
-    @torch.library.custom_op("zoo::csr_propagate", mutates_args=())
+    @_custom_op("zoo::csr_propagate")
     def _csr_propagate(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
                        x: Tensor, replicas_first: bool = False) -> Tensor:
         """``A @ x`` for ``x`` ``(N, ...)`` (trailing dims flattened into columns); ``replicas_first``:

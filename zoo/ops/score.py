@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import fold as _fold
 from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._custom import shared_graph as _shared_graph
@@ -119,7 +120,7 @@ class _GATv2Score(torch.autograd.Function):
 
 if _HAS_CUSTOM_OPS:
 
-    @torch.library.custom_op("zoo::gatv2_score", mutates_args=())
+    @_custom_op("zoo::gatv2_score")
     def _gatv2_score(x_src: Tensor, x_dst: Optional[Tensor], att: Tensor, src: Tensor, dst: Tensor,
                      slope: float) -> Tuple[Tensor, Tensor]:
         return _forward(x_src, x_dst, att, src, dst, slope)
@@ -131,7 +132,7 @@ if _HAS_CUSTOM_OPS:
         return x_src.new_empty((e,) + tuple(x_src.shape[1:-1])), x_src.new_empty((e,) + tuple(x_src.shape[1:]))
 
 
-    @torch.library.custom_op("zoo::gatv2_score_backward", mutates_args=())
+    @_custom_op("zoo::gatv2_score_backward")
     def _gatv2_score_bwd(grad: Tensor, y: Tensor, att: Tensor, src: Tensor, dst: Tensor, num_nodes: int,
                          slope: float, shared: bool) -> Tuple[Tensor, Tensor, Tensor]:
         grad_src, grad_dst, grad_att = _backward(grad, y, att, src, dst, num_nodes, slope, shared)
@@ -226,7 +227,7 @@ class _GATEdgeScores(torch.autograd.Function):
 
 
 if _HAS_CUSTOM_OPS:
-    @torch.library.custom_op("zoo::gat_edge_scores", mutates_args=())
+    @_custom_op("zoo::gat_edge_scores")
     def _gat_edge_scores(score_src: Tensor, score_dst: Tensor, src: Tensor, dst: Tensor, slope: float) -> Tensor:
         return _gat_forward(score_src, score_dst, src, dst, slope)
 
@@ -236,7 +237,7 @@ if _HAS_CUSTOM_OPS:
         return score_src.new_empty((src.numel(),) + tuple(score_src.shape[1:]))
 
 
-    @torch.library.custom_op("zoo::gat_edge_scores_backward", mutates_args=())
+    @_custom_op("zoo::gat_edge_scores_backward")
     def _gat_edge_scores_bwd(grad: Tensor, e: Tensor, src: Tensor, dst: Tensor, num_nodes: int,
                              slope: float) -> Tuple[Tensor, Tensor]:
         return _gat_backward(grad, e, src, dst, num_nodes, slope)

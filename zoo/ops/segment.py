@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
 
@@ -24,12 +25,12 @@ _is_functorch_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_funct
                                 lambda t: False)
 
 if _HAS_CUSTOM_OPS:
-    @torch.library.custom_op("zoo::gather_rows", mutates_args=())
+    @_custom_op("zoo::gather_rows")
     def _gather_rows(x: Tensor, index: Tensor, dim: int) -> Tensor:
         return x.index_select(dim, index)
 
 
-    @torch.library.custom_op("zoo::scatter_rows", mutates_args=())
+    @_custom_op("zoo::scatter_rows")
     def _scatter_rows(src: Tensor, index: Tensor, dim: int, size: int) -> Tensor:
         shape = list(src.shape)
         shape[dim] = size

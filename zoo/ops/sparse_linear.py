@@ -11,6 +11,7 @@ from torch import Tensor
 
 from zoo.ops._constant_cache import ConstantCache
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
+from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops.csr import csr_mm
@@ -49,7 +50,7 @@ def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -
 
 
 if _HAS_CUSTOM_OPS:
-    @torch.library.custom_op("zoo::csr_linear", mutates_args=())
+    @_custom_op("zoo::csr_linear")
     def _csr_linear(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
                     weight: Tensor) -> Tensor:
         return csr_mm(crow, col, val, crow_t.numel() - 1, weight.t())
