@@ -4,7 +4,7 @@
 ``torch._dynamo`` (with sympy and the compiler's modules) only to name ``OptimizedModule``, the
 wrapper class of ``torch.compile``d modules, for ``is_torch_instance``.  That import is the larger
 part of ``import torch_geometric``, and a zoo process that compiles nothing never needs it
-(docs/notes/performance.md, "The start-up without torch._dynamo").
+(docs/notes/performance.md, "The Cornell process without torch._dynamo").
 
 :func:`install` (run by ``import zoo``) puts a finder first on ``sys.meta_path`` that loads
 ``torch_geometric.isinstance``, when PyG imports it, as a module whose :func:`is_torch_instance`

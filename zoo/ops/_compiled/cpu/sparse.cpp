@@ -8,7 +8,7 @@
 // their order, each product rounded before it is added (no fused multiply-add).  That is the order
 // of MKL's CSR product, which torch.sparse.mm runs on x86 builds: the results are bitwise the same
 // (tests/ops/compiled/test_sparse_mm.py), so records made with either agree.
-// Speed: B's columns are taken in blocks of 8 SIMD vectors whose sums stay in registers across a
+// Speed: B's columns are taken in blocks of 4 or 8 SIMD vectors whose sums stay in registers across a
 // row's entries (one store per block), and every row is run over one block before the next, so
 // that block of B is read from cache, not memory.  One task per range of rows: every output
 // element is written by one task, whatever the thread count.
@@ -29,14 +29,22 @@ namespace {
 
 using at::Tensor;
 
-// 8 vectors of 32 bytes: 64 floats or 32 doubles a block (GCC / clang vector extensions; on a
-// CPU without 32-byte SIMD the compiler splits each into narrower ones, same arithmetic).
-constexpr int kVectors = 8;
+// A block is 256 bytes of a row of B, 64 floats or 32 doubles: 4 vectors of 64 bytes where the CPU
+// has AVX-512 (faster on the first layer's products: docs/notes/performance.md, "The Cornell
+// process without torch._dynamo"), else 8 of 32 bytes (GCC / clang vector extensions; on a CPU
+// without 32-byte SIMD the compiler splits each into narrower ones).  Every lane sums its own
+// column in the order above, so the width changes no bit of the result.
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64;
+#else
+constexpr int kVectorBytes = 32;
+#endif
+constexpr int kVectors = 256 / kVectorBytes;
 
 template <typename T>
 struct Simd {
-  typedef T V __attribute__((vector_size(32)));
-  static constexpr int64_t kLanes = 32 / sizeof(T);
+  typedef T V __attribute__((vector_size(kVectorBytes)));
+  static constexpr int64_t kLanes = kVectorBytes / sizeof(T);
   static inline V load(const T* p) { V v; std::memcpy(&v, p, sizeof(V)); return v; }
   static inline void store(T* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
 };
