@@ -359,3 +359,40 @@ def test_opcheck_with_a_keep_mask(family):
     out, alpha, lse = fwd(*fixed, *graph, 0.2, False, keep)
     torch.library.opcheck(bwd, (torch.randn_like(out), torch.randn_like(alpha), *fixed, out, lse, *graph, 0.2, False,
                                 keep))
+
+
+def test_a_strided_tensor_passed_three_times_is_copied_once_with_the_same_bits(monkeypatch):
+    """GATv2 with shared weights passes one tensor as x_src, x_dst and values; after the first layer's
+    CSR product it is ``(N, R, H, C)`` (replica dim 1).  The op gets one contiguous replica-first copy
+    for all three, forward and backward (before: the op copied each argument, and again in the
+    backward), and the outputs and gradients are bitwise those of three strided views."""
+    from zoo.ops._compiled import rules
+
+    case = make_inputs("gatv2", heads=2, channels=4, dtype=torch.float32)
+    att = _stack({"att": case["tensors"]["att"]}, 3)["att"]
+    x = torch.randn(case["n"], 3, 2, 4, generator=torch.Generator().manual_seed(2)).requires_grad_()
+    f = vmap(lambda x, a: _fused("gatv2", case)(x, x, x, a), in_dims=(1, 0))
+    kernels = torch.ops.zoo_kernels
+    seen = []
+    for name in ("gatv2_forward", "gatv2_backward"):
+        def spy(*args, _op=getattr(kernels, name), _name=name):
+            first = 0 if _name == "gatv2_forward" else 2
+            if args[first].dim() == 4:  # the physical call (the logical one sees (N, H, C))
+                seen.append((_name, [args[first + i].is_contiguous() for i in range(3)],
+                             len({args[first + i].data_ptr() for i in range(3)})))
+            return _op(*args)
+        monkeypatch.setattr(kernels, name, spy)
+
+    def run():
+        out, alpha = f(x, att)
+        return (out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), (x, att)))
+
+    now = run()
+    assert seen == [("gatv2_forward", [True] * 3, 1), ("gatv2_backward", [True] * 3, 1)]
+    monkeypatch.setattr(rules, "_firsts", lambda ts, dims, b, merge: [rules._first(t, d, b, merge)
+                                                                       for t, d in zip(ts, dims)])
+    seen.clear()
+    before = run()
+    assert seen == [("gatv2_forward", [False] * 3, 1), ("gatv2_backward", [False] * 3, 1)]
+    for a, b in zip(now, before):
+        assert torch.equal(a, b)

@@ -46,6 +46,27 @@ def _first(t: Optional[Tensor], dim: Optional[int], batch: int, merge: bool) -> 
     return t.flatten(0, 1) if merge else t
 
 
+def _firsts(ts: Sequence[Optional[Tensor]], dims: Sequence[Optional[int]], batch: int,
+            merge: bool) -> Sequence[Optional[Tensor]]:
+    """:func:`_first` of each argument, with one contiguous copy of a tensor whose replica-first view
+    is strided (the first layer's CSR product hands back ``(N, R, C)``): the op would copy each such
+    argument itself, once per argument (GATv2 with shared weights passes one tensor three times)
+    and again in its backward (the saved views).  Each argument keeps a view of its own, so the
+    autograd graph, and the order in which the gradients of a tensor passed several times are
+    summed, stay as without the copy."""
+    copies: dict = {}
+    out = []
+    for t, d in zip(ts, dims):
+        v = _first(t, d, batch, merge)
+        if v is not None and not v.is_contiguous():
+            key = (id(t), d)
+            if key not in copies:
+                copies[key] = v.contiguous()
+            v = copies[key].movedim(0, 0)
+        out.append(v)
+    return out
+
+
 #: How the C++ ops run R replicas (the same numbers every way: each head is computed on its own):
 #: * all replicas' values fit this many bytes: one call, replicas first, all replicas per group
 #:   of rows (Cornell);
@@ -215,7 +236,7 @@ def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> 
             return None  # rows of all replicas side by side: one contiguous read per edge
         outer = not _fold_fits(values, value_dim, b)
         keep, keep_dim = _keep(args, dims, tensors + graph_args + 1)
-        results = op(*[_first(t, d, b, nested) for t, d in zip(args[:tensors], dims[:tensors])],
+        results = op(*_firsts(args[:tensors], dims[:tensors], b, nested),
                      *args[tensors:tensors + graph_args + 1], outer, _first(keep, keep_dim, b, nested))
         if nested:
             results = tuple(r.unflatten(0, (b, -1)) for r in results)
