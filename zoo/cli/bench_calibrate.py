@@ -3,9 +3,10 @@ leave-one-out error, write it.  A subcommand of ``zoo bench`` (:mod:`zoo.cli.ben
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn
+from typing import Any, Dict, List, NoReturn, Tuple
 
 from zoo.cli.args import user_path
 from zoo.cli.errors import EXIT_ERROR, os_error
@@ -45,9 +46,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = [r for path in args.records for r in records.read_records(path)]
         table = cost.load_dataset_table()
-        every = _observations(rows, args.device, args.time)
+        every, basis = _observations(rows, args.device, args.time)
         obs = [o for o in every if o.mode == "train"]
-        basis = calibration.basis_of(obs)
+        cpu = sum(o.cpu_time_s is not None for o in obs)
+        basis = dataclasses.replace(basis, cpu=cpu, wall=len(obs) - cpu)  # the trained groups' counts
         per_suite = not args.no_suite_factors
         devices = sorted({str(r.get("device") or "cpu") for r in rows
                           if calibration.device_kind(r) == args.device.split(":")[0]})
@@ -64,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _observations(rows: List[Dict[str, Any]], device: str, basis: str) -> List[Any]:
-    """The records' groups that ran on ``device``'s kind, on one time scale
+def _observations(rows: List[Dict[str, Any]], device: str, basis: str) -> Tuple[List[Any], Any]:
+    """The records' groups that ran on ``device``'s kind, on one time scale, and what it is
     (:func:`zoo.bench.plan.calibration.time_basis`; a GPU's groups on their wall time)."""
     from zoo.bench.plan import calibration
 
@@ -74,7 +76,7 @@ def _observations(rows: List[Dict[str, Any]], device: str, basis: str) -> List[A
         if basis == "cpu":
             raise ValueError(f"--time cpu: a {device} group's cost is its wall time (its records carry no CPU time)")
         basis = "wall"
-    return calibration.time_basis(every, basis)[0]
+    return calibration.time_basis(every, basis)
 
 
 def _qualities(obs: List[Any], table: Any, per_suite: bool) -> Dict[str, str]:

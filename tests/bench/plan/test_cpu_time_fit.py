@@ -52,6 +52,42 @@ def test_a_fit_on_mixed_records_is_on_the_cpu_time_scale():
     assert "18 groups on their CPU time" in basis.describe() and "18 without it" in basis.describe()
 
 
+def test_groups_run_again_with_their_cpu_time_set_the_share_of_the_others():
+    """Earlier records: wall only, from slower code (2x) on a loaded machine (3x). Six of their groups run
+    again with the new code on a less loaded machine (wall 1.5x its CPU time): the share matched on those
+    six (CPU time now / wall time then) puts every other group on the new code's CPU time; the re-run
+    groups' own CPU / wall share would not (it knows neither the earlier load nor the speed-up)."""
+    obs = synthetic_observations(TRUTH)
+    earlier = [replace(o, wall_time_s=2 * LOAD * o.wall_time_s) for o in obs]
+    again = [replace(o, wall_time_s=1.5 * o.wall_time_s, cpu_time_s=o.wall_time_s) for o in obs[:6]]
+    fitted, basis = calibration.time_basis(earlier + again)
+    assert (basis.cpu, basis.wall, basis.matched, basis.share) == (6, 30, 6, pytest.approx(1 / (2 * LOAD)))
+    assert len({(o.suite, o.group) for o in fitted}) == len(fitted) == 36  # a group run again counts once
+    model = calibration.fit(fitted, TABLE, per_suite=False)
+    for term, value in zip(cost.TERMS, TRUTH):
+        assert model.coefficients[term] == pytest.approx(value, rel=1e-6)
+    assert "run again (6 groups: s x0.167;" in basis.describe()
+    assert calibration.wall_shares(earlier[6:] + again) == ({}, pytest.approx(1 / 1.5), 0)  # none matched: their own
+
+
+def test_each_suite_run_again_takes_its_own_share():
+    """The load and the speed-up differ between suites: a suite with groups run again takes its own
+    share, a suite without the median of those."""
+    obs = synthetic_observations(TRUTH)
+
+    def suite(name, slower, rerun):
+        earlier = [replace(o, suite=name, wall_time_s=slower * o.wall_time_s) for o in obs]
+        return earlier + [replace(o, suite=name, cpu_time_s=o.wall_time_s) for o in obs[:rerun]]
+
+    fitted, basis = calibration.time_basis(suite("a", 6.0, 6) + suite("b", 2.0, 3) + suite("c", 4.0, 0))
+    assert basis.suites == {"a": pytest.approx(1 / 6), "b": pytest.approx(1 / 2)}
+    assert basis.share == pytest.approx(1 / 3) and basis.matched == 9
+    assert {o.suite: o.wall_share for o in fitted if o.cpu_time_s is None} == {
+        "a": pytest.approx(1 / 6), "b": pytest.approx(1 / 2), "c": pytest.approx(1 / 3)}
+    model = calibration.fit([o for o in fitted if o.suite != "c"], TABLE, per_suite=False)
+    assert model.coefficients["edge_elements"] == pytest.approx(TRUTH[1], rel=1e-6)
+
+
 def test_time_basis_choices():
     obs = _on_loaded_machine(synthetic_observations(TRUTH), 5)
     measured, basis = calibration.time_basis(obs, "cpu")
@@ -72,7 +108,7 @@ def test_leave_one_out_names_what_it_predicts_and_scores_the_measured_groups_alo
     predicted = calibration.leave_one_out_predictions(mixed, TABLE, per_suite=False)
     alone = calibration.measured_only(mixed, predicted)
     assert alone.groups == 6 and "(log measured CPU time)" in alone.describe()
-    assert "(log CPU time; 30 from wall x 0.33)" in calibration.leave_one_out(mixed, TABLE, False).describe()
+    assert "(log CPU time; 30 from wall)" in calibration.leave_one_out(mixed, TABLE, False).describe()
 
 
 def _records(obs, device="cpu (x86_64, 2 cores)"):
@@ -82,12 +118,26 @@ def _records(obs, device="cpu (x86_64, 2 cores)"):
              **({"group_cpu_time_s": o.cpu_time_s} if o.cpu_time_s is not None else {})} for o in obs]
 
 
-def _calibrate(tmp_path, rows, *extra):
-    folder = tmp_path / "records"
-    folder.mkdir(exist_ok=True)
-    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = bench_calibrate.parser().parse_args([str(folder), "--out", str(tmp_path / "model.json"), *extra])
+def _calibrate(tmp_path, rows, *extra, folders=None):
+    """``zoo bench calibrate`` of ``rows`` in one records folder (or ``folders``: name -> rows)."""
+    paths = []
+    for name, part in (folders or {"records": rows}).items():
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+        paths.append(str(tmp_path / name))
+    args = bench_calibrate.parser().parse_args([*paths, "--out", str(tmp_path / "model.json"), *extra])
     return args.handler(args)
+
+
+def test_calibrate_matches_groups_run_again_across_folders(tmp_path, capsys):
+    obs = synthetic_observations(TRUTH)
+    earlier = _records([replace(o, wall_time_s=2 * LOAD * o.wall_time_s) for o in obs])
+    again = _records([replace(o, wall_time_s=1.5 * o.wall_time_s, cpu_time_s=o.wall_time_s) for o in obs[:6]])
+    assert _calibrate(tmp_path, None, "--no-suite-factors", folders={"earlier": earlier, "again": again}) == 0
+    entry = json.loads((tmp_path / "model.json").read_text())["devices"]["cpu"]
+    assert entry["fitted_on"].startswith("36 trained groups in 2 records folder(s)")
+    assert "run again (6 groups: s x0.167;" in entry["time_basis"]
+    assert entry["coefficients"]["dense_macs"] == pytest.approx(TRUTH[0], rel=1e-6)
 
 
 def test_calibrate_states_how_many_groups_had_each_time(tmp_path, capsys):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -81,23 +81,27 @@ TIME_BASES = ("auto", "cpu", "wall")
 @dataclass(frozen=True)
 class TimeBasis:
     """What a fit's times are: ``cpu`` groups on their measured CPU time, ``wall`` groups on their wall
-    time x ``share`` (the median CPU / wall time of the ``cpu`` groups, 1 when there are none)."""
+    time x a share (:func:`wall_shares`): their suite's own in ``suites`` (suites with groups run again,
+    ``matched`` groups in all), else ``share``."""
 
     cpu: int
     wall: int
     share: float
+    matched: int = 0
+    suites: Mapping[str, float] = field(default_factory=dict)
 
     def quantity(self) -> str:
         """The time the fit predicts, as its leave-one-out line names it."""
         if not self.wall:
             return "CPU time"
-        return "wall time" if not self.cpu else f"CPU time; {self.wall} from wall x {self.share:.2f}"
+        return "wall time" if not self.cpu else f"CPU time; {self.wall} from wall"
 
     def short(self) -> str:
         """For ``fitted_on`` (the estimates print it)."""
         if not self.cpu or not self.wall:
             return "times: CPU" if self.cpu else "times: wall"
-        return f"times: CPU ({self.cpu} measured, {self.wall} their wall x {self.share:.3f})"
+        own = f", in {len(self.suites)} suite(s) their own" if self.suites else ""
+        return f"times: CPU ({self.cpu} measured, {self.wall} their wall x {self.share:.3f}{own})"
 
     def describe(self) -> str:
         if not self.cpu:
@@ -105,15 +109,55 @@ class TimeBasis:
         text = f"{self.cpu} groups on their CPU time (group_cpu_time_s)"
         if not self.wall:
             return text
-        return (f"{text}, {self.wall} without it on their wall time x {self.share:.3f} (the median CPU / wall "
-                "time of the others: a load correction; it does not know code that got faster since)")
+        if not self.matched:
+            return (f"{text}, {self.wall} without it on their wall time x {self.share:.3f} (the median CPU / wall time "
+                    "of the measured groups: their load; it does not know code that got faster since)")
+        own = ", ".join(f"{k} x{v:.3f}" for k, v in sorted(self.suites.items()))
+        return (f"{text}, {self.wall} without it on their wall time x their suite's median of CPU time / earlier wall "
+                f"time over its groups run again ({self.matched} groups: {own}; the earlier load and the code's "
+                f"speed-up since), x{self.share:.3f} in the other suites (the median of those)")
+
+
+def _per_replica_epoch(o: Observation, seconds: float) -> float:
+    return seconds / ((1.0 if o.mode == "energy_at_init" else o.epochs + 1.0) * o.replicas)
+
+
+def _rerun_ratios(obs: Sequence[Observation]) -> Dict[str, List[float]]:
+    """Per suite, each group without a CPU time that was run again with one (the same suite and group,
+    e.g. in another records folder): CPU time again / wall time before, per replica-epoch."""
+    measured: Dict[Tuple[str, str], List[float]] = {}
+    for o in obs:
+        if o.cpu_time_s is not None:
+            measured.setdefault((o.suite, o.group), []).append(_per_replica_epoch(o, o.cpu_time_s))
+    out: Dict[str, List[float]] = {}
+    for o in obs:
+        if o.cpu_time_s is None and (o.suite, o.group) in measured:
+            out.setdefault(o.suite, []).append(statistics.median(measured[(o.suite, o.group)])
+                                               / _per_replica_epoch(o, o.wall_time_s))
+    return out
+
+
+def wall_shares(obs: Sequence[Observation]) -> Tuple[Dict[str, float], float, int]:
+    """``(per-suite shares, share of the other suites, groups matched)``: the factors that put a group
+    without a CPU time on the CPU-time scale.  A suite some of whose groups were run again with their
+    CPU time measured takes the median of their CPU time / earlier wall time (that corrects both the
+    load its records ran under and the code's speed-up since: a per-suite correction, as both differ
+    between suites); the other suites take the median of those suites' shares.  Where no group was run
+    again: the median CPU / wall time of the measured groups themselves (the load they ran under only);
+    1 when no group is measured."""
+    ratios = _rerun_ratios(obs)
+    if ratios:
+        suites = {k: statistics.median(v) for k, v in ratios.items()}
+        return suites, statistics.median(suites.values()), sum(len(v) for v in ratios.values())
+    own = [o.cpu_time_s / o.wall_time_s for o in obs if o.cpu_time_s is not None]
+    return {}, (statistics.median(own) if own else 1.0), 0
 
 
 def time_basis(obs: Sequence[Observation], basis: str = "auto") -> Tuple[List[Observation], TimeBasis]:
     """``obs`` on one time scale.  ``auto``: each group's CPU time where measured, else its wall time x
-    the median CPU / wall share of the groups that measured both (1 when none did: the fit is then on
-    wall time, as before records carried CPU time); ``cpu``: only the groups with a CPU time;
-    ``wall``: every group on its wall time."""
+    :func:`wall_shares` (1 when no group is measured: the fit is then on wall time, as before records
+    carried CPU time); a group run again with its CPU time counts once, on it.  ``cpu``: only the groups
+    with a CPU time; ``wall``: every group on its wall time."""
     if basis not in TIME_BASES:
         raise CostModelError(f"unknown time basis {basis!r}: one of {', '.join(TIME_BASES)}")
     if basis == "wall":
@@ -122,8 +166,11 @@ def time_basis(obs: Sequence[Observation], basis: str = "auto") -> Tuple[List[Ob
     measured = [o for o in obs if o.cpu_time_s is not None]
     if basis == "cpu":
         return measured, TimeBasis(len(measured), 0, 1.0)
-    share = statistics.median(o.cpu_time_s / o.wall_time_s for o in measured) if measured else 1.0
-    return [replace(o, wall_share=share) for o in obs], TimeBasis(len(measured), len(obs) - len(measured), share)
+    suites, share, matched = wall_shares(obs)
+    again = {(o.suite, o.group) for o in measured}
+    rest = [replace(o, wall_share=suites.get(o.suite, share)) for o in obs
+            if o.cpu_time_s is None and (o.suite, o.group) not in again]
+    return measured + rest, TimeBasis(len(measured), len(rest), share, matched, suites)
 
 
 def design(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray]:
@@ -203,16 +250,10 @@ class FitQuality:
                 f"x{self.p90_factor:.2f}, R^2 (log {self.quantity}) {self.r2_log:.2f}")
 
 
-def basis_of(obs: Sequence[Observation]) -> TimeBasis:
-    """The :class:`TimeBasis` of ``obs`` (a part of :func:`time_basis`'s, e.g. the trained groups)."""
-    cpu = sum(o.cpu_time_s is not None for o in obs)
-    shares = {o.wall_share for o in obs if o.cpu_time_s is None}
-    return TimeBasis(cpu, len(obs) - cpu, shares.pop() if len(shares) == 1 else 1.0)
-
-
 def quantity(obs: Sequence[Observation]) -> str:
     """What ``obs``'s times are (:meth:`TimeBasis.quantity` of them)."""
-    return basis_of(obs).quantity()
+    cpu = sum(o.cpu_time_s is not None for o in obs)
+    return TimeBasis(cpu, len(obs) - cpu, 1.0).quantity()
 
 
 def quality(actual: Sequence[float], predicted: Sequence[float], unit: str = "groups",
