@@ -91,9 +91,10 @@ def _qualities(obs: List[Any], table: Any, per_suite: bool) -> Dict[str, str]:
         notes["leave_one_out_measured_cpu"] = measured.describe()
     if per_suite:
         notes["leave_one_out_without_suite_factors"] = calibration.leave_one_out(obs, table, False).describe()
-    if per_suite and len({o.suite for o in obs}) > 1:  # a suite without records (its groups get the unseen-suite factor)
+    if per_suite and len({o.suite for o in obs}) > 1:  # a suite without records: the unseen-suite factor
         notes["leave_one_suite_out"] = calibration.leave_one_suite_out(obs, table).describe()
-        notes["leave_one_suite_out_without_suite_factors"] = calibration.leave_one_suite_out(obs, table, False).describe()
+        plain = calibration.leave_one_suite_out(obs, table, False)
+        notes["leave_one_suite_out_without_suite_factors"] = plain.describe()
     notes["leave_one_out_group_cost"] = calibration.proportional_leave_one_out(
         obs, [calibration.size_cost(o.config, o.replicas, o.epochs) for o in obs]).describe()
     return notes

@@ -132,8 +132,9 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
             break
         graphs.advance(epoch, ev)
         if saving:
+            cpu_s = None if cpu_start is None else time.process_time() - cpu_start
             resume.save(snapshot(epoch + 1, time.perf_counter() - start, replicas, optimizer, scheduler, view,
-                                 state, callbacks, cpu_s=None if cpu_start is None else time.process_time() - cpu_start))
+                                 state, callbacks, cpu_s=cpu_s))
 
     for cb in callbacks:
         if callable(getattr(cb, "on_fit_end", None)):

@@ -144,7 +144,8 @@ def test_calibrate_states_how_many_groups_had_each_time(tmp_path, capsys):
     obs = _on_loaded_machine(synthetic_observations(TRUTH), 8)
     assert _calibrate(tmp_path, _records(obs), "--no-suite-factors") == 0
     entry = json.loads((tmp_path / "model.json").read_text())["devices"]["cpu"]
-    assert "8 groups on their CPU time (group_cpu_time_s), 28 without it on their wall time x 0.333" in entry["time_basis"]
+    assert ("8 groups on their CPU time (group_cpu_time_s), 28 without it on their wall time x 0.333"
+            in entry["time_basis"])
     assert entry["fitted_on"].endswith("; times: CPU (8 measured, 28 their wall x 0.333)")
     assert entry["coefficients"]["dense_macs"] == pytest.approx(TRUTH[0], rel=1e-6)
     assert entry["leave_one_out_measured_cpu"].startswith("8 groups: median error x1.00")

@@ -2,7 +2,7 @@
 
 A paper cell (an entry of a suite's ``reported`` numbers) is filled by the suite cells whose keys
 match the entry's (as the leaderboard matches them).  Its cost is its pending cells' share of
-their groups' estimated wall time (:mod:`zoo.bench.plan.cost`: a group of R seed replicas costs
+their groups' estimated time (:mod:`zoo.bench.plan.cost`, CPU time on the CPU: a group of R seed replicas costs
 more than one replica, less than R); its class is *runs here* when that fits
 :data:`~zoo.bench.plan.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*,
 and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`).
