@@ -72,6 +72,7 @@ def test_workers_2_equals_local(tmp_path, data_root):
     summary = run_suite(suite, tmp_path / "proc", RunOptions(device="cpu", quiet=True, workers=2))
     assert summary.executor == "process (2 workers)" and summary.ran == 12 and not summary.failed
     same_numbers(by_id(tmp_path / "proc"), by_id(tmp_path / "local"))
+    assert all(r["group_cpu_time_s"] > 0 for r in by_id(tmp_path / "proc").values())  # a worker's own CPU time
 
 
 def _die_on_job_0(job):
@@ -123,6 +124,7 @@ def test_ray_equals_local_on_the_quick_suite(tmp_path, data_root, ray_cluster):
     local, remote = by_id(tmp_path / "local"), by_id(tmp_path / "ray")
     same_numbers(remote, local)
     assert all(r["config"]["run"]["dtype"] == "float64" for r in remote.values())
+    assert all(r["group_cpu_time_s"] > 0 for r in remote.values())  # the Ray worker's own CPU time
 
 
 def test_ray_task_that_raises_is_recorded_and_the_rest_completes(tmp_path, data_root, ray_cluster):
