@@ -153,3 +153,36 @@ def test_concurrent_first_builds_compile_once_and_all_load(tiny_source, tmp_path
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
     lines = sorted(out.split() for out, _ in results)
     assert lines == [["0", "1"], ["1", "1"]]
+
+
+@pytest.mark.parametrize("extensions_dir", [None, "ext"])
+def test_the_build_directory_without_cpp_extension_is_torchs(tmp_path, monkeypatch, extensions_dir):
+    """The folder :func:`build.build_directory` finds a built library in without importing
+    ``torch.utils.cpp_extension`` is the one torch's own function names."""
+    import torch
+    from torch.utils.cpp_extension import _get_build_directory
+
+    if extensions_dir is None:
+        monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+        if torch.version.cuda is not None or torch.version.hip is not None:
+            assert build._default_build_directory("zoo_x") is None
+            return
+    else:
+        monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / extensions_dir))
+    assert str(build._default_build_directory("zoo_x")) == _get_build_directory("zoo_x", verbose=False)
+
+
+def test_loading_built_kernels_imports_no_cpp_extension():
+    """A process that only loads the built library does not import ``torch.utils.cpp_extension``
+    (setuptools, distutils): its start-up cost."""
+    from zoo.ops._compiled import ops
+    import torch
+
+    if not ops.available(torch.device("cpu")):
+        pytest.skip("no C++ kernels here")
+    code = ("import sys, torch; from zoo.ops._compiled import ops; "
+            "print(ops.available(torch.device('cpu')), 'torch.utils.cpp_extension' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False"], done.stdout

@@ -81,8 +81,34 @@ def extension_name() -> str:
 
 
 def build_directory(name: str) -> Path:
+    """torch's build directory of the extension ``name``.  Where it is the default one and the library
+    is built there, it is found without importing ``torch.utils.cpp_extension`` (with setuptools: a
+    start-up cost of every process that only loads the library)."""
+    known = _default_build_directory(name)
+    if known is not None and (known / f"{name}.so").exists():
+        return known
     from torch.utils.cpp_extension import _get_build_directory
     return Path(_get_build_directory(name, verbose=False))
+
+
+def _default_build_directory(name: str) -> Optional[Path]:
+    """Where ``torch.utils.cpp_extension`` builds ``name`` on a CPU-only torch: ``TORCH_EXTENSIONS_DIR``,
+    else torch's cache root and a ``py<version>_cpu`` folder; None on a CUDA / ROCm torch (torch names
+    those folders) or where torch's cache root cannot be read.  Used only to find a library already
+    built (tests/ops/compiled/test_build.py checks it against torch's own function)."""
+    import torch
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root is not None:
+        return Path(root) / name
+    if torch.version.hip is not None or torch.version.cuda is not None:
+        return None
+    try:
+        from torch._appdirs import user_cache_dir
+    except ImportError:
+        return None
+    folder = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}_cpu"
+    return Path(os.path.realpath(user_cache_dir(appname="torch_extensions"))) / folder / name
 
 
 @contextlib.contextmanager
