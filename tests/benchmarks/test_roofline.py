@@ -44,6 +44,18 @@ def test_op_classes():
     assert roofline.classify("aten::add_") == "elementwise"
 
 
+def test_a_compiled_ops_autograd_node_counts_as_its_kernel():
+    """With a gradient recorded, the compiled attention's forward kernel runs inside its autograd
+    node and is recorded under the node's name alone: its time is edge work, not dispatch."""
+    node = "GeneratedBackwardFor_zoo_kernels_gatv2_forward_default"
+    assert roofline.counted(node) and roofline.classify(node) == "edge"
+    assert roofline.counted(node + "Backward")
+    assert roofline.counted("zoo_kernels::gatv2_backward") and roofline.counted("aten::mm")
+    assert not roofline.counted("autograd::engine::evaluate_function: " + node + "Backward")
+    assert not roofline.counted("<built-in method copy_ of Tensor object at 0x7f5>")
+    assert not roofline.counted("roofline::optimizer")
+
+
 def test_the_whole_process_suite_is_one_group_of_the_asked_runs():
     from zoo.bench.suite.load import parse_suite
     from zoo._toml import tomllib
