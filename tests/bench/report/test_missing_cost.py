@@ -138,14 +138,14 @@ def _cells_at(dataset, layers, variants, seeds=3):
 
 
 def test_a_slice_too_large_to_run_here_is_split_into_its_paper_cells_that_do():
-    """Each of pubmed L = 5's three paper cells runs here (~2.3 CPU-hours) but their dataset x depth
-    slice does not (~7): the slice is split by the key that tells the cells apart, so that every
+    """Each of pubmed L = 20's three paper cells runs here (under 6 CPU-hours) but their dataset x
+    depth slice does not: the slice is split by the key that tells the cells apart, so that every
     *runs here* paper cell has a *runs here* command (before, one 'needs a GPU' line hid them all)."""
-    entries = [{"dataset": "pubmed", "num_layers": 5, "variant": v, "table": "T", "value": 60.0} for v in "abc"]
-    miss, cmds = commands(_cells_at("pubmed", 5, "abc"), entries)
+    entries = [{"dataset": "pubmed", "num_layers": 20, "variant": v, "table": "T", "value": 60.0} for v in "abc"]
+    miss, cmds = commands(_cells_at("pubmed", 20, "abc"), entries)
     assert all(m.cls == RUNS_HERE for m in miss) and sum(m.seconds for m in miss) > 6 * 3600
     assert sorted(c.command() for c in cmds) == [
-        f"zoo bench s --where dataset=pubmed --where num_layers=5 --where variant={v}" for v in "abc"]
+        f"zoo bench s --where dataset=pubmed --where num_layers=20 --where variant={v}" for v in "abc"]
     assert all(c.cls == RUNS_HERE and c.cells == 1 and c.runs == 3 for c in cmds)
     assert sum(c.seconds for c in cmds) == pytest.approx(sum(m.seconds for m in miss))
 
@@ -155,3 +155,21 @@ def test_a_slice_of_cells_that_each_need_a_gpu_stays_one_command():
     miss, cmds = commands(_cells_at("pubmed", 40, "ab"), entries)
     assert all(m.cls == NEEDS_GPU for m in miss)
     assert [c.command() for c in cmds] == ["zoo bench s --where dataset=pubmed --where num_layers=40 --device cuda"]
+
+
+def test_a_paper_cell_over_two_depths_is_split_within_each_depth_only():
+    """A paper cell whose number pools two depths (no ``num_layers`` in its entry): when one depth's
+    slice is split, its finer commands select that depth's cells only (before, the other depth's
+    cells of the same paper cell came along as commands of 0 runs)."""
+    def at(layers, variant, seeds=3):  # ids and groups unique across depths
+        return [{**c, "id": f"L{layers}{c['id']}", "group": f"L{layers}{c['group']}"}
+                for c in _cells_at("pubmed", layers, variant, seeds)]
+
+    cheap = at(2, "a") + at(20, "a")
+    costly = at(20, "b", seeds=30)
+    entries = [{"dataset": "pubmed", "variant": v, "table": "T", "value": 60.0} for v in "ab"]
+    miss, cmds = commands(cheap + costly, entries)
+    assert [m.cls for m in miss] == [RUNS_HERE, NEEDS_GPU]
+    assert all(c.runs > 0 for c in cmds), [c.command() for c in cmds]
+    assert sum(c.runs for c in cmds) == len(cheap) + len(costly)
+    assert any(c.command() == "zoo bench s --where dataset=pubmed --where num_layers=20 --where variant=a" for c in cmds)

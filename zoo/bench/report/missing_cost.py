@@ -12,7 +12,7 @@ here is split further where its paper cells run here on their own.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo.bench.analyze.board import KEY_META
@@ -177,9 +177,18 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
         if finer is None:
             out.append(command)
         else:  # the finer slices select among this slice's cells only
-            out += fill_commands(suite, cells, value_of, here, seconds, (*by, finer), extra, ignore, gpu_seconds,
-                                 narrow, command.where)
+            out += fill_commands(suite, _within(cells, here), value_of, here, seconds, (*by, finer), extra, ignore,
+                                 gpu_seconds, narrow, command.where)
     return sorted(out, key=lambda f: (f.seconds, f.command()))
+
+
+def _within(missing: Sequence[MissingCell], here: Sequence[Mapping[str, Any]]) -> List[MissingCell]:
+    """The paper cells, each with only its cells inside a slice (``here``): a paper cell spanning
+    several slices (e.g. one number over two depths) must not bring its cells of the other slices
+    into this one's finer commands.  Each keeps its whole cost, so its class stays the paper cell's."""
+    ids = {c["id"] for c in here}
+    inside = [replace(m, cells=[c for c in m.cells if c["id"] in ids]) for m in missing]
+    return [m for m in inside if m.cells]
 
 
 def _distinguishing_key(missing: Sequence[MissingCell], by: Tuple[str, ...], ignore: Sequence[str]) -> Optional[str]:
