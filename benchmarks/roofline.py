@@ -15,7 +15,11 @@ one torch thread:
 * with ``--profile``, the epoch's CPU self time grouped by op class (``torch.profiler``): dense
   products, edge gathers / scatters / sparse products and the compiled attention, softmax,
   element-wise, the optimiser step (every op under it), and Python / dispatch (the profiled time
-  no op accounts for, the profiler's own cost included).
+  no op accounts for, the profiler's own cost included).  Read it as a rough guide: the profiler's
+  own allocations keep the heap from reusing the freed large tensors, so every op that allocates a
+  large output page-faults it in anew and its self time holds those faults (table7: ~6x the page
+  faults of an unprofiled epoch, more with ``record_shapes``, and the ReLUs looked 6-10x their
+  cost); ``perf record`` of an unprofiled run gives the shares without that.
 
 ``--ref DIR``: the same shapes timed against another checkout of the zoo (e.g. a git worktree of an
 earlier commit) as paired runs — each shape timed in a fresh process per side, the two sides

@@ -83,3 +83,53 @@ def test_gcn_keeps_no_edge_tensor_and_stacked_equals_alone():
     stacked = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
     for r, m in enumerate(models):  # (the dense maps: bmm under vmap, mm alone: equal to rounding)
         torch.testing.assert_close(stacked[r], m(edge_index, x), **TOL)
+
+
+def _relu_case(batch=()):
+    g, coef = _graph_and_coef()
+    x = torch.randn(*batch, g.num_nodes, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    return g, coef, x.requires_grad_()
+
+
+def test_fused_relu_is_relu_after_the_product_bitwise_values_and_gradients():
+    """``relu=True``: the ReLU inside the product, its mask inside the backward's product: the bits of
+    ``torch.relu`` after the plain propagation, forward and gradient."""
+    g, coef, x = _relu_case()
+    fused, ref = propagate(g, coef, x, "test", relu=True), torch.relu(propagate(g, coef, x, "test"))
+    assert (ref == 0).any() and (ref > 0).any()
+    assert torch.equal(fused, ref)
+    w = torch.randn_like(ref)
+    assert torch.equal(torch.autograd.grad((fused * w).sum(), x)[0], torch.autograd.grad((ref * w).sum(), x)[0])
+
+
+def test_fused_relu_under_vmap_and_nested_vmap_is_bitwise_each_replica_alone():
+    g, coef, x = _relu_case((2, 3))
+    prop = lambda t: propagate(g, coef, t, "test", relu=True)  # noqa: E731
+    for fn, xs in ((vmap(prop), x[0]), (vmap(vmap(prop)), x)):
+        out = fn(xs)
+        w = torch.randn_like(out)
+        (grad,) = torch.autograd.grad((out * w).sum(), xs)
+        for idx in ((1,) if xs.dim() == 3 else ((1, 2), (0, 1))):
+            alone = xs[idx].detach().requires_grad_()
+            one = torch.relu(propagate(g, coef, alone, "test"))
+            (grad1,) = torch.autograd.grad((one * w[idx]).sum(), alone)
+            assert torch.equal(one, out[idx]) and torch.equal(grad1, grad[idx])
+
+
+def test_fused_relu_gradient_of_the_gradient():
+    """The backward's gated product has a backward of its own (gradcheck at float64, away from 0)."""
+    g, coef, x = _relu_case()
+    assert torch.autograd.gradcheck(lambda t: propagate(g, coef, t, "test", relu=True), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: propagate(g, coef, t, "test", relu=True), (x,))
+    xs = x.detach().unsqueeze(0).repeat(2, 1, 1).requires_grad_()
+    assert torch.autograd.gradgradcheck(vmap(lambda t: propagate(g, coef, t, "test", relu=True)), (xs,))
+
+
+def test_fused_relu_without_custom_ops_is_the_same():
+    from zoo.ops._custom import custom_ops_disabled
+
+    g, coef, x = _relu_case()
+    fused = propagate(g, coef, x, "test", relu=True)
+    with custom_ops_disabled():
+        plain = propagate(g, coef, x, "test", relu=True)
+    torch.testing.assert_close(fused, plain, **TOL)

@@ -68,14 +68,19 @@ class GCNLayer(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(self, graph: Graph, x: Tensor) -> Tuple[Tensor, Tensor]:
+    #: ``forward(..., relu=True)`` returns the layer's ReLU (the model then applies none of its own)
+    fuses_relu = True
+
+    def forward(self, graph: Graph, x: Tensor, relu: bool = False) -> Tuple[Tensor, Tensor]:
+        """``relu``: the output's ReLU, inside the propagation's product where no bias follows it."""
         coef = propagation_coefficients(graph, self.normalization, x.dtype)
         xw = linear(x, self.lin.weight)
         # one CSR product with the constant coefficients (no (E, C) tensor; replicas: one product)
-        out = propagate(graph, coef, xw, key=f"gcn_{self.normalization}")
+        fused = relu and self.bias is None
+        out = propagate(graph, coef, xw, key=f"gcn_{self.normalization}", relu=fused)
         if self.bias is not None:
             out = out + self.bias
-        return out, coef
+        return (torch.relu(out) if relu and not fused else out), coef
 
     def incoming_params(self) -> List[Tensor]:
         return [self.lin.weight] + ([self.bias] if self.bias is not None else [])

@@ -307,7 +307,9 @@ class DeepGNN(GraphModel):
         # the degree block joins after the dropout (never dropped); residuals still read ``h``
         inp = h if self.layer_degree_onehot is None else torch.cat(
             [h, degree_block(g, self.layer_degree_onehot, h.dtype)], dim=-1)
-        result = layer(g, inp) if edges is None else layer(g, inp, edges)
+        fused = self._layer_applies_relu(index, layer)
+        args = (g, inp) if edges is None else (g, inp, edges)
+        result = layer(*args, relu=True) if fused else layer(*args)
         if not (isinstance(result, tuple) and len(result) == 2):  # a custom layer's forward: say which contract
             raise TypeError(f"{type(layer).__name__}.forward must return (out, alpha) — the output features and "
                             f"the (E, heads) edge coefficients, see zoo.nn.base.LayerProtocol — got "
@@ -320,12 +322,25 @@ class DeepGNN(GraphModel):
         if index != self.num_layers - 1 or self.classifier_input == "activated":
             if self.norms and not pre_norm and not post_act_norm:
                 out = self._norm(index, out, g)
-            out = self.act(out)
+            out = out if fused else self.act(out)
             if post_act_norm:  # placement "post_activation": norm after the nonlinearity
                 out = self._norm(index, out, g)
             if self.dropout_position == "output":
                 out = dropout(out, self.dropout, self.training)
         return out, alpha
+
+    def _layer_applies_relu(self, index: int, layer: nn.Module) -> bool:
+        """Whether layer ``index`` is asked for its output's ReLU (a layer with ``fuses_relu``, e.g. GCN's,
+        computes it in its last product: one pass over the output fewer, forward and backward): only where
+        the model's activation is a plain ReLU that follows the layer's output directly (no residual, no
+        norm between them).  The numbers are those of ``self.act`` after the layer."""
+        if not getattr(layer, "fuses_relu", False) or type(self.act) is not nn.ReLU or self.residual != "none":
+            return False
+        if self.act._forward_hooks or self.act._forward_pre_hooks:  # a hook on the activation sees it run
+            return False
+        if self.norms and self.norm_placement not in ("pre", "post_activation"):
+            return False
+        return index != self.num_layers - 1 or self.classifier_input == "activated"
 
     def _norm(self, index: int, x: Tensor, g: Graph) -> Tensor:
         """Feature norm ``index``; a plugin that declares ``reads_graph`` (GraphNormv2) also gets the graph."""

@@ -32,21 +32,30 @@ def compiled_csr_mm(device: torch.device, dtype: torch.dtype) -> Optional[Callab
     return getattr(torch.ops.zoo_kernels, "csr_mm", None)
 
 
-def csr_mm(crow: Tensor, col: Tensor, val: Tensor, cols: int, dense: Tensor) -> Tensor:
+def csr_mm(crow: Tensor, col: Tensor, val: Tensor, cols: int, dense: Tensor, gate: Optional[Tensor] = None,
+           relu: bool = False) -> Tensor:
     """``A @ dense`` for ``A`` given by its CSR parts, ``(crow.numel() - 1, cols)``.
+
+    ``gate`` (``dense``'s shape): multiply ``dense`` where ``gate > 0`` and 0 elsewhere (a ReLU's
+    backward, ``threshold_backward(dense, gate, 0)``, before the product); ``relu``: the product's
+    ReLU.  The compiled kernel applies both inside the product (no pass over a separate tensor);
+    the numbers are those of the separate ops.
 
     Shapes: dense ``(cols, M)`` -> ``(rows, M)``, or a stack ``(R, cols, M)`` -> ``(R, rows, M)``
     (each slice multiplied alone: its numbers do not depend on ``R``)."""
     kernel = compiled_csr_mm(dense.device, dense.dtype)
     if kernel is not None:
-        return kernel(crow, col, val, dense)
+        return kernel(crow, col, val, dense, gate, relu)
+    if gate is not None:
+        dense = torch.ops.aten.threshold_backward(dense, gate, 0)
     a = csr_tensor(crow, col, val, cols)
     if dense.dim() == 2:
-        return torch.sparse.mm(a, dense.contiguous())
-    out = dense.new_empty((dense.shape[0], crow.numel() - 1, dense.shape[-1]))
-    for i in range(dense.shape[0]):
-        torch.mm(a, dense[i].contiguous(), out=out[i])
-    return out
+        out = torch.sparse.mm(a, dense.contiguous())
+    else:
+        out = dense.new_empty((dense.shape[0], crow.numel() - 1, dense.shape[-1]))
+        for i in range(dense.shape[0]):
+            torch.mm(a, dense[i].contiguous(), out=out[i])
+    return out.relu_() if relu else out
 
 
 __all__ = ["csr_mm", "csr_tensor", "compiled_csr_mm"]

@@ -129,3 +129,54 @@ def test_the_order_is_each_rows_entries_in_turn_at_every_width(dtype):
         b = torch.randn(70, width, generator=torch.Generator().manual_seed(width), dtype=dtype)
         got = torch.ops.zoo_kernels.csr_mm(csr_a.crow_indices(), csr_a.col_indices(), csr_a.values(), b)
         assert torch.equal(got, _in_order(csr_a, b)), width
+
+
+def _with_specials(x):
+    """``x`` with zeros, a NaN and an infinity at fixed places (the ReLU's edge cases)."""
+    x = x.clone()
+    flat = x.view(-1)
+    flat[::7] = 0.0
+    flat[3] = float("nan")
+    flat[11] = float("inf")
+    flat[12] = -float("inf")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("width", [5, 64, 75, 200])
+def test_fused_relu_and_gate_are_the_separate_ops_bitwise(dtype, width):
+    """``relu``: ``torch.relu`` of the product (negative sums 0, NaN kept); ``gate``: the product of
+    ``threshold_backward(b, gate, 0)`` (b where gate > 0, NaN in the gate passes b); both at once;
+    stacked; blocks and tails; and the fallback (no kernel) gives the same."""
+    a = _sparse(90, 130, 0.08, dtype, seed=width)
+    a[3] = 0
+    g = torch.Generator().manual_seed(width + 1)
+    b = _with_specials(torch.randn(2, 130, width, generator=g, dtype=dtype))
+    gate = _with_specials(torch.randn(2, 130, width, generator=g, dtype=dtype))
+    c = _csr(a)
+    parts = (c.crow_indices(), c.col_indices(), c.values())
+    plain = torch.ops.zoo_kernels.csr_mm(*parts, b)
+    masked = torch.ops.aten.threshold_backward(b, gate, 0)
+    cases = {(None, False): plain, (None, True): torch.relu(plain),
+             (gate, False): torch.ops.zoo_kernels.csr_mm(*parts, masked),
+             (gate, True): torch.relu(torch.ops.zoo_kernels.csr_mm(*parts, masked))}
+    for (gt, relu), want in cases.items():
+        got = torch.ops.zoo_kernels.csr_mm(*parts, b, gt, relu)
+        assert torch.equal(got.nan_to_num(1.5), want.nan_to_num(1.5)), (gt is not None, relu)
+        assert torch.equal(got.isnan(), want.isnan())
+        for r in range(2):  # each slice alone
+            alone = torch.ops.zoo_kernels.csr_mm(*parts, b[r], None if gt is None else gt[r], relu)
+            assert torch.equal(alone.nan_to_num(1.5), got[r].nan_to_num(1.5))
+
+
+def test_fused_relu_and_gate_fallback_matches(monkeypatch):
+    """Without the kernel (torch.sparse.mm): the same numbers as the kernel's fused ops."""
+    a = _sparse(60, 80, 0.1, torch.float32, seed=9)
+    g = torch.Generator().manual_seed(3)
+    b = torch.randn(3, 80, 40, generator=g)
+    gate = torch.randn(3, 80, 40, generator=g)
+    c = _csr(a)
+    parts = (c.crow_indices(), c.col_indices(), c.values(), 80)
+    fused = csr.csr_mm(*parts, b, gate, True)
+    monkeypatch.setattr(csr, "compiled_csr_mm", lambda device, dtype: None)
+    _same_as_torch(fused, csr.csr_mm(*parts, b, gate, True))

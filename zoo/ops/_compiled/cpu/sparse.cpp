@@ -3,6 +3,10 @@
 // product with constant bag-of-words features (zoo/ops/sparse_linear.py: X @ W^T and the weight
 // gradient X^T @ G, every replica's weights side by side in B's columns) and for GCN's propagation
 // with constant coefficients (zoo/ops/propagate.py: A @ X, A^T @ G, the replicas stacked).
+// Two optional fusions serve a propagation followed by a ReLU (GCN's hidden layers): ``relu`` stores
+// relu(A @ B) (torch's clamp_min: 0 where the sum is below 0, NaN kept), and ``gate`` multiplies
+// A @ (B where gate > 0, else 0) (torch's threshold_backward(B, gate, 0), NaN in gate keeps B), the
+// ReLU's backward read inside the product: each saves a pass over a (R, n, m) tensor, same bits.
 //
 // Order: every out[i, j] is  ((0 + v_0 * b_0j) + v_1 * b_1j) + ...  over row i's stored entries in
 // their order, each product rounded before it is added (no fused multiply-add).  That is the order
@@ -49,59 +53,93 @@ struct Simd {
   static inline void store(T* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
 };
 
-template <typename T>
-void block_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, T* out, int64_t m,
-                int64_t j0, int64_t row0, int64_t row1) {
+// B's element where the gate lets it through (threshold_backward: 0 where gate <= 0, NaN passes)
+template <typename V>
+inline V gated(const V& b, const V& gate) { return gate <= V{} ? V{} : b; }
+template <typename V>
+inline V relu(const V& x) { return x < V{} ? V{} : x; }  // as clamp_min(x, 0): max_ps(0, x)
+
+template <typename T, bool Gated, bool Relu>
+void block_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, T* out,
+                int64_t m, int64_t j0, int64_t row0, int64_t row1) {
   using S = Simd<T>;
   typename S::V acc[kVectors];
   for (int64_t i = row0; i < row1; ++i) {
     for (int q = 0; q < kVectors; ++q) acc[q] = typename S::V{};
     for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
       const T v = val[k];
-      const T* row = b + col[k] * m + j0;
-      for (int q = 0; q < kVectors; ++q) acc[q] = acc[q] + v * S::load(row + q * S::kLanes);
+      const int64_t at = col[k] * m + j0;
+      for (int q = 0; q < kVectors; ++q) {
+        typename S::V x = S::load(b + at + q * S::kLanes);
+        if (Gated) x = gated(x, S::load(gate + at + q * S::kLanes));
+        acc[q] = acc[q] + v * x;
+      }
     }
-    for (int q = 0; q < kVectors; ++q) S::store(out + i * m + j0 + q * S::kLanes, acc[q]);
+    for (int q = 0; q < kVectors; ++q) S::store(out + i * m + j0 + q * S::kLanes, Relu ? relu(acc[q]) : acc[q]);
   }
 }
 
-template <typename T>
-void tail_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, T* out, int64_t m,
-               int64_t j0, int64_t row0, int64_t row1) {
+template <typename T, bool Gated, bool Relu>
+void tail_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, T* out,
+               int64_t m, int64_t j0, int64_t row0, int64_t row1) {
   for (int64_t i = row0; i < row1; ++i) {
     for (int64_t j = j0; j < m; ++j) out[i * m + j] = T(0);
     for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
       const T v = val[k];
-      const T* row = b + col[k] * m;
-      for (int64_t j = j0; j < m; ++j) out[i * m + j] = out[i * m + j] + v * row[j];
+      const int64_t at = col[k] * m;
+      for (int64_t j = j0; j < m; ++j) {
+        const T x = Gated && gate[at + j] <= T(0) ? T(0) : b[at + j];
+        out[i * m + j] = out[i * m + j] + v * x;
+      }
+    }
+    if (Relu) {
+      for (int64_t j = j0; j < m; ++j) out[i * m + j] = out[i * m + j] < T(0) ? T(0) : out[i * m + j];
     }
   }
 }
 
-template <typename T>
-void csr_dense(const int64_t* crow, const int64_t* col, const T* val, const T* b, T* out, int64_t n, int64_t m) {
+template <typename T, bool Gated, bool Relu>
+void csr_dense(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, T* out, int64_t n,
+               int64_t m) {
   constexpr int64_t width = kVectors * Simd<T>::kLanes;
   at::parallel_for(0, n, 64, [&](int64_t row0, int64_t row1) {
     int64_t j0 = 0;
-    for (; j0 + width <= m; j0 += width) block_rows<T>(crow, col, val, b, out, m, j0, row0, row1);
-    if (j0 < m) tail_rows<T>(crow, col, val, b, out, m, j0, row0, row1);
+    for (; j0 + width <= m; j0 += width) block_rows<T, Gated, Relu>(crow, col, val, b, gate, out, m, j0, row0, row1);
+    if (j0 < m) tail_rows<T, Gated, Relu>(crow, col, val, b, gate, out, m, j0, row0, row1);
   });
 }
 
-// dense (k, m) -> (n, m); or a stack (R, k, m) -> (R, n, m), each slice the product alone
-Tensor csr_mm(const Tensor& crow, const Tensor& col, const Tensor& values, const Tensor& dense) {
+// the kernel for this gate / relu pair (each a template flag: the plain product keeps its loop)
+template <typename T>
+void csr_dense_any(bool gated, bool relu, const int64_t* crow, const int64_t* col, const T* val, const T* b,
+                   const T* gate, T* out, int64_t n, int64_t m) {
+  if (gated && relu) csr_dense<T, true, true>(crow, col, val, b, gate, out, n, m);
+  else if (gated) csr_dense<T, true, false>(crow, col, val, b, gate, out, n, m);
+  else if (relu) csr_dense<T, false, true>(crow, col, val, b, gate, out, n, m);
+  else csr_dense<T, false, false>(crow, col, val, b, gate, out, n, m);
+}
+
+// dense (k, m) -> (n, m); or a stack (R, k, m) -> (R, n, m), each slice the product alone;
+// gate: None or dense's shape
+Tensor csr_mm(const Tensor& crow, const Tensor& col, const Tensor& values, const Tensor& dense,
+              const c10::optional<Tensor>& gate, bool relu) {
   TORCH_CHECK(dense.dim() == 2 || dense.dim() == 3, "csr_mm: dense must be (k, m) or (R, k, m)");
   TORCH_CHECK(crow.scalar_type() == at::kLong && col.scalar_type() == at::kLong, "csr_mm: int64 indices");
   TORCH_CHECK(values.scalar_type() == dense.scalar_type(), "csr_mm: values and dense of one dtype");
+  const bool gated = gate.has_value() && gate->defined();
+  TORCH_CHECK(!gated || (gate->sizes() == dense.sizes() && gate->scalar_type() == dense.scalar_type()),
+              "csr_mm: gate must have dense's shape and dtype");
   const Tensor b = dense.contiguous();
+  const Tensor g = gated ? gate->contiguous() : Tensor();
   const Tensor c = crow.contiguous(), k = col.contiguous(), v = values.contiguous();
   const bool stacked = b.dim() == 3;
   const int64_t reps = stacked ? b.size(0) : 1, n = c.numel() - 1, kk = b.size(-2), m = b.size(-1);
   Tensor out = stacked ? at::empty({reps, n, m}, b.options()) : at::empty({n, m}, b.options());
   AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "csr_mm", [&] {
     for (int64_t r = 0; r < reps; ++r) {
-      csr_dense<scalar_t>(c.data_ptr<int64_t>(), k.data_ptr<int64_t>(), v.data_ptr<scalar_t>(),
-                          b.data_ptr<scalar_t>() + r * kk * m, out.data_ptr<scalar_t>() + r * n * m, n, m);
+      const scalar_t* gr = gated ? g.data_ptr<scalar_t>() + r * kk * m : nullptr;
+      csr_dense_any<scalar_t>(gated, relu, c.data_ptr<int64_t>(), k.data_ptr<int64_t>(), v.data_ptr<scalar_t>(),
+                              b.data_ptr<scalar_t>() + r * kk * m, gr, out.data_ptr<scalar_t>() + r * n * m, n, m);
     }
   });
   return out;
@@ -110,7 +148,7 @@ Tensor csr_mm(const Tensor& crow, const Tensor& col, const Tensor& values, const
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
-  m.def("csr_mm(Tensor crow, Tensor col, Tensor values, Tensor dense) -> Tensor");
+  m.def("csr_mm(Tensor crow, Tensor col, Tensor values, Tensor dense, Tensor? gate=None, bool relu=False) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
