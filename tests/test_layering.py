@@ -49,7 +49,7 @@ OPTIONAL = {"ray", "matplotlib", "safetensors", "triton"}
 #: The rooms of the package (docs/architecture.md's first table), lowest first, each with the rooms it
 #: may import.  A module's room is the longest prefix listed; the leaves are torch-free helpers.
 LEAVES = ("zoo._names", "zoo._toml", "zoo._io", "zoo._version", "zoo._docstrings", "zoo._dgl", "zoo._catalogue", "zoo._ogb",
-          "zoo._user_modules", "zoo._pyg_compat")
+          "zoo._user_modules", "zoo._pyg_compat", "zoo._gc")
 MODEL_SIDE = {"leaves", "zoo.graph", "zoo.ops", "zoo.norms", "zoo.nn", "zoo.symmetry", "zoo.registry", "zoo.models",
               "zoo.papers", "zoo.inits", "zoo.build", "zoo.datasets"}
 TOP = ("zoo", "zoo.__main__", "zoo.fitting", "zoo.diagnosing", "zoo.loading", "zoo.cli", "zoo.docgen")

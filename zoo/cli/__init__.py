@@ -28,6 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
 
+from zoo._gc import pause_for_startup
 from zoo.cli import bench, build_kernels, diagnose, docs, leaderboard, listing, merge, report, train
 from zoo.cli.errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, Terminated,
                             os_error, raise_terminated, silence_stdout)
@@ -71,6 +72,8 @@ def _interrupted(args: argparse.Namespace, terminated: bool = False) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``zoo`` command; returns its exit code (:mod:`zoo.cli.errors`).  Without ``argv`` (the
     ``zoo`` command itself, ``sys.argv``) the process then ends at once (:func:`exit_without_teardown`)."""
+    if argv is None:  # the command's own process: no collection until its first group (zoo._gc)
+        pause_for_startup()
     code = _run(argv)
     if argv is None:
         exit_without_teardown(code)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import torch
 from torch import nn
 
+from zoo._gc import end_startup
 from zoo.build import build as build_model
 from zoo.datasets import load
 from zoo.nn.readout import GraphPool
@@ -177,6 +178,7 @@ def start_group(configs: Sequence[Config], task: Any, device: torch.device, *, s
     alone.  ``factories`` replaces the cells' models (``zoo.fit`` from given weights); ``trains=False``:
     a group that is only measured (no dry run unless a parameter is lazy: ``build_replicas``);
     ``runtime``: :func:`train_config`'s fields that are no cell keys."""
+    end_startup()  # the process's start-up is over: the collector back on (zoo._gc)
     configs = list(configs)
     cfg = train_config(configs[0], **runtime)
     dtype = getattr(torch, configs[0]["run"]["dtype"])

@@ -44,6 +44,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import torch
 from tqdm.auto import tqdm
 
+from zoo._gc import end_startup
 from zoo._io import user_path, write_atomic
 from zoo.bench.run.resume_file import RESUME_DIR, resume_key, fingerprint, remove_resume_file
 from zoo.bench.run.executors import (REDO, Executor, GroupJob, LocalExecutor, Outcome, auto_workers, format_error,
@@ -373,6 +374,7 @@ def _run_jobs(suite: Suite, jobs: List[GroupJob], ex: Executor, tasks: TaskCache
     """Hand the jobs to the executor and log each outcome as it comes (the bar counts runs)."""
     if not isinstance(ex, LocalExecutor):  # longest first: the last job to start is a short one
         jobs.sort(key=lambda j: (-j.cost, j.index))
+        end_startup()  # the groups train in workers: this process's start-up ends here (zoo._gc)
     work = functools.partial(execute_group, tasks=tasks) if isinstance(ex, LocalExecutor) else execute_group
     # Nothing pending (all done, or skipped): no bar at all, not an empty "0it" line.
     bar = tqdm(total=pending, desc=f"{suite.name}", unit="run", disable=quiet, dynamic_ncols=True)
