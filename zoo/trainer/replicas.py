@@ -2,13 +2,15 @@
 
 A *group* is a list of models with identical architecture that differ only in seed and/or
 initialisation.  Their parameters are stacked along a leading replica dimension
-(``torch.func.stack_module_state``) and the forward pass is ``vmap(functional_call)``; with
-``stacked=False`` every replica is run by a plain Python loop over ``functional_call`` — the
+(``torch.func.stack_module_state``) and the forward pass is ``vmap`` of a functional call (the
+base module run with a replica's tensors in place of its own: :class:`ModuleSlots`); with
+``stacked=False`` every replica is run by a plain Python loop over the same call — the
 one-at-a-time reference that grouped training must reproduce.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+import contextlib
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -47,6 +49,8 @@ class Replicas:
         self.tokens = self.rng.tokens(self.params[0].device)  # the rng reads them back without a device sync
         #: ``"bf16"``: every forward under bfloat16 autocast (``TrainConfig.precision``)
         self.precision = precision
+        self.slots = ModuleSlots.of(self.base, self.names, list(buffers))
+        self._mode: Optional[bool] = None  # the base's train mode as last set here
 
     def num_parameters(self) -> int:
         return sum(p[0].numel() for p in self.params)
@@ -78,18 +82,28 @@ class Replicas:
 
     def _call(self, params: Dict[str, Tensor], buffers: Dict[str, Tensor], token: Tensor, *args: Any) -> Tensor:
         with replica_randomness(self.rng, token):
-            return functional_call(self.base, (params, buffers), args)
+            if self.slots is None:
+                return functional_call(self.base, (params, buffers), args)
+            with self.slots.holding([*params.values(), *buffers.values()]):
+                return self.base(*args)
 
     def forward(self, *args: Any, train: bool, params: Optional[List[Tensor]] = None) -> Tensor:
         """``(R, ...)`` outputs of every replica on the same inputs ``args`` (under bfloat16 autocast
         with ``precision = "bf16"``, the outputs cast back to the parameters' dtype)."""
         params = self.params if params is None else params
-        self.base.train(train)
+        self._set_mode(train)
         if self.precision == "bf16":
             with torch.autocast(params[0].device.type, dtype=torch.bfloat16):
                 out = self._forward(dict(zip(self.names, params)), args)
             return out.to(params[0].dtype)  # the losses and metrics in the model's dtype
         return self._forward(dict(zip(self.names, params)), args)
+
+    def _set_mode(self, train: bool) -> None:
+        """``base.train(train)``, skipped when this object set that mode last and the base still has it
+        (the call walks every sub-module: twice an epoch otherwise)."""
+        if self._mode is not train or self.base.training is not train:
+            self.base.train(train)
+            self._mode = train
 
     def _forward(self, named: Dict[str, Tensor], args: Tuple[Any, ...]) -> Tensor:
         if self.stacked and self.size > 1:  # one replica: a plain call (vmap costs dispatch per op)
@@ -118,6 +132,53 @@ class Replicas:
     def state_of(self, r: int, params: Optional[List[Tensor]] = None) -> Dict[str, Tensor]:
         params = self.params if params is None else params
         return {n: p[r].detach().clone() for n, p in zip(self.names, params)}
+
+
+class ModuleSlots:
+    """Where each stacked tensor of a :class:`Replicas` sits in its base module: the module and the
+    attribute of every parameter and buffer, in the order of the replicas' names.
+
+    :meth:`holding` puts given tensors in those places for a call and the module's own back after
+    it, as ``torch.func.functional_call`` does (it too writes ``module._parameters[name]`` /
+    ``module._buffers[name]``), without its per-call work: resolving every dotted name and walking
+    the module tree for tied weights, a tenth of a millisecond per stacked forward on Cornell
+    against a ~4 ms forward.  Built only for a module whose every parameter and buffer has one
+    name (:meth:`of`): with tied weights the loop keeps ``functional_call``.
+    """
+
+    def __init__(self, places: List[Tuple[nn.Module, str, bool]]) -> None:
+        self.places = places  # (module, attribute, is a parameter)
+
+    @classmethod
+    def of(cls, base: nn.Module, params: Sequence[str], buffers: Sequence[str]) -> Optional["ModuleSlots"]:
+        """The slots of ``params`` then ``buffers`` in ``base``, or ``None`` when a tensor is shared by
+        several names (tied weights: setting one name must set them all)."""
+        if len(list(base.named_parameters(remove_duplicate=False))) != len(params) or \
+                len(list(base.named_buffers(remove_duplicate=False))) != len(buffers):
+            return None
+        places = []
+        for names, is_param in ((params, True), (buffers, False)):
+            for name in names:
+                owner, _, attr = name.rpartition(".")
+                module = base.get_submodule(owner)
+                if attr not in (module._parameters if is_param else module._buffers):
+                    return None
+                places.append((module, attr, is_param))
+        return cls(places)
+
+    @contextlib.contextmanager
+    def holding(self, tensors: Sequence[Tensor]) -> Iterator[None]:
+        """``tensors`` (one per slot, in order) in the module for the duration of the block."""
+        own = []
+        for (module, attr, is_param), t in zip(self.places, tensors):
+            table = module._parameters if is_param else module._buffers
+            own.append(table[attr])
+            table[attr] = t
+        try:
+            yield
+        finally:
+            for (module, attr, is_param), t in zip(self.places, own):
+                (module._parameters if is_param else module._buffers)[attr] = t
 
 
 def train_mode_differs(model: nn.Module) -> bool:
