@@ -70,6 +70,7 @@ class _Base:
         self.replica_lr: Optional[Tensor] = None
         #: whether a step may read its ``active`` mask on the host (to take the in-place path)
         self.host_reads = False
+        self._constant_lr: Optional[_Columns] = None
 
     def _all(self, mask: Tensor) -> bool:
         """Whether every entry of ``mask`` is true, asked only where host reads are free."""
@@ -80,6 +81,15 @@ class _Base:
         if self.warmup <= 0:
             return torch.full_like(steps, self.lr) if base is None else base.clone()
         return (self.lr if base is None else base) * torch.clamp(steps / self.warmup, max=1.0)
+
+    def lr_columns(self, steps: Tensor) -> "_Columns":
+        """:meth:`lr_at` as columns; a constant rate (no warm-up, no scheduler) is made and cast once,
+        not at every step (the same values)."""
+        if self.warmup > 0 or self.replica_lr is not None:
+            return _Columns(self.lr_at(steps))
+        if self._constant_lr is None:
+            self._constant_lr = _Columns(self.lr_at(steps))
+        return self._constant_lr
 
 
 # Two update paths with the same kernels on the same operands, so a replica's numbers do not
@@ -110,12 +120,18 @@ class StackedSGD(_Base):
     @torch.no_grad()
     def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
         steps = self.steps + active.to(self.steps.dtype)
-        lr = _Columns(self.lr_at(steps))
-        first = steps == 1
-        if self._all(active) and (self._all(first) or not bool(first.any())):
-            self._step_in_place(params, grads, lr, bool(first[0]))
+        lr = self.lr_columns(steps)
+        if not self.momentum:  # no buffer: the first step is like any other (no mask to make or read)
+            if self._all(active):
+                self._step_in_place(params, grads, lr, False)
+            else:
+                self._step_masked(params, grads, active, lr, None)
         else:
-            self._step_masked(params, grads, active, lr, first)
+            first = steps == 1
+            if self._all(active) and (self._all(first) or not bool(first.any())):
+                self._step_in_place(params, grads, lr, bool(first[0]))
+            else:
+                self._step_masked(params, grads, active, lr, first)
         self.steps.copy_(steps)  # in place: a captured step reads and writes this tensor
 
     def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: _Columns, first: bool) -> None:
@@ -129,11 +145,12 @@ class StackedSGD(_Base):
             p.addcmul_(lr.like(p), d, value=-1)
 
     def _step_masked(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor, lr: _Columns,
-                     first: Tensor) -> None:
+                     first: Optional[Tensor]) -> None:
         for i, (p, g) in enumerate(zip(params, grads)):
             m = _expand(active, p)
             d = g + self.weight_decay * p if self.weight_decay else g
             if self.momentum:
+                assert first is not None
                 buf = self.buffers[i]
                 # torch: the first step's buffer is the gradient itself
                 new_buf = torch.where(_expand(first, p), d, buf * self.momentum + d)
