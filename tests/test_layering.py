@@ -45,6 +45,9 @@ TORCH_FREE = ("zoo.bench.suite", "zoo.bench.plan", "zoo.bench.store", "zoo.bench
               "zoo.bench.render", "zoo.trainer.config")
 #: Function-level imports allowed inside zoo/bench/: optional dependencies only.
 OPTIONAL = {"ray", "matplotlib", "safetensors", "triton"}
+#: Function-level imports allowed inside zoo/bench/ for a process's start-up cost, each with its reason:
+#: scipy.special only for a Student-t quantile its table lacks (zoo.bench.analyze.stats.T975).
+LAZY_FOR_STARTUP = {("zoo.bench.analyze.stats", "scipy.special")}
 
 #: The rooms of the package (docs/architecture.md's first table), lowest first, each with the rooms it
 #: may import.  A module's room is the longest prefix listed; the leaves are torch-free helpers.
@@ -344,7 +347,8 @@ def test_no_function_level_imports_in_bench() -> None:
     _, raw = import_graph()
     lazy = sorted({f"{module}:{line} imports {target}" for module, found in raw.items()
                    if module.startswith("zoo.bench") for target, line, in_function in found
-                   if in_function and target.split(".")[0] not in OPTIONAL})
+                   if in_function and target.split(".")[0] not in OPTIONAL
+                   and (module, target) not in LAZY_FOR_STARTUP})
     assert lazy == []
 
 
