@@ -57,7 +57,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo._names import normalize_name
+from zoo.bench.suite.measures import mode_spec
 from zoo.registry import catalogue
+
+#: the mode factor fitted on the groups measured without training (the calibration labels them so,
+#: records do not name their mode); another such mode without its own factor takes this one
+MEASURED_FACTOR = "energy_at_init"
+
+
+def measures_once(mode: str) -> bool:
+    """Whether ``mode`` runs one forward pass per replica instead of the training protocol."""
+    return not mode_spec(mode).trains
 
 HERE = Path(__file__).resolve().parent
 DATASET_TABLE = HERE / "dataset_sizes.json"
@@ -193,7 +203,7 @@ def _float(value: Any) -> float:
 def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mapping[str, Any]],
              mode: str = "train") -> Features:
     """The :class:`Features` of one replica-epoch of ``config`` (a resolved suite cell) trained
-    in a group of ``replicas``; ``mode="energy_at_init"`` counts one forward pass."""
+    in a group of ``replicas``; a mode that does not train (``energy_at_init``) counts one forward pass."""
     model = config["model"]
     kw = model.get("kwargs") or {}
     size = dataset_size(config["task"], table)
@@ -262,7 +272,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     passes, calls = _passes_and_calls(config, size, mode, deterministic)
     # one replica is a plain call; several are one vmap call, whose per-op dispatch costs more
     overhead = layers * calls * ops * (1.0 if replicas == 1 else VMAP_OVERHEAD)
-    return Features(dense * passes, edge * passes, drop * (1.0 if mode == "energy_at_init" else 2.0),
+    return Features(dense * passes, edge * passes, drop * (1.0 if measures_once(mode) else 2.0),
                     overhead / max(replicas, 1))
 
 
@@ -270,7 +280,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
 def _passes_and_calls(config: Mapping[str, Any], size: Mapping[str, Any], mode: str,
                       deterministic: bool) -> Tuple[float, float]:
     """Passes over the graph per replica-epoch (a backward counts twice) and op calls per layer."""
-    if mode == "energy_at_init":
+    if measures_once(mode):
         return 1.0, 1.0
     if size.get("kind") in ("graph", "inductive"):
         # one training pass (forward + backward) over the training graphs, one evaluation of all;
@@ -310,7 +320,8 @@ class CostModel:
         x = features(config, replicas, table, mode)
         base = sum(self.coefficients.get(t, 0.0) * v for t, v in zip(TERMS, x.vector()))
         if mode != "train":
-            return base * self.mode_factors.get(mode, 1.0)
+            fallback = self.mode_factors.get(MEASURED_FACTOR, 1.0) if measures_once(mode) else 1.0
+            return base * self.mode_factors.get(mode, fallback)
         return base * (self.suite_factors.get(suite, self.unseen_suite_factor) if suite else 1.0)
 
     def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
@@ -319,7 +330,7 @@ class CostModel:
         """A group of ``len(configs)`` stacked replicas run for ``epochs`` epochs (0 for
         energy-at-init, counted as one forward)."""
         r = len(configs)
-        passes = 1.0 if mode == "energy_at_init" else float(epochs) + 1.0
+        passes = 1.0 if measures_once(mode) else float(epochs) + 1.0
         return passes * r * self.replica_epoch_seconds(configs[0], r, table, mode, suite)
 
 

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo.bench.plan.cost import CostModel, expected_epochs
+from zoo.bench.plan.cost import CostModel, expected_epochs, measures_once
 
 #: a slice that fits "a few hours on 2 cores" runs here; longer ones need a GPU (or a cluster)
 RUNS_HERE_CPU_HOURS = 6.0
@@ -195,7 +195,7 @@ def estimate(suite_name: str, mode: str, groups: Mapping[str, Sequence[Any]], mo
         epochs = epochs_of(c)
         sl.runs += len(cells)
         sl.groups += 1
-        sl.epochs.append(0.0 if mode == "energy_at_init" else epochs)
+        sl.epochs.append(0.0 if measures_once(mode) else epochs)
         sl.group_seconds.append(model.group_seconds([cc.config for cc in cells], epochs, table, mode, suite_name))
     done_ids = set(done)
     if done_ids:

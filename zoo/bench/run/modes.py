@@ -9,6 +9,8 @@ runner calls :meth:`Mode.produce` and never names a metric.
   also pruned (as in ``prune_layers``).
 - ``energy_at_init``: no training; the Laplacian energy of the last layer's output at
   initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
+- ``rank_at_init``: no training; the effective rank of the last layer's output at initialisation
+  and the per-layer traces of both ranks (rank collapse under masked attention, Wu et al. 2024).
 - ``prune_layers``: train, then the test accuracy of the best state with one layer skipped
   (nonlocal paper Table 8).
 - ``train_attention``: train, then how the last state distributes its attention (GATE paper):
@@ -25,6 +27,8 @@ import torch
 from zoo.bench.suite.measures import MODE_SPECS, ModeSpec
 from zoo.bench.suite.schema import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
+from zoo.diagnostics.oversmoothing import layer_representations
+from zoo.diagnostics.rank import RANKS
 from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 from zoo.trainer.cells import GroupRun
 from zoo.trainer.results import RunResult
@@ -76,8 +80,7 @@ class EnergyAtInit(Mode):
     def produce(self, run: GroupRun, cells: Sequence[Cell], callbacks: Sequence[Any] = (),
                 resume: Optional[ResumeFile] = None) -> List[RunResult]:
         task, replicas, view = run.task, run.replicas, run.view
-        if task.kind != "transductive":
-            raise ValueError("energy_at_init needs a transductive dataset (one graph)")
+        _need_one_graph(self, task)
         # Laplacian energy (omega_ij = 1, mu_i = deg_i + 1) of the final layer's output X^L, read from
         # the model's taps (before the decoder); the whole per-layer trace is kept in the record's extra.
         # energy_forward = "train" measures with dropout on; each run draws its masks from its own
@@ -92,12 +95,57 @@ class EnergyAtInit(Mode):
             with replica_randomness(rng, tokens[r]):
                 traces.append(energy_trace(replicas.base, view.edge_index, view.x).tolist())
         elapsed = time.perf_counter() - run.started
-        return [RunResult(metrics={"laplacian_energy": trace[-1]}, val_loss=None, train_loss=None, best_epoch=None,
-                          epochs_run=0, stop_reason="measured", diverged=False, diverged_epoch=None,
-                          wall_time_s=elapsed, time_per_epoch_s=0.0, num_parameters=replicas.num_parameters(),
-                          extra={"laplacian_energy_per_layer": trace,
-                                 "laplacian_energy_loglog_slope": _slope(trace)})
+        return [_measured(run, elapsed, {"laplacian_energy": trace[-1]},
+                          {"laplacian_energy_per_layer": trace, "laplacian_energy_loglog_slope": _slope(trace)})
                 for trace in traces]
+
+
+class RankAtInit(Mode):
+    """The effective rank of every layer's output ``X^1 .. X^L`` of the untrained replicas (eval mode:
+    dropout off), read from the model's taps (before a classifier head).
+
+    The metric is the **effective** rank (Roy & Vetterli, :func:`zoo.diagnostics.effective_rank`), the
+    exponential of the entropy of the normalised singular values: every direction counts by its
+    share of the spectrum, so it falls to 1 exactly when the features reach a rank-one subspace and
+    stays near the number of directions that carry weight otherwise.  The numerical (stable) rank
+    ``||X||_F^2 / ||X||_2^2`` is governed by the top singular value alone: features with one large
+    common direction read near 1 there while the rest of the spectrum is still full: not yet a
+    collapse to a rank-one subspace.  Both per-layer traces go to the
+    record's extra (``effective_rank_per_layer``, ``numerical_rank_per_layer``).
+    """
+
+    spec = MODE_SPECS["rank_at_init"]
+
+    def produce(self, run: GroupRun, cells: Sequence[Cell], callbacks: Sequence[Any] = (),
+                resume: Optional[ResumeFile] = None) -> List[RunResult]:
+        task, replicas, view = run.task, run.replicas, run.view
+        _need_one_graph(self, task)
+        traces = []
+        for r in range(replicas.size):
+            replicas.base.load_state_dict(replicas.state_of(r), strict=False)
+            replicas.base.eval()
+            # one forward serves both ranks
+            reps = layer_representations(replicas.base, view.edge_index, view.x)
+            traces.append({name: [fn(x) for x in reps] for name, fn in RANKS.items()})
+        elapsed = time.perf_counter() - run.started
+        return [_measured(run, elapsed, {"effective_rank": trace["effective_rank"][-1]},
+                          {f"{name}_per_layer": values for name, values in trace.items()})
+                for trace in traces]
+
+
+def _need_one_graph(mode: Mode, task: Any) -> None:
+    """The suite's reader refuses these modes on other datasets (``ModeSpec.one_graph``); a run
+    reached another way says so in one line."""
+    if task.kind != "transductive":
+        raise ValueError(f"{mode.name} needs a transductive dataset (one graph), not a {task.kind} one")
+
+
+def _measured(run: GroupRun, elapsed: float, metrics: Dict[str, Any], extra: Dict[str, Any]) -> RunResult:
+    """The result of one replica measured without training (modes with ``trains = False``)."""
+    return RunResult(metrics=metrics, val_loss=None, train_loss=None, best_epoch=None, epochs_run=0,
+                     stop_reason="measured", diverged=False, diverged_epoch=None,
+                     wall_time_s=elapsed, time_per_epoch_s=0.0,
+                     num_parameters=run.replicas.num_parameters(), extra=extra)
 
 
 class TrainAttention(Train):
@@ -120,7 +168,8 @@ class TrainAttention(Train):
         return results
 
 
-MODES: Dict[str, Mode] = {m.name: m for m in (Train(), EnergyAtInit(), PruneLayers(), TrainAttention())}
+MODES: Dict[str, Mode] = {m.name: m for m in (Train(), EnergyAtInit(), RankAtInit(), PruneLayers(),
+                                              TrainAttention())}
 assert set(MODES) == set(MODE_SPECS), "every declared mode has an implementation"
 
 

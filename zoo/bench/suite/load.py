@@ -38,6 +38,7 @@ from zoo.bench.suite import plugins as registries
 from zoo.bench.suite.builds import check_init_compatibility, dry_build
 from zoo.bench.suite.expand import (check_board_keys, check_overrides_and_excludes, grid_points, read_header,
                                     read_search, read_tables, search_points)
+from zoo.bench.suite.measures import mode_spec
 from zoo.bench.suite.reported import load_reported
 from zoo.bench.suite.schema import Cell, Suite, SuiteError
 from zoo.bench.suite.settings import cells_with_settings
@@ -127,6 +128,19 @@ def _check_mode_keys(source: str, meta: Mapping[str, Any], cells: Sequence[Cell]
     if mode != "energy_at_init" and any("energy_forward" in c.config["run"] for c in cells):
         raise SuiteError(f"{source}: energy_forward applies to mode = \"energy_at_init\" only (this suite's mode is "
                          f"{mode!r}); remove it")
+    _check_one_graph(source, mode, cells)
+
+
+def _check_one_graph(source: str, mode: str, cells: Sequence[Cell]) -> None:
+    """A mode that measures one graph (``ModeSpec.one_graph``) is refused on graph-list datasets here, before
+    any group is built, rather than failing group by group."""
+    if not mode_spec(mode).one_graph:
+        return
+    for dataset in sorted({c.config["task"]["dataset"] for c in cells}):
+        kind = registries.dataset_spec(dataset).kind
+        if kind != "transductive":
+            raise SuiteError(f"{source}: mode {mode!r} measures one graph: it needs transductive datasets, and "
+                             f"{dataset!r} is {kind}")
 
 
 def _import_plugins(source: str, plugins: Any) -> None:

@@ -32,11 +32,14 @@ class Metric:
 
 @dataclass(frozen=True)
 class ModeSpec:
-    """A suite's ``mode``: the metrics its runs record and whether it runs the training protocol."""
+    """A suite's ``mode``: the metrics its runs record, whether it runs the training protocol, and
+    whether it measures one graph (``one_graph``: a suite of this mode is refused on a dataset
+    that is not transductive, when it is read rather than when a group runs)."""
 
     name: str
     metrics: Tuple[str, ...]
     trains: bool = True
+    one_graph: bool = False
 
 
 _ACCURACY = "accuracy at the selected state"
@@ -50,10 +53,13 @@ METRIC_SPECS: Dict[str, Metric] = {m.name: m for m in (
            selected=False),
     Metric("self_attention", "mean over layers, nodes and heads of the self-attention alpha_vv at the last state",
            selected=False),
+    Metric("effective_rank", "effective rank (Roy & Vetterli) of the last layer's output at initialisation",
+           selected=False),
 )}
 MODE_SPECS: Dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("train", ("train", "val", "test")),
-    ModeSpec("energy_at_init", ("laplacian_energy",), trains=False),
+    ModeSpec("energy_at_init", ("laplacian_energy",), trains=False, one_graph=True),
+    ModeSpec("rank_at_init", ("effective_rank",), trains=False, one_graph=True),
     ModeSpec("prune_layers", ("train", "val", "test", "pruned")),
     ModeSpec("train_attention", ("train", "val", "test", "self_attention")),
 )}

@@ -18,6 +18,8 @@ PAPERS: Dict[str, str] = {
     "a-critical-look-at-heterophily": "A critical look at the evaluation of GNNs under heterophily",
     "gate-intrusive-neighbors": "GATE: How to Keep Out Intrusive Neighbors (Mustafa, Burkholz; ICML 2024)",
     "dynamic-rescaling-gnns": "Training GNNs in Balance by Dynamic Rescaling (Mustafa, Burkholz; NeurIPS 2024)",
+    "attention-masks-layernorm": ("On the Role of Attention Masks and LayerNorm in Transformers (Wu, Ajorlou, Wang, "
+                                  "Jegelka, Jadbabaie; NeurIPS 2024)"),
     "field-2024": ("The field since 2024: Classic GNNs are Strong Baselines (Luo, Shi, Wu; NeurIPS 2024 D&B); Fixed "
                    "Aggregation Features Can Rival GNNs (Rubio-Madrigal, Burkholz; ICML 2026); Residual Connections "
                    "and Normalization Can Provably Prevent Oversmoothing in GNNs (Scholkemper, Wu, Jadbabaie, Schaub; "
