@@ -215,6 +215,16 @@ def test_a_mode_the_device_did_not_measure_takes_the_cpu_factor(tmp_path):
     assert cost_file.load_cost_model("cuda", path).mode_factors == {"energy_at_init": 3.0}
 
 
+def test_every_mode_that_does_not_train_is_priced_as_one_forward_pass():
+    """A measured mode without a factor of its own (rank_at_init) costs as the measured groups the
+    calibration fitted (energy_at_init), not as a training epoch with a factor of 1."""
+    model = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {}, mode_factors={"energy_at_init": 50.0})
+    cfg = config(layers=64, epochs=0)
+    energy = model.group_seconds([cfg] * 10, 0, TABLE, "energy_at_init")
+    assert model.group_seconds([cfg] * 10, 0, TABLE, "rank_at_init") == energy
+    assert model.group_seconds([cfg] * 10, 0, TABLE, "train") < energy
+
+
 def test_dataset_table_matches_the_registry():
     """Every real dataset's counts in the torch-free table are the registry's (no data loaded)."""
     from zoo.datasets import get_spec
@@ -247,13 +257,14 @@ def test_every_suite_dataset_is_in_the_table():
 
 def test_plan_cost_is_torch_free():
     """Statically: the module imports neither torch nor any zoo module outside zoo.bench.plan but the
-    model cards' torch-free reader (the run-time check of the whole layer is tests/test_layering.py's)."""
+    model cards' torch-free reader and the modes' declarations (the run-time check of the whole layer is tests/test_layering.py's)."""
     import ast
 
     tree = ast.parse(Path(cost.__file__).read_text())
     named = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names] + \
         [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    allowed = ("zoo.bench.plan", "zoo.registry", "zoo._names")  # the cards are torch-free data
+    # the cards and the modes' declarations (which modes train) are torch-free data
+    allowed = ("zoo.bench.plan", "zoo.registry", "zoo._names", "zoo.bench.suite.measures")
     assert not [m for m in named if m.split(".")[0] == "torch" or (m.startswith("zoo") and
                                                                     not m.startswith(allowed))]
 

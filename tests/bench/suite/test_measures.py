@@ -14,6 +14,11 @@ def test_metric_properties_replace_name_tests():
     assert metric_spec("pruned").per_layer and metric_spec("pruned").percent and not metric_spec("pruned").selected
     assert all(metric_spec(m).percent and metric_spec(m).selected for m in ("train", "val", "test"))
     assert not mode_spec("energy_at_init").trains
+    rank = metric_spec("effective_rank")  # bounded in [1, width]: an arithmetic mean, no epoch selected
+    assert not (rank.percent or rank.geometric or rank.per_layer or rank.selected)
+    assert mode_spec("rank_at_init").metrics == ("effective_rank",)
+    assert not mode_spec("rank_at_init").trains and mode_spec("rank_at_init").one_graph
+    assert not mode_spec("train").one_graph
 
 
 def test_unknown_names_are_one_clear_error():

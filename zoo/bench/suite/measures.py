@@ -58,7 +58,7 @@ METRIC_SPECS: Dict[str, Metric] = {m.name: m for m in (
 )}
 MODE_SPECS: Dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("train", ("train", "val", "test")),
-    ModeSpec("energy_at_init", ("laplacian_energy",), trains=False, one_graph=True),
+    ModeSpec("energy_at_init", ("laplacian_energy",), trains=False),
     ModeSpec("rank_at_init", ("effective_rank",), trains=False, one_graph=True),
     ModeSpec("prune_layers", ("train", "val", "test", "pruned")),
     ModeSpec("train_attention", ("train", "val", "test", "self_attention")),
