@@ -33,6 +33,8 @@ def test_edge_transforms():
     assert und.is_undirected() and und.num_edges == 5  # {0-1, 1-2} both ways + self-loop
     two = apply("two_hop", apply("undirected", g)[0])[0]
     assert (two.edge_index.t() == torch.tensor([0, 2])).all(1).any()  # 0 reaches 2 in two hops
+    bare = apply("no_edges", g)[0]
+    assert bare.num_edges == 0 and bare.num_nodes == 4 and torch.equal(bare.x, g.x) and g.num_edges == 4
     iso = apply("remove_isolated", g)[0]
     assert iso.num_nodes == 3 and iso.test_mask.sum() == 1 and torch.equal(iso.x, g.x[:3])
 

@@ -140,6 +140,20 @@ class NoSelfLoops(GraphTransform):
         return data
 
 
+@register_transform("no_edges")
+class NoEdges(GraphTransform):
+    """Drop every edge, keeping the nodes, their features and masks: a model that adds self-loops
+    then attends each node to itself alone (the attention matrix is the identity), the control
+    that separates what the mask mixes from what the layers' weights do."""
+
+    def __call__(self, data: Data, split: Optional[str] = None) -> Data:
+        data = data.clone()
+        data.edge_index = data.edge_index[:, :0]
+        if getattr(data, "edge_attr", None) is not None:
+            data.edge_attr = data.edge_attr[:0]
+        return data
+
+
 @register_transform("undirected")
 class Undirected(GraphTransform):
     """Add the reverse of every edge, then drop duplicates (PyG ``ToUndirected``)."""
