@@ -114,8 +114,10 @@ def timed(command: Sequence[str], env: Dict[str, str]) -> Tuple[float, float]:
 
 
 def zoo_command(suite: str, out: str) -> List[str]:
+    """The environment's ``zoo`` script, else ``python -P -m zoo``: without ``-P`` the working folder
+    comes first on ``sys.path``, and a checkout there would run instead of ``PYTHONPATH``'s (``--ref``)."""
     script = os.path.join(os.path.dirname(sys.executable), "zoo")
-    head = [script] if os.path.exists(script) else [sys.executable, "-m", "zoo"]
+    head = [script] if os.path.exists(script) else [sys.executable, "-P", "-m", "zoo"]
     return head + ["bench", suite, "--out", out, "--quiet", "--device", "cpu"]
 
 

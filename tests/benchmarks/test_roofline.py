@@ -64,3 +64,22 @@ def test_the_whole_process_suite_is_one_group_of_the_asked_runs():
     assert len(suite.cells) == 15 and len(suite.groups()) == 1
     assert {c.config["train"]["epochs"] for c in suite.cells} == {7}
     assert {c.config["train"]["loss_threshold"] for c in suite.cells} == {0.0}
+
+
+def test_process_zoo_side_runs_the_checkout_on_pythonpath(tmp_path, monkeypatch):
+    """Without the environment's ``zoo`` script the zoo side is ``python -m zoo``: a checkout in the
+    working folder must not shadow ``PYTHONPATH``'s (the ``--ref`` side would time the wrong tree)."""
+    import os
+    import subprocess
+
+    shadow = tmp_path / "zoo"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("")
+    (shadow / "__main__.py").write_text("print('the shadow checkout')\n")
+    monkeypatch.setattr(process.os.path, "exists", lambda path: False)
+    command = process.zoo_command("suite.toml", "out")
+    head = command[:command.index("bench")]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([*head, "--version"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert "the shadow checkout" not in out.stdout
+    assert out.stdout.startswith("zoo "), out.stdout + out.stderr
