@@ -27,7 +27,7 @@ from zoo.diagnostics.oversmoothing import layer_representations
 from zoo.diagnostics.schedule import GraphRecorder
 from zoo.graph import GraphLike
 
-__all__ = ["numerical_rank", "effective_rank", "RANKS", "rank_trace", "RankRecorder"]
+__all__ = ["numerical_rank", "effective_rank", "RANKS", "equal_rows_distance", "rank_trace", "RankRecorder"]
 
 
 def _singular_values(x: Tensor) -> Tensor:
@@ -61,6 +61,19 @@ def effective_rank(x: Tensor) -> float:
 
 
 RANKS = {"numerical_rank": numerical_rank, "effective_rank": effective_rank}
+
+
+def equal_rows_distance(x: Tensor) -> float:
+    r""":math:`\|X - \mathbf 1 \bar x^\top\|_F / \|X\|_F` of ``x`` ``(N, d)``, :math:`\bar x` the mean
+    row: the relative distance to the subspace where every node holds the same vector (0 exactly
+    there, at most 1; 0 for the zero matrix, NaN for non-finite features).  A rank-one ``X = u v^T``
+    with unequal ``u`` is still far from it: the rank says whether the features span one direction,
+    this says whether the nodes have become one point."""
+    if not bool(torch.isfinite(x).all()):
+        return float("nan")
+    x = x.detach().double()
+    total = float(torch.linalg.vector_norm(x))
+    return float(torch.linalg.vector_norm(x - x.mean(dim=0, keepdim=True))) / total if total > 0 else 0.0
 
 
 def rank_trace(model: nn.Module, graph: GraphLike, x: Tensor, rank: str = "effective_rank",

@@ -16,7 +16,8 @@ def test_metric_properties_replace_name_tests():
     assert not mode_spec("energy_at_init").trains
     rank = metric_spec("effective_rank")  # bounded in [1, width]: an arithmetic mean, no epoch selected
     assert not (rank.percent or rank.geometric or rank.per_layer or rank.selected)
-    assert mode_spec("rank_at_init").metrics == ("effective_rank",)
+    assert mode_spec("rank_at_init").metrics == ("effective_rank", "equal_rows_distance")
+    assert metric_spec("equal_rows_distance").geometric  # falls by decades with depth: compared in log10
     assert not mode_spec("rank_at_init").trains and mode_spec("rank_at_init").one_graph
     assert not mode_spec("train").one_graph
 

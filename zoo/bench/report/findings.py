@@ -30,9 +30,10 @@ A *selector* (``a``, ``b``, ``cells``) is ``{key: value or [values]}`` over cell
 leaderboard's rows / columns / table_by and any other key the suite sets, as in ``zoo bench
 --where``; plugin aliases allowed), or a list of such (their union).  ``where`` (a selector)
 restricts every cell the check reads; ``over`` names the leaderboard's column key (optional,
-checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``, or on a
-test-accuracy suite ``"train"`` / ``"val"`` (the same selected state's other splits) or a metric its mode
-records beside the accuracy (``"self_attention"``, mode ``train_attention``).
+checked); ``metric`` is the leaderboard metric (default) or ``"epochs_to_best"``, or a metric a mode
+records beside the leaderboard's (:func:`other_split`): on a test-accuracy suite ``"train"`` / ``"val"``
+(the same selected state's other splits) or ``"self_attention"`` (mode ``train_attention``), on an
+effective-rank suite ``"equal_rows_distance"`` (mode ``rank_at_init``).
 
 Sources: a ``quote`` is the paper's own text, verbatim modulo whitespace; a sentence
 the text extraction splits is two excerpts joined by ``[...]`` (:func:`quote_in_text`).  A check
@@ -65,7 +66,7 @@ from zoo._names import close_matches, normalize_name
 from zoo.bench.analyze import board as lb
 from zoo.bench.analyze.stats import Summary
 from zoo.bench.suite.cells import cell_value
-from zoo.bench.suite.measures import metric_spec
+from zoo.bench.suite.measures import MODE_SPECS, metric_spec
 from zoo.bench.suite.plugins import canonical_name
 
 HOLDS_SIG, HOLDS, INCONCLUSIVE, CONTRADICTED, NOT_RUN = (
@@ -305,10 +306,10 @@ def validate(findings: Sequence[Finding], board: lb.Board, keys: Sequence[str], 
                                 f"{lay['columns']!r}; comparisons are made per {lay['columns']} value (drop 'over' "
                                 "or name that key)")
         if f.metric not in (None, lay["metric"], EPOCHS) and not other_split(f, lay):
+            beside = _beside(lay["metric"])
             raise FindingsError(f"{where}: check.metric {f.metric!r} is not this suite's metric; use "
                                 f"{lay['metric']!r} (default) or {EPOCHS!r}"
-                                + (f" or another recorded metric ({', '.join(OTHER_METRICS)})" if lay["metric"] == "test"
-                                   else ""))
+                                + (f" or another recorded metric ({', '.join(beside)})" if beside else ""))
         for name, sels in [("where", [f.where]), *f.selectors.items()]:
             for sel in sels:
                 for k, vs in sel.items():
@@ -582,8 +583,21 @@ class Result:
 
 def other_split(f: Finding, layout: Mapping[str, Any]) -> bool:
     """Whether ``f`` reads another recorded metric than the board's (``metric = "val"`` or
-    ``"self_attention"`` on a test board)."""
-    return f.metric in OTHER_METRICS and layout.get("metric") == "test"
+    ``"self_attention"`` on a test board; on the board of a mode that measures without training,
+    another of its measures: ``"equal_rows_distance"`` beside ``"effective_rank"``)."""
+    board = layout.get("metric")
+    if f.metric in OTHER_METRICS and board == "test":
+        return True
+    return f.metric not in (None, board) and any(not m.trains and {board, f.metric} <= set(m.metrics)
+                                                 for m in MODE_SPECS.values())
+
+
+def _beside(board_metric: str) -> List[str]:
+    """The metrics a finding may read on a board of ``board_metric`` besides it (:func:`other_split`)."""
+    if board_metric == "test":
+        return list(OTHER_METRICS)
+    return sorted({m for spec in MODE_SPECS.values() if not spec.trains and board_metric in spec.metrics
+                   for m in spec.metrics} - {board_metric})
 
 
 def with_metric(board: lb.Board, metric: str) -> lb.Board:

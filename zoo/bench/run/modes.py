@@ -10,7 +10,8 @@ runner calls :meth:`Mode.produce` and never names a metric.
 - ``energy_at_init``: no training; the Laplacian energy of the last layer's output at
   initialisation (nonlocal paper §2, Tables 2/4/6) and its per-layer trace (Fig. 1).
 - ``rank_at_init``: no training; the effective rank of the last layer's output at initialisation
-  and the per-layer traces of both ranks (rank collapse under masked attention, Wu et al. 2024).
+  and its distance to equal rows, with the per-layer traces of both ranks and of that distance
+  (rank collapse under masked attention, Wu et al. 2024).
 - ``prune_layers``: train, then the test accuracy of the best state with one layer skipped
   (nonlocal paper Table 8).
 - ``train_attention``: train, then how the last state distributes its attention (GATE paper):
@@ -28,12 +29,16 @@ from zoo.bench.suite.measures import MODE_SPECS, ModeSpec
 from zoo.bench.suite.schema import Cell
 from zoo.diagnostics import attention_distribution, energy_trace, loglog_slope
 from zoo.diagnostics.oversmoothing import layer_representations
-from zoo.diagnostics.rank import RANKS
+from zoo.diagnostics.rank import RANKS, equal_rows_distance
 from zoo.ops.dropout import ReplicaRandomness, replica_randomness
 from zoo.trainer.cells import GroupRun
 from zoo.trainer.results import RunResult
 from zoo.trainer.resume import ResumeFile
 from zoo.trainer.views import score
+
+
+#: what rank_at_init measures on every layer's output (its metrics read the last layer's)
+MEASURES = {**RANKS, "equal_rows_distance": equal_rows_distance}
 
 
 class Mode:
@@ -110,8 +115,11 @@ class RankAtInit(Mode):
     stays near the number of directions that carry weight otherwise.  The numerical (stable) rank
     ``||X||_F^2 / ||X||_2^2`` is governed by the top singular value alone: features with one large
     common direction read near 1 there while the rest of the spectrum is still full: not yet a
-    collapse to a rank-one subspace.  Both per-layer traces go to the
-    record's extra (``effective_rank_per_layer``, ``numerical_rank_per_layer``).
+    collapse to a rank-one subspace.  The second metric, ``equal_rows_distance``
+    (:func:`zoo.diagnostics.rank.equal_rows_distance`), says whether the nodes have become one point,
+    which only mixing does: the product of the layers' weights alone aligns the features to one
+    direction without making the nodes equal.  Every measure's per-layer trace goes to the record's
+    extra (``effective_rank_per_layer``, ``numerical_rank_per_layer``, ``equal_rows_distance_per_layer``).
     """
 
     spec = MODE_SPECS["rank_at_init"]
@@ -126,9 +134,9 @@ class RankAtInit(Mode):
             replicas.base.eval()
             # one forward serves both ranks
             reps = layer_representations(replicas.base, view.edge_index, view.x)
-            traces.append({name: [fn(x) for x in reps] for name, fn in RANKS.items()})
+            traces.append({name: [fn(x) for x in reps] for name, fn in MEASURES.items()})
         elapsed = time.perf_counter() - run.started
-        return [_measured(run, elapsed, {"effective_rank": trace["effective_rank"][-1]},
+        return [_measured(run, elapsed, {name: trace[name][-1] for name in self.spec.metrics},
                           {f"{name}_per_layer": values for name, values in trace.items()})
                 for trace in traces]
 

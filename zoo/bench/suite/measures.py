@@ -55,11 +55,13 @@ METRIC_SPECS: Dict[str, Metric] = {m.name: m for m in (
            selected=False),
     Metric("effective_rank", "effective rank (Roy & Vetterli) of the last layer's output at initialisation",
            selected=False),
+    Metric("equal_rows_distance", "relative distance of the last layer's output to equal rows (every node the "
+           "same vector) at initialisation", geometric=True, selected=False),
 )}
 MODE_SPECS: Dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("train", ("train", "val", "test")),
     ModeSpec("energy_at_init", ("laplacian_energy",), trains=False),
-    ModeSpec("rank_at_init", ("effective_rank",), trains=False, one_graph=True),
+    ModeSpec("rank_at_init", ("effective_rank", "equal_rows_distance"), trains=False, one_graph=True),
     ModeSpec("prune_layers", ("train", "val", "test", "pruned")),
     ModeSpec("train_attention", ("train", "val", "test", "self_attention")),
 )}
