@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import pytest
@@ -240,6 +241,19 @@ def test_selectors_are_validated_against_the_cells(check, expected):
         findings = fd.parse_findings([_finding(check)], "x.json")
         fd.validate(findings, skeleton, cell_keys(info["leaderboard"], info["cells"]), "x.json")
     assert expected in str(e.value) and ("finding 'f1'" in str(e.value) or "finding #1 ('f1')" in str(e.value))
+
+
+def test_a_finding_reads_the_other_measure_of_a_mode_that_does_not_train():
+    """On an effective-rank board a finding may read the distance to equal rows that rank_at_init records
+    beside it; the rules for accuracy boards stay: another split on a test board only."""
+    def reads_other(metric, board_metric):
+        return fd.other_split(types.SimpleNamespace(metric=metric), {"metric": board_metric})
+
+    assert reads_other("equal_rows_distance", "effective_rank")
+    assert not reads_other("laplacian_energy", "effective_rank")  # another mode's measure
+    assert not reads_other(None, "effective_rank") and not reads_other("effective_rank", "effective_rank")
+    assert reads_other("val", "test") and reads_other("self_attention", "test")
+    assert not reads_other("test", "train")
 
 
 # ----------------------------------------------------------------------------- the shipped findings
