@@ -3,7 +3,7 @@
 Before its first group trains, a ``zoo`` process imports torch, PyG and the zoo, reads the suite and
 loads the data: some 230 000 objects that live to the end of the process.  While they are made the
 collector runs hundreds of young-generation passes and several full ones over them, and frees
-almost nothing: about 0.3 s of CPU of a 2 s start-up (docs/notes/performance.md).  The command
+almost nothing (its cost: docs/notes/performance.md).  The command
 pauses the collector for its start-up (:func:`pause_for_startup`, only for the ``zoo`` command
 itself, not for a caller of ``zoo.cli.main`` in its own process) and the first group ends it
 (:func:`end_startup`): what the start-up made is frozen (the permanent generation, never walked

@@ -141,8 +141,7 @@ class ModuleSlots:
     :meth:`holding` puts given tensors in those places for a call and the module's own back after
     it, as ``torch.func.functional_call`` does (it too writes ``module._parameters[name]`` /
     ``module._buffers[name]``), without its per-call work: resolving every dotted name and walking
-    the module tree for tied weights, a tenth of a millisecond per stacked forward on Cornell
-    against a ~4 ms forward.  Built only for a module whose every parameter and buffer has one
+    the module tree for tied weights on every call (measured: docs/notes/performance.md).  Built only for a module whose every parameter and buffer has one
     name (:meth:`of`): with tied weights the loop keeps ``functional_call``.
     """
 
