@@ -14,6 +14,7 @@ from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops._direct import Formula, direct_op, vmapped
 from zoo.ops.csr import csr_mm
 from zoo.ops.precision import float32_under_autocast
 
@@ -49,11 +50,49 @@ def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -
     _SPARSE.put(x, parts() if nnz <= SPARSE_MAX_DENSITY * x.numel() else None)
 
 
+def _csr_linear_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
+                       weight: Tensor) -> Tensor:
+    return csr_mm(crow, col, val, crow_t.numel() - 1, weight.t())
+
+
+def _csr_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+    ctx.save_for_backward(*inputs[3:6])
+
+
+def _csr_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+    crow_t, col_t, val_t = ctx.saved_tensors
+    # d(X W^T)/dW = grad^T X = (X^T grad)^T; the inputs X get no gradient (constants)
+    return None, None, None, None, None, None, csr_mm(crow_t, col_t, val_t, grad.size(0), grad).t()
+
+
+def _csr_linear_rule(op: Callable[..., Tensor]) -> Callable[..., Tuple[Tensor, int]]:
+    """The vmap rule of ``zoo::csr_linear`` calling ``op`` on the physical weight: all replicas' weights
+    side by side, one ``(N, R*C)`` product."""
+    def rule(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
+        *parts, weight = args
+        if any(d is not None for d in in_dims[:6]):
+            raise ValueError("csr_linear: the sparse input must be shared by all replicas")
+        w = weight.movedim(in_dims[6], 0)  # (R, C, F) -> one (N, R*C) product
+        out = op(*parts, w.reshape(-1, w.size(-1)))
+        return out.view(out.size(0), w.size(0), w.size(1)), 1
+    return rule
+
+
+#: the rule as :func:`zoo.ops._direct.vmapped` runs it: the kernel and its formula without the op's dispatch
+_CSR_LINEAR_DIRECT = _csr_linear_rule(direct_op(Formula(_csr_linear_kernel, _csr_setup, _csr_backward)))
+
+
+def _csr_linear_direct_vmap(*args: Tensor) -> Tensor:
+    """``zoo::csr_linear``'s call under one vmap without its dispatch, else through it."""
+    done = vmapped(_CSR_LINEAR_DIRECT, args)
+    return done if done is not None else _csr_linear(*args)
+
+
 if _HAS_CUSTOM_OPS:
     @_custom_op("zoo::csr_linear")
     def _csr_linear(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
                     weight: Tensor) -> Tensor:
-        return csr_mm(crow, col, val, crow_t.numel() - 1, weight.t())
+        return _csr_linear_kernel(crow, col, val, crow_t, col_t, val_t, weight)
 
 
     @_csr_linear.register_fake
@@ -61,31 +100,10 @@ if _HAS_CUSTOM_OPS:
         return weight.new_empty((crow.numel() - 1, weight.size(0)))
 
 
-    def _csr_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-        ctx.save_for_backward(*inputs[3:6])
-
-
-    def _csr_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
-        crow_t, col_t, val_t = ctx.saved_tensors
-        # d(X W^T)/dW = grad^T X = (X^T grad)^T; the inputs X get no gradient (constants)
-        return None, None, None, None, None, None, csr_mm(crow_t, col_t, val_t, grad.size(0), grad).t()
-
-
     _csr_linear.register_autograd(_csr_backward, setup_context=_csr_setup)
+    torch.library.register_vmap("zoo::csr_linear", _csr_linear_rule(_csr_linear))
     #: under autocast in float32: the CSR products take no bfloat16 (the dense ``F.linear`` autocasts)
-    _csr_linear_float32 = float32_under_autocast(_csr_linear)
-
-
-    def _csr_linear_vmap(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
-        *parts, weight = args
-        if any(d is not None for d in in_dims[:6]):
-            raise ValueError("csr_linear: the sparse input must be shared by all replicas")
-        w = weight.movedim(in_dims[6], 0)  # (R, C, F) -> one (N, R*C) product
-        out = _csr_linear(*parts, w.reshape(-1, w.size(-1)))
-        return out.view(out.size(0), w.size(0), w.size(1)), 1
-
-
-    torch.library.register_vmap("zoo::csr_linear", _csr_linear_vmap)
+    _csr_linear_float32 = float32_under_autocast(_csr_linear_direct_vmap)
 
 
 def linear(x: Tensor, weight: Tensor) -> Tensor:

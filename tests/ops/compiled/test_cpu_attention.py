@@ -3,6 +3,8 @@ isolated nodes, a destination of degree 41 (> the 32-destination block), C = 5 (
 two), several heads, under vmap with R = 3; opcheck on every op; deterministic across threads."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch.func import vmap
@@ -173,12 +175,15 @@ def test_fold_rule_splits_replicas_only_when_one_replica_fits_the_cache_budget(m
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("budget", ["all_fit", "one_fits"])
-def test_all_replicas_run_in_one_call_with_replicas_first(family, budget, monkeypatch):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "dispatched"])
+def test_all_replicas_run_in_one_call_with_replicas_first(family, budget, direct, monkeypatch):
     """Under vmap the C++ op runs once for all replicas on the stacked tensors as they are,
     replicas first, forward and backward — also when one replica's values fit the cache budget and
     all do not (before: one call per replica, with unbind / stack copies of every input and output;
-    or replicas folded into the heads, a copy of every input)."""
+    or replicas folded into the heads, a copy of every input).  Called directly (zoo/ops/_direct.py),
+    the forward is not first called on the batched tensors."""
     from zoo.ops._compiled import rules
+    from zoo.ops._direct import dispatched
 
     case = make_inputs(family, heads=2, channels=3)
     stacked = _stack(case["tensors"], 3)
@@ -196,13 +201,14 @@ def test_all_replicas_run_in_one_call_with_replicas_first(family, budget, monkey
             return _op(*args)
         monkeypatch.setattr(kernels, name, spy)
 
-    out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())
-    torch.autograd.grad(out.square().sum() + alpha.sum(), leaves)
+    with contextlib.nullcontext() if direct else dispatched():
+        out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())
+        torch.autograd.grad(out.square().sum() + alpha.sum(), leaves)
     physical = tuple(stacked["values"].shape)  # (3, N, H, C)
-    # the forward: once on the logical (batched) tensors, once for all replicas on the physical
-    # ones; the backward (recorded below vmap): once on the physical ones
-    assert seen == [(f"{family}_forward", physical[1:]), (f"{family}_forward", physical),
-                    (f"{family}_backward", physical)]
+    # the forward: through the dispatcher once on the logical (batched) tensors, then once for all
+    # replicas on the physical ones; the backward (recorded below vmap): once on the physical ones
+    logical = [] if direct else [(f"{family}_forward", physical[1:])]
+    assert seen == logical + [(f"{family}_forward", physical), (f"{family}_backward", physical)]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

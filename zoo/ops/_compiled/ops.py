@@ -11,12 +11,14 @@ of both (:mod:`.degree_buckets`), whose split needs a host synchronisation (``no
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from zoo.ops._compiled import build, rules
+from zoo.ops._custom import under_vmap
+from zoo.ops._direct import vmapped
 from zoo.ops._compiled.degree_buckets import split_by_degree
 from zoo.ops.aggregate import graph_orders
 
@@ -31,6 +33,11 @@ def _cpu_ops() -> Optional[Any]:
         return None
     rules.register("zoo_kernels", replica_major=True)
     return torch.ops.zoo_kernels
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_direct_rules() -> Dict[str, Any]:
+    return rules.direct_rules("zoo_kernels", replica_major=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,6 +97,18 @@ def _ops_for(t: Tensor) -> Any:
     return ops
 
 
+def _forward(name: str, values: Tensor, args: Tuple[Any, ...]) -> Tuple[Tensor, Tensor, Tensor]:
+    """The op ``name`` of ``values``' backend on ``args``; on the CPU under one vmap (the stacked
+    replicas), its vmap rule and formula called directly (:mod:`zoo.ops._direct`: the same kernels and
+    numbers, without torch.library's Python layers per call)."""
+    ops = _ops_for(values)
+    if values.device.type == "cpu" and under_vmap(values):
+        done = vmapped(_cpu_direct_rules()[name], args)
+        if done is not None:
+            return done
+    return getattr(ops, name)(*args)
+
+
 def takes_keep(device: torch.device) -> bool:
     """Whether the backend serving ``device`` applies attention dropout's keep mask inside the op (the
     C++ ops; the Triton ops do not: attention dropout keeps the torch ops on CUDA)."""
@@ -115,8 +134,8 @@ def gatv2_attention(x_src: Tensor, x_dst: Tensor, values: Tensor, att: Tensor, n
     edge order); graph: the graph's arguments for the backend (:func:`graph_arguments`) -> out
     ``(N, H, Cv)``, alpha ``(E, H)`` (original edge order, before the mask).
     """
-    out, alpha, _ = _ops_for(values).gatv2_forward(x_src, x_dst, values, att, *graph, float(negative_slope),
-                                                   *_keep_args(keep, values))
+    out, alpha, _ = _forward("gatv2_forward", values, (x_src, x_dst, values, att, *graph, float(negative_slope),
+                                                       *_keep_args(keep, values)))
     return out, alpha
 
 
@@ -129,6 +148,6 @@ def gat_attention(score_src: Tensor, score_dst: Tensor, bias: Optional[Tensor], 
     Shapes: score_src, score_dst ``(N, H)``; bias, keep ``(E, H)`` or None; values ``(N, H, Cv)`` ->
     out ``(N, H, Cv)``, alpha ``(E, H)`` (original edge order); graph: as :func:`gatv2_attention`.
     """
-    out, alpha, _ = _ops_for(values).gat_forward(score_src, score_dst, bias, values, *graph, float(negative_slope),
-                                                 *_keep_args(keep, values))
+    out, alpha, _ = _forward("gat_forward", values, (score_src, score_dst, bias, values, *graph,
+                                                     float(negative_slope), *_keep_args(keep, values)))
     return out, alpha

@@ -13,10 +13,13 @@ replicas, exact because every head of every replica is computed on its own:
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from types import SimpleNamespace
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
+
+from zoo.ops._direct import Formula, below_autograd, direct_op
 
 #: crow, col, perm (CSR by destination), crow_s, col_s, perm_s (by source): the C++ ops' graph arguments;
 #: the Triton ops take four more, the light / heavy degree buckets by destination and by source
@@ -154,6 +157,17 @@ def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS)
     _register_vmap(lib, ops, replica_major, graph_args)
 
 
+def direct_rules(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS) -> Dict[str, Callable[..., Any]]:
+    """The forwards' vmap rules for :func:`zoo.ops._direct.vmapped`: as registered by :func:`register`,
+    with each forward applied below autograd and its formula as the backward (no dispatch)."""
+    ops = getattr(torch.ops, ns)
+    direct = {name: direct_op(Formula(below_autograd(ops, name), setup, grad))
+              for name, (grad, setup) in autograd_formulas(ops, graph_args).items()}
+    rules = vmap_rules(SimpleNamespace(**direct, gatv2_backward=ops.gatv2_backward, gat_backward=ops.gat_backward),
+                       replica_major, graph_args)
+    return {name: rules[name] for name in direct}
+
+
 def _register_fake(lib: str) -> None:
     """The ops' fake (meta) kernels: output shapes only, for tracing and compile."""
     def fwd_fake(values: Tensor, col: Tensor, heads: int) -> Tuple[Tensor, Tensor, Tensor]:
@@ -184,6 +198,12 @@ def _register_fake(lib: str) -> None:
 
 def _register_autograd(lib: str, ops: Any, graph_args: int) -> None:
     """Each forward's backward op as its autograd formula."""
+    for name, (grad, setup) in autograd_formulas(ops, graph_args).items():
+        torch.library.register_autograd(lib + name, grad, setup_context=setup)
+
+
+def autograd_formulas(ops: Any, graph_args: int) -> Dict[str, Tuple[Callable[..., Any], Callable[..., None]]]:
+    """``{forward op: (backward, setup_context)}``: each forward's backward op as its autograd formula."""
     # inputs: 4 tensors, the graph tensors, slope [, replicas_outer]: the backward gets the same
     # trailing arguments, and no gradient for any of them.
     def gatv2_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
@@ -200,8 +220,6 @@ def _register_autograd(lib: str, ops: Any, graph_args: int) -> None:
                                                         att, out, lse, *graph, *ctx.trailing)
         return (d_src, d_dst, d_val, d_att) + (None,) * (graph_args + len(ctx.trailing))
 
-    torch.library.register_autograd(lib + "gatv2_forward", gatv2_grad, setup_context=gatv2_setup)
-
     def gat_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
         score_src, score_dst, bias, values = inputs[:4]
         ctx.has_bias = bias is not None
@@ -217,11 +235,18 @@ def _register_autograd(lib: str, ops: Any, graph_args: int) -> None:
                                                    values, out, lse, *graph, *ctx.trailing)
         return (d_s, d_t, d_bias if ctx.has_bias else None, d_val) + (None,) * (graph_args + len(ctx.trailing))
 
-    torch.library.register_autograd(lib + "gat_forward", gat_grad, setup_context=gat_setup)
+    return {"gatv2_forward": (gatv2_grad, gatv2_setup), "gat_forward": (gat_grad, gat_setup)}
 
 
 def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> None:
     """One call for all replicas under ``torch.func.vmap``: replicas first (the C++ ops) or folded into the heads."""
+    for name, rule in vmap_rules(ops, replica_major, graph_args).items():
+        torch.library.register_vmap(lib + name, rule)
+
+
+def vmap_rules(ops: Any, replica_major: bool, graph_args: int) -> Dict[str, Callable[..., Any]]:
+    """``{op: vmap rule}`` of the four ops, each calling ``ops``' ops on the physical tensors (see
+    :func:`register`)."""
     def replicas_first(op: Any, info: Any, dims: Sequence[Any], args: Sequence[Any], tensors: int,
                        values_at: int) -> Optional[Tuple[Tuple[Tensor, ...], Tuple[int, ...]]]:
         """The C++ ops: all replicas in one call, replicas first (``tensors``: how many leading
@@ -301,7 +326,5 @@ def _register_vmap(lib: str, ops: Any, replica_major: bool, graph_args: int) -> 
             _fold(lse, dl, b), *graph, slope, *_folded_keep(args, in_dims, 8 + graph_args + 1, b))
         return (_unfold(d_s, b), _unfold(d_t, b), _unfold(d_val, b), _unfold(d_bias, b)), (1, 1, 1, 1)
 
-    torch.library.register_vmap(lib + "gatv2_forward", gatv2_fwd_vmap)
-    torch.library.register_vmap(lib + "gatv2_backward", gatv2_bwd_vmap)
-    torch.library.register_vmap(lib + "gat_forward", gat_fwd_vmap)
-    torch.library.register_vmap(lib + "gat_backward", gat_bwd_vmap)
+    return {"gatv2_forward": gatv2_fwd_vmap, "gatv2_backward": gatv2_bwd_vmap, "gat_forward": gat_fwd_vmap,
+            "gat_backward": gat_bwd_vmap}
