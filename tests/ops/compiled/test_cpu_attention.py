@@ -151,6 +151,7 @@ def test_replicas_one_by_one_equal_folded_bitwise(family, monkeypatch):
     # one replica's rows fit the cache budget, all three do not: the rules go one by one
     largest = max(v.numel() * v.element_size() for v in leaves) // 3
     monkeypatch.setattr(rules, "FOLD_MAX_BYTES", largest)
+    monkeypatch.setattr(rules, "FOLD_ROW_MAX_BYTES", 0)  # (these rows are narrow: they would fold)
     one_by_one = run()
     for a, b in zip(folded, one_by_one):
         assert torch.equal(a, b)
@@ -191,6 +192,7 @@ def test_all_replicas_run_in_one_call_with_replicas_first(family, budget, direct
     leaves = [v for v in stacked.values() if v is not None]
     if budget == "one_fits":
         monkeypatch.setattr(rules, "FOLD_MAX_BYTES", stacked["values"][0].numel() * 8)
+        monkeypatch.setattr(rules, "FOLD_ROW_MAX_BYTES", 0)  # (these rows are narrow: they would fold)
     kernels = torch.ops.zoo_kernels
     seen = []
     for name in (f"{family}_forward", f"{family}_backward"):
@@ -209,6 +211,45 @@ def test_all_replicas_run_in_one_call_with_replicas_first(family, budget, direct
     # replicas on the physical ones; the backward (recorded below vmap): once on the physical ones
     logical = [] if direct else [(f"{family}_forward", physical[1:])]
     assert seen == logical + [(f"{family}_forward", physical), (f"{family}_backward", physical)]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_narrow_rows_fold_where_one_replica_fits_and_the_numbers_stay(family, monkeypatch):
+    """One replica's values fit FOLD_MAX_BYTES and all do not, but a replica's row (heads x
+    channels) is narrow (an output layer of a few classes): the replicas are folded into the heads,
+    one call over the edges for all of them, forward and backward — with the numbers of the
+    replica-by-replica call bitwise (each head is computed on its own either way)."""
+    from zoo.ops._compiled import rules
+
+    case = make_inputs(family, heads=1, channels=5)
+    stacked = _stack(case["tensors"], 3)
+    dims = tuple(None if v is None else 0 for v in stacked.values())
+    leaves = [v for v in stacked.values() if v is not None]
+    monkeypatch.setattr(rules, "FOLD_MAX_BYTES", stacked["values"][0].numel() * 8)  # one fits, three do not
+    kernels = torch.ops.zoo_kernels
+    seen = []
+    for name in (f"{family}_forward", f"{family}_backward"):
+        def spy(*args, _op=getattr(kernels, name), _name=name):
+            values = args[3] if _name == "gat_forward" else args[5] if _name == "gat_backward" else \
+                args[2] if _name == "gatv2_forward" else args[4]
+            seen.append((_name, tuple(values.shape)))
+            return _op(*args)
+        monkeypatch.setattr(kernels, name, spy)
+
+    def run():
+        out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())
+        return [out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), leaves)]
+
+    assert rules._row_bytes(stacked["values"].detach(), 0) == 5 * 8 <= rules.FOLD_ROW_MAX_BYTES
+    folded = run()
+    r, n, h, c = stacked["values"].shape
+    assert seen[-2:] == [(f"{family}_forward", (n, r * h, c)), (f"{family}_backward", (n, r * h, c))]
+    seen.clear()
+    monkeypatch.setattr(rules, "FOLD_ROW_MAX_BYTES", 0)
+    one_by_one = run()
+    assert seen[-2:] == [(f"{family}_forward", (r, n, h, c)), (f"{family}_backward", (r, n, h, c))]
+    for a, b in zip(folded, one_by_one):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

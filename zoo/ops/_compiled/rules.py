@@ -82,6 +82,14 @@ def _firsts(ts: Sequence[Optional[Tensor]], dims: Sequence[Optional[int]], batch
 #: The measurements behind each case: docs/notes/performance.md, "Dispatch thresholds".
 FOLD_MAX_BYTES = 2 << 20
 
+#: Where one replica's values fit FOLD_MAX_BYTES and all do not, replicas are still folded into the
+#: heads when one replica's row of values (heads x channels) is at most this many bytes: a narrow
+#: row (an output layer of a few classes, one head) makes every edge's fixed work — the CSR slot,
+#: the exponential, the scattered per-edge terms — the cost, and one pass over the edges for all
+#: replicas pays it once instead of once per replica; the cache gained by going replica by replica
+#: does not make up for that below a few cache lines (docs/notes/performance.md, "Dispatch thresholds").
+FOLD_ROW_MAX_BYTES = 128
+
 
 def _fold_fits(values: Tensor, dim: Optional[int], batch: int) -> bool:
     """Whether to run the replicas of ``values`` (the physical tensor; ``dim``: its replica dim)
@@ -96,6 +104,15 @@ def _fold_fits(values: Tensor, dim: Optional[int], batch: int) -> bool:
 def _replica_bytes(values: Tensor, dim: Optional[int], batch: int) -> int:
     """Bytes of one replica's values (``values``: the physical tensor; ``dim``: its replica dim)."""
     return values.numel() * values.element_size() // (batch if dim is not None else 1)
+
+
+def _row_bytes(values: Tensor, dim: Optional[int]) -> int:
+    """Bytes of one node's row (heads x channels) of one replica's values (``values``: the physical
+    ``(N, H, C)`` tensor with, where ``dim`` is not None, a replica dim at ``dim``)."""
+    shape = list(values.shape)
+    if dim is not None:
+        del shape[dim]
+    return shape[-2] * shape[-1] * values.element_size()
 
 
 def _unfold(t: Tensor, batch: int) -> Tensor:
@@ -260,6 +277,8 @@ def vmap_rules(ops: Any, replica_major: bool, graph_args: int) -> Dict[str, Call
         if not nested and _replica_bytes(values, value_dim, b) > FOLD_MAX_BYTES:
             return None  # rows of all replicas side by side: one contiguous read per edge
         outer = not _fold_fits(values, value_dim, b)
+        if outer and not nested and _row_bytes(values, value_dim) <= FOLD_ROW_MAX_BYTES:
+            return None  # narrow rows: one pass over the edges for all replicas (FOLD_ROW_MAX_BYTES)
         keep, keep_dim = _keep(args, dims, tensors + graph_args + 1)
         results = op(*_firsts(args[:tensors], dims[:tensors], b, nested),
                      *args[tensors:tensors + graph_args + 1], outer, _first(keep, keep_dim, b, nested))
