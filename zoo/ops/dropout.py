@@ -2,6 +2,7 @@
 they would draw trained alone)."""
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -33,6 +34,22 @@ def keep_draws(shape: Sequence[int], q: float, generator: Optional[torch.Generat
     draw = dtype if dtype in (torch.float32, torch.float64) else torch.float32
     keep = torch.rand(shape, generator=generator, dtype=draw, device=device).lt_(q)
     return keep if draw == dtype else keep.to(dtype)
+
+
+def _keep_mask_kernel(dtype: torch.dtype, device: torch.device) -> Optional[Any]:
+    """The compiled ``keep_mask`` draw where it serves (float32 on the CPU, kernels built), else ``None``."""
+    if device.type != "cpu" or dtype != torch.float32:
+        return None
+    from zoo.ops._compiled.build import load_cpu_kernels
+
+    return getattr(torch.ops.zoo_kernels, "keep_mask", None) if load_cpu_kernels() else None
+
+
+@functools.lru_cache(maxsize=None)
+def _keep_scale(p: float, dtype: torch.dtype) -> float:
+    """The kept entries' value in :meth:`ReplicaRandomness.mask`: ``1 / (1 - p)`` as torch's ``div_``
+    rounds it in ``dtype`` (taken from that op, so the compiled draw's mask equals torch's bitwise)."""
+    return float(torch.ones(16, dtype=dtype).div_(1.0 - p)[0])
 
 
 class ReplicaRandomness:
@@ -98,9 +115,20 @@ class ReplicaRandomness:
         with _no_vmap_randomness():
             return keep_draws(shape, 1.0 - p, self.generator(replica, device), dtype, device)
 
-    def mask(self, replica: int, like: Tensor, p: float) -> Tensor:
-        """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``."""
-        return self._keep(replica, like.shape, like.dtype, like.device, p).div_(1.0 - p)
+    def mask(self, replica: int, like: Tensor, p: float, out: Optional[Tensor] = None) -> Tensor:
+        """``(1 - p)``-Bernoulli keep mask scaled by ``1 / (1 - p)`` (as ``F.dropout``), shaped like ``like``
+        (written into ``out``, a contiguous tensor of that shape and dtype, when given).
+
+        A float32 mask on the CPU is drawn by the compiled ``keep_mask`` (one pass: the same numbers
+        and the same stream position as the uniforms, comparison and scaling below), else by torch."""
+        kernel = _keep_mask_kernel(like.dtype, like.device)
+        if kernel is None:
+            mask = self._keep(replica, like.shape, like.dtype, like.device, p).div_(1.0 - p)
+            return mask if out is None else out.copy_(mask)
+        out = torch.empty(like.shape, dtype=like.dtype, device=like.device) if out is None else out
+        with _no_vmap_randomness():
+            kernel(out, self.generator(replica, like.device), 1.0 - p, _keep_scale(p, like.dtype))
+        return out
 
     def sparse_dropped(self, replica: int, nonzeros: SparseInput, p: float, remember: bool = True) -> Tensor:
         """The sparse input with dropout drawn at its non-zeros only, from replica ``replica``'s stream
@@ -171,7 +199,12 @@ if _HAS_CUSTOM_OPS:
         tokens = rng.indices(token.movedim(token_dim, 0) if token_dim is not None else token)
         tokens = tokens if token_dim is not None else tokens * info.batch_size
         one = like.select(like_dim, 0) if like_dim is not None else like
-        return torch.stack([rng.mask(int(r), one, p) for r in tokens]), 0
+        # each replica's mask drawn into its slice of the result: no stacked copy (R x the input's
+        # size on a wide input layer)
+        out = torch.empty((len(tokens), *one.shape), dtype=one.dtype, device=one.device)
+        for i, r in enumerate(tokens):
+            rng.mask(int(r), one, p, out=out[i])
+        return out, 0
 
 
     torch.library.register_vmap("zoo::replica_dropout_mask", _replica_mask_vmap)
