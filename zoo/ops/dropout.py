@@ -130,6 +130,17 @@ class ReplicaRandomness:
             kernel(out, self.generator(replica, like.device), 1.0 - p, _keep_scale(p, like.dtype))
         return out
 
+    def dropped(self, replica: int, x: Tensor, p: float, out: Optional[Tensor] = None) -> Tensor:
+        """``x * mask(replica, x, p)`` (written into ``out`` when given): where the compiled draw serves,
+        in the same pass as the mask, which is then never written (the same numbers)."""
+        kernel = _keep_mask_kernel(x.dtype, x.device)
+        if kernel is None:
+            return torch.mul(x, self.mask(replica, x, p), out=out) if out is not None else x * self.mask(replica, x, p)
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+        with _no_vmap_randomness():
+            kernel(out, self.generator(replica, x.device), 1.0 - p, _keep_scale(p, x.dtype), x)
+        return out
+
     def sparse_dropped(self, replica: int, nonzeros: SparseInput, p: float, remember: bool = True) -> Tensor:
         """The sparse input with dropout drawn at its non-zeros only, from replica ``replica``'s stream
         (``remember``: see :meth:`SparseInput.dropped`)."""
@@ -210,6 +221,33 @@ if _HAS_CUSTOM_OPS:
     torch.library.register_vmap("zoo::replica_dropout_mask", _replica_mask_vmap)
 
 
+    @_custom_op("zoo::replica_input_dropout")
+    def _replica_input_dropout(x: Tensor, token: Tensor, p: float) -> Tensor:
+        rng = _ACTIVE[-1][0]
+        return rng.dropped(rng.indices(token)[0], x, p)
+
+
+    @_replica_input_dropout.register_fake
+    def _(x: Tensor, token: Tensor, p: float) -> Tensor:
+        return torch.empty_like(x)
+
+
+    def _replica_input_dropout_vmap(info: Any, in_dims: Sequence[Any], x: Tensor, token: Tensor,
+                                    p: float) -> Tuple[Tensor, int]:
+        if in_dims[0] is not None:
+            raise ValueError("replica_input_dropout: the input must be shared by all replicas")
+        rng = _ACTIVE[-1][0]
+        tokens = rng.indices(token.movedim(in_dims[1], 0) if in_dims[1] is not None else token)
+        tokens = tokens if in_dims[1] is not None else tokens * info.batch_size
+        out = torch.empty((len(tokens), *x.shape), dtype=x.dtype, device=x.device)
+        for i, r in enumerate(tokens):
+            rng.dropped(int(r), x, p, out=out[i])
+        return out, 0
+
+
+    torch.library.register_vmap("zoo::replica_input_dropout", _replica_input_dropout_vmap)
+
+
     @_custom_op("zoo::replica_sparse_dropout")
     def _replica_sparse_dropout(x: Tensor, token: Tensor, p: float) -> Tensor:
         rng = _ACTIVE[-1][0]
@@ -260,6 +298,12 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return rng.sparse_dropped(rng.indices(token)[0], nonzeros, p)
     if not _ACTIVE or not custom_ops_active():
         return F.dropout(x, p, True)
+    token = _ACTIVE[-1][1]
+    if _is_batched(token) and not under_vmap(x) and not x.requires_grad and \
+            _keep_mask_kernel(x.dtype, x.device) is not None:
+        # stacked replicas on one constant input (a dense input layer): each replica's dropped copy
+        # drawn and multiplied in one compiled pass into its slice (the numbers of x * mask)
+        return _replica_input_dropout(x, token, float(p))
     return x * dropout_mask(x, p)
 
 

@@ -39,11 +39,32 @@ def test_keep_mask_is_torchs_mask_and_stream(drawn_before, shape, p):
     assert torch.equal(torch.rand(700, generator=a), torch.rand(700, generator=b))
 
 
+@pytest.mark.parametrize("drawn_before", [0, 624])
+def test_keep_mask_with_an_input_gives_the_dropped_input(drawn_before):
+    """x * mask in the same pass (negative entries and zeros: the signs of x * 0 as torch's mul)."""
+    shape, p = (40, 77), 0.6
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+    x[0, :5] = 0.0
+    a, b = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    torch.rand(drawn_before, generator=a)
+    torch.rand(drawn_before, generator=b)
+    expected = x * _torch_mask(shape, a, p)
+    out = torch.empty(shape)
+    torch.ops.zoo_kernels.keep_mask(out, b, 1.0 - p, _keep_scale(p, torch.float32), x)
+    assert torch.equal(out.view(torch.int32), expected.view(torch.int32))  # signed zeros included
+    assert torch.equal(a.get_state(), b.get_state())
+
+
 def test_keep_mask_refuses_what_it_cannot_fill():
     g = torch.Generator().manual_seed(0)
     for bad in (torch.empty(4, dtype=torch.float64), torch.empty(4, 2).t()):
         with pytest.raises(RuntimeError, match="contiguous float32"):
             torch.ops.zoo_kernels.keep_mask(bad, g, 0.5, 2.0)
+    with pytest.raises(RuntimeError, match="out's shape"):
+        torch.ops.zoo_kernels.keep_mask(torch.empty(4), g, 0.5, 2.0, torch.empty(5))
+    x = torch.ones(4)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        torch.ops.zoo_kernels.keep_mask(x, g, 0.5, 2.0, x)
 
 
 def _masks(rng_seeds, like, p, kernel_on, monkeypatch):
@@ -65,32 +86,59 @@ def test_replica_masks_are_the_torch_ops_numbers(monkeypatch):
         assert torch.equal(a, b)
 
 
-def test_stacked_replicas_draw_their_masks_with_the_compiled_draw(monkeypatch):
-    """Under vmap each replica's mask is drawn by ``keep_mask`` into its slice of one tensor, and the
-    stacked dropout equals each replica's dropout alone."""
+def _spy(monkeypatch):
     calls = []
     real = torch.ops.zoo_kernels.keep_mask
 
-    def spy(out, generator, q, scale):
-        calls.append(tuple(out.shape))
-        return real(out, generator, q, scale)
+    def spy(out, generator, q, scale, x=None):
+        calls.append((tuple(out.shape), x is not None))
+        return real(out, generator, q, scale, x)
 
     monkeypatch.setattr(dropout_module, "_keep_mask_kernel", lambda dtype, device: spy)
-    x = torch.randn(50, 30)
-    seeds = [7, 8, 9]
+    return calls
+
+
+def _stacked_and_alone(x, seeds, p=0.6):
+    """dropout(x) of stacked replicas (vmap; x shared or batched) and of each replica alone."""
     rng = ReplicaRandomness(seeds)
     tokens = rng.tokens(x.device)
+    shared = x.dim() == 2
 
-    def one(token):
+    def one(token, *xs):
         with replica_randomness(rng, token):
-            return dropout(x, 0.6, training=True)
+            return dropout(xs[0] if xs else x, p, training=True)
 
-    stacked = vmap(one, randomness="different")(tokens)
-    assert calls == [(50, 30)] * 3
+    stacked = vmap(one, randomness="different")(tokens) if shared else \
+        vmap(one, randomness="different")(tokens, x)
+    alone = []
     for r, seed in enumerate(seeds):
-        alone_rng = ReplicaRandomness([seed])
-        with replica_randomness(alone_rng, torch.tensor(0)):
-            alone = dropout(x, 0.6, training=True)
-        assert torch.equal(stacked[r], alone)
-        assert torch.equal(alone, x * _torch_mask((50, 30), torch.Generator().manual_seed(
-            (seed * 1_000_003 + 0x5EED) % 2 ** 63), 0.6))
+        with replica_randomness(ReplicaRandomness([seed]), torch.tensor(0)):
+            alone.append(dropout(x if shared else x[r], p, training=True))
+    return stacked, alone
+
+
+def test_stacked_replicas_drop_a_shared_input_in_one_compiled_pass(monkeypatch):
+    """Under vmap a constant input shared by the replicas (a dense first layer's features) is dropped
+    by ``keep_mask`` with the input: each replica's dropped copy written into its slice, no mask
+    tensor — and each replica's numbers are its dropout alone, x * its torch mask."""
+    calls = _spy(monkeypatch)
+    x = torch.randn(50, 30)
+    x[:, 0] = 0.0
+    seeds = [7, 8, 9]
+    stacked, alone = _stacked_and_alone(x, seeds)
+    assert calls[:3] == [((50, 30), True)] * 3
+    for r, seed in enumerate(seeds):
+        assert torch.equal(stacked[r], alone[r])
+        expected = x * _torch_mask((50, 30), torch.Generator().manual_seed((seed * 1_000_003 + 0x5EED) % 2 ** 63), 0.6)
+        assert torch.equal(alone[r].view(torch.int32), expected.view(torch.int32))
+
+
+def test_stacked_replicas_draw_the_masks_of_their_own_activations(monkeypatch):
+    """Batched activations (which need the mask for their gradient) keep ``x * mask``: the masks drawn
+    by ``keep_mask`` into one stacked tensor; each replica as alone."""
+    calls = _spy(monkeypatch)
+    x = torch.randn(3, 20, 16, requires_grad=True)
+    stacked, alone = _stacked_and_alone(x, [1, 2, 3])
+    assert calls[:3] == [((20, 16), False)] * 3
+    for r in range(3):
+        assert torch.equal(stacked[r], alone[r])

@@ -1,9 +1,11 @@
 // Dropout keep masks drawn from a torch CPU generator in one pass.
 //
-//   keep_mask(out, generator, q, scale): out (float32, contiguous) gets scale where the uniform draw
-//   is below q, else 0 — the numbers of
+//   keep_mask(out, generator, q, scale, x=None): out (float32, contiguous) gets scale where the
+//   uniform draw is below q, else 0 — the numbers of
 //       torch.rand(out.shape, generator=generator).lt_(q).div_(1 - p)      (scale = 1 / (1 - p))
-//   and the generator left where that torch.rand leaves it.
+//   and the generator left where that torch.rand leaves it; with x (out's shape and dtype), the
+//   dropped input x * mask instead (one rounded product per element, as torch's mul), with no mask
+//   written and read back.
 //
 // Why: the stacked replicas' dropout draws every mask from its replica's own torch.Generator (the
 // records depend on those streams), and torch's CPU uniform_ calls the Mersenne Twister once per
@@ -16,6 +18,7 @@
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MemoryOverlap.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -47,9 +50,18 @@ inline uint32_t temper(uint32_t y) {
   return y;
 }
 
-void keep_mask(const Tensor& out, const std::optional<at::Generator>& generator, double q, double scale) {
+void keep_mask(const Tensor& out, const std::optional<at::Generator>& generator, double q, double scale,
+               const std::optional<Tensor>& x_) {
   TORCH_CHECK(out.device().is_cpu() && out.scalar_type() == at::kFloat && out.is_contiguous(),
               "keep_mask: out must be a contiguous float32 CPU tensor, got ", out.scalar_type(), " ", out.sizes());
+  Tensor x;
+  if (x_.has_value() && x_->defined()) {
+    TORCH_CHECK(x_->device().is_cpu() && x_->scalar_type() == at::kFloat && x_->sizes() == out.sizes(),
+                "keep_mask: x must be a float32 CPU tensor of out's shape ", out.sizes(), ", got ", x_->sizes());
+    x = x_->contiguous();
+    at::assert_no_overlap(out, x);  // the loop below reads x and writes out as separate arrays
+  }
+  const float* xp = x.defined() ? x.data_ptr<float>() : nullptr;
   auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(generator, at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(gen->mutex_);
   at::mt19937 engine = gen->engine();
@@ -66,11 +78,19 @@ void keep_mask(const Tensor& out, const std::optional<at::Generator>& generator,
       d.left_ = kStateN + 1;
     }
     const int64_t k = std::min<int64_t>(n - i, d.left_ - 1);
-    const uint32_t* w = d.state_.data() + d.next_;
-    float* oi = o + i;
-    for (int64_t t = 0; t < k; ++t) {
-      const float u = static_cast<float>(static_cast<int32_t>(temper(w[t]) & 0xffffff)) * kStep;
-      oi[t] = u < qf ? s : 0.0f;
+    const uint32_t* __restrict w = d.state_.data() + d.next_;
+    float* __restrict oi = o + i;
+    if (xp == nullptr) {
+      for (int64_t t = 0; t < k; ++t) {
+        const float u = static_cast<float>(static_cast<int32_t>(temper(w[t]) & 0xffffff)) * kStep;
+        oi[t] = u < qf ? s : 0.0f;
+      }
+    } else {
+      const float* __restrict xi = xp + i;
+      for (int64_t t = 0; t < k; ++t) {
+        const float u = static_cast<float>(static_cast<int32_t>(temper(w[t]) & 0xffffff)) * kStep;
+        oi[t] = xi[t] * (u < qf ? s : 0.0f);
+      }
     }
     d.next_ += static_cast<uint32_t>(k);
     d.left_ -= static_cast<int>(k);
@@ -83,7 +103,7 @@ void keep_mask(const Tensor& out, const std::optional<at::Generator>& generator,
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
-  m.def("keep_mask(Tensor(a!) out, Generator? generator, float q, float scale) -> ()");
+  m.def("keep_mask(Tensor(a!) out, Generator? generator, float q, float scale, Tensor? x=None) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
