@@ -169,3 +169,25 @@ def test_expected_epochs_of_uses_finished_groups_only_where_training_stops_early
     assert epochs_of(cell("p", "p", "pubmed", patience=100).config) == 400   # groups g1 (300) and g2 (500)
     assert epochs_of(cell("p", "p", "pubmed").config) == 1000                # no early stop: the cap
     assert epochs_of(cell("c", "c", "cora", patience=100).config) == 1000    # no finished group in its slice
+
+
+def test_expected_epochs_of_prefers_the_slice_groups_trained_alike():
+    """One slice, two training tables: groups trained with Adam stopped early, the SGD group ran to its
+    cap. A pending Adam cell is expected to stop as the Adam groups did, not at the median of all
+    three (balance_table3_4's Cora L = 10 slice: SGD to 5 000 epochs, Adam at 1 101); a training
+    table the slice has not finished yet takes the slice's median."""
+    def adam(c):
+        c.config["train"]["optimizer"] = "adam"
+        return c
+
+    def rec(gid, epochs, c):
+        return {"id": gid, "group": gid, "status": "ok", "epochs_run": epochs, "config": c.config}
+    key_of = lambda c: (value_of(c, "dataset"), value_of(c, "num_layers"))  # noqa: E731
+    finished = [rec("a1", 100, adam(cell("a1", "a1", patience=50))), rec("a2", 200, adam(cell("a2", "a2", patience=50))),
+                rec("s1", 1000, cell("s1", "s1", patience=50))]
+    epochs_of = expected_epochs_of(finished, key_of)
+    assert epochs_of(adam(cell("p", "p", patience=50)).config) == 150          # the Adam groups' median
+    assert epochs_of(cell("q", "q", patience=50).config) == 1000               # the SGD group
+    other = cell("r", "r", patience=50)
+    other.config["train"]["lr"] = 0.5
+    assert epochs_of(other.config) == 200                                      # none alike: the slice's median

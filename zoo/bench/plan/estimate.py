@@ -2,7 +2,8 @@
 
 Each pending group's time comes from the calibrated cost model (:mod:`zoo.bench.plan.cost`; on the
 CPU a group's CPU time, its wall time on an idle core) at its *expected* epochs: the suite's cap, or — where the suite stops early (patience, a loss
-threshold) and records of the slice exist — the median of the finished groups' epochs.  Groups
+threshold) and records of the slice exist — the median of the finished groups' epochs (those trained by the
+same ``train`` table, where the slice has some).  Groups
 are scheduled as the runner schedules them (longest first, each to the least-loaded worker), so
 the wall time of a slice or of the whole selection is that schedule's makespan.
 
@@ -18,6 +19,7 @@ each comes with the ``--where`` clauses that select it, so a line of the table i
 """
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -146,22 +148,34 @@ def stops_early(train: Mapping[str, Any]) -> bool:
     return bool(train.get("patience")) or float(train.get("loss_threshold") or 0.0) > 0.0
 
 
+def _protocol(config: Mapping[str, Any]) -> str:
+    """The cell's training table (optimizer, learning rate, stopping rule...) as a key."""
+    return json.dumps(config.get("train") or {}, sort_keys=True, default=str)
+
+
 def expected_epochs_of(finished: Sequence[Mapping[str, Any]],
                        key_of: Callable[[Mapping[str, Any]], Any]) -> Callable[[Mapping[str, Any]], float]:
     """``config -> epochs`` its pending group is expected to run: the cap, or, where the cell's
     training stops early (:func:`stops_early`), the median epochs of the ``finished`` groups (``ok``
-    records; a group ran as long as its longest run) of its slice (``key_of``), if any."""
+    records; a group ran as long as its longest run) of its slice (``key_of``) trained by the same
+    ``train`` table, else of its slice, if any.  The training table first: within one slice an Adam
+    group can stop after a fifth of the epochs an SGD group runs to its cap."""
     by_slice: Dict[Any, Dict[str, int]] = {}
+    by_protocol: Dict[Any, Dict[str, int]] = {}
     for r in finished:
         if r.get("status", "ok") == "ok" and r.get("config"):
-            grp = by_slice.setdefault(key_of(r["config"]), {})
             gid = r.get("group", r.get("id"))
-            grp[gid] = max(grp.get(gid, 0), int(r.get("epochs_run") or 0))
+            for grp in (by_slice.setdefault(key_of(r["config"]), {}),
+                        by_protocol.setdefault((key_of(r["config"]), _protocol(r["config"])), {})):
+                grp[gid] = max(grp.get(gid, 0), int(r.get("epochs_run") or 0))
 
     def epochs_of(config: Mapping[str, Any]) -> float:
         train = config.get("train") or {}
         cap = int(train.get("epochs") or 0)
-        seen = list(by_slice.get(key_of(config), {}).values()) if stops_early(train) else []
+        seen: List[int] = []
+        if stops_early(train):
+            key = key_of(config)
+            seen = list((by_protocol.get((key, _protocol(config))) or by_slice.get(key) or {}).values())
         return expected_epochs(cap, seen)
     return epochs_of
 
