@@ -34,8 +34,10 @@ def _inputs() -> Tuple[Tensor, ...]:
     w = torch.randn(R, 2 * C, F, generator=g).requires_grad_()
     att = torch.randn(R, 2, C, generator=g).requires_grad_()
     score_w = torch.randn(R, 4, 2 * C, generator=g).requires_grad_()
-    keep = (torch.rand(R, _graph().edge_index.size(1), 2, generator=g) < 0.7) / 0.7  # attention dropout's mask
-    return x, w, att, score_w, keep
+    edges = _graph().edge_index.size(1)
+    keep = (torch.rand(R, edges, 2, generator=g) < 0.7) / 0.7  # attention dropout's mask
+    bias = torch.randn(R, edges, 2, generator=g).requires_grad_()  # GATDB's per-edge score term
+    return x, w, att, score_w, bias, keep
 
 
 def _stacked_model(x: Tensor, graph: Graph) -> Callable[..., Tensor]:
@@ -43,21 +45,28 @@ def _stacked_model(x: Tensor, graph: Graph) -> Callable[..., Tensor]:
     shared weights) and GAT's: every op with a direct path."""
     args = compiled.graph_arguments_of(graph)
 
-    def f(w: Tensor, att: Tensor, score_w: Tensor, keep: Tensor) -> Tensor:
+    def f(w: Tensor, att: Tensor, score_w: Tensor, bias: Tensor, keep: Tensor) -> Tensor:
         h = linear(x, w).view(N, 2, C)
         out, alpha = compiled.gatv2_attention(h, h, h, att, 0.2, args, keep=keep)
         scores = out.reshape(N, -1) @ score_w.t()
-        out2, alpha2 = compiled.gat_attention(scores[:, :2], scores[:, 2:], None, out.relu(), 0.2, args)
+        out2, alpha2 = compiled.gat_attention(scores[:, :2], scores[:, 2:], bias, out.relu(), 0.2, args)
         return out2.square().sum() + alpha.sum() * 0.5 + alpha2.square().sum()
     return f
 
 
 def _run(f: Callable[..., Tensor], params: Tuple[Tensor, ...]) -> List[Tensor]:
     out = vmap(f)(*params)
-    return [out.detach(), *torch.autograd.grad(out.sum(), params[:3])]
+    return [out.detach(), *torch.autograd.grad(out.sum(), params[:4])]
 
 
-def test_the_direct_calls_give_the_dispatched_bits():
+@pytest.mark.parametrize("fold", [False, True], ids=["replicas_first", "folded"])
+def test_the_direct_calls_give_the_dispatched_bits(fold, monkeypatch):
+    """Both ways the C++ ops take replicas: replicas first, and folded into the heads (values larger
+    than the cache budget per replica)."""
+    from zoo.ops._compiled import rules
+
+    if fold:
+        monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0)
     x, *params = _inputs()
     f = _stacked_model(x, _graph())
     direct = _run(f, tuple(params))
