@@ -117,3 +117,33 @@ def test_a_call_traced_by_torch_compile_goes_through_the_dispatcher(monkeypatch)
     calls = []
     vmap(lambda w2: calls.append(vmapped(lambda *a: pytest.fail("called"), (x, w2))) or w2)(w.detach())
     assert calls == [None]
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_stacked_propagation_gives_the_dispatched_bits(relu):
+    """GCN's propagation (``zoo::csr_propagate``, with its ReLU inside: the gated op in the backward),
+    two layers under vmap, values, gradients and a second-order gradient (the backward's own backward)."""
+    from zoo.ops.propagate import propagate
+
+    graph = _graph()
+    g = torch.Generator().manual_seed(3)
+    coef = torch.rand(graph.edge_index.size(1), 1, generator=g)
+    x = torch.randn(N, 5, generator=g)
+    w = torch.randn(R, 5, 4, generator=g).requires_grad_()
+
+    def f(w1: Tensor) -> Tensor:
+        h = propagate(graph, coef, x @ w1, "test_direct", relu=relu)
+        return propagate(graph, coef, h * h, "test_direct", relu=relu)
+
+    def run() -> List[Tensor]:
+        out = vmap(f)(w)
+        (gw,) = torch.autograd.grad(out.square().sum(), (w,), create_graph=True)
+        return [out.detach(), gw.detach(), *torch.autograd.grad(gw.square().sum(), (w,))]
+
+    direct = run()
+    with dispatched():
+        through = run()
+    for a, b in zip(direct, through):
+        assert torch.equal(a, b)
+    layers = {"custom_function_call_vmap_helper", "autograd_impl", "fill_defaults"}
+    assert not layers & _python_calls(run)

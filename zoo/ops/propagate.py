@@ -24,14 +24,15 @@ is summed over the same row entries in the same order whatever the number of col
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
-from zoo.ops._custom import custom_ops_active
+from zoo.ops._custom import custom_ops_active, under_vmap
+from zoo.ops._direct import Formula, direct_op, vmapped
 from zoo.ops.aggregate import graph_orders
 from zoo.ops.csr import csr_mm
 from zoo.ops.precision import float32_under_autocast
@@ -66,13 +67,97 @@ def _unnest(out: Tensor, lead: Optional[torch.Size]) -> Tuple[Tensor, int]:
     return (out, 0) if lead is None else (out.unflatten(0, lead), 1)
 
 
+def _propagate_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
+                      x: Tensor, replicas_first: bool = False, relu: bool = False) -> Tensor:
+    return _product(crow, col, val, x, None, replicas_first, relu)
+
+
+def _gated_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor, x: Tensor,
+                  gate: Tensor, replicas_first: bool = False) -> Tensor:
+    return _product(crow, col, val, x, gate, replicas_first, False)
+
+
+def _setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+    ctx.replicas_first = inputs[7] if len(inputs) > 7 else False
+    ctx.relu = inputs[8] if len(inputs) > 8 else False
+    # with the ReLU, its output is the backward's mask (as torch's relu keeps its result)
+    ctx.save_for_backward(*inputs[:6], *((output,) if ctx.relu else ()))
+
+
+def _gated_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+    ctx.replicas_first = inputs[8] if len(inputs) > 8 else False
+    ctx.save_for_backward(*inputs[:6], inputs[7])
+
+
+def _backwards(propagate_op: Callable[..., Tensor], gated_op: Callable[..., Tensor]) -> Tuple[Callable[..., Any], ...]:
+    """The two ops' autograd formulas, each backward a call of ``propagate_op`` / ``gated_op`` (the
+    ops themselves, so that a backward has a backward and a vmap rule too; or their direct forms)."""
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+        crow, col, val, crow_t, col_t, val_t, *out = ctx.saved_tensors
+        # d(A x)/dx = A^T grad: the same op on the transpose; with the ReLU, A^T (grad where out > 0),
+        # the mask applied inside the product
+        if ctx.relu:
+            gx = gated_op(crow_t, col_t, val_t, crow, col, val, grad, out[0], ctx.replicas_first)
+        else:
+            gx = propagate_op(crow_t, col_t, val_t, crow, col, val, grad, ctx.replicas_first)
+        return (None,) * 6 + (gx, None, None)
+
+    def gated_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+        crow, col, val, crow_t, col_t, val_t, gate = ctx.saved_tensors
+        # the mask is piecewise constant: d/dx of A (x [gate > 0]) is [gate > 0] (A^T grad); no gradient for the gate
+        gx = propagate_op(crow_t, col_t, val_t, crow, col, val, grad, ctx.replicas_first)
+        return (None,) * 6 + (torch.ops.aten.threshold_backward(gx, gate, 0), None, None)
+
+    return backward, gated_backward
+
+
+def _rules(propagate_op: Callable[..., Tensor], gated_op: Callable[..., Tensor]) -> Tuple[Callable[..., Any], ...]:
+    """The two ops' vmap rules, calling ``propagate_op`` / ``gated_op`` on the replicas-first tensors."""
+    def rule(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
+        *parts, x = args[:7]
+        relu = bool(args[8]) if len(args) > 8 else False
+        if any(d is not None for d in in_dims[:6]):
+            raise ValueError("csr_propagate: the graph and its coefficients must be shared by all replicas")
+        x, nested = _replicas_first(x, in_dims[6], info.batch_size, bool(len(args) > 7 and args[7]))
+        return _unnest(propagate_op(*parts, x, True, relu), nested)
+
+    def gated_rule(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
+        *parts, x, gate = args[:8]
+        if any(d is not None for d in in_dims[:6]):
+            raise ValueError("csr_propagate_gated: the graph and its coefficients must be shared by all replicas")
+        nested = bool(len(args) > 8 and args[8])
+        x, lead = _replicas_first(x, in_dims[6], info.batch_size, nested)
+        gate, _ = _replicas_first(gate, in_dims[7], info.batch_size, nested)
+        return _unnest(gated_op(*parts, x, gate, True), lead)
+
+    return rule, gated_rule
+
+
+def _direct_rule() -> Callable[..., Any]:
+    """``zoo::csr_propagate``'s vmap rule for :func:`zoo.ops._direct.vmapped`: the kernels and formulas
+    without the ops' dispatch, the backwards calling the direct forms too."""
+    def plain(*args: Any) -> Tensor:
+        return plain_op(*args)
+
+    def gated(*args: Any) -> Tensor:
+        return gated_op(*args)
+
+    backward, gated_backward = _backwards(plain, gated)
+    plain_op = direct_op(Formula(_propagate_kernel, _setup, backward))
+    gated_op = direct_op(Formula(_gated_kernel, _gated_setup, gated_backward))
+    return _rules(plain_op, gated_op)[0]
+
+
+_PROPAGATE_DIRECT = _direct_rule()
+
+
 if _HAS_CUSTOM_OPS:
     @_custom_op("zoo::csr_propagate")
     def _csr_propagate(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
                        x: Tensor, replicas_first: bool = False, relu: bool = False) -> Tensor:
         """``A @ x`` for ``x`` ``(N, ...)`` (trailing dims flattened into columns); ``replicas_first``:
         ``x`` ``(R, N, ...)``, ``A @ x[r]`` into slice ``r`` of the output; ``relu``: ``relu(A @ x)``."""
-        return _product(crow, col, val, x, None, replicas_first, relu)
+        return _propagate_kernel(crow, col, val, crow_t, col_t, val_t, x, replicas_first, relu)
 
     @_csr_propagate.register_fake
     def _(crow, col, val, crow_t, col_t, val_t, x, replicas_first=False, relu=False):
@@ -84,62 +169,19 @@ if _HAS_CUSTOM_OPS:
                              x: Tensor, gate: Tensor, replicas_first: bool = False) -> Tensor:
         """``A @ (x where gate > 0, else 0)`` (``gate``: ``x``'s shape, a constant): the backward of
         ``relu(A^T @ .)`` with ``gate`` its output, the ReLU's mask read inside the product."""
-        return _product(crow, col, val, x, gate, replicas_first, False)
+        return _gated_kernel(crow, col, val, crow_t, col_t, val_t, x, gate, replicas_first)
 
     @_csr_propagate_gated.register_fake
     def _(crow, col, val, crow_t, col_t, val_t, x, gate, replicas_first=False):
         lead = 1 if replicas_first else 0
         return x.new_empty((*x.shape[:lead], crow.numel() - 1, *x.shape[lead + 1:]))
 
-    def _setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-        ctx.replicas_first = inputs[7] if len(inputs) > 7 else False
-        ctx.relu = inputs[8] if len(inputs) > 8 else False
-        # with the ReLU, its output is the backward's mask (as torch's relu keeps its result)
-        ctx.save_for_backward(*inputs[:6], *((output,) if ctx.relu else ()))
-
-    def _backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
-        crow, col, val, crow_t, col_t, val_t, *out = ctx.saved_tensors
-        # d(A x)/dx = A^T grad: the same op on the transpose (so it has a backward and a vmap rule too);
-        # with the ReLU, A^T (grad where out > 0), the mask applied inside the product
-        if ctx.relu:
-            gx = _csr_propagate_gated(crow_t, col_t, val_t, crow, col, val, grad, out[0], ctx.replicas_first)
-        else:
-            gx = _csr_propagate(crow_t, col_t, val_t, crow, col, val, grad, ctx.replicas_first)
-        return (None,) * 6 + (gx, None, None)
-
+    _backward, _gated_backward = _backwards(_csr_propagate, _csr_propagate_gated)
     _csr_propagate.register_autograd(_backward, setup_context=_setup)
-
-    def _gated_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-        ctx.replicas_first = inputs[8] if len(inputs) > 8 else False
-        ctx.save_for_backward(*inputs[:6], inputs[7])
-
-    def _gated_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
-        crow, col, val, crow_t, col_t, val_t, gate = ctx.saved_tensors
-        # the mask is piecewise constant: d/dx of A (x [gate > 0]) is [gate > 0] (A^T grad); no gradient for the gate
-        gx = _csr_propagate(crow_t, col_t, val_t, crow, col, val, grad, ctx.replicas_first)
-        return (None,) * 6 + (torch.ops.aten.threshold_backward(gx, gate, 0), None, None)
-
     _csr_propagate_gated.register_autograd(_gated_backward, setup_context=_gated_setup)
-
-    def _vmap(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
-        *parts, x = args[:7]
-        relu = bool(args[8]) if len(args) > 8 else False
-        if any(d is not None for d in in_dims[:6]):
-            raise ValueError("csr_propagate: the graph and its coefficients must be shared by all replicas")
-        x, nested = _replicas_first(x, in_dims[6], info.batch_size, bool(len(args) > 7 and args[7]))
-        return _unnest(_csr_propagate(*parts, x, True, relu), nested)
-
-    def _gated_vmap(info: Any, in_dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
-        *parts, x, gate = args[:8]
-        if any(d is not None for d in in_dims[:6]):
-            raise ValueError("csr_propagate_gated: the graph and its coefficients must be shared by all replicas")
-        nested = bool(len(args) > 8 and args[8])
-        x, lead = _replicas_first(x, in_dims[6], info.batch_size, nested)
-        gate, _ = _replicas_first(gate, in_dims[7], info.batch_size, nested)
-        return _unnest(_csr_propagate_gated(*parts, x, gate, True), lead)
-
-    torch.library.register_vmap("zoo::csr_propagate", _vmap)
-    torch.library.register_vmap("zoo::csr_propagate_gated", _gated_vmap)
+    for _name, _rule in zip(("zoo::csr_propagate", "zoo::csr_propagate_gated"),
+                            _rules(_csr_propagate, _csr_propagate_gated)):
+        torch.library.register_vmap(_name, _rule)
 
 
 def _csr_parts(graph: Any, coef: Tensor, key: str) -> Tuple[Tensor, ...]:
@@ -171,7 +213,9 @@ def propagate(graph: Any, coef: Tensor, x: Tensor, key: str, relu: bool = False)
         out = segment_sum(coef.view(-1, *([1] * (x.dim() - 1))) * gather_rows(x, graph.src), graph.dst,
                           graph.num_nodes)
         return torch.relu(out) if relu else out
-    return _csr_propagate(*_csr_parts(graph, coef, key), x, False, relu)
+    args = (*_csr_parts(graph, coef, key), x, False, relu)
+    done = vmapped(_PROPAGATE_DIRECT, args) if under_vmap(x) else None  # the stacked replicas: no dispatch
+    return done if done is not None else _csr_propagate(*args)
 
 
 __all__ = ["propagate"]
