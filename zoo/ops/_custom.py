@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import warnings
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -25,26 +25,34 @@ HAS_CUSTOM_OPS = hasattr(torch.library, "custom_op") and hasattr(torch.library, 
 _is_batchedtensor = getattr(getattr(torch._C, "_functorch", None), "is_batchedtensor", None)
 
 
-class _Switch:
-    """Whether the registered custom ops are used (tests turn them off to run the fallback on any torch)."""
+class Switch:
+    """An on / off flag that hot paths read as an attribute; :meth:`off` turns it off for a ``with``
+    block (tests run the other path on the same torch to compare the two)."""
 
-    active: bool = HAS_CUSTOM_OPS
+    def __init__(self, active: bool) -> None:
+        self.active = active
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        before, self.active = self.active, False
+        try:
+            yield
+        finally:
+            self.active = before
+
+
+#: whether the registered custom ops are used (tests turn them off to run the fallback on any torch)
+_SWITCH = Switch(HAS_CUSTOM_OPS)
 
 
 def custom_ops_active() -> bool:
     """The custom ops exist and are in use (see :func:`custom_ops_disabled`)."""
-    return _Switch.active
+    return _SWITCH.active
 
 
-@contextmanager
-def custom_ops_disabled() -> Iterator[None]:
+def custom_ops_disabled() -> ContextManager[None]:
     """Run the torch < 2.4 path — plain ops, no custom-op vmap rules — on this torch (tests)."""
-    before = _Switch.active
-    _Switch.active = False
-    try:
-        yield
-    finally:
-        _Switch.active = before
+    return _SWITCH.off()
 
 
 def custom_op(name: str) -> Callable[[Callable[..., Any]], Any]:
@@ -93,12 +101,12 @@ def under_vmap(t: Optional[Tensor]) -> bool:
 def is_batched(t: Tensor) -> bool:
     """``t`` is batched by vmap *and* the custom ops' vmap rules are there to take it; outside vmap
     the plain aten ops are used (a custom op costs a Python dispatch per call)."""
-    return _Switch.active and under_vmap(t)
+    return _SWITCH.active and under_vmap(t)
 
 
 def vmap_without_rules(*tensors: Optional[Tensor]) -> bool:
     """Under vmap with no custom-op vmap rules (torch < 2.4): the fused kernels must stay off."""
-    return not _Switch.active and any(under_vmap(t) for t in tensors)
+    return not _SWITCH.active and any(under_vmap(t) for t in tensors)
 
 
 @contextmanager

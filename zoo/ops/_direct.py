@@ -16,12 +16,13 @@ numbers are the same bit for bit (tests/ops/test_direct.py).
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
+
+from zoo.ops._custom import Switch
 
 _functorch = getattr(torch._C, "_functorch", None)
 #: the functorch calls :func:`vmapped` needs (torch >= 2.4 has them all)
@@ -30,21 +31,13 @@ _NEEDED = ("get_dynamic_layer_stack_depth", "peek_interpreter_stack", "pop_dynam
 AVAILABLE = _functorch is not None and all(hasattr(_functorch, n) for n in _NEEDED)
 
 
-class _Switch:
-    """Whether :func:`vmapped` takes calls (tests turn it off to compare with the dispatched path)."""
-
-    active: bool = AVAILABLE
+#: whether :func:`vmapped` takes calls (tests turn it off to compare with the dispatched path)
+_SWITCH = Switch(AVAILABLE)
 
 
-@contextmanager
-def dispatched() -> Iterator[None]:
+def dispatched() -> ContextManager[None]:
     """Every call through the dispatcher, as without this module (tests)."""
-    before = _Switch.active
-    _Switch.active = False
-    try:
-        yield
-    finally:
-        _Switch.active = before
+    return _SWITCH.off()
 
 
 @dataclass(frozen=True)
@@ -69,7 +62,7 @@ def vmapped(rule: Callable[..., Tuple[Any, Any]], args: Sequence[Any]) -> Any:
     the call is under no vmap, under nested transforms, has no argument batched at the level, or is
     being traced by ``torch.compile`` (to which the op stays opaque): the caller then calls the op
     through the dispatcher."""
-    if not _Switch.active or _functorch.get_dynamic_layer_stack_depth() != 1 or _compiling():
+    if not _SWITCH.active or _functorch.get_dynamic_layer_stack_depth() != 1 or _compiling():
         return None
     top = _functorch.peek_interpreter_stack()
     if top is None or top.key() != _functorch.TransformType.Vmap:
@@ -89,6 +82,13 @@ def vmapped(rule: Callable[..., Tuple[Any, Any]], args: Sequence[Any]) -> Any:
     if isinstance(outs, Tensor):
         return _batched(outs, out_dims, level)
     return tuple(_batched(o, d, level) for o, d in zip(outs, out_dims))
+
+
+def call(op: Callable[..., Any], rule: Callable[..., Tuple[Any, Any]], args: Sequence[Any]) -> Any:
+    """``op(*args)``, with ``rule`` (``op``'s vmap rule over direct forms) run by :func:`vmapped` instead
+    where it takes the call: the stacked replicas' path without the op's dispatch."""
+    done = vmapped(rule, args)
+    return done if done is not None else op(*args)
 
 
 def _batched(t: Any, dim: Optional[int], level: int) -> Any:
@@ -141,4 +141,4 @@ def below_autograd(ops: Any, name: str) -> Callable[..., Any]:
     return call
 
 
-__all__ = ["AVAILABLE", "dispatched", "VmapInfo", "vmapped", "Formula", "direct_op", "below_autograd"]
+__all__ = ["AVAILABLE", "dispatched", "VmapInfo", "vmapped", "call", "Formula", "direct_op", "below_autograd"]

@@ -192,6 +192,13 @@ def replica_randomness(rng: ReplicaRandomness, token: Tensor) -> Iterator[None]:
         _ACTIVE.pop()
 
 
+def _batch_replicas(rng: "ReplicaRandomness", token: Tensor, token_dim: Optional[int], batch: int) -> List[int]:
+    """The replica of each of a vmap level's ``batch`` entries, from the token (``token_dim``: its
+    batched dim, ``None`` when one token is shared by the whole batch)."""
+    replicas = rng.indices(token.movedim(token_dim, 0) if token_dim is not None else token)
+    return replicas if token_dim is not None else replicas * batch
+
+
 if _HAS_CUSTOM_OPS:
     @_custom_op("zoo::replica_dropout_mask")
     def _replica_mask(like: Tensor, token: Tensor, p: float) -> Tensor:
@@ -207,8 +214,7 @@ if _HAS_CUSTOM_OPS:
                            p: float) -> Tuple[Tensor, int]:
         like_dim, token_dim, _ = in_dims
         rng = _ACTIVE[-1][0]
-        tokens = rng.indices(token.movedim(token_dim, 0) if token_dim is not None else token)
-        tokens = tokens if token_dim is not None else tokens * info.batch_size
+        tokens = _batch_replicas(rng, token, token_dim, info.batch_size)
         one = like.select(like_dim, 0) if like_dim is not None else like
         # each replica's mask drawn into its slice of the result: no stacked copy (R x the input's
         # size on a wide input layer)
@@ -237,8 +243,7 @@ if _HAS_CUSTOM_OPS:
         if in_dims[0] is not None:
             raise ValueError("replica_input_dropout: the input must be shared by all replicas")
         rng = _ACTIVE[-1][0]
-        tokens = rng.indices(token.movedim(in_dims[1], 0) if in_dims[1] is not None else token)
-        tokens = tokens if in_dims[1] is not None else tokens * info.batch_size
+        tokens = _batch_replicas(rng, token, in_dims[1], info.batch_size)
         out = torch.empty((len(tokens), *x.shape), dtype=x.dtype, device=x.device)
         for i, r in enumerate(tokens):
             rng.dropped(int(r), x, p, out=out[i])
@@ -264,8 +269,7 @@ if _HAS_CUSTOM_OPS:
         if in_dims[0] is not None:
             raise ValueError("replica_sparse_dropout: the sparse input must be shared by all replicas")
         rng, nonzeros = _ACTIVE[-1][0], _SPARSE_INPUTS.get(x)
-        tokens = rng.indices(token.movedim(in_dims[1], 0) if in_dims[1] is not None else token)
-        tokens = tokens if in_dims[1] is not None else tokens * info.batch_size
+        tokens = _batch_replicas(rng, token, in_dims[1], info.batch_size)
         # stacked replicas multiply a batched (dense) input: no CSR form to remember
         return torch.stack([rng.sparse_dropped(int(r), nonzeros, p, remember=False) for r in tokens]), 0
 

@@ -32,7 +32,7 @@ from torch import Tensor
 from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active, under_vmap
-from zoo.ops._direct import Formula, direct_op, vmapped
+from zoo.ops._direct import Formula, call, direct_op
 from zoo.ops.aggregate import graph_orders
 from zoo.ops.csr import csr_mm
 from zoo.ops.precision import float32_under_autocast
@@ -214,8 +214,9 @@ def propagate(graph: Any, coef: Tensor, x: Tensor, key: str, relu: bool = False)
                           graph.num_nodes)
         return torch.relu(out) if relu else out
     args = (*_csr_parts(graph, coef, key), x, False, relu)
-    done = vmapped(_PROPAGATE_DIRECT, args) if under_vmap(x) else None  # the stacked replicas: no dispatch
-    return done if done is not None else _csr_propagate(*args)
+    if under_vmap(x):  # the stacked replicas: no dispatch
+        return call(_csr_propagate, _PROPAGATE_DIRECT, args)
+    return _csr_propagate(*args)
 
 
 __all__ = ["propagate"]

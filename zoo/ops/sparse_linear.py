@@ -14,7 +14,7 @@ from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
-from zoo.ops._direct import Formula, direct_op, vmapped
+from zoo.ops._direct import Formula, call, direct_op
 from zoo.ops.csr import csr_mm
 from zoo.ops.precision import float32_under_autocast
 
@@ -84,8 +84,7 @@ _CSR_LINEAR_DIRECT = _csr_linear_rule(direct_op(Formula(_csr_linear_kernel, _csr
 
 def _csr_linear_direct_vmap(*args: Tensor) -> Tensor:
     """``zoo::csr_linear``'s call under one vmap without its dispatch, else through it."""
-    done = vmapped(_CSR_LINEAR_DIRECT, args)
-    return done if done is not None else _csr_linear(*args)
+    return call(_csr_linear, _CSR_LINEAR_DIRECT, args)
 
 
 if _HAS_CUSTOM_OPS:

@@ -174,6 +174,20 @@ def test_fold_rule_splits_replicas_only_when_one_replica_fits_the_cache_budget(m
     assert not rules._fold_fits(torch.zeros(200), None, r)  # unbatched values shared by r replicas
 
 
+def _spy_kernel_calls(family, monkeypatch):
+    """The list that each call of the family's C++ forward / backward appends ``(op, values' shape)`` to."""
+    kernels = torch.ops.zoo_kernels
+    seen = []
+    for name in (f"{family}_forward", f"{family}_backward"):
+        def spy(*args, _op=getattr(kernels, name), _name=name):
+            values = args[3] if _name == "gat_forward" else args[5] if _name == "gat_backward" else \
+                args[2] if _name == "gatv2_forward" else args[4]
+            seen.append((_name, tuple(values.shape)))
+            return _op(*args)
+        monkeypatch.setattr(kernels, name, spy)
+    return seen
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("budget", ["all_fit", "one_fits"])
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "dispatched"])
@@ -193,15 +207,7 @@ def test_all_replicas_run_in_one_call_with_replicas_first(family, budget, direct
     if budget == "one_fits":
         monkeypatch.setattr(rules, "FOLD_MAX_BYTES", stacked["values"][0].numel() * 8)
         monkeypatch.setattr(rules, "FOLD_ROW_MAX_BYTES", 0)  # (these rows are narrow: they would fold)
-    kernels = torch.ops.zoo_kernels
-    seen = []
-    for name in (f"{family}_forward", f"{family}_backward"):
-        def spy(*args, _op=getattr(kernels, name), _name=name):
-            values = args[3] if _name == "gat_forward" else args[5] if _name == "gat_backward" else \
-                args[2] if _name == "gatv2_forward" else args[4]
-            seen.append((_name, tuple(values.shape)))
-            return _op(*args)
-        monkeypatch.setattr(kernels, name, spy)
+    seen = _spy_kernel_calls(family, monkeypatch)
 
     with contextlib.nullcontext() if direct else dispatched():
         out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())
@@ -226,15 +232,7 @@ def test_narrow_rows_fold_where_one_replica_fits_and_the_numbers_stay(family, mo
     dims = tuple(None if v is None else 0 for v in stacked.values())
     leaves = [v for v in stacked.values() if v is not None]
     monkeypatch.setattr(rules, "FOLD_MAX_BYTES", stacked["values"][0].numel() * 8)  # one fits, three do not
-    kernels = torch.ops.zoo_kernels
-    seen = []
-    for name in (f"{family}_forward", f"{family}_backward"):
-        def spy(*args, _op=getattr(kernels, name), _name=name):
-            values = args[3] if _name == "gat_forward" else args[5] if _name == "gat_backward" else \
-                args[2] if _name == "gatv2_forward" else args[4]
-            seen.append((_name, tuple(values.shape)))
-            return _op(*args)
-        monkeypatch.setattr(kernels, name, spy)
+    seen = _spy_kernel_calls(family, monkeypatch)
 
     def run():
         out, alpha = vmap(_fused(family, case), in_dims=dims)(*stacked.values())

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from zoo.ops._compiled import build, rules
 from zoo.ops._custom import under_vmap
-from zoo.ops._direct import vmapped
+from zoo.ops._direct import call
 from zoo.ops._compiled.degree_buckets import split_by_degree
 from zoo.ops.aggregate import graph_orders
 
@@ -101,12 +101,10 @@ def _forward(name: str, values: Tensor, args: Tuple[Any, ...]) -> Tuple[Tensor, 
     """The op ``name`` of ``values``' backend on ``args``; on the CPU under one vmap (the stacked
     replicas), its vmap rule and formula called directly (:mod:`zoo.ops._direct`: the same kernels and
     numbers, without torch.library's Python layers per call)."""
-    ops = _ops_for(values)
+    op = getattr(_ops_for(values), name)
     if values.device.type == "cpu" and under_vmap(values):
-        done = vmapped(_cpu_direct_rules()[name], args)
-        if done is not None:
-            return done
-    return getattr(ops, name)(*args)
+        return call(op, _cpu_direct_rules()[name], args)
+    return op(*args)
 
 
 def takes_keep(device: torch.device) -> bool:
