@@ -7,7 +7,7 @@ import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zoo.bench.analyze.board import KEY_META
-from zoo.bench.report.missing_cost import NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
+from zoo.bench.report.missing_cost import DATA_ABSENT, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
 from zoo.bench.plan.cost_file import provisional
 from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
 
@@ -21,7 +21,7 @@ def totals(missing: Sequence[MissingCell]) -> Dict[str, Dict[str, float]]:
     """``{class: {"cells": n, "runs": r, "seconds": s, "gpu_seconds": g}}`` (a suite cell shared by
     paper cells once; ``gpu_seconds``: by the ``cuda`` cost model)."""
     out: Dict[str, Dict[str, float]] = {c: {"cells": 0, "runs": 0, "seconds": 0.0, "gpu_seconds": 0.0}
-                                        for c in (RUNS_HERE, NEEDS_GPU)}
+                                        for c in (RUNS_HERE, NEEDS_GPU, DATA_ABSENT)}
     seen: Dict[str, float] = {}
     for m in missing:
         t = out[m.cls]
@@ -42,7 +42,20 @@ def totals_line(missing: Sequence[MissingCell]) -> str:
             f"{t[RUNS_HERE]['runs']:.0f} runs, ≈ {t[RUNS_HERE]['seconds'] / 3600:,.0f} CPU-hours), "
             f"{t[NEEDS_GPU]['cells']:.0f} *need a GPU* ({t[NEEDS_GPU]['runs']:.0f} runs, "
             f"≈ {t[NEEDS_GPU]['gpu_seconds'] / 3600:,.1f} GPU-hours{marked}; "
-            f"≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours)")
+            f"≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours){_absent_clause(missing, t[DATA_ABSENT])}")
+
+
+def _absent_clause(missing: Sequence[MissingCell], t: Mapping[str, float]) -> str:
+    """``, N *data absent here* (...)``: the cells whose raw data this machine lacks, with why; ``""`` if none."""
+    if not t["cells"]:
+        return ""
+    why = "; ".join(dict.fromkeys(m.absent for m in missing if m.absent))
+    return (f", {t['cells']:.0f} *data absent here* ({t['runs']:.0f} runs, ≈ {t['seconds'] / 3600:,.0f} CPU-hours; "
+            f"{why})")
+
+
+def _class(c: FillCommand) -> str:
+    return f"{c.cls} ({c.absent})" if c.absent else c.cls
 
 
 def gpu_caveat() -> str:
@@ -58,7 +71,7 @@ def _gpu_time(seconds: Any) -> str:
 def command_line(c: FillCommand) -> str:
     """A fill command with its runs and estimated time: CPU time, and for *needs a GPU* its GPU time."""
     gpu = f", ≈ {hours(c.gpu_seconds)} on one GPU" if c.cls == NEEDS_GPU and c.gpu_seconds is not None else ""
-    return f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {c.cls}{gpu}"
+    return f"{c.command()}   # {c.runs} runs, ≈ {hours(c.seconds)} CPU, {_class(c)}{gpu}"
 
 
 def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Sequence[FillCommand]) -> List[str]:
@@ -113,5 +126,5 @@ def todo_lines(commands: Sequence[FillCommand], out_root: Optional[str] = None) 
         out = f" --out {shlex.quote(f'{out_root}/{c.suite}')}" if out_root else ""
         gpu = f", ≈ {hours(c.gpu_seconds)} on one GPU" if c.cls == NEEDS_GPU and c.gpu_seconds is not None else ""
         lines.append(f"{c.command()}{out}   # {c.cells} paper cell(s), {c.runs} runs, ≈ {hours(c.seconds)} CPU "
-                     f"(total {hours(total)}), {c.cls}{gpu}")
+                     f"(total {hours(total)}), {_class(c)}{gpu}")
     return lines

@@ -5,7 +5,9 @@ match the entry's (as the leaderboard matches them).  Its cost is its pending ce
 their groups' estimated time (:mod:`zoo.bench.plan.cost`, CPU time on the CPU: a group of R seed replicas costs
 more than one replica, less than R); its class is *runs here* when that fits
 :data:`~zoo.bench.plan.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*,
-and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`).
+and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`); a cell
+whose dataset's raw files this machine lacks (:func:`absent_datasets`) is *data absent here* instead,
+whatever its cost, with the reason: no command of it runs here until the files are provided.
 The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands, each
 narrowed to the paper cells' keys so that it runs what it says it costs; a slice too large to run
 here is split further where its paper cells run here on their own.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zoo._data_paths import absent_files
 from zoo.bench.analyze.board import KEY_META
 from zoo.bench.suite.cells import comparable
 from zoo.bench.plan.cost import CostModel
@@ -22,6 +25,7 @@ from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value
 
 RUNS_HERE = "runs here"
 NEEDS_GPU = "needs a GPU"
+DATA_ABSENT = "data absent here"
 SLICE_KEYS = ("dataset", "num_layers")
 
 
@@ -33,6 +37,7 @@ class MissingCell:
     cells: List[Mapping[str, Any]]          # resolved cells ({"id", "group", "config"}) not yet run
     cell_seconds: Dict[str, float]          # each cell's share of its group's estimate
     cell_gpu_seconds: Dict[str, float] = field(default_factory=dict)  # the same by the cuda model
+    absent: str = ""                        # why its data cannot be loaded here ("": it can)
 
     @property
     def seconds(self) -> float:
@@ -45,7 +50,11 @@ class MissingCell:
 
     @property
     def cls(self) -> str:
-        return RUNS_HERE if self.seconds <= RUNS_HERE_CPU_HOURS * 3600 else NEEDS_GPU
+        return DATA_ABSENT if self.absent else _by_cost(self.seconds)
+
+
+def _by_cost(seconds: float) -> str:
+    return RUNS_HERE if seconds <= RUNS_HERE_CPU_HOURS * 3600 else NEEDS_GPU
 
 
 @dataclass
@@ -60,14 +69,16 @@ class FillCommand:
     extra: List[str] = field(default_factory=list)
     #: the same runs' estimated time on one GPU (the ``cuda`` cost model); None where not estimated
     gpu_seconds: Optional[float] = None
+    absent: str = ""   # why its data cannot be loaded here ("": it can)
 
     @property
     def cls(self) -> str:
-        return RUNS_HERE if self.seconds <= RUNS_HERE_CPU_HOURS * 3600 else NEEDS_GPU
+        return DATA_ABSENT if self.absent else _by_cost(self.seconds)
 
     def command(self) -> str:
         clauses = "".join(f" --where {k}={','.join(format_value(v) for v in vs)}" for k, vs in self.where)
-        device = "" if self.cls == RUNS_HERE else " --device cuda"  # or --executor ray / --shard I/N on a cluster
+        # by its cost, also where its data is absent here (the command to run once the files are provided)
+        device = "" if _by_cost(self.seconds) == RUNS_HERE else " --device cuda"  # or --executor ray / --shard I/N
         return f"zoo bench {self.suite}{clauses}{''.join(' ' + e for e in self.extra)}{device}"
 
 
@@ -78,6 +89,23 @@ def entry_matches(entry: Mapping[str, Any], config: Mapping[str, Any],
     ``pruned`` board's ``layer`` is a column of every cell, not a cell key)."""
     return all(norm(value_of(config, k)) == norm(v) for k, v in entry.items()
                if k not in KEY_META and k not in ignore)
+
+
+def absent_datasets(cells: Sequence[Mapping[str, Any]], table: Mapping[str, Mapping[str, Any]]) -> Dict[str, str]:
+    """``{dataset: why}`` for the datasets of ``cells`` whose raw files (the size table's ``raw_files``)
+    are in neither the data root nor a mirror of a machine that works offline
+    (:func:`zoo._data_paths.absent_files`: file checks, no data loaded)."""
+    out: Dict[str, str] = {}
+    for name in sorted({c["config"]["task"]["dataset"] for c in cells}):
+        missing = absent_files((table.get(name) or {}).get("raw_files") or ())
+        if missing:
+            out[name] = f"{name}: {', '.join(missing)} in neither the data root nor a mirror"
+    return out
+
+
+def _absent_of(cells: Sequence[Mapping[str, Any]], absent: Mapping[str, str]) -> str:
+    """The reasons (``absent``: :func:`absent_datasets`) that apply to ``cells``, or ``""``."""
+    return "; ".join(dict.fromkeys(absent[d] for d in (c["config"]["task"]["dataset"] for c in cells) if d in absent))
 
 
 def pending_seconds(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], done: Sequence[str], model: CostModel,
@@ -106,10 +134,12 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
                   value_of: Callable[[Mapping[str, Any], str], Any],
                   norm: Callable[[Any], Any] = lambda v: v, ignore: Sequence[str] = (),
                   seconds: Optional[Mapping[str, float]] = None,
-                  gpu_seconds: Optional[Mapping[str, float]] = None) -> List[MissingCell]:
+                  gpu_seconds: Optional[Mapping[str, float]] = None,
+                  absent: Mapping[str, str] = {}) -> List[MissingCell]:
     """The cost of each paper ``entries`` item (entries without records) from the suite's resolved
     ``cells`` not in ``done`` (ids); ``seconds``: :func:`pending_seconds` of the same, if already known;
-    ``gpu_seconds``: the same by the ``cuda`` cost model (kept per cell; ``None``: not estimated)."""
+    ``gpu_seconds``: the same by the ``cuda`` cost model (kept per cell; ``None``: not estimated);
+    ``absent``: :func:`absent_datasets` (their cells are *data absent here*)."""
     per_cell = pending_seconds(suite, mode, cells, done, model, table) if seconds is None else seconds
     pending = [c for c in cells if c["id"] in per_cell]
     indexes: Dict[Tuple[str, ...], Optional[Dict[Any, List[Mapping[str, Any]]]]] = {}
@@ -127,7 +157,7 @@ def missing_cells(suite: str, mode: str, cells: Sequence[Mapping[str, Any]], ent
             except TypeError:
                 mine = [c for c in pending if entry_matches(e, c["config"], value_of, norm, ignore)]
         gpu = {c["id"]: gpu_seconds[c["id"]] for c in mine} if gpu_seconds is not None else {}
-        out.append(MissingCell(e, mine, {c["id"]: per_cell[c["id"]] for c in mine}, gpu))
+        out.append(MissingCell(e, mine, {c["id"]: per_cell[c["id"]] for c in mine}, gpu, _absent_of(mine, absent)))
     return out
 
 
@@ -150,8 +180,8 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
                   pending: Sequence[Mapping[str, Any]], seconds: Mapping[str, float],
                   by: Sequence[str] = SLICE_KEYS, extra: Sequence[str] = (),
                   ignore: Sequence[str] = (), gpu_seconds: Optional[Mapping[str, float]] = None,
-                  narrow: Sequence[str] = (), inherited: Sequence[Tuple[str, Tuple[Any, ...]]] = ()
-                  ) -> List[FillCommand]:
+                  narrow: Sequence[str] = (), inherited: Sequence[Tuple[str, Tuple[Any, ...]]] = (),
+                  absent: Mapping[str, str] = {}) -> List[FillCommand]:
     """One command per slice (the values of ``by``) of the missing cells, cheapest first.
 
     A slice's command also names the paper cells' other keys (``--where variant=a,b``) wherever the
@@ -167,18 +197,20 @@ def fill_commands(suite: str, missing: Sequence[MissingCell], value_of: Callable
     paper cells' own keys (a suite's readings key: the text's reading, not the alternatives beside it);
     ``inherited``: the ``--where`` clauses of the slice these are finer slices of (``pending`` is its
     cells), kept in each finer command so that it selects no more than its parent's cells.
+    ``absent``: :func:`absent_datasets`; a command selecting their cells is *data absent here*.
     """
     out: List[FillCommand] = []
     for command, members, here in _slice_commands(suite, missing, value_of, pending, seconds, tuple(by), extra,
                                                   ignore, gpu_seconds, tuple(narrow), tuple(inherited)):
+        command.absent = _absent_of(here, absent)
         cells = [missing[i] for i in members]
-        finer = None if command.cls == RUNS_HERE or all(m.cls == NEEDS_GPU for m in cells) \
+        finer = None if command.cls != NEEDS_GPU or not any(m.cls == RUNS_HERE for m in cells) \
             else _distinguishing_key(cells, tuple(by), ignore)
         if finer is None:
             out.append(command)
         else:  # the finer slices select among this slice's cells only
             out += fill_commands(suite, _within(cells, here), value_of, here, seconds, (*by, finer), extra, ignore,
-                                 gpu_seconds, narrow, command.where)
+                                 gpu_seconds, narrow, command.where, absent)
     return sorted(out, key=lambda f: (f.seconds, f.command()))
 
 

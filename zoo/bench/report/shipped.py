@@ -15,7 +15,8 @@ from zoo.bench.plan.cost_file import shipped_model
 from zoo.bench.plan.estimate import expected_epochs_of
 from zoo.bench.report import findings as fd
 from zoo.bench.report.errors import ReportError
-from zoo.bench.report.missing_cost import SLICE_KEYS, FillCommand, MissingCell, fill_commands, missing_cells, pending_seconds
+from zoo.bench.report.missing_cost import (SLICE_KEYS, FillCommand, MissingCell, absent_datasets, fill_commands,
+                                           missing_cells, pending_seconds)
 from zoo.bench.report.notes import Note, SuiteContext, cell_keys, default_notes, load_notes, paper_tables, raw_keys
 from zoo.bench.report.readings import Readings, ReadingsError, parse_readings, text_cells
 from zoo.bench.suite.cells import cell_value
@@ -75,7 +76,7 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     """Cost and class of paper ``entries`` without records (cells of the full shipped suite, else
     of the records' own suite; of the text's reading only), and one ``zoo bench --where`` command per
     slice filling them; CPU time by the shipped ``cpu`` cost model, GPU time (``gpu_seconds``) by its
-    ``cuda`` entry."""
+    ``cuda`` entry; a cell whose raw data this machine lacks is *data absent here* (:func:`absent_datasets`)."""
     if not entries:
         return [], []
     if shipped:
@@ -90,11 +91,12 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     seconds = pending_seconds(name, mode, cells, done, model, table, epochs_of)
     gpu = pending_seconds(name, mode, cells, done, shipped_model("cuda"), table, epochs_of)  # the same cells on one GPU
     # the text's cells fill a paper cell, not the alternatives' beside it (the commands name the text's)
-    missing = missing_cells(name, mode, text_cells(cells, readings), entries, done, model, table, cell_value,
-                            lb._norm, ignore, seconds, gpu)
     pending = [c for c in cells if c["id"] in seconds]
+    absent = absent_datasets(pending, table)
+    missing = missing_cells(name, mode, text_cells(cells, readings), entries, done, model, table, cell_value,
+                            lb._norm, ignore, seconds, gpu, absent)
     return missing, fill_commands(name, missing, cell_value, pending, seconds, ignore=ignore, gpu_seconds=gpu,
-                                  narrow=(readings.key,) if readings is not None else ())
+                                  narrow=(readings.key,) if readings is not None else (), absent=absent)
 
 
 def suite_findings(name: str, shipped: Optional[Mapping[str, Any]], info: Optional[Mapping[str, Any]],

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from zoo.bench.report.missing_cost import NEEDS_GPU, RUNS_HERE, FillCommand
+from zoo.bench.report.missing_cost import DATA_ABSENT, NEEDS_GPU, RUNS_HERE, FillCommand
 from zoo.bench.report.status import Report
 
-#: ``--class`` values: the page's two classes, by a short name fit for the command line.
-CLASSES = {"runs-here": RUNS_HERE, "gpu": NEEDS_GPU}
+#: ``--class`` values: the page's classes, by a short name fit for the command line.
+CLASSES = {"runs-here": RUNS_HERE, "gpu": NEEDS_GPU, "data-absent": DATA_ABSENT}
 
 
 def todo(report: Report, cls: Optional[str] = None, max_hours: Optional[float] = None) -> List[FillCommand]:
     """Fill commands of every suite (with records or not), cheapest first.
 
-    ``cls``: a key of :data:`CLASSES` (``None``: both); ``max_hours``: keep the cheapest commands whose
+    ``cls``: a key of :data:`CLASSES` (``None``: all); ``max_hours``: keep the cheapest commands whose
     estimated CPU time adds up to at most this many hours (``None``: all).
     """
     if cls is not None and cls not in CLASSES:

@@ -1,0 +1,67 @@
+"""Where a dataset's raw files are looked for, torch-free (the environment and the file system only):
+the data root, the read-only mirrors, and whether a download may be tried.  :mod:`zoo.datasets.mirror`
+stages from them; the reproduction report asks whether a pending cell's data is here
+(:func:`absent_files`) without importing the data loaders."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence
+
+MIRROR_ENV = "ZOO_DATA_MIRROR"
+ROOT_ENV = "ZOO_DATA"
+OFFLINE_ENV = "ZOO_OFFLINE"
+
+
+def default_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gat-zoo" / "datasets"
+
+
+def resolve_root(root: "str | os.PathLike[str] | None" = None) -> Path:
+    """The data root: argument > ``$ZOO_DATA`` > the per-user cache dir."""
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get(ROOT_ENV)
+    return Path(env).expanduser() if env else default_root()
+
+
+def mirror_dirs() -> List[Path]:
+    """Mirror folders from ``$ZOO_DATA_MIRROR`` (missing folders are ignored)."""
+    raw = os.environ.get(MIRROR_ENV, "")
+    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def downloads_allowed(download: Optional[bool] = None) -> bool:
+    """``download`` if given, else False when ``$ZOO_OFFLINE`` is set to a true value."""
+    if download is not None:
+        return bool(download)
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() not in ("1", "true", "yes", "on")
+
+
+def find_in_mirrors(rel: str, mirrors: Sequence[Path]) -> Optional[Path]:
+    for m in mirrors:
+        candidate = m / rel
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def missing_files(root: Path, rel_files: Iterable[str], mirrors: Optional[Sequence[Path]] = None) -> List[str]:
+    """Files of ``rel_files`` found neither under ``root`` nor in any mirror."""
+    mirrors = mirror_dirs() if mirrors is None else mirrors
+    return [r for r in rel_files if not (root / r).is_file() and find_in_mirrors(r, mirrors) is None]
+
+
+def absent_files(rel_files: Sequence[str]) -> List[str]:
+    """The raw files of ``rel_files`` (paths relative to a data root; ``dir/`` a whole folder) that this
+    machine cannot have: in neither the data root nor a mirror, where it works offline (a mirror is
+    set, or ``$ZOO_OFFLINE``).  Without a mirror a download may fetch them: ``[]``."""
+    mirrors = mirror_dirs()
+    if not mirrors and downloads_allowed():
+        return []
+    root = resolve_root()
+    files = [f for f in rel_files if not f.endswith("/")]
+    folders = [f for f in rel_files if f.endswith("/")]
+    return missing_files(root, files, mirrors) + [
+        d for d in folders if not (root / d).is_dir() and not any((m / d).is_dir() for m in mirrors)]
