@@ -76,3 +76,57 @@ def test_pyg_imports_without_dynamo_and_answers_as_pyg_on_compiled_modules():
     """)
     assert "dynamo False" in out
     assert "answers [True, False] [True, True, False, True, True, False, False, True]" in out
+
+
+def test_pyg_datasets_run_on_first_use_and_a_loader_skips_them():
+    # the zoo's loaders import their dataset's own module: PyG's datasets package (with it
+    # torch_geometric.llm and pandas) runs only when a name it defines is looked up
+    out = _fresh("""
+        import sys
+        import zoo, zoo.cli, zoo.datasets, zoo.models
+        import torch_geometric
+        from zoo._pyg_compat import DATASET_MODULES, dataset_class
+        classes = {name: dataset_class(name) for name in DATASET_MODULES}
+        print("before", "pandas" in sys.modules, "torch_geometric.llm" in sys.modules)
+        import torch_geometric.datasets as D
+        assert all(getattr(D, name) is cls for name, cls in classes.items())
+        from torch_geometric.datasets import KarateClub
+        assert "KarateClub" in D.__all__ and D.KarateClub is KarateClub
+        print("after", "torch_geometric.llm" in sys.modules)
+    """)
+    assert "before False False" in out
+    assert "after True" in out
+
+
+def test_the_lazy_package_runs_its_body_once_and_again_after_a_failure(tmp_path):
+    pkg = tmp_path / "lazy_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import os\nRUNS = int(os.environ.get('LAZY_RUNS', '0')) + 1\n"
+                                     "os.environ['LAZY_RUNS'] = str(RUNS)\nif os.environ.get('LAZY_FAIL'):\n"
+                                     "    raise RuntimeError('body failed')\nfrom .part import VALUE\n")
+    (pkg / "part.py").write_text("VALUE = 3\n")
+    out = _fresh(f"""
+        import os, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from zoo import _pyg_compat
+        _pyg_compat.LAZY_PACKAGE = "lazy_pkg"
+        sys.meta_path.insert(0, _pyg_compat.LazyPackageFinder())
+        import lazy_pkg
+        import lazy_pkg.part  # a submodule by its full name: the body does not run
+        assert lazy_pkg.part.VALUE == 3 and "LAZY_RUNS" not in os.environ
+        assert not hasattr(lazy_pkg, "__wrapped__") and "LAZY_RUNS" not in os.environ  # a probe
+        os.environ["LAZY_FAIL"] = "1"
+        for _ in range(2):
+            try:
+                lazy_pkg.VALUE
+            except RuntimeError as e:
+                print("failed", e, os.environ["LAZY_RUNS"])
+        del os.environ["LAZY_FAIL"]
+        print("value", lazy_pkg.VALUE, lazy_pkg.RUNS, lazy_pkg.VALUE, os.environ["LAZY_RUNS"])
+        try:
+            lazy_pkg.missing
+        except AttributeError as e:
+            print("missing", os.environ["LAZY_RUNS"])
+    """)
+    assert "failed body failed 1" in out and "failed body failed 2" in out
+    assert "value 3 3 3 3" in out and "missing 3" in out

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from .._pyg_compat import dataset_class
 from .cache import verified
 from .registry import SPLIT_OPTIONS, edge_options, get_spec, instantiate, register_dataset, select_split, transductive_task
 
@@ -27,9 +28,7 @@ _SHCHUR = {
 def _make_loader(name: str, cls_name: str, arg: str, sub: str, raw: str):
     def load_shchur(root: Path, split: Union[int, str, None], seed: int, remove_isolated: bool = False,
                     download: Optional[bool] = None, **split_opts: Any):
-        from torch_geometric import datasets as D
-
-        cls = verified(getattr(D, cls_name))
+        cls = verified(dataset_class(cls_name))
         ds_root = str(root / sub) if sub else str(root)
         source = f"torch_geometric.datasets.{cls_name}(root={ds_root!r}, name={arg!r})"
         ds = instantiate(name, root, [raw], source, lambda: cls(ds_root, arg), download, expected=get_spec(name).stats)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from .._pyg_compat import dataset_class
 from .cache import verified
 from .registry import SPLIT_OPTIONS, edge_options, get_spec, instantiate, register_dataset, select_split, transductive_task
 
@@ -35,15 +36,14 @@ def raw_files(folder: str, stem: str) -> list:
 
 
 def _factory(cls_name: str, name: str, root: Path):
-    from torch_geometric import datasets as D
-
+    cls = dataset_class(cls_name)
     if cls_name == "WebKB":
-        return (lambda: verified(D.WebKB)(str(root), name)), f"torch_geometric.datasets.WebKB(root={str(root)!r}, name={name!r})"
+        return (lambda: verified(cls)(str(root), name)), f"torch_geometric.datasets.WebKB(root={str(root)!r}, name={name!r})"
     if cls_name == "WikipediaNetwork":
-        return ((lambda: verified(D.WikipediaNetwork)(str(root), name, geom_gcn_preprocess=True)),
+        return ((lambda: verified(cls)(str(root), name, geom_gcn_preprocess=True)),
                 f"torch_geometric.datasets.WikipediaNetwork(root={str(root)!r}, name={name!r}, geom_gcn_preprocess=True)")
     actor_root = str(root / "Actor")
-    return (lambda: verified(D.Actor)(actor_root)), f"torch_geometric.datasets.Actor(root={actor_root!r})"
+    return (lambda: verified(cls)(actor_root)), f"torch_geometric.datasets.Actor(root={actor_root!r})"
 
 
 def _make_loader(name: str, cls_name: str, folder: str, stem: str):

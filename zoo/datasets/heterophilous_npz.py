@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 from .._names import unknown_name_error
+from .._pyg_compat import dataset_class
 from .cache import verified
 from .registry import SPLIT_OPTIONS, get_spec, instantiate, register_dataset, select_split, transductive_task
 
@@ -34,7 +35,7 @@ _PATCH_LOCK = threading.Lock()
 @contextmanager
 def _edges_as_stored() -> Iterator[None]:
     """PyG's ``process`` symmetrises with the module's ``to_undirected``; keep the stored edges."""
-    from torch_geometric.datasets import heterophilous_graph_dataset as mod
+    import torch_geometric.datasets.heterophilous_graph_dataset as mod  # the module alone (zoo/_pyg_compat.py)
 
     with _PATCH_LOCK:
         saved = mod.to_undirected
@@ -47,7 +48,7 @@ def _edges_as_stored() -> Iterator[None]:
 
 def _npz_class():
     from torch_geometric.data import InMemoryDataset
-    from torch_geometric.datasets import HeterophilousGraphDataset
+    HeterophilousGraphDataset = dataset_class("HeterophilousGraphDataset")
 
     class NpzHeterophilous(HeterophilousGraphDataset):
         """``HeterophilousGraphDataset`` for any yandex-research npz name, edges as stored."""

@@ -25,6 +25,7 @@ import torch
 from torch_geometric.data import Data
 
 from .._ogb import ogb_module
+from .._pyg_compat import dataset_class
 from . import mirror
 from .cache import allow_globals, allowed_globals, verified
 from .registry import edge_options, get_spec, instantiate, register_dataset, transductive_task
@@ -40,8 +41,7 @@ _PPI_RAW = [f"PPI/raw/{s}_{f}" for s in ("train", "valid", "test")
                   options={"download": None}, raw_files=_PPI_RAW,
                   stats={"graphs": 24, "nodes": 56944, "edges": 818716, "features": 50, "classes": 121})
 def load_ppi(root: Path, split: Union[int, str, None], seed: int, download: Optional[bool] = None) -> Task:
-    from torch_geometric.datasets import PPI
-
+    PPI = dataset_class("PPI")
     if split not in (None, "official"):
         raise ValueError(f"ppi has only its official 20/2/2 graph split; got split={split!r}")
     ppi_root = str(root / "PPI")

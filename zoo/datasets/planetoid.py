@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from .._pyg_compat import dataset_class
 from .cache import verified
 from .registry import SPLIT_OPTIONS, edge_options, get_spec, instantiate, register_dataset, select_split, transductive_task
 
@@ -34,8 +35,7 @@ def raw_files(pyg_name: str, geom_gcn: bool) -> list:
 def _make_loader(name: str, pyg_name: str):
     def load_planetoid(root: Path, split: Union[int, str, None], seed: int, remove_isolated: bool = False,
                        download: Optional[bool] = None, **split_opts: Any):
-        from torch_geometric.datasets import Planetoid
-
+        Planetoid = dataset_class("Planetoid")
         geom = isinstance(split, int) and not isinstance(split, bool) or (
             isinstance(split, str) and split.replace("-", "_").lower() == "geom_gcn")
         pyg_split = "geom-gcn" if geom else "public"
