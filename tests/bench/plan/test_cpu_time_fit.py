@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -160,3 +161,18 @@ def test_calibrate_on_a_gpu_stays_on_wall_time(tmp_path, capsys):
     assert entry["coefficients"]["dense_macs"] == pytest.approx(LOAD * TRUTH[0], rel=1e-6)
     assert _calibrate(tmp_path, _records(obs, "NVIDIA H200"), "--device", "cuda", "--time", "cpu") != 0
     assert "its wall time" in capsys.readouterr().err
+
+
+def test_a_suites_level_is_set_by_its_measured_groups():
+    """A suite's earlier groups carry only a wall time, and the share that put them on the CPU-time scale
+    got their load wrong (2.5x too high); six of its groups were measured (their CPU time). The wall-time
+    groups still shape the coefficients, but the suite's factor comes from the measured groups: they are
+    predicted at their CPU time (geometric mean), not 2.5^(30/36) ~ 2.1x above it (the factor of all 36)."""
+    obs = synthetic_observations(TRUTH)
+    mixed = [replace(o, wall_time_s=2.5 * o.wall_time_s) for o in obs[6:]] + \
+        [replace(o, wall_time_s=1.5 * o.wall_time_s, cpu_time_s=o.wall_time_s) for o in obs[:6]]
+    model = calibration.fit(mixed, TABLE)
+    measured = [o for o in mixed if o.cpu_time_s is not None]
+    ratios = [model.group_seconds([o.config] * o.replicas, o.epochs, TABLE, o.mode, o.suite) / o.seconds
+              for o in measured]
+    assert math.exp(sum(math.log(r) for r in ratios) / len(ratios)) == pytest.approx(1.0, rel=1e-6)

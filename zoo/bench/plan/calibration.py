@@ -4,7 +4,9 @@ squares on the relative error, per device kind, and its leave-one-out quality (`
 What a group cost: on a GPU its wall time (``group_wall_time_s``); on the CPU the CPU time its process
 used (``group_cpu_time_s``), which a shared machine's load does not inflate as it does the wall time.
 Records written before they carried it have only the wall time: :func:`time_basis` puts those on the
-CPU-time scale by the CPU / wall share the other groups measured, and says how many groups had each."""
+CPU-time scale by the CPU / wall share the other groups measured, and says how many groups had each.
+Those groups shape the coefficients; a suite's level (its factor) is set by its measured groups where it
+has some (:func:`_suite_factors`): a share cannot know the load each earlier group ran under."""
 from __future__ import annotations
 
 import math
@@ -73,6 +75,9 @@ def _cpu_time(record: Mapping[str, Any]) -> Optional[float]:
     value = record.get("group_cpu_time_s")
     return float(value) if device_kind(record) == "cpu" and value else None
 
+
+#: suites with measured groups needed for their typical factor to be the unseen suites' (:func:`_suite_factors`)
+MIN_MEASURED_SUITES = 3
 
 #: ``zoo bench calibrate --time``: what the fit is on
 TIME_BASES = ("auto", "cpu", "wall")
@@ -197,18 +202,28 @@ def _suite_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float 
                    ) -> Tuple[Dict[str, float], float]:
     """``(per-suite factors, unseen-suite factor)``.
 
-    A suite's factor is the geometric mean of its groups' actual / predicted, shrunk toward the
-    unseen-suite factor for suites with few groups (``n / (n + shrink)`` of the log).  The
-    unseen-suite factor is the suites' typical factor: the median over suites of each suite's mean
-    log ratio (one vote per suite: neither one large suite nor one far-off suite sets it).  Not 1: the fit
-    minimises ``(predicted / actual - 1)^2``, which costs an over-prediction by a factor k more
-    than an under-prediction by the same factor, so with the scatter between suites the fitted
-    coefficients predict low and each suite's own factor lifts it."""
+    A suite's factor is the geometric mean of actual / predicted over its groups whose CPU time was
+    measured where it has some, else over all its groups; shrunk toward the unseen-suite factor for
+    suites with few such groups (``n / (n + shrink)`` of the log).  The groups without a measured CPU
+    time are on their wall time x a share (:func:`time_basis`) that mixes the load they ran under,
+    which varied from group to group and sitting to sitting, with the code's speed-up since: they
+    shape the coefficients, but the level of a suite is its measured groups' where it has them.
+    The unseen-suite factor is the suites' typical factor: the median over suites of each suite's
+    mean log ratio as above (one vote per suite: neither one large suite nor one far-off suite sets
+    it); over the suites with measured groups alone where there are several (a new suite's groups
+    will be measured).  Not 1: the fit minimises ``(predicted / actual - 1)^2``, which costs an
+    over-prediction by a factor k more than an under-prediction by the same factor, so with the
+    scatter between suites the fitted coefficients predict low and each suite's own factor lifts it."""
     logs: Dict[str, List[float]] = {}
+    measured: Dict[str, List[float]] = {}
     for o, r in zip(obs, ratio):
         logs.setdefault(o.suite, []).append(math.log(r))
-    prior = statistics.median(sum(v) / len(v) for v in logs.values()) if logs else 0.0
-    factors = {s: math.exp((sum(v) + shrink * prior) / (len(v) + shrink)) for s, v in sorted(logs.items())}
+        if o.cpu_time_s is not None:
+            measured.setdefault(o.suite, []).append(math.log(r))
+    level = {s: measured.get(s, v) for s, v in logs.items()}
+    voters = measured if len(measured) >= MIN_MEASURED_SUITES else level
+    prior = statistics.median(sum(v) / len(v) for v in voters.values()) if voters else 0.0
+    factors = {s: math.exp((sum(v) + shrink * prior) / (len(v) + shrink)) for s, v in sorted(level.items())}
     return factors, math.exp(prior)
 
 
