@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +16,7 @@ from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._direct import Formula, call, direct_op
-from zoo.ops.csr import csr_mm
+from zoo.ops.csr import compiled_csr_mm, csr_mm
 from zoo.ops.precision import float32_under_autocast
 
 #: A constant input with at most this fraction of non-zeros is multiplied as CSR when it has at
@@ -62,7 +63,120 @@ def _csr_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
 def _csr_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
     crow_t, col_t, val_t = ctx.saved_tensors
     # d(X W^T)/dW = grad^T X = (X^T grad)^T; the inputs X get no gradient (constants)
-    return None, None, None, None, None, None, csr_mm(crow_t, col_t, val_t, grad.size(0), grad).t()
+    if _deferring is not None and _deferring.takes(grad):
+        weight_grad = _deferring.defer(crow_t, col_t, val_t, grad)
+    else:
+        weight_grad = csr_mm(crow_t, col_t, val_t, grad.size(0), grad)
+    return None, None, None, None, None, None, weight_grad.t()
+
+
+class DeferredGrad:
+    """A weight gradient ``(X^T G)^T`` whose numbers are not computed yet: ``out`` ``(F, M)`` is its
+    storage (uninitialised until :meth:`compute`), the gradient autograd handed back is ``out.t()``
+    (or a view of it), and :meth:`sgd_step` folds the product into a plain SGD step instead."""
+
+    def __init__(self, parts: Tuple[Tensor, Tensor, Tensor], grad: Tensor, out: Tensor) -> None:
+        self.parts, self.grad, self.out = parts, grad, out
+
+    def compute(self) -> None:
+        """Write the gradient's numbers into ``out`` (those of the product it stands for)."""
+        self.out.copy_(csr_mm(*self.parts, self.grad.size(0), self.grad))
+
+    def holds(self, grad: Tensor) -> bool:
+        """Whether ``grad`` is this gradient: a view of ``out`` over all of it (autograd handed it
+        back untouched: the weight had no other use, else its gradients were summed into a new tensor)."""
+        return grad.data_ptr() == self.out.data_ptr() and grad.numel() == self.out.numel()
+
+    def sgd_step(self, param: Tensor, rate: Tensor) -> bool:
+        """``param -= rate * grad`` in place with this gradient, where ``param`` is stored as ``out``
+        (``param``'s memory is ``out``'s layout) and ``rate`` holds one learning rate per replica:
+        ``out``'s columns are the replicas' ``M / R`` each.  The numbers are those of ``compute`` then
+        ``param.addcmul_(rate column, grad, value=-1)`` (checked once per dtype and width against
+        torch's kernel, :func:`_fused_step_agrees`); returns False, doing nothing, where it cannot."""
+        if not (param.dtype == self.out.dtype and rate.dtype == param.dtype and rate.dim() == 1 and param.dim() >= 2
+                and param.size(0) == rate.numel() and _same_memory_order(param, self.out)):
+            return False
+        width = self.out.size(1) // rate.numel()
+        if not _fused_step_agrees(param.dtype, width):
+            return False
+        crow_t, col_t, val_t = self.parts
+        torch.ops.zoo_kernels.csr_mm_sgd_(crow_t, col_t, val_t, self.grad, param.movedim(-1, 0).view(self.out.shape),
+                                          rate, width)
+        return True
+
+
+class _Deferring:
+    """The weight gradients deferred while :func:`deferred_weight_grads` is active (``compute``: their
+    numbers computed at once all the same)."""
+
+    def __init__(self, compute: bool) -> None:
+        self.grads: List[DeferredGrad] = []
+        self.compute = compute
+
+    @staticmethod
+    def takes(grad: Tensor) -> bool:
+        return grad.dim() == 2 and compiled_csr_mm(grad.device, grad.dtype) is not None and hasattr(
+            torch.ops.zoo_kernels, "csr_mm_sgd_")
+
+    def defer(self, crow_t: Tensor, col_t: Tensor, val_t: Tensor, grad: Tensor) -> Tensor:
+        if self.compute:
+            out = csr_mm(crow_t, col_t, val_t, grad.size(0), grad)
+        else:
+            out = grad.new_empty((crow_t.numel() - 1, grad.size(1)))
+        self.grads.append(DeferredGrad((crow_t, col_t, val_t), grad, out))
+        return out
+
+
+_deferring: Optional[_Deferring] = None
+
+
+@contextmanager
+def deferred_weight_grads(compute: bool = False) -> Iterator[List[DeferredGrad]]:
+    """Within: the CSR linear map's weight gradients are not computed by the backward; each is
+    handed back as uninitialised storage and listed (one :class:`DeferredGrad` per backward) in the
+    list this yields, for the caller to :meth:`~DeferredGrad.compute` or fold into its step.  Only for
+    a caller that does exactly that with every gradient of its own ``torch.autograd.grad`` call, and
+    knows that each deferred gradient reaches it untouched (:meth:`DeferredGrad.holds`; a weight with
+    another use gets the sum of both, read from the uninitialised storage).  ``compute``: list them,
+    their numbers computed as usual (to learn which gradients reach the caller untouched)."""
+    global _deferring
+    saved, _deferring = _deferring, _Deferring(compute)
+    try:
+        yield _deferring.grads
+    finally:
+        _deferring = saved
+
+
+def _same_memory_order(param: Tensor, out: Tensor) -> bool:
+    """Whether ``param`` ``(R, ..., F)`` is stored as ``out`` ``(F, M)``: its last dim outermost, the rest
+    row-major (so ``out``'s columns are the replicas' in turn)."""
+    return param.numel() == out.numel() and param.size(-1) == out.size(0) and param.movedim(-1, 0).is_contiguous()
+
+
+#: (dtype, width) -> whether csr_mm_sgd_ gives torch's csr_mm + addcmul_ numbers here
+_AGREES: Dict[Tuple[torch.dtype, int], bool] = {}
+
+
+def _fused_step_agrees(dtype: torch.dtype, width: int) -> bool:
+    """Whether the fused kernel's step rounds as torch's ``addcmul_`` does on this machine (one fused
+    multiply-add, or not), tried once on random numbers of this dtype and replica width."""
+    key = (dtype, width)
+    if key not in _AGREES:
+        gen = torch.Generator().manual_seed(0)
+        x_t = (torch.rand(7, 5, generator=gen) < 0.5).to(dtype) * torch.rand(7, 5, generator=gen, dtype=dtype)
+        with warnings.catch_warnings():  # "sparse CSR support is in beta"
+            warnings.simplefilter("ignore", UserWarning)
+            csr = x_t.to_sparse_csr()
+        crow_t, col_t, val_t = csr.crow_indices(), csr.col_indices(), csr.values()
+        grad = torch.randn(5, 2 * width, generator=gen, dtype=dtype)
+        param = torch.randn(7, 2 * width, generator=gen, dtype=dtype)
+        rate = torch.tensor([0.05, 0.3], dtype=torch.float64).to(dtype)
+        want = param.clone()
+        want.view(7, 2, width).addcmul_(rate.view(1, 2, 1), csr_mm(crow_t, col_t, val_t, 5, grad).view(7, 2, width),
+                                        value=-1)
+        torch.ops.zoo_kernels.csr_mm_sgd_(crow_t, col_t, val_t, grad, param, rate, width)
+        _AGREES[key] = torch.equal(param, want)
+    return _AGREES[key]
 
 
 def _csr_linear_rule(op: Callable[..., Tensor]) -> Callable[..., Tuple[Tensor, int]]:
@@ -127,4 +241,4 @@ def _sparse_parts(x: Tensor, weight: Tensor) -> Optional[Tuple[Tensor, ...]]:
     return _SPARSE.get(x)
 
 
-__all__ = ["linear", "remember_csr", "SPARSE_MIN_ELEMENTS", "SPARSE_MAX_DENSITY"]
+__all__ = ["linear", "remember_csr", "SPARSE_MIN_ELEMENTS", "SPARSE_MAX_DENSITY", "DeferredGrad", "deferred_weight_grads"]

@@ -53,7 +53,7 @@ from torch import Tensor
 from zoo.callbacks import EpochState
 from zoo.trainer.allocator import tune_allocator
 from zoo.trainer.config import CHECK_EVERY, TrainConfig
-from zoo.trainer.epoch import evaluate, train_epoch
+from zoo.trainer.epoch import WeightGradDeferral, evaluate, train_epoch
 from zoo.trainer.graphs import epoch_graphs
 from zoo.trainer.optim import ReplicaOptimizer, make_lr_scheduler
 from zoo.trainer.replicas import Replicas, train_mode_differs
@@ -104,17 +104,20 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     graphs = epoch_graphs(cfg, device, task, view, replicas, first_epoch)  # replays the epoch on CUDA
     # the in-place step reads the mask on the host: free on the CPU when the loop reads it every epoch anyway
     optimizer.allow_host_reads(device.type == "cpu" and check_every == 1 and not graphs.replays)
+    # a plain SGD step may take the first layer's CSR weight gradient folded in (no callback sees the gradients)
+    deferral = (WeightGradDeferral() if device.type == "cpu" and not callbacks and optimizer.folds_steps()
+                and isinstance(view, TransductiveView) else None)
 
     def assess(epoch: int, stamp: Optional[Tensor]) -> Evaluation:  # state ``epoch``: evaluate, select, stop
         ev = evaluate(task, replicas, view, loss_fn, with_grads=epoch < cfg.epochs, deterministic=deterministic,
-                      last_pass_loss=state.last_pass_loss)
+                      last_pass_loss=state.last_pass_loss, deferral=deferral)
         state.keep_best(replicas.params, rules.update(state, epoch, ev, stamp))
         return ev
 
     def advance(epoch: int, ev: Evaluation) -> None:  # the training step from state ``epoch``
         if scheduler is not None and epoch >= 1:  # the lr of step epoch + 1, from state epoch's val loss
             scheduler.step(ev.val_loss, state.active)
-        state.set_pass_loss(train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads))
+        state.set_pass_loss(train_epoch(replicas, view, loss_fn, optimizer, state.active, ev.grads, ev.deferred))
 
     graphs.bind(assess, advance, lambda: {"replicas": replicas, "optimizer": optimizer, "optimizer.opt": optimizer.opt,
                                           "scheduler": scheduler, "state": state}, replicas.rng)

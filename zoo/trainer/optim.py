@@ -17,12 +17,13 @@ norm before its step (:mod:`zoo.trainer.clipping`).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from zoo._names import normalize_name, unknown_name_error
+from zoo.ops.sparse_linear import DeferredGrad
 from zoo.trainer.clipping import clip_replica_grads
 from zoo.trainer.config import EPOCH_SCHEDULE_DEFAULTS, LR_SCHEDULERS, OPTIMIZERS, TrainConfig, plateau_options
 from zoo.trainer.resume import load_tensor_state, tensor_state
@@ -118,9 +119,15 @@ class StackedSGD(_Base):
         self.buffers: List[Tensor] = [torch.zeros_like(p) for p in params] if momentum else []
 
     @torch.no_grad()
-    def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
+    def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor,
+             deferred: Mapping[int, DeferredGrad] = {}) -> None:
+        """``deferred``: the parameters (by index) whose gradient is a :class:`DeferredGrad`, folded
+        into its product where the step is plain (every replica active, no momentum, no weight
+        decay), else computed first; the numbers are the same."""
         steps = self.steps + active.to(self.steps.dtype)
         lr = self.lr_columns(steps)
+        if deferred:
+            params, grads = self._fold(params, grads, active, lr, deferred)
         if not self.momentum:  # no buffer: the first step is like any other (no mask to make or read)
             if self._all(active):
                 self._step_in_place(params, grads, lr, False)
@@ -133,6 +140,20 @@ class StackedSGD(_Base):
             else:
                 self._step_masked(params, grads, active, lr, first)
         self.steps.copy_(steps)  # in place: a captured step reads and writes this tensor
+
+    def _fold(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor, lr: _Columns,
+              deferred: Mapping[int, DeferredGrad]) -> Tuple[Sequence[Tensor], Sequence[Tensor]]:
+        """Step the deferred gradients' parameters that the fused kernel serves (computing the
+        others' gradients); returns the parameters and gradients left to step."""
+        plain = not self.momentum and not self.weight_decay and self._all(active)
+        folded = {i for i, d in deferred.items() if plain and d.sgd_step(params[i], lr.like(params[i]).view(-1))}
+        for i, d in deferred.items():
+            if i not in folded:
+                d.compute()
+        if not folded:
+            return params, grads
+        keep = [i for i in range(len(params)) if i not in folded]  # no momentum: no buffer indexed by position
+        return [params[i] for i in keep], [grads[i] for i in keep]
 
     def _step_in_place(self, params: Sequence[Tensor], grads: Sequence[Tensor], lr: _Columns, first: bool) -> None:
         # every replica active and at the same phase: the masked update's values, computed in place
@@ -336,15 +357,34 @@ class ReplicaOptimizer:
         self.host_reads = allowed
         self.opt.host_reads = allowed  # type: ignore[attr-defined]
 
-    def step(self, grads: Sequence[Tensor], active: Tensor) -> None:
+    def folds_steps(self) -> bool:
+        """Whether :meth:`step` may fold a deferred gradient into the step: plain SGD (no momentum,
+        weight decay, clipping, warm-up or scheduler) reading its mask on the host."""
+        opt = self.opt
+        return (isinstance(opt, StackedSGD) and not opt.momentum and not opt.weight_decay and opt.warmup <= 0
+                and self.scheduler is None and self.cfg.grad_clip_norm is None and self.host_reads)
+
+    def step(self, grads: Sequence[Tensor], active: Tensor, deferred: Mapping[int, DeferredGrad] = {}) -> None:
+        """One step from ``grads``; ``deferred``: the indices of those that are :class:`DeferredGrad`
+        storage (their numbers not computed yet; folded into the step or computed first)."""
         if self.fresh:
             self.fresh = False
-            if self.replicas.adopt_layout(grads):
+            if self.replicas.adopt_layout(grads):  # reads the gradients' layout only
                 self.opt = self._make()
                 self.opt.host_reads = self.host_reads  # type: ignore[attr-defined]
+        if deferred and not isinstance(self.opt, StackedSGD):
+            for d in deferred.values():
+                d.compute()
+            deferred = {}
         if self.cfg.grad_clip_norm is not None:
+            for d in deferred.values():
+                d.compute()
+            deferred = {}
             grads = clip_replica_grads(grads, self.cfg.grad_clip_norm)
-        self.opt.step(self.replicas.params, grads, active)
+        if deferred:
+            self.opt.step(self.replicas.params, grads, active, deferred)  # type: ignore[call-arg]
+        else:
+            self.opt.step(self.replicas.params, grads, active)
 
     def state_dict(self) -> Dict[str, Any]:
         return tensor_state(self.opt)

@@ -11,8 +11,8 @@ it from a :class:`~zoo.trainer.config.TrainConfig`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import List, Optional, Protocol, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, List, Mapping, Optional, Protocol, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -38,12 +38,14 @@ def put(into: Tensor, mask: Tensor, value: Union[Tensor, int, float]) -> None:
 class Evaluation:
     """One evaluated state of every replica: ``scores`` ``(R, 3)`` train / val / test metric,
     ``train_loss`` and ``val_loss`` ``(R,)`` float64, and (transductive, while training) the
-    training loss's gradients."""
+    training loss's gradients; ``deferred``: those of them (by index) whose numbers are not computed
+    yet (:class:`zoo.ops.sparse_linear.DeferredGrad`, for the step)."""
 
     scores: Tensor
     train_loss: Tensor
     val_loss: Tensor
     grads: Optional[Sequence[Tensor]] = None
+    deferred: Mapping[int, Any] = field(default_factory=dict)
 
 
 class StoppingCriterion(Protocol):

@@ -180,3 +180,25 @@ def test_fused_relu_and_gate_fallback_matches(monkeypatch):
     fused = csr.csr_mm(*parts, b, gate, True)
     monkeypatch.setattr(csr, "compiled_csr_mm", lambda device, dtype: None)
     _same_as_torch(fused, csr.csr_mm(*parts, b, gate, True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("replicas,width", [(15, 64), (2, 5), (3, 70), (1, 200)])
+def test_the_product_folded_into_an_sgd_step_is_the_product_then_addcmul(dtype, replicas, width):
+    """``csr_mm_sgd_``: param -= rate * (A @ B) as ``csr_mm`` then torch's ``addcmul_`` on the stacked
+    parameter, where torch's kernel rounds as it does (one fused multiply-add; else it is not used)."""
+    if not sl._fused_step_agrees(dtype, width):
+        pytest.skip("torch's addcmul_ does not round as one fused multiply-add here")
+    a = _sparse(37, 23, 0.2, dtype, seed=width)  # A = X^T (features x nodes)
+    csr_a = _csr(a)
+    crow, col, val = csr_a.crow_indices(), csr_a.col_indices(), csr_a.values()
+    gen = torch.Generator().manual_seed(replicas)
+    grad = torch.randn(23, replicas * width, generator=gen, dtype=dtype)
+    param = torch.randn(37, replicas * width, generator=gen, dtype=dtype)
+    rate = torch.linspace(0.01, 0.9, replicas, dtype=torch.float64).to(dtype)
+    want = param.clone()
+    stacked = want.view(37, replicas, width).permute(1, 2, 0)  # (R, C, F) stored as (F, R*C), as the weight
+    stacked.addcmul_(rate.view(-1, 1, 1), torch.ops.zoo_kernels.csr_mm(crow, col, val, grad, None, False)
+                     .view(37, replicas, width).permute(1, 2, 0), value=-1)
+    torch.ops.zoo_kernels.csr_mm_sgd_(crow, col, val, grad, param, rate, width)
+    assert torch.equal(param, want)

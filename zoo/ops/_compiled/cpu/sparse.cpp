@@ -20,6 +20,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 // a product rounded before the sum, as MKL: no contraction into fused multiply-adds
@@ -145,12 +147,86 @@ Tensor csr_mm(const Tensor& crow, const Tensor& col, const Tensor& values, const
   return out;
 }
 
+// The product's rows folded into an SGD step instead of stored: param[i, j] = fma(-rate[j / c], (A @ B)[i, j],
+// param[i, j]), each (A @ B)[i, j] summed as above.  That is torch's addcmul_(param, rate, A @ B, value=-1)
+// where its kernel contracts ``param + (-rate) * g`` into one fused multiply-add (one rounding: std::fma
+// is exact, so any FMA gives these bits; zoo/ops/sparse_linear.py checks torch's kernel does that
+// before it uses this).  Saves writing A @ B and the step's pass reading it back.
+template <typename T>
+void sgd_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* rate, int64_t c, T* param,
+              int64_t m, int64_t j0, int64_t j1, int64_t row0, int64_t row1) {
+  T acc[256 / sizeof(T)];
+  for (int64_t i = row0; i < row1; ++i) {
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = T(0);
+    for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+      const T v = val[k];
+      const T* row = b + col[k] * m;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] = acc[j - j0] + v * row[j];
+    }
+    T* out = param + i * m;
+    for (int64_t j = j0; j < j1; ++j) out[j] = std::fma(-rate[j / c], acc[j - j0], out[j]);
+  }
+}
+
+// sgd_rows over a full block: the sums in registers as in block_rows, then the step
+template <typename T>
+void sgd_block_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* rate, int64_t c,
+                    T* param, int64_t m, int64_t j0, int64_t row0, int64_t row1) {
+  using S = Simd<T>;
+  constexpr int64_t width = kVectors * S::kLanes;
+  T neg[width], sums[width];
+  for (int64_t j = 0; j < width; ++j) neg[j] = -rate[(j0 + j) / c];
+  typename S::V acc[kVectors];
+  for (int64_t i = row0; i < row1; ++i) {
+    for (int q = 0; q < kVectors; ++q) acc[q] = typename S::V{};
+    for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+      const T v = val[k];
+      const int64_t at = col[k] * m + j0;
+      for (int q = 0; q < kVectors; ++q) acc[q] = acc[q] + v * S::load(b + at + q * S::kLanes);
+    }
+    for (int q = 0; q < kVectors; ++q) S::store(sums + q * S::kLanes, acc[q]);
+    T* out = param + i * m + j0;
+    for (int64_t j = 0; j < width; ++j) out[j] = std::fma(neg[j], sums[j], out[j]);
+  }
+}
+
+template <typename T>
+void csr_dense_sgd(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* rate, int64_t c,
+                   T* param, int64_t n, int64_t m) {
+  constexpr int64_t width = kVectors * Simd<T>::kLanes;
+  at::parallel_for(0, n, 64, [&](int64_t row0, int64_t row1) {
+    int64_t j0 = 0;
+    for (; j0 + width <= m; j0 += width) sgd_block_rows<T>(crow, col, val, b, rate, c, param, m, j0, row0, row1);
+    if (j0 < m) sgd_rows<T>(crow, col, val, b, rate, c, param, m, j0, m, row0, row1);
+  });
+}
+
+// param (n, m) contiguous, in place: param -= rate[j / c] * (A @ dense) as above; dense (k, m); rate (m / c,)
+void csr_mm_sgd_(const Tensor& crow, const Tensor& col, const Tensor& values, const Tensor& dense, const Tensor& param,
+                 const Tensor& rate, int64_t c) {
+  TORCH_CHECK(dense.dim() == 2 && param.dim() == 2 && rate.dim() == 1, "csr_mm_sgd_: dense, param 2-d; rate 1-d");
+  TORCH_CHECK(crow.scalar_type() == at::kLong && col.scalar_type() == at::kLong, "csr_mm_sgd_: int64 indices");
+  TORCH_CHECK(values.scalar_type() == dense.scalar_type() && param.scalar_type() == dense.scalar_type() &&
+              rate.scalar_type() == dense.scalar_type(), "csr_mm_sgd_: one dtype");
+  TORCH_CHECK(param.is_contiguous() && param.size(0) == crow.numel() - 1 && param.size(1) == dense.size(1),
+              "csr_mm_sgd_: param must be the contiguous (rows, m) product's shape");
+  TORCH_CHECK(c > 0 && rate.numel() * c == dense.size(1), "csr_mm_sgd_: one rate per c columns");
+  const Tensor b = dense.contiguous(), r = rate.contiguous();
+  const Tensor cr = crow.contiguous(), k = col.contiguous(), v = values.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "csr_mm_sgd_", [&] {
+    csr_dense_sgd<scalar_t>(cr.data_ptr<int64_t>(), k.data_ptr<int64_t>(), v.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
+                            r.data_ptr<scalar_t>(), c, param.data_ptr<scalar_t>(), param.size(0), param.size(1));
+  });
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
   m.def("csr_mm(Tensor crow, Tensor col, Tensor values, Tensor dense, Tensor? gate=None, bool relu=False) -> Tensor");
+  m.def("csr_mm_sgd_(Tensor crow, Tensor col, Tensor values, Tensor dense, Tensor(a!) param, Tensor rate, int c) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("csr_mm", &csr_mm);
+  m.impl("csr_mm_sgd_", &csr_mm_sgd_);
 }
