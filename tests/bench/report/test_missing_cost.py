@@ -10,7 +10,10 @@ from zoo.bench.plan import cost, cost_file
 from zoo.bench.plan.estimate import hours
 
 TABLE = cost.load_dataset_table()
-MODEL = cost_file.load_cost_model()
+#: a fixed cpu model (the session-4 fit's coefficients and unseen-suite factor), so that the classes these
+#: tests are about (pubmed L = 40 needs a GPU, L = 20 runs here) do not move with a refit of the shipped one
+MODEL = cost.CostModel({"dense_macs": 1.249e-11, "edge_elements": 1.924e-10, "dropout_elements": 8.854e-10,
+                        "layers_per_replica": 5.491e-4}, {}, unseen_suite_factor=1.917)
 
 
 def value_of(config, key):
