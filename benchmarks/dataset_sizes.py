@@ -2,8 +2,8 @@
 
 The cost model is torch-free and loads no data, so the sizes it needs — nodes, edges, input
 features and their density (the first layer multiplies a sparse bag-of-words input as CSR), classes,
-graphs, the training graphs' share of the nodes, and a real dataset's raw files (the reproduction report
-checks they are here without loading them) — are measured here once, by loading each dataset
+graphs, the training graphs' share of the nodes, and a real dataset's raw files with whether the mirror
+has them (the reproduction report's *data absent here*) — are measured here once, by loading each dataset
 the suites use. Real datasets are keyed by name (their size does not depend on the split);
 generated ones (``trees``, ``twin``) by name and options, one entry per suite setting.
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from zoo._data_paths import mirrored
 from zoo.bench.suite.load import list_suites, load_suite
 from zoo.datasets import MissingDataError, get_spec, load
 
@@ -62,6 +63,13 @@ def registry_only(name: str) -> dict:
             "density": None, "classes": stats["classes"], "graphs": 1, "train_share": 1.0, "measured": False}
 
 
+def raw_files_entry(name: str) -> dict:
+    """A real dataset's raw files and whether the data mirror (``$ZOO_DATA_MIRROR``) has them all: the
+    reproduction report calls a pending cell of an unmirrored dataset *data absent here*."""
+    raw = list(get_spec(name).raw_files)
+    return {"raw_files": raw, "mirrored": mirrored(raw)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None)
@@ -76,8 +84,8 @@ def main() -> int:
                 f"{t['dataset']} {json.dumps(t['options'], sort_keys=True)}"
             wanted.setdefault(key, (t, synthetic))
     for key, (t, synthetic) in sorted(wanted.items()):
-        if key in table and not synthetic:  # the report checks these are here (zoo._data_paths.absent_files)
-            table[key]["raw_files"] = list(get_spec(t["dataset"]).raw_files)
+        if key in table and not synthetic:
+            table[key].update(raw_files_entry(t["dataset"]))
         if key in table or (args.only and t["dataset"] != args.only):
             continue
         if t["dataset"] == "trees":
@@ -88,7 +96,7 @@ def main() -> int:
             except MissingDataError:
                 table[key] = registry_only(t["dataset"])
         if not synthetic:
-            table[key]["raw_files"] = list(get_spec(t["dataset"]).raw_files)
+            table[key].update(raw_files_entry(t["dataset"]))
         print(key, table[key], flush=True)
         write(table)
     write(table)

@@ -1,7 +1,7 @@
 """Where a dataset's raw files are looked for, torch-free (the environment and the file system only):
 the data root, the read-only mirrors, and whether a download may be tried.  :mod:`zoo.datasets.mirror`
-stages from them; the reproduction report asks whether a pending cell's data is here
-(:func:`absent_files`) without importing the data loaders."""
+stages from them; ``benchmarks/dataset_sizes.py`` records whether a dataset is in the project's mirror
+(:func:`mirrored`) without importing the data loaders."""
 from __future__ import annotations
 
 import os
@@ -53,15 +53,9 @@ def missing_files(root: Path, rel_files: Iterable[str], mirrors: Optional[Sequen
     return [r for r in rel_files if not (root / r).is_file() and find_in_mirrors(r, mirrors) is None]
 
 
-def absent_files(rel_files: Sequence[str]) -> List[str]:
-    """The raw files of ``rel_files`` (paths relative to a data root; ``dir/`` a whole folder) that this
-    machine cannot have: in neither the data root nor a mirror, where it works offline (a mirror is
-    set, or ``$ZOO_OFFLINE``).  Without a mirror a download may fetch them: ``[]``."""
-    mirrors = mirror_dirs()
-    if not mirrors and downloads_allowed():
-        return []
-    root = resolve_root()
-    files = [f for f in rel_files if not f.endswith("/")]
-    folders = [f for f in rel_files if f.endswith("/")]
-    return missing_files(root, files, mirrors) + [
-        d for d in folders if not (root / d).is_dir() and not any((m / d).is_dir() for m in mirrors)]
+def mirrored(rel_files: Sequence[str], mirrors: Optional[Sequence[Path]] = None) -> bool:
+    """Whether every raw file of ``rel_files`` (paths relative to a data root; ``dir/`` a whole folder)
+    is in a mirror (default :func:`mirror_dirs`)."""
+    mirrors = mirror_dirs() if mirrors is None else mirrors
+    return all(any((m / r).is_dir() for m in mirrors) if r.endswith("/") else find_in_mirrors(r, mirrors) is not None
+               for r in rel_files)

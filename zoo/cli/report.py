@@ -46,8 +46,8 @@ def register(sub: Any) -> None:
     p.add_argument("--todo", action="store_true",
                    help="write nothing; print the commands filling the paper cells not run, cheapest first")
     p.add_argument("--class", dest="todo_class", choices=("runs-here", "gpu", "data-absent"), default=None,
-                   help="with --todo: only this class of cells (default all; data-absent: their raw files are not "
-                        "here)")
+                   help="with --todo: only this class of cells (default all; data-absent: their raw files are not in the "
+                        "records' machine's data mirror)")
     p.add_argument("--max-hours", type=float, default=None,
                    help="with --todo: the cheapest commands adding up to at most this many estimated hours")
     p.add_argument("--out-root", default=None, type=user_path,

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from zoo._data_paths import absent_files
 from zoo.bench.report.missing_cost import DATA_ABSENT, NEEDS_GPU, RUNS_HERE, SLICE_KEYS, pending_seconds
 from zoo.bench.report.status import build_report
 from zoo.bench.suite.selection import select_where
@@ -71,19 +70,20 @@ def test_every_runs_here_paper_cell_has_a_runs_here_command(report):
 
 
 def test_runs_here_commands_have_their_data_here(report):
-    """A *runs here* command's dataset can be loaded here: where CoraFull's raw file is absent (it cannot be
-    had offline: shared/datasets/README.md), its oxford_table4 cells are *data absent here* with the reason
-    (before, five were listed as runs here, and `zoo bench` skipped every run: "dataset 'cora_full' unavailable")."""
+    """A *runs here* command's dataset is in the records' machine's mirror: CoraFull's raw file is not (it
+    cannot be had offline: shared/datasets/README.md), so its oxford_table4 cells are *data absent here*
+    with the reason (before, five were listed as runs here, and `zoo bench` skipped every run: "dataset
+    'cora_full' unavailable")."""
     table = shipped_table()
+    assert table["cora_full"]["mirrored"] is False and table["cora"]["mirrored"] is True
     for s in report.suites:
         for c in s.fill:
             datasets = [v for k, vs in c.where if k == "dataset" for v in vs]
-            absent = [d for d in datasets if absent_files((table.get(d) or {}).get("raw_files") or ())]
+            absent = [d for d in datasets if (table.get(d) or {}).get("mirrored") is False]
             assert (c.cls == DATA_ABSENT) == bool(absent), c.command()
-    if absent_files(table["cora_full"]["raw_files"]):
-        cora_full = [m for s in report.suites if s.board.suite == "oxford_table4" for m in s.missing
-                     if m.entry.get("dataset") == "cora_full"]
-        assert cora_full and all(m.cls == DATA_ABSENT and "cora.npz" in m.absent for m in cora_full)
+    cora_full = [m for s in report.suites if s.board.suite == "oxford_table4" for m in s.missing
+                 if m.entry.get("dataset") == "cora_full"]
+    assert cora_full and all(m.cls == DATA_ABSENT and "cora.npz" in m.absent for m in cora_full)
 
 
 def test_the_page_shows_costs_and_commands():

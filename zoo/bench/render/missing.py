@@ -46,7 +46,8 @@ def totals_line(missing: Sequence[MissingCell]) -> str:
 
 
 def _absent_clause(missing: Sequence[MissingCell], t: Mapping[str, float]) -> str:
-    """``, N *data absent here* (...)``: the cells whose raw data this machine lacks, with why; ``""`` if none."""
+    """``, N *data absent here* (...)``: the cells whose raw data the records' machine's mirror lacks, with
+    why; ``""`` if none."""
     if not t["cells"]:
         return ""
     why = "; ".join(dict.fromkeys(m.absent for m in missing if m.absent))

@@ -6,8 +6,9 @@ their groups' estimated time (:mod:`zoo.bench.plan.cost`, CPU time on the CPU: a
 more than one replica, less than R); its class is *runs here* when that fits
 :data:`~zoo.bench.plan.estimate.RUNS_HERE_CPU_HOURS` on the records' 2-core CPU, else *needs a GPU*,
 and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`); a cell
-whose dataset's raw files this machine lacks (:func:`absent_datasets`) is *data absent here* instead,
-whatever its cost, with the reason: no command of it runs here until the files are provided.
+whose dataset's raw files are not in the records' machine's data mirror (:func:`absent_datasets`) is *data
+absent here* instead, whatever its cost, with the reason: no command of it runs there until the files are
+provided.
 The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands, each
 narrowed to the paper cells' keys so that it runs what it says it costs; a slice too large to run
 here is split further where its paper cells run here on their own.
@@ -17,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zoo._data_paths import absent_files
 from zoo.bench.analyze.board import KEY_META
 from zoo.bench.suite.cells import comparable
 from zoo.bench.plan.cost import CostModel
@@ -92,14 +92,16 @@ def entry_matches(entry: Mapping[str, Any], config: Mapping[str, Any],
 
 
 def absent_datasets(cells: Sequence[Mapping[str, Any]], table: Mapping[str, Mapping[str, Any]]) -> Dict[str, str]:
-    """``{dataset: why}`` for the datasets of ``cells`` whose raw files (the size table's ``raw_files``)
-    are in neither the data root nor a mirror of a machine that works offline
-    (:func:`zoo._data_paths.absent_files`: file checks, no data loaded)."""
+    """``{dataset: why}`` for the datasets of ``cells`` whose raw files were not in the data mirror of the
+    records' machine when the size table was made (its ``mirrored``: ``benchmarks/dataset_sizes.py``).
+
+    Read from the committed table, not this machine's files, so the page is the same wherever it is
+    made (as its costs are: the cost model of the records' machine)."""
     out: Dict[str, str] = {}
     for name in sorted({c["config"]["task"]["dataset"] for c in cells}):
-        missing = absent_files((table.get(name) or {}).get("raw_files") or ())
-        if missing:
-            out[name] = f"{name}: {', '.join(missing)} in neither the data root nor a mirror"
+        entry = table.get(name) or {}
+        if entry.get("mirrored") is False:
+            out[name] = f"{name}: {', '.join(entry.get('raw_files') or ())} not in the records' machine's data mirror"
     return out
 
 

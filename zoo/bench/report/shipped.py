@@ -76,7 +76,8 @@ def missing_costs(name: str, entries: Sequence[Mapping[str, Any]], shipped: Opti
     """Cost and class of paper ``entries`` without records (cells of the full shipped suite, else
     of the records' own suite; of the text's reading only), and one ``zoo bench --where`` command per
     slice filling them; CPU time by the shipped ``cpu`` cost model, GPU time (``gpu_seconds``) by its
-    ``cuda`` entry; a cell whose raw data this machine lacks is *data absent here* (:func:`absent_datasets`)."""
+    ``cuda`` entry; a cell whose raw data the records' machine's mirror lacks is *data absent here*
+    (:func:`absent_datasets`)."""
     if not entries:
         return [], []
     if shipped:
