@@ -1,6 +1,7 @@
-"""The tuned allocator backs the tensors allocated afterwards with transparent huge pages (the heap
-advised MADV_HUGEPAGE, a reserve grown untouched) unless ``ZOO_HUGE_PAGES=0``; the numbers do not
-change.  Each case runs in a fresh process: the tuning is process-wide and once."""
+"""Once the compiled attention meets values larger than the cache budget, the tuned allocator backs
+the tensors allocated afterwards with transparent huge pages (the heap advised MADV_HUGEPAGE, a
+reserve grown untouched), unless ``ZOO_HUGE_PAGES=0``; smaller graphs, or an untuned allocator, keep
+4 KiB pages.  Each case runs in a fresh process: the tuning is process-wide and once."""
 from __future__ import annotations
 
 import json
@@ -10,18 +11,32 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from zoo.ops._compiled import ops
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or not THP.exists() or "[never]" in THP.read_text(),
-    reason="needs Linux with transparent huge pages (always or madvise)")
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux") or not THP.exists() or "[never]" in THP.read_text(),
+                       reason="needs Linux with transparent huge pages (always or madvise)"),
+    pytest.mark.skipif(not ops.available(torch.device("cpu")),
+                       reason="the C++ attention kernels could not be built here (no compiler?)")]
 
 _PROBE = r"""
-import json, torch
+import json, sys, torch
+from zoo.ops._compiled import ops
 from zoo.trainer.allocator import tune_allocator
-tuned = tune_allocator()
-x = torch.ones(24 << 20)  # 96 MiB, allocated after the tuning
+tuned = tune_allocator() if sys.argv[1] == "tune" else False
+nodes = int(sys.argv[2])  # one head of 8 channels: 32 B a node
+assert ops.available(torch.device("cpu"))
+edge_index = torch.stack([torch.arange(nodes), torch.arange(nodes)])
+from zoo.ops.aggregate import edge_orders
+graph = ops.graph_arguments(edge_orders(edge_index[0], edge_index[1], nodes), triton=False)
+h = torch.randn(nodes, 1, 8)
+out, _ = ops.gatv2_attention(h, h, h, torch.randn(1, 8), 0.2, graph)
+assert torch.allclose(out, h)  # a self-loop only: alpha = 1
+x = torch.ones(24 << 20)  # 96 MiB, allocated after the call
 start = x.data_ptr()
 huge, flagged = 0, False
 with open("/proc/self/smaps") as fh:
@@ -39,22 +54,28 @@ print(json.dumps(dict(tuned=tuned, huge_kb=huge, flagged=flagged, total=float(x.
 """
 
 
-def _probe(**env: str) -> dict:
+def _probe(tune: bool = True, nodes: int = 1 << 17, **env: str) -> dict:
     root = Path(__file__).resolve().parents[2]
     full = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", **env)
-    out = subprocess.run([sys.executable, "-c", _PROBE], env=full, cwd=root, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _PROBE, "tune" if tune else "plain", str(nodes)], env=full, cwd=root, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_tensors_after_the_tuning_sit_on_huge_pages():
+def test_tensors_after_a_large_attention_call_sit_on_huge_pages():
+    from zoo.ops._compiled import rules
+
+    assert (1 << 17) * 32 > rules.FOLD_MAX_BYTES  # 4 MiB of values
     on = _probe()
     assert on["tuned"] and on["flagged"]
     assert on["huge_kb"] >= 2048  # at least one 2 MiB page under the tensor
     assert on["total"] == 24 << 20
 
 
-def test_huge_pages_opt_out():
-    off = _probe(ZOO_HUGE_PAGES="0")
-    assert off["tuned"] and not off["flagged"] and off["huge_kb"] == 0
+@pytest.mark.parametrize("case", ["opt_out", "small_graph", "untuned"])
+def test_4k_pages_otherwise(case):
+    off = _probe(**dict(opt_out=dict(ZOO_HUGE_PAGES="0"), small_graph=dict(nodes=1 << 12),
+                        untuned=dict(tune=False))[case])
+    assert off["tuned"] == (case != "untuned")
+    assert not off["flagged"] and off["huge_kb"] == 0

@@ -7,8 +7,9 @@ import os
 from typing import Any, Optional
 
 _ALLOCATOR_TUNED = False
+_HUGE_PAGES: Optional[bool] = None  # whether the heap is advised; None: not asked yet
 
-#: Bytes of heap reserved, untouched, for transparent huge pages when the allocator is tuned
+#: Bytes of heap reserved, untouched, for transparent huge pages when they are requested
 #: (address space only: memory is taken as pages are first touched, as without the reserve).
 HUGE_PAGE_RESERVE = 3 << 29  # 1.5 GiB
 #: glibc's largest trim threshold (an int): the heap's free top, the reserve included, is never given back
@@ -17,16 +18,15 @@ _MADV_HUGEPAGE = 14
 
 
 def tune_allocator() -> bool:
-    """Keep freed heap memory in this process (glibc): no ``mmap``/``munmap`` per large tensor; and
-    back the heap's tensors with 2 MiB pages (:func:`reserve_huge_page_heap`).
+    """Keep freed heap memory in this process (glibc): no ``mmap``/``munmap`` per large tensor (and,
+    once :func:`request_huge_pages` is called, 2 MiB pages for the tensors allocated afterwards).
 
     glibc serves every allocation above its mmap threshold (128 KiB .. 32 MiB) with a fresh
     ``mmap`` and returns it on free, so each epoch's ``(E, R, H, C)`` edge tensors are page-faulted
     in from zero again: on a 2-core CPU that kernel time was 40-60 % of a stacked Cora epoch.
     Serving them from the (never trimmed) heap instead measured 2.6-4x less CPU time per
     replica-epoch (Cora gatv2 L=10, 15 replicas).  Process-wide, once; ``ZOO_TUNE_ALLOCATOR=0``
-    opts out (of both; ``ZOO_HUGE_PAGES=0`` of the huge pages alone); a no-op off glibc.  Returns
-    whether the tuning is in effect.
+    opts out; a no-op off glibc.  Returns whether the tuning is in effect.
     """
     global _ALLOCATOR_TUNED
     if _ALLOCATOR_TUNED:
@@ -41,9 +41,21 @@ def tune_allocator() -> bool:
     except (OSError, AttributeError):
         return False
     _ALLOCATOR_TUNED = bool(ok)
-    if _ALLOCATOR_TUNED and os.environ.get("ZOO_HUGE_PAGES", "1") != "0":
-        reserve_huge_page_heap(libc)
     return _ALLOCATOR_TUNED
+
+
+def request_huge_pages() -> bool:
+    """Where :func:`tune_allocator` is in effect: :func:`reserve_huge_page_heap`, once per process
+    (``ZOO_HUGE_PAGES=0`` opts out).  Called by the kernels whose gathers jump over tensors too large
+    for the cache (the compiled attention's, :mod:`zoo.ops._compiled.ops`), at their first such call:
+    for small tensors 2 MiB pages gain nothing at the TLB, and each costs a 2 MiB zeroing at its first
+    touch.  Returns whether the heap is advised."""
+    global _HUGE_PAGES
+    if _HUGE_PAGES is None:
+        if not _ALLOCATOR_TUNED or os.environ.get("ZOO_HUGE_PAGES", "1") == "0":
+            return False
+        _HUGE_PAGES = reserve_huge_page_heap()  # once, whatever the outcome
+    return _HUGE_PAGES
 
 
 def _heap_start() -> Optional[int]:
@@ -76,8 +88,9 @@ def reserve_huge_page_heap(libc: Optional[Any] = None, reserve: int = HUGE_PAGE_
     GATv2 kernels of Amazon Computers took 15-25 % less CPU time; the numbers are the same (only the
     physical backing of the same addresses changes).  The tensors allocated after this call come
     from the reserve (glibc's heap, with :func:`tune_allocator`'s settings never given back); pages
-    of the heap touched before it keep 4 KiB, and so does heap grown past it.  Returns whether the
-    kernel took the advice (False off Linux / glibc, or without THP).
+    of the heap touched before it keep 4 KiB (collapsing them, ``MADV_COLLAPSE``, cost ~2 s of system
+    time on Amazon Computers for no measured gain), and so does heap grown past the reserve.  Returns
+    whether the kernel took the advice (False off Linux / glibc, or without THP).
     """
     try:
         libc = _libc_calls(libc if libc is not None else ctypes.CDLL(None))
