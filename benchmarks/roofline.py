@@ -432,6 +432,16 @@ def print_report(rows: Sequence[Dict[str, Any]]) -> None:
             print("  top ops (ms, calls): " + ", ".join(f"{n} {ms} ({c})" for n, ms, c in r["profile_top"]))
 
 
+def tune_allocator() -> bool:
+    """The tree's own allocator tuning: ``--time-only`` also runs under a reference tree from before
+    ``zoo._allocator`` moved out of ``zoo.trainer``."""
+    try:
+        from zoo._allocator import tune_allocator as tune
+    except ImportError:
+        from zoo.trainer.allocator import tune_allocator as tune
+    return tune()
+
+
 def paired(keys: Sequence[str], ref: str, pairs: int, epochs: int) -> None:
     """Each shape timed in a fresh process per side, alternating new / ref ``pairs`` times."""
     def one(tree: str, key: str) -> float:
@@ -482,14 +492,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         paired(keys, args.ref, args.pairs, args.epochs)
         return 0
     if args.time_only:
-        from zoo.trainer.allocator import tune_allocator
-
         tune_allocator()
         for key in keys:
             print(json.dumps({"shape": key, "cpu_ms": 1e3 * time_group(load_group(SHAPES[key]), args.epochs)}))
         return 0
-    from zoo.trainer.allocator import tune_allocator
-
     tune_allocator()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, load {os.getloadavg()[0]:.2f}")
     rows = [measure(k, args.epochs, args.profile) for k in keys]

@@ -20,7 +20,7 @@ from typing import Dict, List
 import torch
 
 from zoo.ops import dispatch
-from zoo.trainer.allocator import tune_allocator
+from zoo._allocator import tune_allocator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from speed_dropout import CLOCK, time_train  # noqa: E402  (the same training-path timing)

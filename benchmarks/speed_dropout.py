@@ -28,7 +28,7 @@ from typing import Callable, Dict, List
 import torch
 
 import zoo
-from zoo.trainer.allocator import tune_allocator
+from zoo._allocator import tune_allocator
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas

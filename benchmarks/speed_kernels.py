@@ -170,7 +170,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="--host: cpu (C++ ops) or cuda (Triton ops)")
     args = p.parse_args()
     os.environ.setdefault("ZOO_DATA_MIRROR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
-    from zoo.trainer.allocator import tune_allocator
+    from zoo._allocator import tune_allocator
 
     tuned = tune_allocator()
     if args.threads:

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from zoo.trainer.allocator import tune_allocator
+from zoo._allocator import tune_allocator
 from zoo.trainer.config import TrainConfig
 from zoo.trainer.loop import train_replicas
 from zoo.trainer.replicas import build_replicas
@@ -165,7 +165,7 @@ def main() -> None:
     p.add_argument("--clock", choices=sorted(CLOCK), default="wall",
                    help="wall time (default) or process CPU time (steadier on a shared machine)")
     p.add_argument("--plain-allocator", action="store_true",
-                   help="leave glibc's allocator as it is (zoo.trainer.allocator.tune_allocator off) for both sides")
+                   help="leave glibc's allocator as it is (zoo._allocator.tune_allocator off) for both sides")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]: both sides run there")
     p.add_argument("--cuda-graphs", default="auto",
                    help="ours with cuda_graphs = each of these (comma-separated of auto, on, off; default auto)")

@@ -51,7 +51,7 @@ import torch
 from torch import Tensor
 
 from zoo.callbacks import EpochState
-from zoo.trainer.allocator import tune_allocator
+from zoo._allocator import tune_allocator
 from zoo.trainer.config import CHECK_EVERY, TrainConfig
 from zoo.trainer.epoch import WeightGradDeferral, evaluate, train_epoch
 from zoo.trainer.graphs import epoch_graphs

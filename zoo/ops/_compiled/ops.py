@@ -21,7 +21,7 @@ from zoo.ops._custom import under_vmap
 from zoo.ops._direct import call
 from zoo.ops._compiled.degree_buckets import split_by_degree
 from zoo.ops.aggregate import graph_orders
-from zoo.trainer.allocator import request_huge_pages
+from zoo._allocator import request_huge_pages
 
 
 class KernelsUnavailable(RuntimeError):
@@ -111,7 +111,7 @@ def _forward(name: str, values: Tensor, args: Tuple[Any, ...]) -> Tuple[Tensor, 
 
 
 def _huge_pages_for(values: Tensor) -> None:
-    """Ask for 2 MiB pages (:func:`zoo.trainer.allocator.request_huge_pages`: once per process, where the
+    """Ask for 2 MiB pages (:func:`zoo._allocator.request_huge_pages`: once per process, where the
     allocator is tuned) when one replica's values exceed the cache budget (:data:`.rules.FOLD_MAX_BYTES`):
     the kernels' per-edge row gathers then jump over tens of MB, where 4 KiB pages missed the TLB on
     nearly every row (Amazon Computers' first layer: 15-25 % of the kernels' time).  Smaller graphs

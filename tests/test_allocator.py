@@ -26,7 +26,7 @@ pytestmark = [
 _PROBE = r"""
 import json, sys, torch
 from zoo.ops._compiled import ops
-from zoo.trainer.allocator import tune_allocator
+from zoo._allocator import tune_allocator
 tuned = tune_allocator() if sys.argv[1] == "tune" else False
 nodes = int(sys.argv[2])  # one head of 8 channels: 32 B a node
 assert ops.available(torch.device("cpu"))
@@ -55,10 +55,10 @@ print(json.dumps(dict(tuned=tuned, huge_kb=huge, flagged=flagged, total=float(x.
 
 
 def _probe(tune: bool = True, nodes: int = 1 << 17, **env: str) -> dict:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     full = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", **env)
-    out = subprocess.run([sys.executable, "-c", _PROBE, "tune" if tune else "plain", str(nodes)], env=full, cwd=root, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run([sys.executable, "-c", _PROBE, "tune" if tune else "plain", str(nodes)], env=full, cwd=root,
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
