@@ -225,6 +225,17 @@ def test_every_mode_that_does_not_train_is_priced_as_one_forward_pass():
     assert model.group_seconds([cfg] * 10, 0, TABLE, "train") < energy
 
 
+def test_a_mode_that_trains_takes_its_suites_level():
+    """train_attention / prune_layers groups are fitted as training groups of their suite (records do
+    not name their mode), so they are priced with that suite's factor, not a factor of 1."""
+    model = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {"s": 3.0}, unseen_suite_factor=2.0)
+    cfg = config(layers=2, epochs=10)
+    train = model.group_seconds([cfg] * 5, 10, TABLE, "train", "s")
+    assert model.group_seconds([cfg] * 5, 10, TABLE, "train_attention", "s") == train
+    assert model.group_seconds([cfg] * 5, 10, TABLE, "prune_layers", "s") == train
+    assert model.group_seconds([cfg] * 5, 10, TABLE, "train_attention", "other") == pytest.approx(train * 2.0 / 3.0)
+
+
 def test_dataset_table_matches_the_registry():
     """Every real dataset's counts in the torch-free table are the registry's (no data loaded)."""
     from zoo.datasets import get_spec

@@ -319,9 +319,10 @@ class CostModel:
                               suite: Optional[str] = None) -> float:
         x = features(config, replicas, table, mode)
         base = sum(self.coefficients.get(t, 0.0) * v for t, v in zip(TERMS, x.vector()))
-        if mode != "train":
-            fallback = self.mode_factors.get(MEASURED_FACTOR, 1.0) if measures_once(mode) else 1.0
-            return base * self.mode_factors.get(mode, fallback)
+        if measures_once(mode):
+            return base * self.mode_factors.get(mode, self.mode_factors.get(MEASURED_FACTOR, 1.0))
+        # a mode that trains (train_attention, prune_layers) is fitted as "train" (records do not
+        # name their mode), so it takes its suite's level as the fit set it
         return base * (self.suite_factors.get(suite, self.unseen_suite_factor) if suite else 1.0)
 
     def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
