@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -63,8 +64,9 @@ def _csr_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
 def _csr_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
     crow_t, col_t, val_t = ctx.saved_tensors
     # d(X W^T)/dW = grad^T X = (X^T grad)^T; the inputs X get no gradient (constants)
-    if _deferring is not None and _deferring.takes(grad):
-        weight_grad = _deferring.defer(crow_t, col_t, val_t, grad)
+    deferring = _DEFERRING.get()
+    if deferring is not None and deferring.takes(grad):
+        weight_grad = deferring.defer(crow_t, col_t, val_t, grad)
     else:
         weight_grad = csr_mm(crow_t, col_t, val_t, grad.size(0), grad)
     return None, None, None, None, None, None, weight_grad.t()
@@ -127,7 +129,8 @@ class _Deferring:
         return out
 
 
-_deferring: Optional[_Deferring] = None
+#: the active :func:`deferred_weight_grads` scope of this thread / context (the CPU backward runs in the caller's)
+_DEFERRING: ContextVar[Optional[_Deferring]] = ContextVar("zoo_deferred_weight_grads", default=None)
 
 
 @contextmanager
@@ -139,12 +142,12 @@ def deferred_weight_grads(compute: bool = False) -> Iterator[List[DeferredGrad]]
     knows that each deferred gradient reaches it untouched (:meth:`DeferredGrad.holds`; a weight with
     another use gets the sum of both, read from the uninitialised storage).  ``compute``: list them,
     their numbers computed as usual (to learn which gradients reach the caller untouched)."""
-    global _deferring
-    saved, _deferring = _deferring, _Deferring(compute)
+    deferring = _Deferring(compute)
+    token = _DEFERRING.set(deferring)
     try:
-        yield _deferring.grads
+        yield deferring.grads
     finally:
-        _deferring = saved
+        _DEFERRING.reset(token)
 
 
 def _same_memory_order(param: Tensor, out: Tensor) -> bool:
