@@ -61,22 +61,30 @@ inline V gated(const V& b, const V& gate) { return gate <= V{} ? V{} : b; }
 template <typename V>
 inline V relu(const V& x) { return x < V{} ? V{} : x; }  // as clamp_min(x, 0): max_ps(0, x)
 
+// row i of A @ B over one block of columns from j0, in registers: the sums in the order of A's entries
+template <typename T, bool Gated>
+inline void block_sums(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, int64_t m,
+                       int64_t j0, int64_t i, typename Simd<T>::V* acc) {
+  using S = Simd<T>;
+  for (int q = 0; q < kVectors; ++q) acc[q] = typename S::V{};
+  for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+    const T v = val[k];
+    const int64_t at = col[k] * m + j0;
+    for (int q = 0; q < kVectors; ++q) {
+      typename S::V x = S::load(b + at + q * S::kLanes);
+      if (Gated) x = gated(x, S::load(gate + at + q * S::kLanes));
+      acc[q] = acc[q] + v * x;
+    }
+  }
+}
+
 template <typename T, bool Gated, bool Relu>
 void block_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, T* out,
                 int64_t m, int64_t j0, int64_t row0, int64_t row1) {
   using S = Simd<T>;
   typename S::V acc[kVectors];
   for (int64_t i = row0; i < row1; ++i) {
-    for (int q = 0; q < kVectors; ++q) acc[q] = typename S::V{};
-    for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
-      const T v = val[k];
-      const int64_t at = col[k] * m + j0;
-      for (int q = 0; q < kVectors; ++q) {
-        typename S::V x = S::load(b + at + q * S::kLanes);
-        if (Gated) x = gated(x, S::load(gate + at + q * S::kLanes));
-        acc[q] = acc[q] + v * x;
-      }
-    }
+    block_sums<T, Gated>(crow, col, val, b, gate, m, j0, i, acc);
     for (int q = 0; q < kVectors; ++q) S::store(out + i * m + j0 + q * S::kLanes, Relu ? relu(acc[q]) : acc[q]);
   }
 }
@@ -168,7 +176,7 @@ void sgd_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b,
   }
 }
 
-// sgd_rows over a full block: the sums in registers as in block_rows, then the step
+// sgd_rows over a full block: the sums in registers (block_sums, as block_rows), then the step
 template <typename T>
 void sgd_block_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* rate, int64_t c,
                     T* param, int64_t m, int64_t j0, int64_t row0, int64_t row1) {
@@ -178,12 +186,7 @@ void sgd_block_rows(const int64_t* crow, const int64_t* col, const T* val, const
   for (int64_t j = 0; j < width; ++j) neg[j] = -rate[(j0 + j) / c];
   typename S::V acc[kVectors];
   for (int64_t i = row0; i < row1; ++i) {
-    for (int q = 0; q < kVectors; ++q) acc[q] = typename S::V{};
-    for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
-      const T v = val[k];
-      const int64_t at = col[k] * m + j0;
-      for (int q = 0; q < kVectors; ++q) acc[q] = acc[q] + v * S::load(b + at + q * S::kLanes);
-    }
+    block_sums<T, false>(crow, col, val, b, nullptr, m, j0, i, acc);
     for (int q = 0; q < kVectors; ++q) S::store(sums + q * S::kLanes, acc[q]);
     T* out = param + i * m + j0;
     for (int64_t j = 0; j < width; ++j) out[j] = std::fma(neg[j], sums[j], out[j]);
