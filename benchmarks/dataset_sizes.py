@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from zoo._data_paths import mirrored
 from zoo.bench.suite.load import list_suites, load_suite
 from zoo.datasets import MissingDataError, get_spec, load
+from zoo.datasets.mirror import mirrored
 
 OUT = Path(__file__).resolve().parents[1] / "zoo" / "bench" / "plan" / "dataset_sizes.json"
 

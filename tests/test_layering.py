@@ -51,7 +51,7 @@ LAZY_FOR_STARTUP = {("zoo.bench.analyze.stats", "scipy.special")}
 
 #: The rooms of the package (docs/architecture.md's first table), lowest first, each with the rooms it
 #: may import.  A module's room is the longest prefix listed; the leaves are torch-free helpers.
-LEAVES = ("zoo._names", "zoo._toml", "zoo._io", "zoo._data_paths", "zoo._version", "zoo._docstrings", "zoo._dgl",
+LEAVES = ("zoo._names", "zoo._toml", "zoo._io", "zoo._version", "zoo._docstrings", "zoo._dgl",
           "zoo._catalogue", "zoo._ogb", "zoo._user_modules", "zoo._pyg_compat", "zoo._gc", "zoo._allocator")
 MODEL_SIDE = {"leaves", "zoo.graph", "zoo.ops", "zoo.norms", "zoo.nn", "zoo.symmetry", "zoo.registry", "zoo.models",
               "zoo.papers", "zoo.inits", "zoo.build", "zoo.datasets"}

@@ -19,11 +19,11 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from zoo._data_paths import (MIRROR_ENV, OFFLINE_ENV, ROOT_ENV, default_root, downloads_allowed,  # noqa: F401
-                              find_in_mirrors, missing_files, mirror_dirs, resolve_root)
-
+MIRROR_ENV = "ZOO_DATA_MIRROR"
+ROOT_ENV = "ZOO_DATA"
+OFFLINE_ENV = "ZOO_OFFLINE"
 SUMS_FILE = "SHA256SUMS"
 
 
@@ -35,6 +35,19 @@ class ChecksumError(ValueError):
     """A staged or cached raw file does not match the mirror's ``SHA256SUMS``."""
 
 
+def default_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gat-zoo" / "datasets"
+
+
+def resolve_root(root: "str | os.PathLike[str] | None" = None) -> Path:
+    """The data root: argument > ``$ZOO_DATA`` > the per-user cache dir."""
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get(ROOT_ENV)
+    return Path(env).expanduser() if env else default_root()
+
+
 def checked_root(root: "str | os.PathLike[str] | None" = None) -> Path:
     """:func:`resolve_root`, refused up front (``ValueError``) when it names an existing file:
     datasets would fail deep inside PyG with a raw ``NotADirectoryError``."""
@@ -44,6 +57,19 @@ def checked_root(root: "str | os.PathLike[str] | None" = None) -> Path:
         raise ValueError(f"the data root {where}{str(path)!r} is a file, not a folder; pass a folder "
                                  "(it is created if missing) or leave it unset for the per-user cache")
     return path
+
+
+def mirror_dirs() -> List[Path]:
+    """Mirror folders from ``$ZOO_DATA_MIRROR`` (missing folders are ignored)."""
+    raw = os.environ.get(MIRROR_ENV, "")
+    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def downloads_allowed(download: Optional[bool] = None) -> bool:
+    """``download`` if given, else False when ``$ZOO_OFFLINE`` is set to a true value."""
+    if download is not None:
+        return bool(download)
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() not in ("1", "true", "yes", "on")
 
 
 # --------------------------------------------------------------------------- checksums
@@ -119,6 +145,28 @@ def file_mode() -> int:
 def dir_mode() -> int:
     """Mode of folders the zoo creates: 0777 minus the umask (0755 usually)."""
     return 0o777 & ~_umask()
+
+
+def find_in_mirrors(rel: str, mirrors: Sequence[Path]) -> Optional[Path]:
+    for m in mirrors:
+        candidate = m / rel
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def missing_files(root: Path, rel_files: Iterable[str], mirrors: Optional[Sequence[Path]] = None) -> List[str]:
+    """Files of ``rel_files`` found neither under ``root`` nor in any mirror."""
+    mirrors = mirror_dirs() if mirrors is None else mirrors
+    return [r for r in rel_files if not (root / r).is_file() and find_in_mirrors(r, mirrors) is None]
+
+
+def mirrored(rel_files: Sequence[str], mirrors: Optional[Sequence[Path]] = None) -> bool:
+    """Whether every raw file of ``rel_files`` (paths relative to a data root; ``dir/`` a whole folder)
+    is in a mirror (default :func:`mirror_dirs`)."""
+    mirrors = mirror_dirs() if mirrors is None else mirrors
+    return all(any((m / r).is_dir() for m in mirrors) if r.endswith("/") else find_in_mirrors(r, mirrors) is not None
+               for r in rel_files)
 
 
 def stage(dataset: str, root: Path, rel_files: Sequence[str]) -> List[str]:

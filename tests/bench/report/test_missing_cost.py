@@ -212,7 +212,7 @@ def test_the_absent_class_does_not_depend_on_this_machines_files(tmp_path, monke
 
 
 def test_the_size_table_says_which_datasets_the_mirror_lacks(tmp_path):
-    from zoo._data_paths import mirrored
+    from zoo.datasets.mirror import mirrored
 
     (tmp_path / "PubMed").mkdir()
     (tmp_path / "PubMed" / "p.npz").write_bytes(b"")
