@@ -236,6 +236,21 @@ def test_a_mode_that_trains_takes_its_suites_level():
     assert model.group_seconds([cfg] * 5, 10, TABLE, "train_attention", "other") == pytest.approx(train * 2.0 / 3.0)
 
 
+def test_a_trained_group_takes_its_datasets_level_and_the_file_keeps_it(tmp_path):
+    """A dataset's factor multiplies its trained groups' price beside the suite's (a dataset without one:
+    1); ``zoo bench calibrate`` writes the factors and the loader reads them back."""
+    model = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {"s": 3.0}, dataset_factors={"pubmed": 2.0})
+    cora, pubmed = config("cora", layers=2, epochs=10), config("pubmed", layers=2, epochs=10)
+    plain = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {"s": 3.0})
+    assert model.group_seconds([pubmed] * 5, 10, TABLE, "train", "s") == pytest.approx(
+        2.0 * plain.group_seconds([pubmed] * 5, 10, TABLE, "train", "s"))
+    assert model.group_seconds([cora] * 5, 10, TABLE, "train", "s") == plain.group_seconds([cora] * 5, 10, TABLE,
+                                                                                              "train", "s")
+    path = tmp_path / "cost_model.json"
+    cost_file.write_model([model], path, {})
+    assert cost_file.load_cost_model("cpu", path).dataset_factors == {"pubmed": 2.0}
+
+
 def test_dataset_table_matches_the_registry():
     """Every real dataset's counts in the torch-free table are the registry's (no data loaded)."""
     from zoo.datasets import get_spec

@@ -168,7 +168,24 @@ def test_expected_epochs_of_uses_finished_groups_only_where_training_stops_early
     epochs_of = expected_epochs_of(finished, key_of)
     assert epochs_of(cell("p", "p", "pubmed", patience=100).config) == 400   # groups g1 (300) and g2 (500)
     assert epochs_of(cell("p", "p", "pubmed").config) == 1000                # no early stop: the cap
-    assert epochs_of(cell("c", "c", "cora", patience=100).config) == 1000    # no finished group in its slice
+    assert epochs_of(cell("c", "c", "cora", patience=100).config) == 400     # none in its slice: pubmed's, trained alike
+    assert epochs_of(cell("c", "c", "cora", patience=7).config) == 1000      # none trained alike anywhere: the cap
+
+
+def test_a_slice_not_run_yet_stops_as_the_suites_groups_trained_alike():
+    """oxford_table4's pending Amazon Computers and Coauthor CS slices were priced at the 2 000-epoch cap
+    while every finished group of the suite, trained by the same table, stopped by patience at 280-1 300
+    epochs: a slice without records takes the median of the other slices' groups trained alike (its own,
+    where it has some, first); a training table that no group shares still takes the cap."""
+    def rec(gid, dataset, epochs, patience=100):
+        return {"id": gid, "group": gid, "status": "ok", "epochs_run": epochs,
+                "config": cell(gid, gid, dataset, patience=patience, epochs=2000).config}
+    key_of = lambda c: (value_of(c, "dataset"), value_of(c, "num_layers"))  # noqa: E731
+    finished = [rec("c1", "cora", 800), rec("c2", "cora", 900), rec("p1", "pubmed", 450), rec("q1", "citeseer", 700, 50)]
+    epochs_of = expected_epochs_of(finished, key_of)
+    assert epochs_of(cell("a", "a", "amazon_computers", patience=100, epochs=2000).config) == 800  # cora + pubmed
+    assert epochs_of(cell("b", "b", "pubmed", patience=100, epochs=2000).config) == 450            # its own slice
+    assert epochs_of(cell("d", "d", "amazon_computers", patience=30, epochs=2000).config) == 2000  # none alike
 
 
 def test_expected_epochs_of_prefers_the_slice_groups_trained_alike():

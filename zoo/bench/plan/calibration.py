@@ -227,6 +227,26 @@ def _suite_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float 
     return factors, math.exp(prior)
 
 
+def _dataset(o: Observation) -> str:
+    return str(o.config["task"]["dataset"])
+
+
+def _dataset_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 2.0) -> Dict[str, float]:
+    """``{dataset: factor}``: the geometric mean of actual / predicted (``ratio``, after the suites'
+    levels) over the groups with a measured CPU time that trained on the dataset, shrunk toward 1
+    (``n / (n + shrink)`` of the log).  The counts price an element or a multiply-add alike on
+    every graph, but a graph whose per-layer tensors outgrow the caches (PubMed's 19 717 nodes x the
+    replicas) pays more per element, and one with many edges per node (Squirrel, Chameleon) less:
+    the same dataset sits low or high in every suite that trains on it (node-wise work counted apart
+    from the edges' did not move it).  Groups without a measured
+    CPU time carry the load they ran under (:func:`time_basis`) and set none."""
+    logs: Dict[str, List[float]] = {}
+    for o, r in zip(obs, ratio):
+        if o.cpu_time_s is not None:
+            logs.setdefault(_dataset(o), []).append(math.log(r))
+    return {d: math.exp(sum(v) / (len(v) + shrink)) for d, v in sorted(logs.items())}
+
+
 def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
         device: str = "cpu", fitted_on: str = "") -> CostModel:
     """Fit the coefficients (and per-suite factors, with the factor of a suite the records lack:
@@ -239,13 +259,20 @@ def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_
     coef = nnls_relative(x, y)
     pred = np.maximum(x @ coef, 1e-12)
     factors, unseen = _suite_factors(trained, y / pred) if per_suite else ({}, 1.0)
+    datasets: Dict[str, float] = {}
+    if per_suite:  # a dataset's level from what its suites' levels leave, then the suites' without it
+        level = np.array([factors.get(o.suite, unseen) for o in trained])
+        datasets = _dataset_factors(trained, y / (pred * level))
+        own = np.array([datasets.get(_dataset(o), 1.0) for o in trained])
+        factors, unseen = _suite_factors(trained, y / (pred * own))
     modes: Dict[str, List[float]] = {}
     for o in obs:
         if o.mode != "train":
             xo, yo = design([o], table)
             modes.setdefault(o.mode, []).append(math.log(yo[0] / max(float(xo[0] @ coef), 1e-12)))
     return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on,
-                     {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())}, unseen_suite_factor=unseen)
+                     {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())}, unseen_suite_factor=unseen,
+                     dataset_factors=datasets)
 
 
 @dataclass

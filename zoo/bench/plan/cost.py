@@ -37,7 +37,10 @@ docs/notes/quick_estimate.md):
   records, rendering markdown, CSV, JSON and HTML).
 
 A suite without records of its own gets :attr:`CostModel.unseen_suite_factor` (see
-:func:`zoo.bench.plan.calibration.fit`): the coefficients alone predict low.
+:func:`zoo.bench.plan.calibration.fit`): the coefficients alone predict low.  A trained group is also
+priced at its dataset's level (:attr:`CostModel.dataset_factors`, fitted on the groups whose CPU time was
+measured): the counts price an element alike on every graph, which a graph's size against the caches
+and its edges per node do not.
 
 The coefficients are fitted (:func:`zoo.bench.plan.calibration.fit`, non-negative least squares on
 the relative error) by ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship
@@ -313,6 +316,9 @@ class CostModel:
     report_s: float = REPORT_S
     #: the factor of a suite with no records in the fit (:func:`zoo.bench.plan.calibration.fit`)
     unseen_suite_factor: float = 1.0
+    #: a dataset's level beside its suite's, from the groups with a measured CPU time that trained on it
+    #: (:func:`zoo.bench.plan.calibration.fit`); 1 for a dataset without such groups
+    dataset_factors: Dict[str, float] = field(default_factory=dict)
 
     def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
                               table: Mapping[str, Mapping[str, Any]], mode: str = "train",
@@ -323,7 +329,8 @@ class CostModel:
             return base * self.mode_factors.get(mode, self.mode_factors.get(MEASURED_FACTOR, 1.0))
         # a mode that trains (train_attention, prune_layers) is fitted as "train" (records do not
         # name their mode), so it takes its suite's level as the fit set it
-        return base * (self.suite_factors.get(suite, self.unseen_suite_factor) if suite else 1.0)
+        level = self.suite_factors.get(suite, self.unseen_suite_factor) if suite else 1.0
+        return base * level * self.dataset_factors.get(str(config["task"]["dataset"]), 1.0)
 
     def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
                       table: Mapping[str, Mapping[str, Any]], mode: str = "train",

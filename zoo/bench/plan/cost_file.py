@@ -33,7 +33,8 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
     modes = {**(cpu.get("mode_factors") or {}), **(entry.get("mode_factors") or {})}
     measured = {k: float(entry.get(k, cpu.get(k, default))) for k, default in MEASURED.items()}
     return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes,
-                     unseen_suite_factor=float(entry.get("unseen_suite_factor", 1.0)), **measured)
+                     unseen_suite_factor=float(entry.get("unseen_suite_factor", 1.0)),
+                     dataset_factors=dict(entry.get("dataset_factors") or {}), **measured)
 
 
 @functools.lru_cache(maxsize=4)
@@ -63,7 +64,8 @@ def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any
     for m in models:
         kept = {k: v for k, v in devices.get(m.device, {}).items() if k in MEASURED}  # measured, not fitted
         devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
-                             "unseen_suite_factor": m.unseen_suite_factor, "mode_factors": m.mode_factors, **kept,
+                             "unseen_suite_factor": m.unseen_suite_factor, "mode_factors": m.mode_factors,
+                             "dataset_factors": m.dataset_factors, **kept,
                              "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
     doc = {"about": "zoo.bench.plan.cost coefficients, seconds per unit of each term; "
                     "written by `zoo bench calibrate RECORDS... --out FILE`",

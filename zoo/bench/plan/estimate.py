@@ -2,8 +2,8 @@
 
 Each pending group's time comes from the calibrated cost model (:mod:`zoo.bench.plan.cost`; on the
 CPU a group's CPU time, its wall time on an idle core) at its *expected* epochs: the suite's cap, or — where the suite stops early (patience, a loss
-threshold) and records of the slice exist — the median of the finished groups' epochs (those trained by the
-same ``train`` table, where the slice has some).  Groups
+threshold) and records exist — the median of the finished groups' epochs: the slice's trained by the same
+``train`` table, else the slice's, else the suite's other slices' trained by the same table.  Groups
 are scheduled as the runner schedules them (longest first, each to the least-loaded worker), so
 the wall time of a slice or of the whole selection is that schedule's makespan.
 
@@ -158,15 +158,19 @@ def expected_epochs_of(finished: Sequence[Mapping[str, Any]],
     """``config -> epochs`` its pending group is expected to run: the cap, or, where the cell's
     training stops early (:func:`stops_early`), the median epochs of the ``finished`` groups (``ok``
     records; a group ran as long as its longest run) of its slice (``key_of``) trained by the same
-    ``train`` table, else of its slice, if any.  The training table first: within one slice an Adam
-    group can stop after a fifth of the epochs an SGD group runs to its cap."""
+    ``train`` table, else of its slice, else of the other slices' groups trained by the same ``train``
+    table, if any.  The training table first: within one slice an Adam group can stop after a fifth of
+    the epochs an SGD group runs to its cap; and a slice not run yet stops as the suite's groups trained
+    alike did, not at the cap (oxford_table4's datasets all stop by patience at 280-1 300 of 2 000 epochs)."""
     by_slice: Dict[Any, Dict[str, int]] = {}
     by_protocol: Dict[Any, Dict[str, int]] = {}
+    by_train: Dict[str, Dict[str, int]] = {}
     for r in finished:
         if r.get("status", "ok") == "ok" and r.get("config"):
             gid = r.get("group", r.get("id"))
             for grp in (by_slice.setdefault(key_of(r["config"]), {}),
-                        by_protocol.setdefault((key_of(r["config"]), _protocol(r["config"])), {})):
+                        by_protocol.setdefault((key_of(r["config"]), _protocol(r["config"])), {}),
+                        by_train.setdefault(_protocol(r["config"]), {})):
                 grp[gid] = max(grp.get(gid, 0), int(r.get("epochs_run") or 0))
 
     def epochs_of(config: Mapping[str, Any]) -> float:
@@ -175,7 +179,8 @@ def expected_epochs_of(finished: Sequence[Mapping[str, Any]],
         seen: List[int] = []
         if stops_early(train):
             key = key_of(config)
-            seen = list((by_protocol.get((key, _protocol(config))) or by_slice.get(key) or {}).values())
+            seen = list((by_protocol.get((key, _protocol(config))) or by_slice.get(key)
+                         or by_train.get(_protocol(config)) or {}).values())
         return expected_epochs(cap, seen)
     return epochs_of
 
