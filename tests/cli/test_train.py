@@ -28,6 +28,7 @@ OPTIONS = {
     "warmup_epochs": (["--warmup-epochs", "2"], {"warmup_epochs": 2}),
     "grad_clip_norm": (["--grad-clip-norm", "1"], {"grad_clip_norm": 1.0}),
     "precision": (["--precision", "bf16"], {"precision": "bf16"}),
+    "flush_subnormals": (["--flush-subnormals"], {"flush_subnormals": True}),
     "dropout": (["--dropout", "0.5"], {"dropout": 0.5}),
     "split": (["--split", "1"], {"split": 1}),
     "transforms": (["--transforms", "normalize_features"], {"transforms": ["normalize_features"]}),

@@ -15,7 +15,8 @@ from zoo.cli.args import (add_architecture, add_imports, add_renamed, add_settin
 
 #: the flags that set a suite key of the same name (``--weight-decay`` sets ``weight_decay``)
 SUITE_KEYS = ("num_layers", "hidden_dim", "heads", "norm", "optimizer", "lr", "weight_decay", "epochs", "patience",
-              "lr_scheduler", "warmup_epochs", "grad_clip_norm", "precision", "dropout", "split", "transforms", "dtype")
+              "lr_scheduler", "warmup_epochs", "grad_clip_norm", "precision", "flush_subnormals", "dropout", "split",
+              "transforms", "dtype")
 
 
 def register(sub: Any) -> None:
@@ -38,6 +39,8 @@ def register(sub: Any) -> None:
     p.add_argument("--grad-clip-norm", type=float, metavar="NORM",
                    help="clip each replica's gradient to this global 2-norm")
     p.add_argument("--precision", metavar="fp32|bf16", help="bf16: forward under bfloat16 autocast")
+    p.add_argument("--flush-subnormals", action="store_true", default=None,
+                   help="CPU: compute with subnormal numbers flushed to zero (FTZ/DAZ) for the run; a cell key")
     p.add_argument("--dropout", type=float)
     p.add_argument("--split", type=lambda s: int(s) if s.isdigit() else s,
                    help="a split name (public, per_class, ratio...) or a Geom-GCN split number")

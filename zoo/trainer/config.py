@@ -133,6 +133,10 @@ class TrainConfig:
     #: ``"fp32"``: the model's dtype throughout; ``"bf16"``: every forward under bfloat16 autocast
     #: (losses, gradients' accumulation into the parameters and the optimiser stay in the model's dtype)
     precision: str = "fp32"
+    #: ``True``: the run computes with subnormal numbers flushed to zero on the CPU (FTZ and DAZ in its
+    #: training threads; :mod:`zoo.trainer.subnormals`), for the runs whose decayed weights would
+    #: otherwise take a slow path in every product; ``False``: kept (IEEE arithmetic)
+    flush_subnormals: bool = False
     #: epochs between the host's reads of the stop flags (the loop's only device-to-host reads while
     #: no callback reads the host); ``None``: every epoch on the CPU, where a read waits for nothing
     #: and a run then ends at its last stop, and :data:`CHECK_EVERY` on other devices.  No number
@@ -181,6 +185,8 @@ def _check_values(cfg: "TrainConfig") -> None:
         number(name, 0, integer=True)
     if cfg.check_every is not None:
         number("check_every", 1, integer=True)
+    if not isinstance(cfg.flush_subnormals, bool):
+        raise ValueError(f"flush_subnormals must be true or false, got {cfg.flush_subnormals!r}")
     if cfg.cuda_graphs not in CUDA_GRAPHS:
         raise ValueError(f"cuda_graphs must be one of {', '.join(CUDA_GRAPHS)}, got {cfg.cuda_graphs!r}")
     number("data_seed", -math.inf, integer=True)

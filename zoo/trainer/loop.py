@@ -61,6 +61,7 @@ from zoo.trainer.results import RunResult, run_results
 from zoo.trainer.resume import ResumeFile, restore, saved_cpu_s, snapshot
 from zoo.trainer.state import LoopState
 from zoo.trainer.stopping import Evaluation, bookkeeping
+from zoo.trainer.subnormals import FLUSHED, subnormal_mode
 from zoo.trainer.views import TransductiveView, loss_function
 
 
@@ -77,7 +78,21 @@ def train_replicas(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, s
     is due (:mod:`zoo.trainer.resume`); the numbers are those of an uninterrupted run, and the
     callbacks with ``state_dict`` / ``load_state_dict`` get their state back (the others are called
     from the resumed epoch on).
+    ``cfg.flush_subnormals``: the loop runs with subnormals flushed (else kept) on this thread, and the
+    mode it found is put back after it (:func:`zoo.trainer.subnormals.subnormal_mode`); each result's
+    ``extra["subnormals"]`` then says so.
     """
+    with subnormal_mode(cfg.flush_subnormals, replicas.params[0].device):
+        results = _train(task, replicas, view, cfg, callbacks, labels, resume)
+    if cfg.flush_subnormals:
+        for res in results:
+            res.extra["subnormals"] = FLUSHED
+    return results
+
+
+def _train(task: Any, replicas: Replicas, view: Any, cfg: TrainConfig, callbacks: Sequence[Any],
+           labels: Optional[Sequence[str]], resume: Optional[ResumeFile]) -> List[RunResult]:
+    """:func:`train_replicas`' loop, in the run's subnormal mode."""
     device = replicas.params[0].device
     if device.type == "cpu":
         tune_allocator()

@@ -342,6 +342,7 @@ def run_suite(suite: Suite, out: PathLike, options: Optional[RunOptions] = None)
     options.check_here()
     out = user_path(out)
     cells = select(suite, options.where, options.shard)
+    _check_cpu_modes(cells, options)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / records.RESULTS_FILE
     t0 = time.perf_counter()
@@ -367,6 +368,16 @@ def run_suite(suite: Suite, out: PathLike, options: Optional[RunOptions] = None)
             write_atomic(out / "skipped.json", json.dumps(summary.skipped, indent=1, sort_keys=True))
     summary.wall_time_s = time.perf_counter() - t0
     return summary
+
+
+def _check_cpu_modes(cells: Sequence[Cell], options: RunOptions) -> None:
+    """``flush_subnormals`` cells on a GPU are refused before any group runs (the trainer refuses each)."""
+    if options.ray or resolve_device(options.device).type == "cpu":
+        return
+    flushed = [c.id for c in cells if c.config["train"].get("flush_subnormals")]
+    if flushed:
+        raise ValueError(f"{len(flushed)} cell(s) set flush_subnormals, a CPU mode (x86 FTZ/DAZ) that would change "
+                         f"nothing on {options.device or 'cuda'}: run them with --device cpu or drop the key")
 
 
 def _run_jobs(suite: Suite, jobs: List[GroupJob], ex: Executor, tasks: TaskCache, results_path: Path,

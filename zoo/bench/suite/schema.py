@@ -43,9 +43,10 @@ TRAIN_KEYS = {f.name: (f.default_factory() if f.default is MISSING else f.defaul
               if f.name not in ("data_seed", "keep_best_state", "check_every", "cuda_graphs")}
 
 # Trainer keys that enter a cell's config only where set (added later: the other cells' ids stay as they were).
-OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs", "select_ties", "grad_clip_norm", "precision")
+OPTIONAL_TRAIN_KEYS = ("lr_scheduler", "lr_scheduler_kwargs", "select_ties", "grad_clip_norm", "precision",
+                       "flush_subnormals")
 # Of those, the ones left out at their default even where set: one protocol, one cell id.
-DEFAULT_OMITTED_TRAIN_KEYS = ("grad_clip_norm", "precision")
+DEFAULT_OMITTED_TRAIN_KEYS = ("grad_clip_norm", "precision", "flush_subnormals")
 
 TASK_KEYS = {"dataset": None, "split": None, "transforms": [], "data_seed": 0}
 
@@ -79,6 +80,7 @@ KEY_TYPES: Dict[str, Tuple[type, ...]] = {
     "transforms": (list,), "init_kwargs": (dict,), "norm_kwargs": (dict,), "prune_layers": (list,),
     "betas": (list,), "keep_best_state": (bool,), "variant": (str,), "lr_scheduler": (str,),
     "lr_scheduler_kwargs": (dict,), "rescale": (str,), "energy_forward": (str,), "grad_clip_norm": (int, float), "precision": (str,),
+    "flush_subnormals": (bool,),
 }
 
 
