@@ -15,6 +15,8 @@ from zoo.trainer.subnormals import FLUSHED, flushes_subnormals, subnormal_mode
 
 BASE = {"dataset": "twin", "model": "gat", "hidden_dim": 8, "epochs": 3}
 CPU = torch.device("cpu")
+#: torch sets FTZ / DAZ on x86 only (``set_flush_denormal`` says whether it can)
+settable = pytest.mark.skipif(not torch.set_flush_denormal(False), reason="torch cannot set FTZ/DAZ on this CPU")
 
 
 @pytest.fixture(autouse=True)
@@ -57,6 +59,7 @@ def test_only_true_or_false_is_accepted(value):
         TrainConfig(flush_subnormals=value)
 
 
+@settable
 def test_the_training_thread_flushes_for_the_run_and_the_mode_is_put_back():
     seen = ModeSeen()
     h = _fit(seen, flush_subnormals=True)
@@ -66,6 +69,7 @@ def test_the_training_thread_flushes_for_the_run_and_the_mode_is_put_back():
     assert all(r.extra["subnormals"] == FLUSHED for r in h.results)
 
 
+@settable
 def test_off_keeps_subnormals_for_the_run_whatever_the_caller_set():
     torch.set_flush_denormal(True)
     seen = ModeSeen()
@@ -75,6 +79,7 @@ def test_off_keeps_subnormals_for_the_run_whatever_the_caller_set():
     assert all("subnormals" not in r.extra for r in h.results) and "flush_subnormals" not in h.config["train"]
 
 
+@settable
 def test_a_failing_run_puts_the_mode_back():
     class Boom(ModeSeen):
         def on_epoch_end(self, state) -> None:
@@ -85,6 +90,7 @@ def test_a_failing_run_puts_the_mode_back():
     assert not flushes_subnormals()
 
 
+@settable
 def test_a_product_with_a_subnormal_operand_is_zero_inside_the_scope_only():
     tiny = torch.ones(4, dtype=torch.int32).view(torch.float32)  # the smallest subnormal
     with subnormal_mode(True, CPU):
@@ -93,14 +99,21 @@ def test_a_product_with_a_subnormal_operand_is_zero_inside_the_scope_only():
     assert bool(((tiny * 2.0) > 0).all())
 
 
-def test_refused_where_it_would_change_nothing():
+def test_refused_where_it_would_change_nothing(monkeypatch):
     with pytest.raises(ValueError, match="CPU mode"):
         with subnormal_mode(True, torch.device("cuda")):
             pass
     with subnormal_mode(False, torch.device("cuda")):  # off: nothing to do there
         pass
+    monkeypatch.setattr(torch, "set_flush_denormal", lambda on: False)  # a CPU without FTZ / DAZ
+    with pytest.raises(ValueError, match="cannot set FTZ/DAZ"):
+        with subnormal_mode(True, CPU):
+            pass
+    with subnormal_mode(False, CPU):  # kept is what such a CPU does anyway
+        pass
 
 
+@settable
 def test_intra_op_threads_started_before_the_run_are_refused():
     """A thread pool started while subnormals were kept keeps them: a run that would flush only part
     of its arithmetic is refused (threads started later inherit the mode)."""
@@ -114,3 +127,24 @@ def test_intra_op_threads_started_before_the_run_are_refused():
         assert not flushes_subnormals(2)
     finally:
         torch.set_num_threads(before)
+
+
+@settable
+def test_zoo_bench_records_the_key_and_how_the_run_went(tmp_path):
+    """``--set flush_subnormals=true``: the cells' configs hold the key (other ids) and each record says it flushed."""
+    from zoo.bench.store import records
+    from zoo.cli import main
+
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "flush"\n[defaults]\ndataset = "cornell"\nmodel = "gat"\nnum_layers = 2\n'
+                     'hidden_dim = 8\nepochs = 2\n[grid]\nseed = [0, 1]\n')
+    args = ["--device", "cpu", "--quiet", "--no-leaderboard"]
+    assert main(["bench", str(suite), "--out", str(tmp_path / "kept"), *args]) == 0
+    assert main(["bench", str(suite), "--out", str(tmp_path / "flushed"), "--set", "flush_subnormals=true", *args]) == 0
+    kept = records.read_records(tmp_path / "kept" / "results.jsonl")
+    flushed = records.read_records(tmp_path / "flushed" / "results.jsonl")
+    assert len(kept) == len(flushed) == 2
+    assert all("subnormals" not in r and "flush_subnormals" not in r["config"]["train"] for r in kept)
+    assert all(r["subnormals"] == FLUSHED and r["config"]["train"]["flush_subnormals"] is True for r in flushed)
+    assert {r["id"] for r in kept}.isdisjoint(r["id"] for r in flushed)
+    assert not flushes_subnormals()
