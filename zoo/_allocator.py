@@ -12,8 +12,10 @@ _HUGE_PAGES: Optional[bool] = None  # whether the heap is advised; None: not ask
 #: Bytes of heap reserved, untouched, for transparent huge pages when they are requested
 #: (address space only: memory is taken as pages are first touched, as without the reserve).
 HUGE_PAGE_RESERVE = 3 << 29  # 1.5 GiB
-#: glibc's largest trim threshold (an int): the heap's free top, the reserve included, is never given back
-_TRIM_THRESHOLD = 2 ** 31 - 1
+#: ``M_TRIM_THRESHOLD`` -1: glibc never trims the heap, so its free top (the reserve included) is never
+#: given back, however large.  A finite threshold (even the largest int, 2 GiB) gives back every free top
+#: above it, and a group whose epoch frees more than that faults it in again every epoch.
+_TRIM_THRESHOLD = -1
 _MADV_HUGEPAGE = 14
 
 
@@ -24,9 +26,9 @@ def tune_allocator() -> bool:
     glibc serves every allocation above its mmap threshold (128 KiB .. 32 MiB) with a fresh
     ``mmap`` and returns it on free, so each epoch's ``(E, R, H, C)`` edge tensors are page-faulted
     in from zero again: on a 2-core CPU that kernel time was 40-60 % of a stacked Cora epoch.
-    Serving them from the (never trimmed) heap instead measured 2.6-4x less CPU time per
-    replica-epoch (Cora gatv2 L=10, 15 replicas).  Process-wide, once; ``ZOO_TUNE_ALLOCATOR=0``
-    opts out; a no-op off glibc.  Returns whether the tuning is in effect.
+    Serving them from the heap, never trimmed (whatever the size of its free top), instead measured
+    2.6-4x less CPU time per replica-epoch (Cora gatv2 L=10, 15 replicas).  Process-wide, once;
+    ``ZOO_TUNE_ALLOCATOR=0`` opts out; a no-op off glibc.  Returns whether the tuning is in effect.
     """
     global _ALLOCATOR_TUNED
     if _ALLOCATOR_TUNED:
@@ -36,7 +38,7 @@ def tune_allocator() -> bool:
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-        # M_TRIM_THRESHOLD (-1): never give the heap top back; M_MMAP_MAX (-4) = 0: no mmap'd chunks
+        # M_TRIM_THRESHOLD (-1) = -1: never give the heap top back; M_MMAP_MAX (-4) = 0: no mmap'd chunks
         ok = mallopt(-1, _TRIM_THRESHOLD) == 1 and mallopt(-4, 0) == 1
     except (OSError, AttributeError):
         return False
@@ -98,7 +100,7 @@ def reserve_huge_page_heap(libc: Optional[Any] = None, reserve: int = HUGE_PAGE_
         block = libc.malloc(reserve)  # with no mmap'd chunks, the heap's top grows past `reserve`
         end = libc.sbrk(0)
         if block:
-            libc.free(block)  # back to the top: below the trim threshold, it stays
+            libc.free(block)  # back to the top, which is never trimmed: it stays
         if start is None or not end or end <= start:
             return False
         return libc.madvise(start, end - start, _MADV_HUGEPAGE) == 0
