@@ -22,12 +22,18 @@ one torch thread:
   cost); ``perf record`` of an unprofiled run gives the shares without that.
 
 ``--ref DIR``: the same shapes timed against another checkout of the zoo (e.g. a git worktree of an
-earlier commit) as paired runs — each shape timed in a fresh process per side, the two sides
-alternating ``--pairs`` times (this script's timing code, the other checkout's ``zoo``) — and the
-ratio new / ref per pair, their median, and the mean over shapes of the CPU time per replica-epoch.
+earlier commit) in fresh processes, ``--pairs K`` per side, the two sides alternating (this script's
+timing code, the other checkout's ``zoo``).  Each side's figure for a shape is the **median over its
+K processes** of the CPU time per replica-epoch, printed with the spread (min / median / max) and the
+median share of system time; the shape's ratio is new median / ref median (the per-pair ratios
+follow in brackets), and the closing line is the mean over shapes of each side's median and their
+ratio.  One process's figure is not a steady statistic: the CPU time includes the system time of
+the page faults of the heap's memory, whose number and cost per fault vary from process to process
+and from run to run (most for a side whose heap is far larger than the resident tensors need; see
+docs/notes/performance.md), while the user time stays within a few per cent.  Use K >= 3 for a figure to compare; the system-time share shows whether a side pays such faults.
 
     python benchmarks/roofline.py [--shapes table7,table3_4,...] [--epochs 5] [--profile]
-    python benchmarks/roofline.py --ref ../wt-ref --pairs 2
+    python benchmarks/roofline.py --ref ../wt-ref --pairs 5
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ import dataclasses
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -114,25 +121,45 @@ def with_epochs(cells: Sequence[Any], epochs: int) -> List[Any]:
     return out
 
 
-def run(group: Group, epochs: int) -> float:
-    """CPU seconds of the runner's ``run_group`` on the group (build + ``epochs`` epochs, or the energy mode)."""
+def _usage() -> Dict[str, float]:
+    """This process's CPU seconds (user + system, all threads), user and system apart, and minor faults."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu": time.process_time(), "user": r.ru_utime, "sys": r.ru_stime, "minflt": float(r.ru_minflt)}
+
+
+def run_usage(group: Group, epochs: int) -> Dict[str, float]:
+    """:func:`_usage`'s figures spent by the runner's ``run_group`` on the group (build + ``epochs``
+    epochs, or the energy mode)."""
     from zoo.bench.run.driver import run_group
 
     cells = group.cells if group.mode == "energy_at_init" else with_epochs(group.cells, epochs)
-    start = time.process_time()
+    start = _usage()
     run_group(group.mode, cells, group.task, torch.device("cpu"), True)
-    return time.process_time() - start
+    end = _usage()
+    return {k: end[k] - start[k] for k in start}
+
+
+def run(group: Group, epochs: int) -> float:
+    """CPU seconds of the runner's ``run_group`` on the group (build + ``epochs`` epochs, or the energy mode)."""
+    return run_usage(group, epochs)["cpu"]
+
+
+def time_group_usage(group: Group, epochs: int) -> Dict[str, float]:
+    """Per replica-epoch: ``run_group`` at ``1 + epochs`` epochs less at 1 epoch, so that the build
+    cancels (energy: the whole group per replica, build included) — CPU, user and system seconds and
+    minor faults."""
+    r = len(group.cells)
+    run_usage(group, 1)  # warm-up: graph caches, allocator, compiled kernels
+    if group.mode == "energy_at_init":
+        return {k: v / r for k, v in run_usage(group, 0).items()}
+    one = run_usage(group, 1)
+    more = run_usage(group, 1 + epochs)
+    return {k: (more[k] - one[k]) / (epochs * r) for k in one}
 
 
 def time_group(group: Group, epochs: int) -> float:
-    """CPU seconds per replica-epoch: ``run_group`` at ``1 + epochs`` epochs less at 1 epoch, so that
-    the build cancels (energy: the whole group per replica, build included)."""
-    r = len(group.cells)
-    run(group, 1)  # warm-up: graph caches, allocator, compiled kernels
-    if group.mode == "energy_at_init":
-        return run(group, 0) / r
-    one = run(group, 1)
-    return (run(group, 1 + epochs) - one) / (epochs * r)
+    """CPU seconds per replica-epoch (:func:`time_group_usage`)."""
+    return time_group_usage(group, epochs)["cpu"]
 
 
 # --------------------------------------------------------------------------- counting the work
@@ -442,34 +469,68 @@ def tune_allocator() -> bool:
     return tune()
 
 
+@dataclass(frozen=True)
+class Spread:
+    """One side's figures for a shape, one per fresh process (CPU ms per replica-epoch), and the
+    system time's share of each."""
+
+    values: Tuple[float, ...]
+    sys_shares: Tuple[float, ...] = ()
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    def text(self) -> str:
+        """``min / median / max`` (one figure alone when there is one), then the median system share."""
+        v = self.values
+        core = f"{v[0]:.1f}" if len(v) == 1 else f"{min(v):.1f} / {self.median:.1f} / {max(v):.1f}"
+        if self.sys_shares:
+            core += f" (sys {100 * statistics.median(self.sys_shares):.0f} %)"
+        return core
+
+
+def shape_line(label: str, new: Spread, ref: Spread) -> str:
+    """A shape's line: each side's spread, the ratio of the medians new / ref and the per-pair ratios."""
+    pairs = " ".join(f"{a / b:.3f}" for a, b in zip(new.values, ref.values))
+    return (f"{label:58} new {new.text():>34}  ref {ref.text():>34}  new/ref {new.median / ref.median:.3f}"
+            f" ({pairs})")
+
+
+def summary_line(news: Sequence[Spread], refs: Sequence[Spread]) -> str:
+    """The mean over shapes of each side's median, and ref / new of those means."""
+    mean_new = statistics.mean(s.median for s in news)
+    mean_ref = statistics.mean(s.median for s in refs)
+    return (f"mean over shapes of the median CPU ms per replica-epoch: new {mean_new:.2f}, ref {mean_ref:.2f}, "
+            f"ref / new = {mean_ref / mean_new:.2f}x")
+
+
 def paired(keys: Sequence[str], ref: str, pairs: int, epochs: int) -> None:
-    """Each shape timed in a fresh process per side, alternating new / ref ``pairs`` times."""
-    def one(tree: str, key: str) -> float:
+    """Each shape timed in ``pairs`` fresh processes per side, alternating new / ref."""
+    def one(tree: str, key: str) -> Tuple[float, float]:
         env = dict(os.environ, PYTHONPATH=tree, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--time-only", "--shapes", key,
                               "--epochs", str(epochs)], env=env, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             raise SystemExit(f"{key} under {tree} failed:\n{out.stderr[-3000:]}")
-        return float(json.loads(out.stdout.strip().splitlines()[-1])["cpu_ms"])
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        return float(row["cpu_ms"]), float(row.get("sys_ms", 0.0)) / float(row["cpu_ms"])
 
     new_tree = os.path.dirname(HERE)
     print(f"paired runs: new = {new_tree}, ref = {os.path.abspath(ref)}; CPU ms per replica-epoch, "
-          f"{epochs} epochs after a warm-up, one thread; load {os.getloadavg()[0]:.2f}")
-    means_new, means_ref = [], []
+          f"{epochs} epochs after a warm-up, one thread, {pairs} fresh process(es) per side, alternating: "
+          f"min / median / max (median system-time share); load {os.getloadavg()[0]:.2f}")
+    news, refs = [], []
     for key in keys:
-        news, refs = [], []
+        sides: Dict[str, List[Tuple[float, float]]] = {"new": [], "ref": []}
         for _ in range(pairs):
-            news.append(one(new_tree, key))
-            refs.append(one(ref, key))
-        ratios = [a / b for a, b in zip(news, refs)]
-        means_new.append(statistics.median(news))
-        means_ref.append(statistics.median(refs))
-        print(f"{SHAPES[key].label:58} new {' '.join(f'{v:.2f}' for v in news):>20}  ref "
-              f"{' '.join(f'{v:.2f}' for v in refs):>20}  new/ref {statistics.median(ratios):.3f} "
-              f"({' '.join(f'{v:.3f}' for v in ratios)})")
-    mean_new, mean_ref = statistics.mean(means_new), statistics.mean(means_ref)
-    print(f"mean over shapes of the median CPU ms per replica-epoch: new {mean_new:.2f}, ref {mean_ref:.2f}, "
-          f"ref / new = {mean_ref / mean_new:.2f}x; load {os.getloadavg()[0]:.2f}")
+            sides["new"].append(one(new_tree, key))
+            sides["ref"].append(one(ref, key))
+        new, old = (Spread(tuple(v for v, _ in sides[k]), tuple(s for _, s in sides[k])) for k in ("new", "ref"))
+        news.append(new)
+        refs.append(old)
+        print(shape_line(SHAPES[key].label, new, old), flush=True)
+    print(f"{summary_line(news, refs)}; load {os.getloadavg()[0]:.2f}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -478,7 +539,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--epochs", type=int, default=5, help="timed epochs per shape, after one warm-up epoch")
     p.add_argument("--profile", action="store_true", help="add the per-op-class breakdown")
     p.add_argument("--ref", default=None, help="another checkout of the zoo: paired timings new / ref")
-    p.add_argument("--pairs", type=int, default=2)
+    p.add_argument("--pairs", type=int, default=2,
+                   help="with --ref: fresh processes per side and shape (their median is the figure; >= 3 to compare)")
     p.add_argument("--time-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = p.parse_args(argv)
@@ -494,7 +556,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.time_only:
         tune_allocator()
         for key in keys:
-            print(json.dumps({"shape": key, "cpu_ms": 1e3 * time_group(load_group(SHAPES[key]), args.epochs)}))
+            use = time_group_usage(load_group(SHAPES[key]), args.epochs)
+            print(json.dumps({"shape": key, "cpu_ms": 1e3 * use["cpu"], "user_ms": 1e3 * use["user"],
+                              "sys_ms": 1e3 * use["sys"], "minflt": use["minflt"]}))
         return 0
     tune_allocator()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, load {os.getloadavg()[0]:.2f}")

@@ -83,3 +83,19 @@ def test_process_zoo_side_runs_the_checkout_on_pythonpath(tmp_path, monkeypatch)
     out = subprocess.run([*head, "--version"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert "the shadow checkout" not in out.stdout
     assert out.stdout.startswith("zoo "), out.stdout + out.stderr
+
+
+def test_paired_figures_are_medians_over_processes_with_their_spread():
+    """``--ref``: each side's figure is the median over its fresh processes, printed with min / median
+    / max and the median system-time share; the ratio is of the medians, the per-pair ratios follow."""
+    new = roofline.Spread((250.0, 240.0, 260.0), (0.02, 0.01, 0.03))
+    ref = roofline.Spread((800.0, 450.0, 600.0), (0.30, 0.10, 0.20))
+    assert (new.median, ref.median) == (250.0, 600.0)
+    assert new.text() == "240.0 / 250.0 / 260.0 (sys 2 %)"
+    assert roofline.Spread((5.0,)).text() == "5.0"
+    line = roofline.shape_line("oxford4", new, ref)
+    assert "ref   450.0 / 600.0 / 800.0 (sys 20 %)" in line
+    assert "new/ref 0.417 (0.312 0.533 0.433)" in line
+    other = (roofline.Spread((100.0, 140.0)), roofline.Spread((300.0, 340.0)))
+    assert roofline.summary_line([new, other[0]], [ref, other[1]]) == (
+        "mean over shapes of the median CPU ms per replica-epoch: new 185.00, ref 460.00, ref / new = 2.49x")
