@@ -6,10 +6,10 @@ their first moments end in the subnormal range (below 1.18e-38 in float32), and 
 microcode assist for each subnormal operand, which makes a long run's later epochs several times
 slower.  With ``flush_subnormals = True`` the training thread computes with FTZ and DAZ set
 (``torch.set_flush_denormal``): a subnormal result is written as zero and a subnormal operand read as
-zero.  That changes only quantities that are themselves below ~1e-25 (subnormals, and tiny normal
-values whose Adam step divides a subnormal moment by ``sqrt(v) + eps``); they reach a normal-sized
-result only where every term of it is that small.  It is a cell key all the same (it can change a
-number), off by default.
+zero.  That changes the subnormal values and the tiny normal ones computed from them (Adam divides
+a first moment by ``sqrt(v) + eps``: a gain of at most ``lr / eps``); they reach a normal-sized result
+only where every term of it is that small (docs/notes/performance.md, session 8, measures it).  It is
+a cell key all the same (it can change a number), off by default.
 
 The mode is a thread's (MXCSR): :func:`subnormal_mode` sets it on the calling thread — the thread
 that trains, where the loop and, with one torch thread (the CPU groups' default), every kernel run —
