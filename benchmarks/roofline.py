@@ -27,10 +27,13 @@ timing code, the other checkout's ``zoo``).  Each side's figure for a shape is t
 K processes** of the CPU time per replica-epoch, printed with the spread (min / median / max) and the
 median share of system time; the shape's ratio is new median / ref median (the per-pair ratios
 follow in brackets), and the closing line is the mean over shapes of each side's median and their
-ratio.  One process's figure is not a steady statistic: the CPU time includes the system time of
-the page faults of the heap's memory, whose number and cost per fault vary from process to process
-and from run to run (most for a side whose heap is far larger than the resident tensors need; see
-docs/notes/performance.md), while the user time stays within a few per cent.  Use K >= 3 for a figure to compare; the system-time share shows whether a side pays such faults.
+ratio.  One process's figure is not a steady statistic where a side's heap gives memory back to the
+kernel between epochs: the CPU time includes the system time of faulting it in again, and how much is
+given back (glibc trims a free heap top above its trim threshold: the reference 721b193's 1 GiB, below
+the top Oxford's epoch frees) depends on the order of the frees, and the cost of a fault on the machine
+(a virtual machine's host may have taken the freed memory back).  The user time stays steady; a side
+with a large system-time share pays such faults.  Use K >= 3 for a figure to compare
+(docs/notes/performance.md, "The reference's unsteady Oxford figure").
 
     python benchmarks/roofline.py [--shapes table7,table3_4,...] [--epochs 5] [--profile]
     python benchmarks/roofline.py --ref ../wt-ref --pairs 5
@@ -461,11 +464,13 @@ def print_report(rows: Sequence[Dict[str, Any]]) -> None:
 
 def tune_allocator() -> bool:
     """The tree's own allocator tuning: ``--time-only`` also runs under a reference tree from before
-    ``zoo._allocator`` moved out of ``zoo.trainer``."""
+    ``zoo._allocator`` moved out of ``zoo.trainer``.  The old place is tried first: an editable
+    install of another checkout can still serve ``zoo._allocator`` to that tree (a top-level module
+    of its package), whose tuning the tree's trainer would then overwrite with its own."""
     try:
-        from zoo._allocator import tune_allocator as tune
+        from zoo.trainer.allocator import tune_allocator as tune  # type: ignore[import-not-found]
     except ImportError:
-        from zoo.trainer.allocator import tune_allocator as tune
+        from zoo._allocator import tune_allocator as tune
     return tune()
 
 
