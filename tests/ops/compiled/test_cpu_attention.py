@@ -502,3 +502,68 @@ def test_gatv2_rows_read_ahead(shape, dtype):
     case = _case_on(edge_index, n, heads, channels, dtype)
     tol = dict(rtol=0, atol=1e-10) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
     assert_same(_fused("gatv2", case), reference("gatv2", case), case["tensors"], tol=tol)
+
+
+def _sorted_graph(n, e, seed):
+    """A random graph with its edges in destination order (as every graph built here: ``perm`` is the
+    identity), multi-edges, self-loops and isolated nodes among them."""
+    g = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n - 2, (2, e), generator=g)  # the last two nodes isolated
+    src = torch.cat([src, torch.arange(n - 2), src[:5]])
+    dst = torch.cat([dst, torch.arange(n - 2), dst[:5]])
+    order = torch.argsort(dst, stable=True)
+    return torch.stack([src[order], dst[order]])
+
+
+def _backward_both_ways(edge_index, n, heads, channels, value_channels, dtype, keep, grad_alpha, replicas):
+    """The GATv2 backward at one thread and at two, and whether each took the one pass."""
+    from zoo.ops.aggregate import edge_orders
+
+    graph = ops.graph_arguments(edge_orders(edge_index[0], edge_index[1], n), triton=False)
+    g = torch.Generator().manual_seed(1)
+    r = lambda *shape: torch.randn(replicas, *shape, generator=g, dtype=torch.float64).to(dtype)
+    e = edge_index.size(1)
+    xs, xd, att = r(n, heads, channels), r(n, heads, channels), r(heads, channels)
+    values = xs if value_channels == channels else r(n, heads, value_channels)
+    mask = (torch.rand(replicas, e, heads, generator=g) > 0.3).to(dtype) / 0.7 if keep else None
+    kernels = torch.ops.zoo_kernels
+    out, _, lse = kernels.gatv2_forward(xs, xd, values, att, *graph, SLOPE, True, mask)
+    grad_out, ga = r(n, heads, value_channels), r(e, heads) if grad_alpha else None
+    threads = torch.get_num_threads()
+    runs = []
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            runs.append((kernels.gatv2_one_pass_backward(*graph),
+                         kernels.gatv2_backward(grad_out, ga, xs, xd, values, att, out, lse, *graph, SLOPE, True,
+                                                mask)))
+    finally:
+        torch.set_num_threads(threads)
+    return runs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("heads,channels,value_channels", [(1, 64, 64), (8, 8, 8), (1, 5, 5), (2, 4, 7)])
+@pytest.mark.parametrize("extras", ["plain", "keep_and_grad_alpha"])
+def test_gatv2_one_pass_backward_equals_the_two_passes_bitwise(heads, channels, value_channels, dtype, extras):
+    """On one thread, a graph in destination order takes the one-pass backward (the source rows added
+    edge by edge in pass A) and gives the two passes' bits (taken on two threads), every output; the
+    widths cover the compile-time ones (64, the eight-wide 8 x 8 heads) and run-time ones."""
+    extra = extras != "plain"
+    (one, got), (two, want) = _backward_both_ways(_sorted_graph(70, 900, 0), 70, heads, channels, value_channels,
+                                                   dtype, extra, extra, replicas=3)
+    assert one and not two
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_gatv2_one_pass_backward_only_where_each_sources_order_is_the_same():
+    """Edges not in destination order (``perm`` not the identity): the two passes, on one thread too."""
+    edge_index = _sorted_graph(40, 300, 1)
+    shuffled = edge_index[:, torch.randperm(edge_index.size(1), generator=torch.Generator().manual_seed(0))]
+    (one, got), (_, want) = _backward_both_ways(shuffled, 40, 1, 8, 8, torch.float32, False, False, replicas=2)
+    assert not one
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    (one, _), _ = _backward_both_ways(edge_index, 40, 1, 8, 8, torch.float32, False, False, replicas=2)
+    assert one

@@ -199,7 +199,7 @@ inline void exp_shifted(T* __restrict e, const T* __restrict shift, int64_t deg,
 
 template <typename T>
 std::vector<T>& scratch(int slot) {  // per-thread row buffers, reused across calls
-  static thread_local std::vector<T> buffers[3];
+  static thread_local std::vector<T> buffers[5];
   return buffers[slot];
 }
 
@@ -432,8 +432,10 @@ void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64
 
 // Backward pass A, by destination: alpha from lse, d alpha = k <g_v, x_u> (+ grad_alpha),
 // de = alpha (d alpha - delta_v) with delta_v = <g_v, out_v> (+ sum alpha grad_alpha);
-// writes de and alpha k per edge (original order, replica r at r * E * H) for pass B and calls
-// `dst_part(blk, v, j, r)` for the destination-side gradients (dx_dst / dt and d att partials).
+// writes de and alpha k per edge (original order, replica r at r * E * H) for pass B — or, with
+// de_p and al_p null (the one-pass backward), only into a buffer of this edge's H values — and
+// calls `dst_part(blk, v, j, r, de_j, alk_j)` with this edge's de and alpha k (H values each) for
+// the destination-side gradients (dx_dst / dt and d att partials).
 template <typename T, typename S, int K, typename DstPart>
 void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga, const T* op, const T* lp,
             const Csr& g, int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps, T* de_p, T* al_p,
@@ -445,12 +447,17 @@ void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga,
     const T* x = xp + r * n * H * Cv; const T* gr = gp + r * n * H * Cv; const T* o = op + r * n * H * Cv;
     const T* ls = lp + r * n * H; const T* gar = ga ? ga + r * E * H : nullptr;
     const T* keep = kp ? kp + r * E * H : nullptr;
-    T* de = de_p + r * E * H; T* alr = al_p + r * E * H;
+    T* de = de_p ? de_p + r * E * H : nullptr; T* alr = al_p ? al_p + r * E * H : nullptr;
     std::vector<T>& e = scratch<T>(0);
     std::vector<T>& delta = scratch<T>(1);
     std::vector<T>& dot_buf = scratch<T>(2);
+    std::vector<T>& de_buf = scratch<T>(3);
+    std::vector<T>& al_buf = scratch<T>(4);
     delta.resize(H);
     dot_buf.resize(H);
+    de_buf.resize(H);
+    al_buf.resize(H);
+    const bool store = de_p != nullptr;
     for (int64_t blk = bb; blk < be; ++blk) {
       for (int64_t v = blk * kBlock; v < std::min(n, (blk + 1) * kBlock); ++v) {
         const int64_t a = g.crow[v], b = g.crow[v + 1];
@@ -474,15 +481,17 @@ void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga,
             for (; h0 + 8 <= H; h0 += 8) dots8(gv + h0 * 8, xu + h0 * 8, dots + h0);
 #endif
           for (; h0 < H; ++h0) dots[h0] = dot(gv + h0 * Cv, xu + h0 * Cv, Cv);
+          T* dej = store ? de + id * H : de_buf.data();
+          T* alj = store ? alr + id * H : al_buf.data();
           for (int64_t h = 0; h < H; ++h) {
             T da = dots[h];
             if (keep) da *= keep[id * H + h];
             if (gar) da += gar[id * H + h];
             const T al = e[(j - a) * H + h];
-            de[id * H + h] = al * (da - delta[h]);
-            alr[id * H + h] = keep ? al * keep[id * H + h] : al;  // the weight of x_u in out_v
+            dej[h] = al * (da - delta[h]);
+            alj[h] = keep ? al * keep[id * H + h] : al;  // the weight of x_u in out_v
           }
-          dst_part(blk, v, j, r);
+          dst_part(blk, v, j, r, static_cast<const T*>(dej), static_cast<const T*>(alj));
         }
       }
     }
@@ -509,6 +518,61 @@ void pass_b(const T* gp, const Csr& gs, int64_t n, int64_t E, int64_t H, Width<K
       src_part(u, r);
     }
   });
+}
+
+// ------------------------------------------------------------------------------- one pass
+
+// dx_src u += de w LeakyReLU'(x_src u + x_dst v) for one edge, every head: the term pass B adds
+// (its loop, for the one-pass backward).  Contraction off: pass B's loop compiles to separate
+// products and sums (no FMA), and GCC fuses the same expression into an FMA in other contexts
+// (pass A's dx_dst loop); so that the one pass gives pass B's bits, this function never fuses.
+// Not inlined into the FMA-contracting caller (GCC does not inline across optimize options): one
+// call per edge.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+template <typename T, int K>
+void source_terms(const T* __restrict xu, const T* __restrict xv, const T* __restrict w, const T* __restrict dej,
+                  T s, int64_t H, Width<K> width, T* __restrict du) {
+  const int64_t C = width();
+  for (int64_t h = 0; h < H; ++h) {
+    const T d = dej[h];
+    const T *p = xu + h * C, *q = xv + h * C, *wh = w + h * C;
+    T* __restrict dh = du + h * C;
+    for (int64_t c = 0; c < C; ++c) dh[c] += d * wh[c] * leaky_grad(p[c] + q[c], s);
+  }
+}
+#pragma GCC pop_options
+
+// Whether the GATv2 backward runs as one pass by destination, adding each edge's source-side terms
+// (pass B's dx_src and d values rows) into the source rows as it goes, instead of a second pass by
+// source.  Pass B sums a source's edges in its CSR slot order; the one pass adds them in the
+// destination traversal's order, which is the same sequence when (a) the by-destination slots are
+// the original edge order (perm the identity: every graph built here, whose edges are sorted by
+// destination) and (b) each source's slots list its edges in ascending original id (the stable sort
+// that builds the CSR by source).  Then every row gets the same terms in the same order from zero:
+// the same bits.  (c) One task: the source rows are written from every destination's task, so with
+// several threads the two passes stay (they write each row from one task).  O(E) index reads.
+bool one_pass(const Tensor& crow, const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
+              const Tensor& perm_s) {
+  if (at::get_num_threads() > 1 && !at::in_parallel_region()) return false;
+  const int64_t n = crow.numel() - 1, E = col.numel();
+  if (crow_s.numel() != n + 1 || perm.numel() != E || perm_s.numel() != E) return false;
+  const int64_t* p = perm.data_ptr<int64_t>();
+  for (int64_t j = 0; j < E; ++j)
+    if (p[j] != j) return false;
+  const int64_t* rs = crow_s.data_ptr<int64_t>();
+  const int64_t* ps = perm_s.data_ptr<int64_t>();
+  for (int64_t u = 0; u < n; ++u)
+    for (int64_t k = rs[u] + 1; k < rs[u + 1]; ++k)
+      if (ps[k] <= ps[k - 1]) return false;
+  return true;
+}
+
+bool gatv2_one_pass_backward(const Tensor& crow, const Tensor& col, const Tensor& perm, const Tensor& crow_s,
+                             const Tensor& col_s, const Tensor& perm_s) {
+  check_graph(crow, col, perm, crow.numel() - 1);
+  check_graph(crow_s, col_s, perm_s, crow.numel() - 1);
+  return one_pass(crow, col, perm, crow_s, col_s, perm_s);
 }
 
 // ------------------------------------------------------------------------------------ GATv2
@@ -572,62 +636,92 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
     check_like(grad_alpha, d, {E, H}, "grad_alpha");
   }
   const int64_t blocks = (n + kBlock - 1) / kBlock, R = d.R;
-  auto d_src = at::empty_like(x_src), d_dst = at::zeros_like(x_dst), d_val = at::empty_like(values);
+  const bool one = one_pass(crow, col, perm, crow_s, col_s, perm_s);
+  // the one pass adds into the source rows edge by edge: they start at zero (pass B zeroes its own)
+  auto d_src = one ? at::zeros_like(x_src) : at::empty_like(x_src), d_dst = at::zeros_like(x_dst),
+       d_val = one ? at::zeros_like(values) : at::empty_like(values);
   auto d_att = at::zeros_like(att);
   const Replicas reps{R, replicas_outer};
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "zoo_gatv2_backward", [&] {
     using T = scalar_t;
     with_width(C == Cv ? C : 0, [&](auto tag) {
       constexpr int K = decltype(tag)::value;
-      const Width<K> cw{C};
-      const int64_t Cc = cw();
+      const Width<K> cw{C}, vw{Cv};
+      const int64_t Cc = cw(), Cw = vw();
       const T s = static_cast<T>(slope);
-      const T *xs0 = x_src.data_ptr<T>(), *xd0 = x_dst.data_ptr<T>(), *w0 = att.data_ptr<T>();
-      std::unique_ptr<T[]> de(new T[R * E * H]), al(new T[R * E * H]);  // every slot written by pass A
+      const T *xs0 = x_src.data_ptr<T>(), *xd0 = x_dst.data_ptr<T>(), *w0 = att.data_ptr<T>(),
+              *g0 = grad_out.data_ptr<T>();
+      // per-edge de and alpha k for pass B (every slot written by pass A); none for the one pass
+      std::unique_ptr<T[]> de(one ? nullptr : new T[R * E * H]), al(one ? nullptr : new T[R * E * H]);
       std::vector<T> part(R * blocks * H * Cc, T(0));
       Scorer<T, true, K> sc{xs0, xd0, w0, n, H, cw, s};
       Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
-      T* dd0 = d_dst.data_ptr<T>();
-      const int64_t node = n * H * Cc, par = H * Cc;
-      auto dst_part = [&](int64_t blk, int64_t v, int64_t j, int64_t r) {
-        const T* xs = xs0 + r * node; const T* xd = xd0 + r * node; const T* w = w0 + r * par;
-        const T* xu = xs + g.col[j] * H * Cc; const T* xv = xd + v * H * Cc;
-        const T* der = de.get() + r * E * H + g.perm[j] * H;
+      T *dd0 = d_dst.data_ptr<T>(), *ds0 = d_src.data_ptr<T>(), *dv0 = d_val.data_ptr<T>();
+      const int64_t node = n * H * Cc, vnode = n * H * Cw, par = H * Cc;
+      // the destination side of edge j = (u -> v): dx_dst v += t and the d att partial, with
+      // t = de w LeakyReLU'(z), z = x_src u + x_dst v; with `source` (the one pass) also the source
+      // side pass B computes: dx_src u += t (the same t) and d values_u += alpha k g_v.
+      auto edge_part = [&](auto source, int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej,
+                           const T* alj) {
+        constexpr bool kSource = decltype(source)::value;
+        const int64_t u = g.col[j];
+        const T* xu = xs0 + r * node + u * H * Cc; const T* xv = xd0 + r * node + v * H * Cc;
+        const T* w = w0 + r * par;
         T* pb = part.data() + (r * blocks + blk) * H * Cc;
-        for (int64_t h = 0; h < H; ++h) {
-          const T dej = der[h];
+        if (kSource) {
+          prefetch_ahead(ds0 + r * node, g.col, j, g.nnz, H * Cc);
+          prefetch_ahead(dv0 + r * vnode, g.col, j, g.nnz, H * Cw);
+        }
+        for (int64_t h = 0; h < H; ++h) {  // pass A's destination side, as it was
+          const T dej_h = dej[h];
           const T *p = xu + h * Cc, *q = xv + h * Cc, *wh = w + h * Cc;
           T* __restrict dv = dd0 + r * node + v * H * Cc + h * Cc; T* __restrict ph = pb + h * Cc;
           for (int64_t c = 0; c < Cc; ++c) {
             const T z = p[c] + q[c];
-            dv[c] += dej * wh[c] * leaky_grad(z, s);
-            ph[c] += dej * leaky(z, s);
+            dv[c] += dej_h * wh[c] * leaky_grad(z, s);
+            ph[c] += dej_h * leaky(z, s);
           }
         }
-      };
-      pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), grad_out.data_ptr<T>(),
-                grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(), g,
-                n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part);
-      T* ds0 = d_src.data_ptr<T>();
-      auto src_part = [&](int64_t u, int64_t r) {
-        const T* xd = xd0 + r * node; const T* w = w0 + r * par; const T* der = de.get() + r * E * H;
-        T* du = ds0 + r * node + u * H * Cc;
-        for (int64_t k = 0; k < H * Cc; ++k) du[k] = T(0);
-        const T* xu = xs0 + r * node + u * H * Cc;
-        for (int64_t k = gs.crow[u]; k < gs.crow[u + 1]; ++k) {
-          const T* xv = xd + gs.col[k] * H * Cc;
-          const int64_t id = gs.perm[k];
-          prefetch_ahead(xd, gs.col, k, E, H * Cc);
-          prefetch_ahead(der, gs.perm, k, E, H);
-          for (int64_t h = 0; h < H; ++h) {
-            const T dej = der[id * H + h];
-            const T *p = xu + h * Cc, *q = xv + h * Cc, *wh = w + h * Cc;
-            T* __restrict dh = du + h * Cc;
-            for (int64_t c = 0; c < Cc; ++c) dh[c] += dej * wh[c] * leaky_grad(p[c] + q[c], s);
-          }
+        if (kSource) {  // pass B's source side, in the same order per source row
+          source_terms<T, K>(xu, xv, w, dej, s, H, cw, ds0 + r * node + u * H * Cc);
+          for (int64_t h = 0; h < H; ++h)
+            axpy(dv0 + r * vnode + u * H * Cw + h * Cw, alj[h], g0 + r * vnode + v * H * Cw + h * Cw, Cw);
         }
       };
-      pass_b<T>(grad_out.data_ptr<T>(), gs, n, E, H, Width<K>{Cv}, reps, al.get(), d_val.data_ptr<T>(), src_part);
+      if (one) {
+        pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
+                  grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(),
+                  g, n, E, H, vw, reps, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
+                  [&](int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej, const T* alj) {
+                    edge_part(std::true_type(), blk, v, j, r, dej, alj);
+                  });
+      } else {
+        pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
+                  grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(),
+                  g, n, E, H, vw, reps, de.get(), al.get(),
+                  [&](int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej, const T* alj) {
+                    edge_part(std::false_type(), blk, v, j, r, dej, alj);
+                  });
+        auto src_part = [&](int64_t u, int64_t r) {
+          const T* xd = xd0 + r * node; const T* w = w0 + r * par; const T* der = de.get() + r * E * H;
+          T* du = ds0 + r * node + u * H * Cc;
+          for (int64_t k = 0; k < H * Cc; ++k) du[k] = T(0);
+          const T* xu = xs0 + r * node + u * H * Cc;
+          for (int64_t k = gs.crow[u]; k < gs.crow[u + 1]; ++k) {
+            const T* xv = xd + gs.col[k] * H * Cc;
+            const int64_t id = gs.perm[k];
+            prefetch_ahead(xd, gs.col, k, E, H * Cc);
+            prefetch_ahead(der, gs.perm, k, E, H);
+            for (int64_t h = 0; h < H; ++h) {
+              const T dej = der[id * H + h];
+              const T *p = xu + h * Cc, *q = xv + h * Cc, *wh = w + h * Cc;
+              T* __restrict dh = du + h * Cc;
+              for (int64_t c = 0; c < Cc; ++c) dh[c] += dej * wh[c] * leaky_grad(p[c] + q[c], s);
+            }
+          }
+        };
+        pass_b<T>(g0, gs, n, E, H, vw, reps, al.get(), dv0, src_part);
+      }
       T* dw0 = d_att.data_ptr<T>();  // fixed-order sum of the per-block partials
       for (int64_t r = 0; r < R; ++r)
         for (int64_t blk = 0; blk < blocks; ++blk)
@@ -715,15 +809,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
       Scorer<T, false, K> sc{sp0, tp0, bp0, n, E, H, sl};
       Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
       T *dt0 = d_t.data_ptr<T>(), *dz0 = d_bias.data_ptr<T>();
-      auto dst_part = [&](int64_t, int64_t v, int64_t j, int64_t r) {
+      auto dst_part = [&](int64_t, int64_t v, int64_t j, int64_t r, const T* dej, const T*) {
         const int64_t u = g.col[j], id = g.perm[j];
         const T* sp = sp0 + r * n * H; const T* tp = tp0 + r * n * H; const T* bp = bp0 ? bp0 + r * E * H : nullptr;
-        const T* der = de.get() + r * E * H;
         T* dz = dz0 + r * E * H; T* dt = dt0 + r * n * H;
         for (int64_t h = 0; h < H; ++h) {
           T z = sp[u * H + h] + tp[v * H + h];
           if (bp) z += bp[id * H + h];
-          const T dd = der[id * H + h] * leaky_grad(z, sl);
+          const T dd = dej[h] * leaky_grad(z, sl);
           dz[id * H + h] = dd;
           dt[v * H + h] += dd;
         }
@@ -756,6 +849,8 @@ TORCH_LIBRARY(zoo_kernels, m) {
   m.def("gatv2_backward(Tensor grad_out, Tensor? grad_alpha, Tensor x_src, Tensor x_dst, Tensor values, "
         "Tensor att, Tensor out, Tensor lse, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
         "Tensor perm_s, float slope, bool replicas_outer=False, Tensor? keep=None) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("gatv2_one_pass_backward(Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
+        "Tensor perm_s) -> bool");
   m.def("gat_forward(Tensor score_src, Tensor score_dst, Tensor? bias, Tensor values, Tensor crow, Tensor col, "
         "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False, "
         "Tensor? keep=None) -> (Tensor, Tensor, Tensor)");
@@ -767,6 +862,7 @@ TORCH_LIBRARY(zoo_kernels, m) {
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("gatv2_forward", &gatv2_forward);
   m.impl("gatv2_backward", &gatv2_backward);
+  m.impl("gatv2_one_pass_backward", &gatv2_one_pass_backward);
   m.impl("gat_forward", &gat_forward);
   m.impl("gat_backward", &gat_backward);
 }
