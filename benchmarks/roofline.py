@@ -77,6 +77,8 @@ SHAPES: Dict[str, Shape] = {
                       {"dataset": ["cora"], "num_layers": [10], "variant": ["adam_vanilla"]}),
     "table2": Shape("balance_table2 Actor GATv2 L=10 w64, SGD, R=15", "balance_table2",
                     {"dataset": ["actor_npz"], "num_layers": [10]}),
+    "squirrel": Shape("balance_table2 Squirrel GATv2 L=10 w64, SGD, R=15", "balance_table2",
+                      {"dataset": ["squirrel_npz"], "num_layers": [10]}),
     "energy": Shape("nonlocal_energy PubMed SAN Pre-LN L=128 w32 fp64, R=10", "nonlocal_energy",
                     {"dataset": ["pubmed"], "num_layers": [128], "variant": ["san_pre_ln"]}),
     "oxford4": Shape("oxford_table4 Amazon Computers GATv2 (a) L=2 8x8, Adam, R=5", "oxford_table4",
@@ -396,9 +398,9 @@ def profile_group(group: Group, epochs: int) -> Dict[str, float]:
 
     original = optim.ReplicaOptimizer.step
 
-    def step(self: Any, grads: Any, active: Any) -> None:
+    def step(self: Any, *args: Any, **kwargs: Any) -> None:
         with record_function(OPTIMISER_RANGE):
-            original(self, grads, active)
+            original(self, *args, **kwargs)
 
     optim.ReplicaOptimizer.step = step  # type: ignore[method-assign]
     try:
