@@ -99,3 +99,12 @@ def test_paired_figures_are_medians_over_processes_with_their_spread():
     other = (roofline.Spread((100.0, 140.0)), roofline.Spread((300.0, 340.0)))
     assert roofline.summary_line([new, other[0]], [ref, other[1]]) == (
         "mean over shapes of the median CPU ms per replica-epoch: new 185.00, ref 460.00, ref / new = 2.49x")
+
+
+def test_the_profiled_optimiser_step_takes_the_deferred_gradients():
+    """``--profile`` wraps the optimiser's step in its range: the wrapper passes every argument on
+    (it took ``(grads, active)`` only and failed once the step took the deferred gradients)."""
+    seen = []
+    step = roofline.in_optimiser_range(lambda self, grads, active, deferred={}: seen.append((grads, active, deferred)))
+    step(None, "g", "a", {0: "d"})
+    assert seen == [("g", "a", {0: "d"})]
