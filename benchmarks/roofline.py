@@ -500,7 +500,7 @@ class Spread:
         v = self.values
         core = f"{v[0]:.1f}" if len(v) == 1 else f"{min(v):.1f} / {self.median:.1f} / {max(v):.1f}"
         if self.sys_shares:
-            core += f" (sys {100 * statistics.median(self.sys_shares):.0f} %)"
+            core += f" (sys {round(100 * statistics.median(self.sys_shares))} %)"
         return core
 
 

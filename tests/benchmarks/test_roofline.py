@@ -93,6 +93,7 @@ def test_paired_figures_are_medians_over_processes_with_their_spread():
     assert (new.median, ref.median) == (250.0, 600.0)
     assert new.text() == "240.0 / 250.0 / 260.0 (sys 2 %)"
     assert roofline.Spread((5.0,)).text() == "5.0"
+    assert roofline.Spread((5.0,), (-0.003,)).text() == "5.0 (sys 0 %)"  # a difference just below zero
     line = roofline.shape_line("oxford4", new, ref)
     assert "ref   450.0 / 600.0 / 800.0 (sys 20 %)" in line
     assert "new/ref 0.417 (0.312 0.533 0.433)" in line
