@@ -435,11 +435,12 @@ void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64
 // writes de and alpha k per edge (original order, replica r at r * E * H) for pass B — or, with
 // de_p and al_p null (the one-pass backward), only into a buffer of this edge's H values — and
 // calls `dst_part(blk, v, j, r, de_j, alk_j)` with this edge's de and alpha k (H values each) for
-// the destination-side gradients (dx_dst / dt and d att partials).
-template <typename T, typename S, int K, typename DstPart>
+// the destination-side gradients (dx_dst / dt and d att partials); then, without the buffers,
+// `row_part(v, a, b, r, de_row, alk_row)` with the row's (deg x H values each, slot order).
+template <typename T, typename S, int K, typename DstPart, typename RowPart>
 void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga, const T* op, const T* lp,
             const Csr& g, int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps, T* de_p, T* al_p,
-            const DstPart& dst_part) {
+            const DstPart& dst_part, const RowPart& row_part) {
   const int64_t Cv = width();
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   for_replicas(reps, blocks, 1, [&](int64_t bb, int64_t be, int64_t r) {
@@ -455,14 +456,13 @@ void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga,
     std::vector<T>& al_buf = scratch<T>(4);
     delta.resize(H);
     dot_buf.resize(H);
-    de_buf.resize(H);
-    al_buf.resize(H);
     const bool store = de_p != nullptr;
     for (int64_t blk = bb; blk < be; ++blk) {
       for (int64_t v = blk * kBlock; v < std::min(n, (blk + 1) * kBlock); ++v) {
         const int64_t a = g.crow[v], b = g.crow[v + 1];
         if (a == b) continue;
         e.resize((b - a) * H);
+        if (!store) { de_buf.resize((b - a) * H); al_buf.resize((b - a) * H); }
         sc.row(g, v, a, b, e.data());
         const T* gv = gr + v * H * Cv;
         for (int64_t h = 0; h < H; ++h) delta[h] = dot(gv + h * Cv, o + v * H * Cv + h * Cv, Cv);
@@ -481,8 +481,8 @@ void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga,
             for (; h0 + 8 <= H; h0 += 8) dots8(gv + h0 * 8, xu + h0 * 8, dots + h0);
 #endif
           for (; h0 < H; ++h0) dots[h0] = dot(gv + h0 * Cv, xu + h0 * Cv, Cv);
-          T* dej = store ? de + id * H : de_buf.data();
-          T* alj = store ? alr + id * H : al_buf.data();
+          T* dej = store ? de + id * H : de_buf.data() + (j - a) * H;
+          T* alj = store ? alr + id * H : al_buf.data() + (j - a) * H;
           for (int64_t h = 0; h < H; ++h) {
             T da = dots[h];
             if (keep) da *= keep[id * H + h];
@@ -493,6 +493,7 @@ void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga,
           }
           dst_part(blk, v, j, r, static_cast<const T*>(dej), static_cast<const T*>(alj));
         }
+        if (!store) row_part(v, a, b, r, static_cast<const T*>(de_buf.data()), static_cast<const T*>(al_buf.data()));
       }
     }
   });
@@ -526,8 +527,8 @@ void pass_b(const T* gp, const Csr& gs, int64_t n, int64_t E, int64_t H, Width<K
 // (its loop, for the one-pass backward).  Contraction off: pass B's loop compiles to separate
 // products and sums (no FMA), and GCC fuses the same expression into an FMA in other contexts
 // (pass A's dx_dst loop); so that the one pass gives pass B's bits, this function never fuses.
-// Not inlined into the FMA-contracting caller (GCC does not inline across optimize options): one
-// call per edge.
+// Not inlined into the FMA-contracting caller (GCC does not inline across optimize options):
+// source_row below calls it for a destination's edges.
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 template <typename T, int K>
@@ -540,6 +541,16 @@ void source_terms(const T* __restrict xu, const T* __restrict xv, const T* __res
     T* __restrict dh = du + h * C;
     for (int64_t c = 0; c < C; ++c) dh[c] += d * wh[c] * leaky_grad(p[c] + q[c], s);
   }
+}
+
+// source_terms for a destination's in-edges (slots of `cols`, de per slot and head): one call per
+// destination instead of one per edge; every source row still gets its terms in slot order.
+template <typename T, int K>
+void source_row(const int64_t* cols, int64_t deg, const T* xs, const T* xv, const T* w, const T* de, T s, int64_t H,
+                Width<K> width, T* ds) {
+  const int64_t row = H * width();
+  for (int64_t k = 0; k < deg; ++k)
+    source_terms<T, K>(xs + cols[k] * row, xv, w, de + k * H, s, H, width, ds + cols[k] * row);
 }
 #pragma GCC pop_options
 
@@ -682,8 +693,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
             ph[c] += dej_h * leaky(z, s);
           }
         }
-        if (kSource) {  // pass B's source side, in the same order per source row
-          source_terms<T, K>(xu, xv, w, dej, s, H, cw, ds0 + r * node + u * H * Cc);
+        if (kSource) {  // d values u += alpha k g_v: pass B's axpy, in the same order per source row
           for (int64_t h = 0; h < H; ++h)
             axpy(dv0 + r * vnode + u * H * Cw + h * Cw, alj[h], g0 + r * vnode + v * H * Cw + h * Cw, Cw);
         }
@@ -694,6 +704,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
                   g, n, E, H, vw, reps, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
                   [&](int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej, const T* alj) {
                     edge_part(std::true_type(), blk, v, j, r, dej, alj);
+                  },
+                  [&](int64_t v, int64_t a, int64_t b, int64_t r, const T* de_row, const T*) {
+                    // dx_src u += de w LeakyReLU'(z) over v's in-edges (pass B's term and bits)
+                    source_row<T, K>(g.col + a, b - a, xs0 + r * node, xd0 + r * node + v * H * Cc, w0 + r * par,
+                                     de_row, s, H, cw, ds0 + r * node);
                   });
       } else {
         pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
@@ -701,7 +716,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
                   g, n, E, H, vw, reps, de.get(), al.get(),
                   [&](int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej, const T* alj) {
                     edge_part(std::false_type(), blk, v, j, r, dej, alj);
-                  });
+                  },
+                  [](int64_t, int64_t, int64_t, int64_t, const T*, const T*) {});
         auto src_part = [&](int64_t u, int64_t r) {
           const T* xd = xd0 + r * node; const T* w = w0 + r * par; const T* der = de.get() + r * E * H;
           T* du = ds0 + r * node + u * H * Cc;
@@ -823,7 +839,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
       };
       pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), grad_out.data_ptr<T>(),
                 grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(), g,
-                n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part);
+                n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part,
+                [](int64_t, int64_t, int64_t, int64_t, const T*, const T*) {});
       T* dsp0 = d_s.data_ptr<T>();
       auto src_part = [&](int64_t u, int64_t r) {
         const T* dz = dz0 + r * E * H;
