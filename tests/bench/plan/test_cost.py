@@ -251,6 +251,27 @@ def test_a_trained_group_takes_its_datasets_level_and_the_file_keeps_it(tmp_path
     assert cost_file.load_cost_model("cpu", path).dataset_factors == {"pubmed": 2.0}
 
 
+def test_a_trained_group_takes_its_shapes_level_and_the_file_keeps_it(tmp_path):
+    """A shape's factor (suite, dataset, depth, family, norm) multiplies its trained groups' price beside the
+    suite's and the dataset's; seeds, inits and heads share it, another depth does not; the file keeps it."""
+    deep = config("cora", layers=40, epochs=10)
+    key = cost.shape_key(deep, "s")
+    assert key == "s|cora|40|gatv2|none" and cost.shape_key(config("cora", layers=40, heads=8), "s") == key
+    model = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {"s": 3.0}, dataset_factors={"cora": 2.0},
+                           shape_factors={key: 1.5})
+    plain = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {"s": 3.0}, dataset_factors={"cora": 2.0})
+    assert model.group_seconds([deep] * 5, 10, TABLE, "train", "s") == pytest.approx(
+        1.5 * plain.group_seconds([deep] * 5, 10, TABLE, "train", "s"))
+    shallow = config("cora", layers=5, epochs=10)
+    assert model.group_seconds([shallow] * 5, 10, TABLE, "train", "s") == plain.group_seconds(
+        [shallow] * 5, 10, TABLE, "train", "s")
+    assert model.group_seconds([deep] * 5, 10, TABLE, "train", "other") == plain.group_seconds(
+        [deep] * 5, 10, TABLE, "train", "other")
+    path = tmp_path / "cost_model.json"
+    cost_file.write_model([model], path, {})
+    assert cost_file.load_cost_model("cpu", path).shape_factors == {key: 1.5}
+
+
 def test_dataset_table_matches_the_registry():
     """Every real dataset's counts in the torch-free table are the registry's (no data loaded)."""
     from zoo.datasets import get_spec

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from zoo.bench.plan.cost import (TERMS, CostModel, CostModelError, dataset_size, features, positive_int,
-                                  shipped_table)
+                                  shape_key, shipped_table)
 
 
 @dataclass(frozen=True)
@@ -247,6 +247,21 @@ def _dataset_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: floa
     return {d: math.exp(sum(v) / (len(v) + shrink)) for d, v in sorted(logs.items())}
 
 
+def _shape_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 1.0) -> Dict[str, float]:
+    """``{shape_key: factor}``: the geometric mean of actual / predicted (``ratio``, after the suites' and
+    datasets' levels) over the groups with a measured CPU time of each shape (:func:`shape_key`), shrunk
+    toward 1 (``n / (n + shrink)`` of the log; less than a suite's or a dataset's: a shape's groups are
+    alike, and the page's pending shapes have one or two measured groups each).  What the counts miss
+    within a suite and a dataset is the shape's own: subnormal numbers past some depth (one graph's deep
+    stacks slow two-fold where its shallow ones are not), or a norm's per-head reductions that cost
+    unlike the elements counted.  Groups without a measured CPU time set none (:func:`_dataset_factors`)."""
+    logs: Dict[str, List[float]] = {}
+    for o, r in zip(obs, ratio):
+        if o.cpu_time_s is not None:
+            logs.setdefault(shape_key(o.config, o.suite), []).append(math.log(r))
+    return {k: math.exp(sum(v) / (len(v) + shrink)) for k, v in sorted(logs.items())}
+
+
 def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
         device: str = "cpu", fitted_on: str = "") -> CostModel:
     """Fit the coefficients (and per-suite factors, with the factor of a suite the records lack:
@@ -260,11 +275,15 @@ def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_
     pred = np.maximum(x @ coef, 1e-12)
     factors, unseen = _suite_factors(trained, y / pred) if per_suite else ({}, 1.0)
     datasets: Dict[str, float] = {}
-    if per_suite:  # a dataset's level from what its suites' levels leave, then the suites' without it
+    shapes: Dict[str, float] = {}
+    if per_suite:  # a dataset's level from what its suites' levels leave, the suites' without it, then each
+        # shape's from what both leave
         level = np.array([factors.get(o.suite, unseen) for o in trained])
         datasets = _dataset_factors(trained, y / (pred * level))
         own = np.array([datasets.get(_dataset(o), 1.0) for o in trained])
         factors, unseen = _suite_factors(trained, y / (pred * own))
+        level = np.array([factors.get(o.suite, unseen) for o in trained])
+        shapes = _shape_factors(trained, y / (pred * own * level))
     modes: Dict[str, List[float]] = {}
     for o in obs:
         if o.mode != "train":
@@ -272,7 +291,7 @@ def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_
             modes.setdefault(o.mode, []).append(math.log(yo[0] / max(float(xo[0] @ coef), 1e-12)))
     return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on,
                      {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())}, unseen_suite_factor=unseen,
-                     dataset_factors=datasets)
+                     dataset_factors=datasets, shape_factors=shapes)
 
 
 @dataclass

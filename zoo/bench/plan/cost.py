@@ -40,7 +40,9 @@ A suite without records of its own gets :attr:`CostModel.unseen_suite_factor` (s
 :func:`zoo.bench.plan.calibration.fit`): the coefficients alone predict low.  A trained group is also
 priced at its dataset's level (:attr:`CostModel.dataset_factors`, fitted on the groups whose CPU time was
 measured): the counts price an element alike on every graph, which a graph's size against the caches
-and its edges per node do not.
+and its edges per node do not.  And at its shape's level (:attr:`CostModel.shape_factors`: one suite's groups of
+one family, norm and depth on one graph, :func:`shape_key`), fitted on that shape's measured groups: what
+the counts miss within a suite and a graph, such as subnormal numbers in a deep stack.
 
 The coefficients are fitted (:func:`zoo.bench.plan.calibration.fit`, non-negative least squares on
 the relative error) by ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship
@@ -297,6 +299,15 @@ def _passes_and_calls(config: Mapping[str, Any], size: Mapping[str, Any], mode: 
 # --------------------------------------------------------------------------- the model
 
 
+def shape_key(config: Mapping[str, Any], suite: Optional[str]) -> str:
+    """``suite|dataset|layers|family|norm``: the groups of one suite that run the same layers on the same
+    graph (seeds, inits, heads and other options apart), which :attr:`CostModel.shape_factors` prices alike."""
+    model = config["model"]
+    layers = positive_int((model.get("kwargs") or {}).get("num_layers"), 2)
+    family = normalize_name(str(model.get("name", "")).split(".")[0])
+    return f"{suite}|{config['task']['dataset']}|{layers}|{family}|{model.get('norm') or 'none'}"
+
+
 @dataclass
 class CostModel:
     """Fitted coefficients (seconds per unit of each of :data:`TERMS`) and per-suite factors."""
@@ -319,6 +330,10 @@ class CostModel:
     #: a dataset's level beside its suite's, from the groups with a measured CPU time that trained on it
     #: (:func:`zoo.bench.plan.calibration.fit`); 1 for a dataset without such groups
     dataset_factors: Dict[str, float] = field(default_factory=dict)
+    #: a shape's level beside its suite's and its dataset's (:func:`shape_key`: suite, dataset, depth, family,
+    #: norm), from the measured groups of that shape (:func:`zoo.bench.plan.calibration.fit`); 1 for a shape
+    #: without such groups
+    shape_factors: Dict[str, float] = field(default_factory=dict)
 
     def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
                               table: Mapping[str, Mapping[str, Any]], mode: str = "train",
@@ -330,7 +345,8 @@ class CostModel:
         # a mode that trains (train_attention, prune_layers) is fitted as "train" (records do not
         # name their mode), so it takes its suite's level as the fit set it
         level = self.suite_factors.get(suite, self.unseen_suite_factor) if suite else 1.0
-        return base * level * self.dataset_factors.get(str(config["task"]["dataset"]), 1.0)
+        shape = self.shape_factors.get(shape_key(config, suite), 1.0) if suite else 1.0
+        return base * level * shape * self.dataset_factors.get(str(config["task"]["dataset"]), 1.0)
 
     def group_seconds(self, configs: Sequence[Mapping[str, Any]], epochs: float,
                       table: Mapping[str, Mapping[str, Any]], mode: str = "train",
@@ -354,5 +370,5 @@ def expected_epochs(cap: int, finished: Sequence[int]) -> float:
     return float(statistics.median(finished)) if finished else float(cap)
 
 
-__all__ = ["Features", "features", "layer_work", "LayerWork", "COST_KEYS", "CostModel", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
+__all__ = ["Features", "features", "layer_work", "LayerWork", "COST_KEYS", "CostModel", "shape_key", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
            "CostModelError", "TERMS", "PROCESS_START_S", "PROCESS_EXIT_S", "REPORT_S"]
