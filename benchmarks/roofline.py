@@ -83,6 +83,10 @@ SHAPES: Dict[str, Shape] = {
                     {"dataset": ["pubmed"], "num_layers": [128], "variant": ["san_pre_ln"]}),
     "oxford4": Shape("oxford_table4 Amazon Computers GATv2 (a) L=2 8x8, Adam, R=5", "oxford_table4",
                      {"dataset": ["amazon_computers"], "variant": ["gatv2_a"]}),
+    "coauthor_cs": Shape("oxford_table4 Coauthor CS GAT (a) L=2 8x8, Adam, R=5", "oxford_table4",
+                         {"dataset": ["coauthor_cs"], "variant": ["gat_a"]}),
+    "coauthor_physics": Shape("oxford_table4 Coauthor Physics GAT (a) L=2 8x8, Adam, R=5", "oxford_table4",
+                              {"dataset": ["coauthor_physics"], "variant": ["gat_a"]}),
 }
 
 
@@ -264,7 +268,9 @@ def count_work(group: Group) -> Work:
         c = float(kw.get("hidden_dim", 64))
         heads = int(kw.get("heads", 1))
         out_heads = int(kw.get("out_heads", heads))
-        sparse_first = (nnz / (n * f) <= 0.05) and not dropout
+        # a bag-of-words input is multiplied as CSR, dropped or not (stacked replicas: each its own
+        # dropped copy's stored entries, zoo.ops.gemm_order)
+        sparse_first = nnz / (n * f) <= 0.05
         width_in = f
         for layer in range(layers):
             last = layer == layers - 1

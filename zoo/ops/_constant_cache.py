@@ -3,7 +3,7 @@ epoch), keyed by the tensor's identity and version and dropped with the tensor."
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, Generic, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Optional, Tuple, TypeVar
 
 from torch import Tensor
 
@@ -22,6 +22,11 @@ class ConstantCache(Generic[T]):
         if hit is not None and hit[0]() is x and hit[1] == x._version:
             return hit[2]
         return self.put(x, self._derive(x))
+
+    def find(self, x: Tensor) -> Optional[T]:
+        """The value recorded for ``x`` (as it is now), or ``None``; derives nothing."""
+        hit = self._entries.get(id(x))
+        return hit[2] if hit is not None and hit[0]() is x and hit[1] == x._version else None
 
     def put(self, x: Tensor, value: T) -> T:
         """Record ``value`` as ``derive(x)`` (a caller that built ``x`` knows it already)."""

@@ -147,6 +147,15 @@ class ReplicaRandomness:
         keep = self._keep(replica, nonzeros.values.shape, nonzeros.dtype, nonzeros.device, p)
         return nonzeros.dropped(keep, p, remember=remember)
 
+    def sparse_dropped_stack(self, replicas: Sequence[int], nonzeros: SparseInput, p: float) -> Tensor:
+        """:meth:`sparse_dropped` of each of ``replicas``, stacked (the same numbers; one zeroed stack
+        written at the non-zeros, its CSR forms remembered: :meth:`SparseInput.stacked`)."""
+        values = torch.empty((len(replicas), nonzeros.nnz), dtype=nonzeros.dtype, device=nonzeros.device)
+        for i, r in enumerate(replicas):
+            keep = self._keep(r, nonzeros.values.shape, nonzeros.dtype, nonzeros.device, p)
+            torch.div(keep.mul_(nonzeros.values), 1.0 - p, out=values[i])  # SparseInput.dropped's numbers
+        return nonzeros.stacked(values)
+
 
 #: Dropout on a constant input with at least this many entries, of which at most
 #: SPARSE_DROPOUT_MAX_DENSITY are non-zero, draws its mask at the non-zeros only.  Why: a zero
@@ -270,8 +279,7 @@ if _HAS_CUSTOM_OPS:
             raise ValueError("replica_sparse_dropout: the sparse input must be shared by all replicas")
         rng, nonzeros = _ACTIVE[-1][0], _SPARSE_INPUTS.get(x)
         tokens = _batch_replicas(rng, token, in_dims[1], info.batch_size)
-        # stacked replicas multiply a batched (dense) input: no CSR form to remember
-        return torch.stack([rng.sparse_dropped(int(r), nonzeros, p, remember=False) for r in tokens]), 0
+        return rng.sparse_dropped_stack([int(r) for r in tokens], nonzeros, p), 0
 
 
     torch.library.register_vmap("zoo::replica_sparse_dropout", _replica_sparse_dropout_vmap)

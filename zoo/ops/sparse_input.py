@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from zoo.ops.sparse_linear import remember_csr
+from zoo.ops.sparse_linear import remember_csr, remember_stacked_csr
 
 
 class SparseInput:
@@ -40,9 +40,23 @@ class SparseInput:
             remember_csr(out, lambda: self.csr_parts(values), self.nnz)
         return out
 
+    def stacked(self, values: Tensor, remember: bool = True) -> Tensor:
+        """The ``(R, *x.shape)`` stack of ``x`` with the non-zeros of slice ``r`` replaced by ``values[r]``
+        (``values`` ``(R, nnz)``), written into one zeroed tensor.
+
+        ``remember``: hand the stack's CSR forms (``x``'s structure, these values) to
+        :func:`zoo.ops.sparse_linear.linear`, which then multiplies the replicas' slices without their zeros.
+        """
+        out = torch.zeros((values.size(0), self.shape.numel()), dtype=self.dtype, device=self.device)
+        out = out.index_copy_(1, self.positions, values).view(values.size(0), *self.shape)
+        if remember and len(self.shape) == 2:
+            remember_stacked_csr(out, lambda: self.csr_parts(values), self.nnz)
+        return out
+
     def csr_parts(self, values: Tensor) -> Tuple[Tensor, ...]:
         """CSR parts of the matrix with ``values`` at the non-zeros, and of its transpose:
-        ``(crow, col, values, crow_t, col_t, values_t)`` as :mod:`zoo.ops.sparse_linear` keeps them."""
+        ``(crow, col, values, crow_t, col_t, values_t)`` as :mod:`zoo.ops.sparse_linear` keeps them
+        (``values`` ``(nnz,)``, or ``(R, nnz)`` for a stack of matrices of one structure)."""
         if self._structure is None:
             rows_n, cols_n = self.shape
             rows, cols = self.positions // cols_n, self.positions % cols_n
@@ -54,7 +68,7 @@ class SparseInput:
             crow_t[1:] = torch.bincount(cols, minlength=cols_n).cumsum(0)
             self._structure = (crow, cols, crow_t, rows.index_select(0, order_t), order_t)
         crow, col, crow_t, col_t, order_t = self._structure
-        return crow, col, values, crow_t, col_t, values.index_select(0, order_t)
+        return crow, col, values, crow_t, col_t, values.index_select(-1, order_t)
 
 
 __all__ = ["SparseInput"]

@@ -17,8 +17,11 @@ from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._direct import Formula, call, direct_op
+from zoo.ops import gemm_order
 from zoo.ops.csr import compiled_csr_mm, csr_mm
 from zoo.ops.precision import float32_under_autocast
+
+_get_unwrapped = getattr(getattr(torch._C, "_functorch", None), "get_unwrapped", None)
 
 #: A constant input with at most this fraction of non-zeros is multiplied as CSR when it has at
 #: least SPARSE_MIN_ELEMENTS entries or the weight is stacked (replicas).  Measured fwd+bwd,
@@ -50,6 +53,17 @@ def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -
     """Record the CSR form of a fresh tensor ``x`` whose structure its maker knows (an input after
     dropout at its non-zeros), so that :func:`linear` does not convert ``x`` every epoch."""
     _SPARSE.put(x, parts() if nnz <= SPARSE_MAX_DENSITY * x.numel() else None)
+
+
+#: CSR forms of stacked inputs, one slice per replica: the structure and ``(R, nnz)`` values
+_STACKED: ConstantCache[Optional[Tuple[Tensor, ...]]] = ConstantCache(lambda stack: None)
+
+
+def remember_stacked_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -> None:
+    """:func:`remember_csr` for a stack ``x`` ``(R, N, F)`` of matrices of one structure (the replicas'
+    own dropped copies of one input): ``parts`` gives ``(crow, col, values, crow_t, col_t, values_t)``
+    with ``(R, nnz)`` values."""
+    _STACKED.put(x, parts() if nnz <= SPARSE_MAX_DENSITY * x[0].numel() else None)
 
 
 def _csr_linear_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
@@ -222,6 +236,71 @@ if _HAS_CUSTOM_OPS:
     _csr_linear_float32 = float32_under_autocast(_csr_linear_direct_vmap)
 
 
+def _replicas_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
+                     weight: Tensor) -> Tensor:
+    return gemm_order.csr_mm(crow, col, val, weight.transpose(1, 2).contiguous())
+
+
+def _replicas_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+    ctx.save_for_backward(*inputs[3:6])
+
+
+def _replicas_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+    crow_t, col_t, val_t = ctx.saved_tensors
+    # d(X_r W_r^T)/dW_r = (X_r^T G_r)^T: the transposed view of an (R, F, C) product, the dense batched
+    # product's layout too
+    weight_grad = gemm_order.csr_mm(crow_t, col_t, val_t, grad.contiguous()).transpose(1, 2)
+    return None, None, None, None, None, None, weight_grad
+
+
+if _HAS_CUSTOM_OPS:
+    @_custom_op("zoo::csr_linear_replicas")
+    def _csr_linear_replicas(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
+                             weight: Tensor) -> Tensor:
+        return _replicas_kernel(crow, col, val, crow_t, col_t, val_t, weight)
+
+
+    @_csr_linear_replicas.register_fake
+    def _(crow, col, val, crow_t, col_t, val_t, weight):
+        return weight.new_empty((weight.size(0), crow.numel() - 1, weight.size(1)))
+
+
+    _csr_linear_replicas.register_autograd(_replicas_backward, setup_context=_replicas_setup)
+
+
+    @_custom_op("zoo::stacked_sparse_linear")
+    def _stacked_sparse_linear(x: Tensor, weight: Tensor) -> Tensor:
+        return F.linear(x, weight)
+
+
+    @_stacked_sparse_linear.register_fake
+    def _(x, weight):
+        return x.new_empty((*x.shape[:-1], weight.size(0)))
+
+
+    def _stacked_sparse_linear_vmap(info: Any, in_dims: Sequence[Any], x: Tensor, weight: Tensor) -> Tuple[Tensor, int]:
+        parts = _STACKED.find(x) if in_dims[0] == 0 else None
+        if parts is None or in_dims[1] is None:
+            raise ValueError("stacked_sparse_linear: a remembered stack of sparse inputs and stacked weights only")
+        return _csr_linear_replicas(*parts, weight.movedim(in_dims[1], 0)), 0
+
+
+    torch.library.register_vmap("zoo::stacked_sparse_linear", _stacked_sparse_linear_vmap)
+
+
+def _stacked_sparse(x: Tensor, weight: Tensor) -> bool:
+    """Whether :func:`linear` multiplies ``x``, the replicas' own dropped copies of a sparse input
+    (:meth:`zoo.ops.sparse_input.SparseInput.stacked`), slice by slice without their zeros: stacked
+    weights, no autocast, and the kernel giving the dense batched product's bits here
+    (:func:`zoo.ops.gemm_order.serves`)."""
+    if not (_is_batched(x) and _is_batched(weight) and x.dim() == 2 and _get_unwrapped is not None):
+        return False
+    stack = _get_unwrapped(x)
+    if stack.dim() != 3 or _STACKED.find(stack) is None or torch.is_autocast_enabled(x.device.type):
+        return False
+    return gemm_order.serves(x.size(0), x.size(1), weight.size(0), x.dtype, x.device)
+
+
 def linear(x: Tensor, weight: Tensor) -> Tensor:
     """``x @ weight.T``; a large, sparse, constant ``x`` (bag-of-words input features, the same
     tensor every epoch, no gradient) is multiplied as CSR, else the dense ``F.linear``.
@@ -231,6 +310,8 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
     parts = _sparse_parts(x, weight)
     if parts is not None:
         return _csr_linear_float32(*parts, weight)
+    if _stacked_sparse(x, weight):
+        return _stacked_sparse_linear(x, weight)
     return F.linear(x, weight)
 
 
@@ -244,4 +325,4 @@ def _sparse_parts(x: Tensor, weight: Tensor) -> Optional[Tuple[Tensor, ...]]:
     return _SPARSE.get(x)
 
 
-__all__ = ["linear", "remember_csr", "SPARSE_MIN_ELEMENTS", "SPARSE_MAX_DENSITY", "DeferredGrad", "deferred_weight_grads"]
+__all__ = ["linear", "remember_csr", "remember_stacked_csr", "SPARSE_MIN_ELEMENTS", "SPARSE_MAX_DENSITY", "DeferredGrad", "deferred_weight_grads"]
