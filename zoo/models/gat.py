@@ -88,6 +88,10 @@ class GATLayer(nn.Module):
             out = out + self.bias
         return out, alpha
 
+    #: this forward reads ``x`` through ``linear`` alone (zoo.nn.base.DeepGNN: its dropped input then
+    #: need not be written densely)
+    input_to_linear_only = forward
+
     # rescaling symmetry (balance paper, Remark 2.5: v1 version of Thm. 2.2)
     def incoming_params(self) -> List[Tensor]:
         return [self.lin.weight] + ([self.bias] if self.bias is not None and self.concat else [])

@@ -107,6 +107,10 @@ class GATv2Layer(nn.Module):
             out = out + self.bias
         return out, alpha
 
+    #: this forward reads ``x`` through ``linear`` alone (zoo.nn.base.DeepGNN: its dropped input then
+    #: need not be written densely)
+    input_to_linear_only = forward
+
     # rescaling symmetry: Thm. 2.2 (shared), 6.3 (unshared; W_t's outgoing columns also rescale), 6.4 (heads)
     def incoming_params(self) -> List[Tensor]:
         # W_e's row i feeds neuron i's pre-activation like W_s's: it rescales with the incoming side.

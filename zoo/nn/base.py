@@ -28,7 +28,7 @@ from zoo.nn.validation import (check_activated_classifier_input, check_edge_inpu
                                DROPOUT_POSITIONS)
 from zoo.norms import FeatureNorm, ScoreNorm, resolve_norm
 from zoo.ops._custom import under_vmap
-from zoo.ops.dropout import dropout
+from zoo.ops.dropout import dropout, to_linear_only
 
 
 @runtime_checkable
@@ -303,7 +303,8 @@ class DeepGNN(GraphModel):
         pre_norm, post_act_norm = self.norm_placement == "pre", self.norm_placement == "post_activation"
         h = self._norm(index - 1, x, g) if pre_norm and index > 0 else x
         if self.dropout_position == "input":
-            h = dropout(h, self.dropout, self.training)
+            with to_linear_only(self._input_to_linear_only(layer)):
+                h = dropout(h, self.dropout, self.training)
         # the degree block joins after the dropout (never dropped); residuals still read ``h``
         inp = h if self.layer_degree_onehot is None else torch.cat(
             [h, degree_block(g, self.layer_degree_onehot, h.dtype)], dim=-1)
@@ -328,6 +329,14 @@ class DeepGNN(GraphModel):
             if self.dropout_position == "output":
                 out = dropout(out, self.dropout, self.training)
         return out, alpha
+
+    def _input_to_linear_only(self, layer: nn.Module) -> bool:
+        """Whether the layer's dropped input is read by ``zoo.ops.sparse_linear.linear`` alone: no residual
+        or degree block reads it, no hook sees the layer's inputs, and the layer's class vouches for its
+        own ``forward`` (``input_to_linear_only`` is that function: a subclass with another forward does not)."""
+        return (self.residual == "none" and self.layer_degree_onehot is None
+                and not (layer._forward_pre_hooks or layer._forward_hooks)
+                and getattr(type(layer), "input_to_linear_only", None) is type(layer).forward)
 
     def _layer_applies_relu(self, index: int, layer: nn.Module) -> bool:
         """Whether layer ``index`` is asked for its output's ReLU (a layer with ``fuses_relu``, e.g. GCN's,

@@ -147,14 +147,15 @@ class ReplicaRandomness:
         keep = self._keep(replica, nonzeros.values.shape, nonzeros.dtype, nonzeros.device, p)
         return nonzeros.dropped(keep, p, remember=remember)
 
-    def sparse_dropped_stack(self, replicas: Sequence[int], nonzeros: SparseInput, p: float) -> Tensor:
+    def sparse_dropped_stack(self, replicas: Sequence[int], nonzeros: SparseInput, p: float,
+                             dense: bool = True) -> Tensor:
         """:meth:`sparse_dropped` of each of ``replicas``, stacked (the same numbers; one zeroed stack
-        written at the non-zeros, its CSR forms remembered: :meth:`SparseInput.stacked`)."""
+        written at the non-zeros, its CSR forms remembered; ``dense``: see :meth:`SparseInput.stacked`)."""
         values = torch.empty((len(replicas), nonzeros.nnz), dtype=nonzeros.dtype, device=nonzeros.device)
         for i, r in enumerate(replicas):
             keep = self._keep(r, nonzeros.values.shape, nonzeros.dtype, nonzeros.device, p)
             torch.div(keep.mul_(nonzeros.values), 1.0 - p, out=values[i])  # SparseInput.dropped's numbers
-        return nonzeros.stacked(values)
+        return nonzeros.stacked(values, dense=dense)
 
 
 #: Dropout on a constant input with at least this many entries, of which at most
@@ -184,6 +185,22 @@ def _sparse_input(x: Tensor) -> Optional[SparseInput]:
 
 
 _ACTIVE: List[Tuple[ReplicaRandomness, Tensor]] = []
+#: whether the caller of :func:`dropout` hands its result to :func:`zoo.ops.sparse_linear.linear` alone
+_TO_LINEAR_ONLY: List[bool] = [False]
+
+
+@contextmanager
+def to_linear_only(promise: bool = True) -> Iterator[None]:
+    """Within (``promise`` true): the caller promises that :func:`dropout`'s result is read by
+    :func:`zoo.ops.sparse_linear.linear` alone.  Stacked replicas' dropped copies of a sparse input
+    are then not written densely: ``linear`` multiplies their stored entries, and writes the dense
+    stack only where it multiplies that instead (the same numbers, without ``R`` dense copies of
+    the input written every epoch)."""
+    _TO_LINEAR_ONLY.append(bool(promise))
+    try:
+        yield
+    finally:
+        _TO_LINEAR_ONLY.pop()
 
 
 def active_replica_randomness() -> Optional[Tuple[ReplicaRandomness, Tensor]]:
@@ -279,7 +296,7 @@ if _HAS_CUSTOM_OPS:
             raise ValueError("replica_sparse_dropout: the sparse input must be shared by all replicas")
         rng, nonzeros = _ACTIVE[-1][0], _SPARSE_INPUTS.get(x)
         tokens = _batch_replicas(rng, token, in_dims[1], info.batch_size)
-        return rng.sparse_dropped_stack([int(r) for r in tokens], nonzeros, p), 0
+        return rng.sparse_dropped_stack([int(r) for r in tokens], nonzeros, p, dense=not _TO_LINEAR_ONLY[-1]), 0
 
 
     torch.library.register_vmap("zoo::replica_sparse_dropout", _replica_sparse_dropout_vmap)
@@ -319,4 +336,5 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * dropout_mask(x, p)
 
 
-__all__ = ["keep_draws", "ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout", "dropout_mask"]
+__all__ = ["keep_draws", "ReplicaRandomness", "replica_randomness", "active_replica_randomness", "dropout", "dropout_mask",
+           "to_linear_only"]

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from zoo.ops.sparse_linear import remember_csr, remember_stacked_csr
+from zoo.ops.sparse_linear import SPARSE_MAX_DENSITY, remember_csr, remember_stacked_csr
 
 
 class SparseInput:
@@ -40,17 +40,30 @@ class SparseInput:
             remember_csr(out, lambda: self.csr_parts(values), self.nnz)
         return out
 
-    def stacked(self, values: Tensor, remember: bool = True) -> Tensor:
+    def stacked(self, values: Tensor, remember: bool = True, dense: bool = True) -> Tensor:
         """The ``(R, *x.shape)`` stack of ``x`` with the non-zeros of slice ``r`` replaced by ``values[r]``
         (``values`` ``(R, nnz)``), written into one zeroed tensor.
 
         ``remember``: hand the stack's CSR forms (``x``'s structure, these values) to
         :func:`zoo.ops.sparse_linear.linear`, which then multiplies the replicas' slices without their zeros.
+        ``dense=False`` (with ``remember``, for a stack that goes to ``linear`` alone): the stack is left
+        unwritten, and ``linear`` writes it only where it needs the dense form.
         """
-        out = torch.zeros((values.size(0), self.shape.numel()), dtype=self.dtype, device=self.device)
-        out = out.index_copy_(1, self.positions, values).view(values.size(0), *self.shape)
-        if remember and len(self.shape) == 2:
-            remember_stacked_csr(out, lambda: self.csr_parts(values), self.nnz)
+        shape = (values.size(0), *self.shape)
+        sparse = remember and len(self.shape) == 2 and self.nnz <= SPARSE_MAX_DENSITY * self.shape.numel()
+        if dense or not sparse:
+            out = self._write(torch.empty(shape, dtype=self.dtype, device=self.device), values)
+        else:
+            out = torch.empty(shape, dtype=self.dtype, device=self.device)
+        if sparse:
+            remember_stacked_csr(out, lambda: self.csr_parts(values), self.nnz,
+                                 None if dense else lambda stack: self._write(stack, values))
+        return out
+
+    def _write(self, out: Tensor, values: Tensor) -> Tensor:
+        """``out`` (``(R, *x.shape)``, contiguous) zeroed, then ``values[r]`` at slice ``r``'s non-zeros."""
+        flat = out.view(out.size(0), -1).zero_()
+        flat.index_copy_(1, self.positions, values)
         return out
 
     def csr_parts(self, values: Tensor) -> Tuple[Tensor, ...]:

@@ -16,6 +16,7 @@ from zoo.ops._custom import HAS_CUSTOM_OPS as _HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._custom import custom_ops_active
 from zoo.ops._custom import is_batched as _is_batched
+from zoo.ops._custom import under_vmap
 from zoo.ops._direct import Formula, call, direct_op
 from zoo.ops import gemm_order
 from zoo.ops.csr import compiled_csr_mm, csr_mm
@@ -57,13 +58,30 @@ def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -
 
 #: CSR forms of stacked inputs, one slice per replica: the structure and ``(R, nnz)`` values
 _STACKED: ConstantCache[Optional[Tuple[Tensor, ...]]] = ConstantCache(lambda stack: None)
+#: stacks left unwritten (:meth:`zoo.ops.sparse_input.SparseInput.stacked`): what writes each
+_UNWRITTEN: ConstantCache[Optional[Callable[[Tensor], Tensor]]] = ConstantCache(lambda stack: None)
 
 
-def remember_stacked_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -> None:
+def remember_stacked_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int,
+                         write: Optional[Callable[[Tensor], Tensor]] = None) -> None:
     """:func:`remember_csr` for a stack ``x`` ``(R, N, F)`` of matrices of one structure (the replicas'
     own dropped copies of one input): ``parts`` gives ``(crow, col, values, crow_t, col_t, values_t)``
-    with ``(R, nnz)`` values."""
+    with ``(R, nnz)`` values.  ``write``: ``x`` is not written yet; ``write(x)`` writes it (in place), and
+    :func:`linear` calls it before any use of ``x``'s numbers (it holds no reference to ``x``: the
+    entry goes with ``x``)."""
     _STACKED.put(x, parts() if nnz <= SPARSE_MAX_DENSITY * x[0].numel() else None)
+    if write is not None:
+        _UNWRITTEN.put(x, write)
+
+
+def _write_if_unwritten(x: Tensor) -> None:
+    """Write the stack under ``x`` where :meth:`~zoo.ops.sparse_input.SparseInput.stacked` left it unwritten."""
+    if _get_unwrapped is None or not under_vmap(x):
+        return
+    stack = _get_unwrapped(x)
+    write = _UNWRITTEN.find(stack)
+    if write is not None:
+        write(stack)
 
 
 def _csr_linear_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
@@ -312,6 +330,7 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
         return _csr_linear_float32(*parts, weight)
     if _stacked_sparse(x, weight):
         return _stacked_sparse_linear(x, weight)
+    _write_if_unwritten(x)
     return F.linear(x, weight)
 
 

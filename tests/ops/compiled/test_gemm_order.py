@@ -1,7 +1,8 @@
 """The CSR product in a dense product's order (``zoo_kernels.csr_mm_gemm_order``): stacked replicas'
 first layer on their own dropped copies of a bag-of-words input multiplies only the stored entries,
 with the bits of the dense batched product it replaces wherever :func:`zoo.ops.gemm_order.agrees`
-found them equal on this machine (else the dense product stays)."""
+found them equal on this machine (else the dense product stays); a GAT / GATv2 first layer's dropped
+copies are then not written densely at all."""
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,9 @@ from zoo.ops import gemm_order
 from zoo.ops import sparse_linear as sl
 from zoo.ops._compiled import ops
 from zoo.ops._custom import quiet_sparse
-from zoo.ops.dropout import ReplicaRandomness, dropout, replica_randomness
+from zoo.models.gat import GATLayer
+from zoo.ops.dropout import ReplicaRandomness, dropout, replica_randomness, to_linear_only
+from zoo.ops.sparse_input import SparseInput
 
 pytestmark = pytest.mark.skipif(not ops.available(torch.device("cpu")),
                                 reason="the C++ kernels could not be built here (no compiler?)")
@@ -117,3 +120,51 @@ def test_stacked_replicas_multiply_their_dropped_inputs_without_the_zeros(monkey
     assert len(calls) == 2
     assert torch.equal(out, dense_out) and torch.equal(g, dense_g)
     assert g.stride() == dense_g.stride()  # the optimiser sees the gradient's layout unchanged
+
+
+def _first_layer_promised(x, w, seeds):
+    with to_linear_only():
+        return _first_layer(x, w, seeds)
+
+
+def test_a_stack_read_by_linear_alone_is_written_only_where_linear_needs_it(monkeypatch):
+    """Under :func:`to_linear_only` the replicas' dropped copies are not written densely where the kernel
+    multiplies them, and are written (once, by ``linear``) where the dense product does; the numbers are
+    the dense path's either way."""
+    x = _sparse(1, 1100, 1000, 0.01, torch.float32, seed=8)[0]
+    w = torch.randn(3, 72, 1000, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    if not gemm_order.agrees(1100, 1000, 72, torch.float32):
+        pytest.skip("the kernel's order is not this machine's dense product's")
+    writes = []
+    real = SparseInput._write
+    monkeypatch.setattr(SparseInput, "_write", lambda self, *a: writes.append(1) or real(self, *a))
+    want = _first_layer(x, w, [2, 7, 1])
+    assert len(writes) == 1
+    got = _first_layer_promised(x, w, [2, 7, 1])
+    assert len(writes) == 1  # not written
+    monkeypatch.setattr(gemm_order, "serves", lambda *a: False)
+    dense = _first_layer_promised(x, w, [2, 7, 1])
+    assert len(writes) == 2  # written by linear, for the dense product
+    for a, b in zip(got + dense, want + want):
+        assert torch.equal(a, b)
+
+
+class _OwnForward(GATLayer):
+    def forward(self, graph, x):
+        return super().forward(graph, x)
+
+
+@pytest.mark.parametrize("case", ["gat", "gatv2", "residual", "degree_block", "hooked", "own_forward"])
+def test_which_layers_get_their_input_unwritten(case):
+    """Only a layer whose class vouches for its own forward, with nothing else reading its input."""
+    import zoo
+
+    kw = dict(in_dim=6, out_dim=3, hidden_dim=8, heads=2, num_layers=2)
+    model = zoo.build("gatv2" if case == "gatv2" else "gat", residual="linear" if case == "residual" else "none",
+                      layer_degree_onehot=4 if case == "degree_block" else None, **kw)
+    layer = model.layers[0]
+    if case == "hooked":
+        layer.register_forward_pre_hook(lambda module, args: None)
+    if case == "own_forward":
+        layer.__class__ = _OwnForward
+    assert model._input_to_linear_only(layer) == (case in ("gat", "gatv2"))
