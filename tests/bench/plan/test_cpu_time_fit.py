@@ -233,25 +233,3 @@ def test_a_shapes_level_is_set_by_its_measured_groups():
     assert model.shape_factors[slow] > 1.5 * model.shape_factors[cost.shape_key(config("citeseer", "gatv2"), "s")]
     assert cost.shape_key(config("pubmed"), "s") not in model.shape_factors
     assert calibration.fit([replace(o, cpu_time_s=None) for o in groups], TABLE).shape_factors == {}
-
-
-def test_a_shapes_level_is_that_of_the_code_of_its_last_measured_group():
-    """A shape measured twice, first 2x slower than the counts price (the code before a speed-up), then
-    at its price by newer code: the shape is priced as its last measured group's code runs (not at the
-    geometric mean of both, 1.41x); the groups record their ``commit`` and ``finished_at``."""
-    obs = synthetic_observations(TRUTH)
-    target = cost.shape_key(config("citeseer", "gatv2", layers=5), "s")
-
-    def measured(o, commit, when, slow):
-        hit = cost.shape_key(o.config, o.suite) == target
-        t = (slow if hit else 1.0) * o.wall_time_s
-        return replace(o, group=o.group + commit, wall_time_s=t, cpu_time_s=t, commit=commit, finished_at=when)
-    groups = [measured(o, "old", "2026-12-02T10:00:00+00:00", 2.0) for o in obs] + \
-        [measured(o, "new", "2026-12-03T10:00:00+00:00", 1.0) for o in obs if cost.shape_key(o.config, o.suite) == target]
-    model = calibration.fit(groups, TABLE)
-    assert model.shape_factors[target] < 1.1
-    assert calibration.fit(groups[:-2], TABLE).shape_factors[target] > 1.4  # the old code's groups alone
-    rec = {"suite": "s", "group": "g", "config": config(), "group_wall_time_s": 2.0, "group_cpu_time_s": 1.0,
-           "epochs_run": 3, "commit": "abc", "finished_at": "2026-12-03T01:00:00+00:00"}
-    (o,) = calibration.observations([rec])
-    assert (o.commit, o.finished_at) == ("abc", "2026-12-03T01:00:00+00:00")

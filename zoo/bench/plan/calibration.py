@@ -34,8 +34,6 @@ class Observation:
     wall_time_s: float
     cpu_time_s: Optional[float] = None   # the group's process CPU time, where its records carry it (CPU only)
     wall_share: float = 1.0              # the factor a group without it takes its wall time by (time_basis)
-    commit: str = ""                     # the code it ran (its records' ``commit``)
-    finished_at: str = ""                # when its first record was written (ISO time, sorts as text)
 
     @property
     def seconds(self) -> float:
@@ -68,8 +66,7 @@ def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = N
         epochs = max(int(r.get("epochs_run") or 0) for r in rs)
         mode = "energy_at_init" if first.get("stop_reason") == "measured" else "train"
         out.append(Observation(suite, group, first["config"], int(first.get("group_size") or len(rs)), epochs, mode,
-                               wall, _cpu_time(first), commit=str(first.get("commit") or ""),
-                               finished_at=str(first.get("finished_at") or "")))
+                               wall, _cpu_time(first)))
     return out
 
 
@@ -252,24 +249,17 @@ def _dataset_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: floa
 
 def _shape_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 1.0) -> Dict[str, float]:
     """``{shape_key: factor}``: the geometric mean of actual / predicted (``ratio``, after the suites' and
-    datasets' levels) over the groups with a measured CPU time of each shape (:func:`shape_key`) that ran
-    the code of the shape's last measured group (its ``commit``: a shape made faster since its earlier
-    groups is priced as it runs now), shrunk toward 1 (``n / (n + shrink)`` of the log; less than a
-    suite's or a dataset's: a shape's groups are alike, and the page's pending shapes have one or two
-    measured groups each).  What the counts miss within a suite and a dataset is the shape's own:
-    subnormal numbers past some depth (one graph's deep stacks slow two-fold where its shallow ones are
-    not), or a norm's per-head reductions that cost unlike the elements counted.  Groups without a
-    measured CPU time set none (:func:`_dataset_factors`)."""
-    by: Dict[str, List[Tuple[Observation, float]]] = {}
+    datasets' levels) over the groups with a measured CPU time of each shape (:func:`shape_key`), shrunk
+    toward 1 (``n / (n + shrink)`` of the log; less than a suite's or a dataset's: a shape's groups are
+    alike, and the page's pending shapes have one or two measured groups each).  What the counts miss
+    within a suite and a dataset is the shape's own: subnormal numbers past some depth (one graph's deep
+    stacks slow two-fold where its shallow ones are not), or a norm's per-head reductions that cost
+    unlike the elements counted.  Groups without a measured CPU time set none (:func:`_dataset_factors`)."""
+    logs: Dict[str, List[float]] = {}
     for o, r in zip(obs, ratio):
         if o.cpu_time_s is not None:
-            by.setdefault(shape_key(o.config, o.suite), []).append((o, math.log(r)))
-    out = {}
-    for key, groups in sorted(by.items()):
-        last = max(groups, key=lambda g: g[0].finished_at)[0].commit
-        logs = [lg for o, lg in groups if o.commit == last]
-        out[key] = math.exp(sum(logs) / (len(logs) + shrink))
-    return out
+            logs.setdefault(shape_key(o.config, o.suite), []).append(math.log(r))
+    return {k: math.exp(sum(v) / (len(v) + shrink)) for k, v in sorted(logs.items())}
 
 
 def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
