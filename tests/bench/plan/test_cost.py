@@ -272,6 +272,21 @@ def test_a_trained_group_takes_its_shapes_level_and_the_file_keeps_it(tmp_path):
     assert cost_file.load_cost_model("cpu", path).shape_factors == {key: 1.5}
 
 
+def test_the_lipschitz_norms_segment_reductions_are_counted_per_edge_and_head():
+    """GAT-Lip's neighbourhood maximum is a scatter over the edges of every head (its time grew with the
+    heads, 1.4 ms a head per layer and replica-epoch on Cora, where the four other counts barely move):
+    its own count, per edge and head; none without the norm or without heads."""
+    def lip(heads, norm="lipschitz"):
+        c = config("cora", "gat", layers=4, heads=heads)
+        c["model"]["norm"] = norm
+        return cost.features(c, 5, TABLE)
+    e_loops = TABLE["cora"]["edges"] + TABLE["cora"]["nodes"]
+    assert lip(1).segment_elements == pytest.approx(4 * e_loops * 3.0)  # 4 layers, 3 passes, one head
+    assert lip(8).segment_elements > 4 * lip(1).segment_elements
+    assert lip(8, "none").segment_elements == 0 and lip(8, "pairnorm").segment_elements == 0
+    assert cost.features(config("cora", "gcn"), 5, TABLE).segment_elements == 0
+
+
 def test_dataset_table_matches_the_registry():
     """Every real dataset's counts in the torch-free table are the registry's (no data loaded)."""
     from zoo.datasets import get_spec

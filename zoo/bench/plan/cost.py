@@ -2,12 +2,12 @@
 CPU the CPU time its process uses, which a shared machine's load does not stretch; on a GPU the wall
 time: :mod:`zoo.bench.plan.calibration`).
 
-The work of one replica for one epoch is summarised by four counts read from the cell's
+The work of one replica for one epoch is summarised by five counts read from the cell's
 configuration and the dataset's size (a torch-free table, :data:`DATASET_TABLE`; no data is
 loaded), and the time is a fitted linear combination of them::
 
     seconds per replica-epoch = a * dense_macs + b * edge_elements + c * dropout_elements
-                                + d * layers x calls / replicas
+                                + d * layers x calls / replicas + e * segment_elements
 
 * ``dense_macs``: multiply-adds of the node-wise linear maps (``N x in x out`` per weight, the
   first layer's ``nnz(X) x out`` when the bag-of-words input is multiplied as CSR);
@@ -17,7 +17,11 @@ loaded), and the time is a fitted linear combination of them::
 * ``dropout_elements``: dropout masks drawn (per replica, from its own random stream);
 * ``layers x calls / replicas``: the per-layer dispatch overhead of the stacked (``vmap``) calls
   an epoch makes (forward, backward, evaluation; per mini-batch for graph lists), shared by the
-  group's replicas.
+  group's replicas;
+* ``segment_elements``: elements a norm reduces per destination with torch's segment (scatter)
+  ops outside the compiled kernels (:data:`NORM_SEGMENT_PER_HEAD`: LipschitzNorm's neighbourhood
+  maximum, ``E' x heads`` per layer), whose cost per element is that of a scatter, not of a
+  streamed element (fitted: ~130 of them; GAT-Lip's time grows with its heads).
 
 Each count is multiplied by the passes an epoch makes (forward + backward ~ 3 forwards, plus
 an evaluation forward when dropout makes the training forward unusable for evaluation). A group
@@ -76,7 +80,7 @@ def measures_once(mode: str) -> bool:
 
 HERE = Path(__file__).resolve().parent
 DATASET_TABLE = HERE / "dataset_sizes.json"
-TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica")
+TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica", "segment_elements")
 
 #: first-layer inputs at most this dense are multiplied as CSR (zoo.ops.sparse_linear.SPARSE_MAX_DENSITY)
 SPARSE_MAX_DENSITY = 0.05
@@ -181,6 +185,10 @@ def _input_copies(work: LayerWork, model: str, kw: Mapping[str, Any]) -> float:
 
 #: node-wise element-wise work per output unit (activation, residual, bias) and per norm
 NORM_ELEMENTS = {"none": 0, "layernorm": 4, "pairnorm": 4, "batchnorm": 4, "lipschitz": 6}
+#: a norm's segment reductions per edge and head of an attention layer: LipschitzNorm's neighbourhood maximum
+#: of the sources' squared norms over each destination's in-edges (``scatter_reduce`` amax, and its backward),
+#: torch ops outside the compiled kernels whose cost per element is unlike a streamed element's
+NORM_SEGMENT_PER_HEAD = {"lipschitz": 1}
 
 
 @dataclass(frozen=True)
@@ -191,9 +199,11 @@ class Features:
     edge_elements: float
     dropout_elements: float
     layers_per_replica: float
+    segment_elements: float = 0.0
 
     def vector(self) -> List[float]:
-        return [self.dense_macs, self.edge_elements, self.dropout_elements, self.layers_per_replica]
+        return [self.dense_macs, self.edge_elements, self.dropout_elements, self.layers_per_replica,
+                self.segment_elements]
 
 
 def positive_int(value: Any, default: int) -> int:
@@ -237,7 +247,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     encoder = kw.get("input_encoder")
     graph_level = size.get("kind") == "graph"
 
-    dense = edge = drop = 0.0
+    dense = edge = drop = segment = 0.0
     width_in = f
     # a dropped-out input is a new dense tensor every epoch: no CSR product then
     sparse_first = size["density"] <= SPARSE_MAX_DENSITY and not (input_dropout or dropout or encoder)
@@ -262,6 +272,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
         reads = width_in * (size.get("density", 1.0) if layer == 0 and sparse_first else 1.0)
         dense += n * (w_in * reads * out + w_sq * out * out)
         edge += e_loops * (per_unit * out + per_head * h) + n * out * (2 + norm)
+        segment += e_loops * h * NORM_SEGMENT_PER_HEAD.get(str(model.get("norm") or "none"), 0) if per_head else 0.0
         if dropout:
             drop += n * width_in
         if attn_dropout and per_head:
@@ -278,7 +289,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     # one replica is a plain call; several are one vmap call, whose per-op dispatch costs more
     overhead = layers * calls * ops * (1.0 if replicas == 1 else VMAP_OVERHEAD)
     return Features(dense * passes, edge * passes, drop * (1.0 if measures_once(mode) else 2.0),
-                    overhead / max(replicas, 1))
+                    overhead / max(replicas, 1), segment * passes)
 
 
 
