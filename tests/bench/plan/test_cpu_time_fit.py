@@ -233,3 +233,25 @@ def test_a_shapes_level_is_set_by_its_measured_groups():
     assert model.shape_factors[slow] > 1.5 * model.shape_factors[cost.shape_key(config("citeseer", "gatv2"), "s")]
     assert cost.shape_key(config("pubmed"), "s") not in model.shape_factors
     assert calibration.fit([replace(o, cpu_time_s=None) for o in groups], TABLE).shape_factors == {}
+
+
+def test_two_lengths_of_one_group_count_as_their_difference():
+    """A probe pays once what its epochs do not (the first touch of its heap, one-off checks): two runs of
+    one group by the same code, 5 and 20 epochs, each with 10 s of it, count as one group of 15 epochs
+    on the difference of their times; the fit then prices the epochs alone (as a run of thousands pays
+    them), where the 5-epoch probe alone would put 10 / 6 s more on each of its epochs.  Other code's
+    runs, or other configurations, are not paired."""
+    o = synthetic_observations(TRUTH)[0]
+    per_epoch = o.wall_time_s / (o.epochs + 1)
+
+    def run(epochs, commit="abc", cfg=o.config):
+        cfg = {**cfg, "train": {**cfg["train"], "epochs": epochs}}
+        t = 10.0 + per_epoch * (epochs + 1)
+        return replace(o, group=f"g{epochs}{commit}", config=cfg, epochs=epochs, wall_time_s=2 * t, cpu_time_s=t,
+                       commit=commit)
+    obs, _ = calibration.time_basis([run(5), run(20)])
+    assert len(obs) == 1 and obs[0].epochs == 14 and obs[0].cpu_time_s == pytest.approx(15 * per_epoch)
+    assert obs[0].group == "g20abc"
+    assert len(calibration.time_basis([run(5), run(20, "other")])[0]) == 2
+    other = {**o.config, "model": {**o.config["model"], "kwargs": {**o.config["model"]["kwargs"], "heads": 2}}}
+    assert len(calibration.time_basis([run(5), run(20, cfg=other)])[0]) == 2

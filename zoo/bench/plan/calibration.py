@@ -9,6 +9,7 @@ Those groups shape the coefficients; a suite's level (its factor) is set by its 
 has some (:func:`_suite_factors`): a share cannot know the load each earlier group ran under."""
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,7 @@ class Observation:
     wall_time_s: float
     cpu_time_s: Optional[float] = None   # the group's process CPU time, where its records carry it (CPU only)
     wall_share: float = 1.0              # the factor a group without it takes its wall time by (time_basis)
+    commit: str = ""                     # the code it ran (its records' ``commit``)
 
     @property
     def seconds(self) -> float:
@@ -66,7 +68,7 @@ def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = N
         epochs = max(int(r.get("epochs_run") or 0) for r in rs)
         mode = "energy_at_init" if first.get("stop_reason") == "measured" else "train"
         out.append(Observation(suite, group, first["config"], int(first.get("group_size") or len(rs)), epochs, mode,
-                               wall, _cpu_time(first)))
+                               wall, _cpu_time(first), commit=str(first.get("commit") or "")))
     return out
 
 
@@ -158,17 +160,48 @@ def wall_shares(obs: Sequence[Observation]) -> Tuple[Dict[str, float], float, in
     return {}, (statistics.median(own) if own else 1.0), 0
 
 
+def _same_but_epochs(o: Observation) -> Tuple[str, str, int, str]:
+    config = json.loads(json.dumps(o.config, default=str))
+    (config.get("train") or {}).pop("epochs", None)
+    return o.suite, o.commit, o.replicas, json.dumps(config, sort_keys=True)
+
+
+def without_setup(measured: Sequence[Observation]) -> List[Observation]:
+    """``measured`` with each pair of trained groups that differ only in their epoch cap, run by the same code
+    (``commit``), taken as one: the longer's epochs and times less the shorter's.  A group also pays once
+    what its epochs do not (building the replicas, the first touch of its heap, kernels' first calls and
+    one-off checks): seconds that a probe of a few epochs divides among them and a run of thousands does
+    not notice (Coauthor CS GAT, 5 replicas: 4.7 of a 5-epoch probe's 22 CPU-s).  The difference of two
+    lengths is the epochs' time alone; groups without such a partner are kept as they are."""
+    by: Dict[Tuple[str, str, int, str], List[Observation]] = {}
+    for o in measured:
+        by.setdefault(_same_but_epochs(o), []).append(o)
+    out: List[Observation] = []
+    for (_, commit, _, _), group in by.items():
+        group = sorted(group, key=lambda o: o.epochs)
+        short, long = group[0], group[-1]
+        if (not commit or len(group) < 2 or long.mode != "train" or long.epochs <= short.epochs
+                or long.cpu_time_s is None or short.cpu_time_s is None or long.cpu_time_s <= short.cpu_time_s):
+            out += group
+            continue
+        out.append(replace(long, epochs=long.epochs - short.epochs - 1, cpu_time_s=long.cpu_time_s - short.cpu_time_s,
+                           wall_time_s=max(long.wall_time_s - short.wall_time_s, 1e-9)))
+        out += group[1:-1]
+    return out
+
+
 def time_basis(obs: Sequence[Observation], basis: str = "auto") -> Tuple[List[Observation], TimeBasis]:
     """``obs`` on one time scale.  ``auto``: each group's CPU time where measured, else its wall time x
     :func:`wall_shares` (1 when no group is measured: the fit is then on wall time, as before records
     carried CPU time); a group run again with its CPU time counts once, on it.  ``cpu``: only the groups
-    with a CPU time; ``wall``: every group on its wall time."""
+    with a CPU time; ``wall``: every group on its wall time.  Measured groups run twice at two lengths
+    count once, as their difference (:func:`without_setup`)."""
     if basis not in TIME_BASES:
         raise CostModelError(f"unknown time basis {basis!r}: one of {', '.join(TIME_BASES)}")
     if basis == "wall":
         out = [replace(o, cpu_time_s=None, wall_share=1.0) for o in obs]
         return out, TimeBasis(0, len(out), 1.0)
-    measured = [o for o in obs if o.cpu_time_s is not None]
+    measured = without_setup([o for o in obs if o.cpu_time_s is not None])
     if basis == "cpu":
         return measured, TimeBasis(len(measured), 0, 1.0)
     suites, share, matched = wall_shares(obs)
