@@ -186,3 +186,20 @@ def test_loading_built_kernels_imports_no_cpp_extension():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "False"], done.stdout
+
+
+def test_avx512_cpus_build_with_512_bit_vectors_and_a_name_of_their_own(tiny_source, monkeypatch):
+    """GCC's tuning keeps vectorized loops at 256 bits on AVX-512 CPUs; the kernels ask for 512, and the
+    flag is in the library's name, so a library built without it is never loaded for it."""
+    assert build.cpu_has_avx512("flags\t\t: fpu sse avx2 avx512f avx512bw\n")
+    assert not build.cpu_has_avx512("flags\t\t: fpu sse avx2 fma\nmodel name\t: avx512f-free\n")
+    monkeypatch.setattr(build, "cpu_feature_tag", lambda: "0123456789")
+    monkeypatch.setattr(build, "cpu_has_avx512", lambda cpuinfo=None: True)
+    wide, wide_name = build.cflags(), build.extension_name()
+    assert "-march=native" in wide and "-mprefer-vector-width=512" in wide
+    monkeypatch.setattr(build, "cpu_has_avx512", lambda cpuinfo=None: False)
+    assert "-mprefer-vector-width=512" not in build.cflags() and "-march=native" in build.cflags()
+    assert build.extension_name() != wide_name
+    monkeypatch.setenv("ZOO_KERNELS_NATIVE", "0")  # generic code: no CPU-specific flag at all
+    monkeypatch.setattr(build, "cpu_has_avx512", lambda cpuinfo=None: True)
+    assert "-mprefer-vector-width=512" not in build.cflags()

@@ -5,9 +5,10 @@ compiles them into one library once per machine into the torch extensions direct
 ``~/.cache/torch_extensions``) and loads it, which registers the ``torch.ops.zoo_kernels`` ops.
 
 * Flags: ``-O3 -fno-trapping-math`` (without the latter GCC keeps LeakyReLU's select as a
-  branch: measured 12x slower) and ``-march=native`` — only with a hash of the CPU's features in
-  the extension's name, so a cache directory shared by different machines never loads code built
-  for another CPU.  The sources' hash is in the name too: an edited source builds anew.
+  branch: measured 12x slower) and ``-march=native`` (with 512-bit vectors on an AVX-512 CPU,
+  :func:`cflags`) — only with a hash of the CPU's features in the extension's name, so a cache
+  directory shared by different machines never loads code built for another CPU.  The hash of the
+  sources and flags is in the name too: an edited source or a changed flag builds anew.
 * The build runs in a subprocess with a timeout (``ZOO_KERNELS_BUILD_TIMEOUT`` seconds).  torch's
   own build lock (a ``lock`` file, ``FileBaton``) is left behind when a build is killed, and every
   later load would then wait on it forever; builds here hold an ``fcntl`` lock instead (released
@@ -59,10 +60,25 @@ def cpu_feature_tag() -> Optional[str]:
     return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:10]
 
 
+def cpu_has_avx512(cpuinfo: Optional[str] = None) -> bool:
+    """Whether this CPU (or the ``cpuinfo`` text given) has AVX-512: ``avx512f`` among ``/proc/cpuinfo``'s flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    except OSError:
+        return False
+    return any(line.split(":")[0].strip() == "flags" and "avx512f" in line.split() for line in text.splitlines())
+
+
 def cflags() -> List[str]:
-    tag = cpu_feature_tag()
-    return BASE_FLAGS + (["-march=native"] if tag is not None and os.environ.get("ZOO_KERNELS_NATIVE", "1") != "0"
-                         else [])
+    """The compiler flags: :data:`BASE_FLAGS`, ``-march=native`` where the CPU is known (and
+    ``ZOO_KERNELS_NATIVE`` is not ``0``), and there, on an AVX-512 CPU, 512-bit vectors.  GCC's tuning
+    for these CPUs keeps its vectorized loops at 256 bits; the per-edge loops over 64 channels (the
+    GATv2 backward's) run faster at 512.  Only the vector width changes, never an operation's order or
+    contraction (the loops are element-wise or sum in fixed lanes), so the numbers are those of the
+    256-bit build bitwise (checked on the paper graphs' kernel outputs, ``docs/notes/performance.md``)."""
+    if cpu_feature_tag() is None or os.environ.get("ZOO_KERNELS_NATIVE", "1") == "0":
+        return list(BASE_FLAGS)
+    return BASE_FLAGS + ["-march=native"] + (["-mprefer-vector-width=512"] if cpu_has_avx512() else [])
 
 
 def sources() -> List[Path]:
@@ -71,10 +87,11 @@ def sources() -> List[Path]:
 
 
 def extension_name() -> str:
-    """``zoo_attention_<sources' hash>_<cpu tag | generic>``."""
+    """``zoo_attention_<hash of the sources and flags>_<cpu tag | generic>``."""
     digest = hashlib.sha256()
     for path in sources():
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(" ".join(cflags()).encode())  # a change of flags builds anew too
     source = digest.hexdigest()[:10]
     native = "-march=native" in cflags()
     return f"zoo_attention_{source}_{cpu_feature_tag() if native else 'generic'}"
