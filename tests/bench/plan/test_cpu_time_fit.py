@@ -255,3 +255,5 @@ def test_two_lengths_of_one_group_count_as_their_difference():
     assert len(calibration.time_basis([run(5), run(20, "other")])[0]) == 2
     other = {**o.config, "model": {**o.config["model"], "kwargs": {**o.config["model"]["kwargs"], "heads": 2}}}
     assert len(calibration.time_basis([run(5), run(20, cfg=other)])[0]) == 2
+    three, _ = calibration.time_basis([run(20), run(5), run(10)])  # each longer one less the shortest
+    assert sorted((o.epochs, round(o.cpu_time_s / per_epoch, 6)) for o in three) == [(4, 5.0), (14, 15.0)]
