@@ -89,6 +89,12 @@ SHAPES: Dict[str, Shape] = {
                          {"dataset": ["coauthor_cs"], "variant": ["gat_a"]}),
     "coauthor_physics": Shape("oxford_table4 Coauthor Physics GAT (a) L=2 8x8, Adam, R=5", "oxford_table4",
                               {"dataset": ["coauthor_physics"], "variant": ["gat_a"]}),
+    "lip3_gat": Shape("lipschitz_table3 Cora GAT L=30 8x8, attn drop 0.5, Adam, R=5", "lipschitz_table3",
+                      {"dataset": ["cora"], "num_layers": [30], "variant": ["gat"], "heads": [8],
+                       "attn_dropout": [0.5]}),
+    "lip3_lip": Shape("lipschitz_table3 Cora GAT-Lip L=30 8x8, attn drop 0.5, Adam, R=5", "lipschitz_table3",
+                      {"dataset": ["cora"], "num_layers": [30], "variant": ["gat_lip"], "heads": [8],
+                       "attn_dropout": [0.5]}),
 }
 
 

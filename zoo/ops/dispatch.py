@@ -24,7 +24,8 @@ rounding (same dropout masks included); the per-family rules below are each meas
 * Score and aggregation together (:func:`gat_attention`, :func:`gatv2_attention`, what the layers
   call): the *compiled* op (:mod:`zoo.ops._compiled`: C++ on the CPU, Triton on CUDA) when both
   kernels and ``compiled`` are on, the score is the family's plain one (GAT: with or without an edge
-  term; no score normalisation; GATv2: no edge term), a backend serves the device and attention
+  term, and with a score norm, whose normalised scores enter as the op's edge term with zero node
+  terms; GATv2: no edge term or score norm), a backend serves the device and attention
   dropout is inactive or the backend applies its mask (the C++ op: the mask drawn where the plain
   path draws it, :func:`zoo.ops.dropout.dropout_mask`; every replica's arithmetic is its own, so a
   replica's numbers are those it gets alone) — at every size: it beats the plain ops at one replica
@@ -208,6 +209,14 @@ def compiled_keep(values: Tensor, graph: object, heads: int, attn_dropout: float
     return dropout_mask(values.new_empty((graph.num_edges, heads)), attn_dropout)
 
 
+def _normalized_edge_term(score_src: Tensor, score_dst: Tensor, graph: object, normalize: ScoreHook,
+                          bias: Optional[Tensor]) -> Tensor:
+    """GAT's score before its LeakyReLU with a score norm, as :func:`gat_scores` computes it: the node
+    terms summed per edge, normalised, then ``bias`` added (``(E, H)``)."""
+    scores = normalize(gather_rows(score_src, graph.src) + gather_rows(score_dst, graph.dst))
+    return scores if bias is None else scores + bias
+
+
 @float32_under_autocast
 def gat_attention(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, negative_slope: float, *,
                   bias: Optional[Tensor] = None, normalize: Optional[ScoreHook] = None, attn_dropout: float = 0.0,
@@ -217,8 +226,13 @@ def gat_attention(x: Tensor, att_src: Tensor, att_dst: Tensor, graph: object, ne
     Shapes: x ``(N, H, C)``; att_src, att_dst ``(H, C)``; bias ``(E, H)`` -> out ``(N, H, C)``,
     alpha ``(E, H)``.
     """
-    if normalize is None and compiled_serves(x, attn_dropout, training):
+    if compiled_serves(x, attn_dropout, training):
         score_src, score_dst = node_scores(x, att_src, att_dst)
+        if normalize is not None:
+            # A score norm maps the summed terms (as gat_scores does), and the result enters the op as its
+            # edge term with zero node terms: LeakyReLU(0 + 0 + s) is the plain path's LeakyReLU(s) exactly.
+            bias = _normalized_edge_term(score_src, score_dst, graph, normalize, bias)
+            score_src = score_dst = x.new_zeros(score_src.shape)
         keep = compiled_keep(x, graph, x.shape[-2], attn_dropout, training)
         return compiled.gat_attention(score_src, score_dst, bias, x, negative_slope, compiled.graph_arguments_of(graph),
                                       keep)

@@ -1,6 +1,7 @@
 """Whole models through the dispatch: the compiled attention (C++) equals the plain ops at float64 to
 1e-10 — outputs and every parameter's gradient, one replica and three under vmap, and training —
-for GAT, GATv2 (shared, unshared, separate update), GATDB and GATNB; it needs no size threshold
+for GAT, GATv2 (shared, unshared, separate update), GATDB and GATNB, and GAT / GATDB with LipschitzNorm (a
+score norm); it needs no size threshold
 and keeps no (E, H, C) tensor for the backward."""
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ pytestmark = pytest.mark.skipif(not ops.available(torch.device("cpu")),
 
 MODELS = [("gat", {}), ("gatv2", {}), ("gatv2", dict(share_weights=False)),
           ("gatv2", dict(share_weights=False, update_weight="separate")), ("gatv2", dict(attention_bias=True)),
-          ("gatdb", {}), ("gatnb", {})]
+          ("gatdb", {}), ("gatnb", {}),
+          # a score norm's normalised scores enter the compiled op as its edge term (GATDB: its bias added after)
+          ("gat", dict(norm="lipschitz")), ("gat", dict(norm="lipschitz", norm_kwargs={"variant": "authors_code"})),
+          ("gatdb", dict(norm="lipschitz"))]
 
 
 @pytest.fixture
