@@ -95,6 +95,18 @@ SHAPES: Dict[str, Shape] = {
     "lip3_lip": Shape("lipschitz_table3 Cora GAT-Lip L=30 8x8, attn drop 0.5, Adam, R=5", "lipschitz_table3",
                       {"dataset": ["cora"], "num_layers": [30], "variant": ["gat_lip"], "heads": [8],
                        "attn_dropout": [0.5]}),
+    "bt6_citeseer_lip": Shape("balance_table6 CiteSeer GAT LipschitzNorm (authors) L=40 8x64, Adam, R=5",
+                              "balance_table6", {"dataset": ["citeseer"], "num_layers": [40],
+                                                 "variant": ["lipschitz_authors"]}),
+    "bt6_cora_lip": Shape("balance_table6 Cora GAT LipschitzNorm (authors) L=20 8x64, Adam, R=5", "balance_table6",
+                          {"dataset": ["cora"], "num_layers": [20], "variant": ["lipschitz_authors"]}),
+    "bt6_pubmed_lip": Shape("balance_table6 PubMed GAT LipschitzNorm (authors) L=5 8x64, Adam, R=5",
+                            "balance_table6", {"dataset": ["pubmed"], "num_layers": [5],
+                                               "variant": ["lipschitz_authors"]}),
+    "bt6_pubmed_balo": Shape("balance_table6 PubMed GATv2 Bal_O L=20 w64, SGD, R=5", "balance_table6",
+                             {"dataset": ["pubmed"], "num_layers": [20], "variant": ["bal_o"]}),
+    "bt6_citeseer_balo": Shape("balance_table6 CiteSeer GATv2 Bal_O L=40 w64, SGD, R=5", "balance_table6",
+                               {"dataset": ["citeseer"], "num_layers": [40], "variant": ["bal_o"]}),
 }
 
 

@@ -160,3 +160,23 @@ def test_layers_fused_equal_plain_under_attention_dropout(name, streams):
     # the dropout is live: the training output differs from the evaluation output
     models[0].eval()
     assert not torch.allclose(models[0](edge_index, x), fused[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_block_product_gives_torch_sparse_mm_bits_without_reading_its_output(dtype, monkeypatch):
+    """The aggregation's CSR product (``sparse_dense_mm``) equals ``torch.sparse.mm`` bit for bit, and
+    its output starts uninitialised: here NaN-filled, which would show in the result if it were read."""
+    from zoo.ops.aggregate import sparse_dense_mm
+    from zoo.ops.csr import csr_tensor
+
+    g = torch.Generator().manual_seed(0)
+    n, per_row, c = 300, 7, 64
+    crow = torch.arange(0, n * per_row + 1, per_row)
+    col = torch.randint(0, n, (n * per_row,), generator=g)
+    a = csr_tensor(crow, col, torch.rand(n * per_row, generator=g, dtype=dtype), n)
+    b = torch.randn(n, c, generator=g, dtype=dtype)
+    ref = torch.sparse.mm(a, b)
+    assert torch.equal(sparse_dense_mm(a, b), ref)
+    monkeypatch.setattr(torch.Tensor, "new_empty",
+                        lambda self, size, **kw: torch.full(size, float("nan"), dtype=self.dtype))
+    assert torch.equal(sparse_dense_mm(a, b), ref)

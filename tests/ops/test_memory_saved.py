@@ -125,3 +125,25 @@ def test_weight_messages_equals_the_product_with_and_without_vmap():
     out_b = vmap(weight_messages)(wb, vb)
     assert torch.equal(out_b, wb.unsqueeze(-1) * vb)
     torch.testing.assert_close(torch.autograd.grad(out_b.sum(), wb)[0], vb.sum(-1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_squared_norm_gives_the_bits_of_pow_sum_and_its_gradient(dtype):
+    """LipschitzNorm's per-node ``||W h||^2``: the forward and the one-pass backward are bitwise those
+    of ``x.pow(2).sum(-1)`` under autograd, stacked (vmap) or alone, subnormals included."""
+    from torch.func import vmap
+
+    from zoo.ops.message import squared_norm
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 40, 4, 16, generator=g, dtype=dtype)
+    x[0, 0, 0, :4] = torch.finfo(dtype).tiny / 8  # subnormal entries
+    x = x.requires_grad_()
+    w = torch.randn(3, 40, 4, generator=g, dtype=dtype)
+    for run in (squared_norm, vmap(squared_norm)):
+        out = run(x)
+        ref = x.pow(2).sum(-1)
+        assert torch.equal(out, ref)
+        (grad,) = torch.autograd.grad((out * w).sum(), x)
+        (ref_grad,) = torch.autograd.grad((ref * w).sum(), x)
+        assert torch.equal(grad, ref_grad)

@@ -49,6 +49,7 @@ from torch import Tensor
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph
+from zoo.ops.message import squared_norm
 from zoo.ops.segment import segment_max
 from zoo.norms._registry import register_norm
 from zoo.norms.scores import AdditiveScores, DotProductScores, MLPScores, ScoreRules, score_rule
@@ -110,7 +111,7 @@ class LipschitzNorm(ScoreRules):
             return self._authors_code_additive(s)
         graph = s.graph
         query_norm = safe_norm(torch.cat([s.att_src, s.att_dst], dim=-1))  # (H,)
-        sq = s.nodes.pow(2).sum(-1)  # (N, H)
+        sq = squared_norm(s.nodes)  # (N, H)
         max_src = segment_max(sq.index_select(0, graph.src), graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
         # The bound depends on the destination alone: computed per node and gathered once (the values
         # a per-edge computation gives, with O(N) element-wise work instead of O(E)).
@@ -125,7 +126,7 @@ class LipschitzNorm(ScoreRules):
             att_norm = 4.0 * att.pow(2).sum().sqrt()  # one norm over all heads
         else:
             att_norm = 4.0 * att.pow(2).sum(-1).sqrt()  # (H,)
-        norm_x = s.nodes.pow(2).sum(-1).index_select(0, graph.src)  # (E, H): the edge's source norm
+        norm_x = squared_norm(s.nodes).index_select(0, graph.src)  # (E, H): the edge's source norm
         per_node = segment_max(norm_x, graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
         flat_max = per_node.reshape(-1, 1).index_select(0, graph.dst)  # (E, 1): flat index v, as released
         divisor = (flat_max + norm_x).clamp_min(_TINY**2).sqrt()  # the floor only keeps 0-rows finite

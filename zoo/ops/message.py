@@ -1,8 +1,9 @@
 """Per-edge products with their own backward: fewer ``(E, heads, channels)`` tensors kept or made.
 
-:func:`weight_messages` (``alpha * m``), :func:`leaky_relu_dot` (GATv2's plain score) and
-:func:`node_scores` (GAT's per-node attention terms as one matrix product).  Each gives the same
-forward numbers as the elementwise expression it replaces.
+:func:`weight_messages` (``alpha * m``), :func:`leaky_relu_dot` (GATv2's plain score),
+:func:`node_scores` (GAT's per-node attention terms as one matrix product) and :func:`squared_norm`
+(a score norm's per-node ``||x||^2``).  Each gives the same forward numbers as the elementwise
+expression it replaces.
 """
 from __future__ import annotations
 
@@ -61,6 +62,34 @@ class _WeightMessages(torch.autograd.Function):
         return grad_weights, grad_values
 
 
+class _SquaredNorm(torch.autograd.Function):
+    """``x.pow(2).sum(-1)`` whose backward is one pass over ``x``."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor) -> Tensor:
+        return x.pow(2).sum(-1)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        # autograd's pow backward is grad * (2 * x.pow(1)): a copy of x, a doubled copy, then the
+        # product.  Doubling is exact, so (2 * grad) * x rounds the same real number: the same bits.
+        return (grad * 2).unsqueeze(-1) * x
+
+
+def squared_norm(x: Tensor) -> Tensor:
+    """``||x||^2`` over the last dim: the numbers of ``x.pow(2).sum(-1)`` and of its gradient, whose
+    backward makes one tensor of ``x``'s shape instead of three (LipschitzNorm's per-node input
+    norms, ``(N, H, C)`` -> ``(N, H)``, one per layer and epoch)."""
+    return _SquaredNorm.apply(x)
+
+
 def weight_messages(weights: Tensor, values: Tensor) -> Tensor:
     """Messages ``alpha_uv * m_uv`` per edge and head: ``(E, H)``, ``(E, H, C)`` -> ``(E, H, C)``.
 
@@ -99,4 +128,4 @@ def node_scores(x: Tensor, att_src: Tensor, att_dst: Tensor) -> Tuple[Tensor, Te
     return scores[:, :heads], scores[:, heads:]
 
 
-__all__ = ["weight_messages", "leaky_relu_dot", "node_scores"]
+__all__ = ["weight_messages", "leaky_relu_dot", "node_scores", "squared_norm"]
