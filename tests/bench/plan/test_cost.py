@@ -287,6 +287,26 @@ def test_the_lipschitz_norms_segment_reductions_are_counted_per_edge_and_head():
     assert cost.features(config("cora", "gcn"), 5, TABLE).segment_elements == 0
 
 
+def test_a_stacked_gat_multiplies_its_dropped_bag_of_words_input_as_csr():
+    """Stacked GAT / GATv2 replicas multiply a dropped sparse input's stored entries (their cards'
+    ``dropped_input_csr``): the first layer's products are CSR multiply-adds (their own count) and the masks
+    are drawn on the stored entries; one replica, a residual, or a family without the flag (GCN) still
+    writes the dropped input densely; an input without dropout is CSR in every family."""
+    def feats(model="gat", replicas=5, **kw):
+        return cost.features(config("cora", model, layers=2, dropout=0.6, **kw), replicas, TABLE)
+    cora = TABLE["cora"]
+    nnz = cora["nodes"] * cora["features"] * cora["density"]
+    stacked = feats()
+    assert stacked.sparse_macs == pytest.approx(nnz * 64 * 4.0)  # 4 passes with dropout
+    assert stacked.dense_macs < 0.01 * feats(replicas=1).dense_macs
+    assert stacked.dropout_elements < 0.2 * feats(replicas=1).dropout_elements
+    assert feats("gatv2").sparse_macs > 0
+    for dense in (feats(replicas=1), feats(residual="identity"), feats("gcn")):
+        assert dense.sparse_macs == 0
+    plain = cost.features(config("cora", "gcn"), 1, TABLE)
+    assert plain.sparse_macs == pytest.approx(nnz * 64 * 3.0)
+
+
 def test_dataset_table_matches_the_registry():
     """Every real dataset's counts in the torch-free table are the registry's (no data loaded)."""
     from zoo.datasets import get_spec

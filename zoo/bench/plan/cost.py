@@ -2,15 +2,15 @@
 CPU the CPU time its process uses, which a shared machine's load does not stretch; on a GPU the wall
 time: :mod:`zoo.bench.plan.calibration`).
 
-The work of one replica for one epoch is summarised by five counts read from the cell's
+The work of one replica for one epoch is summarised by six counts read from the cell's
 configuration and the dataset's size (a torch-free table, :data:`DATASET_TABLE`; no data is
 loaded), and the time is a fitted linear combination of them::
 
     seconds per replica-epoch = a * dense_macs + b * edge_elements + c * dropout_elements
                                 + d * layers x calls / replicas + e * segment_elements
+                                + f * sparse_macs
 
-* ``dense_macs``: multiply-adds of the node-wise linear maps (``N x in x out`` per weight, the
-  first layer's ``nnz(X) x out`` when the bag-of-words input is multiplied as CSR);
+* ``dense_macs``: multiply-adds of the node-wise dense linear maps (``N x in x out`` per weight);
 * ``edge_elements``: elements of the per-edge tensors (``E' x width`` messages, ``E' x heads``
   scores, ``E' = E + N`` with self-loops) and of the node-wise element-wise work (activations,
   norms): memory-bound work whose cost is per element, not per multiply-add;
@@ -21,7 +21,11 @@ loaded), and the time is a fitted linear combination of them::
 * ``segment_elements``: elements a norm reduces per destination with torch's segment (scatter)
   ops outside the compiled kernels (:data:`NORM_SEGMENT_PER_HEAD`: LipschitzNorm's neighbourhood
   maximum, ``E' x heads`` per layer), whose cost per element is that of a scatter, not of a
-  streamed element (fitted: ~130 of them; GAT-Lip's time grows with its heads).
+  streamed element (fitted: ~130 of them; GAT-Lip's time grows with its heads);
+* ``sparse_macs``: the first layer's ``nnz(X) x out`` multiply-adds where its bag-of-words input
+  is multiplied as CSR (an input without dropout; a dropped one where the card's
+  ``dropped_input_csr`` says stacked replicas multiply its stored entries), irregular reads whose
+  cost per multiply-add is not a dense product's.
 
 Each count is multiplied by the passes an epoch makes (forward + backward ~ 3 forwards, plus
 an evaluation forward when dropout makes the training forward unusable for evaluation). A group
@@ -80,7 +84,7 @@ def measures_once(mode: str) -> bool:
 
 HERE = Path(__file__).resolve().parent
 DATASET_TABLE = HERE / "dataset_sizes.json"
-TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica", "segment_elements")
+TERMS = ("dense_macs", "edge_elements", "dropout_elements", "layers_per_replica", "segment_elements", "sparse_macs")
 
 #: first-layer inputs at most this dense are multiplied as CSR (zoo.ops.sparse_linear.SPARSE_MAX_DENSITY)
 SPARSE_MAX_DENSITY = 0.05
@@ -144,7 +148,8 @@ class LayerWork:
     add a weight matrix reading the input (``extra_weights_in``), an MLP encoder before the first block, and
     ``input_copies``: the first layer reads ``1 + hops * reducers`` copies of the input features (a
     fixed-aggregation table), each option's default given beside it on the card and overridden by the
-    preset's or the cell's value (``reducers`` counts the names given)."""
+    preset's or the cell's value (``reducers`` counts the names given); ``dropped_input_csr``: stacked
+    replicas multiply a dropped bag-of-words input's stored entries (the layer's linear map alone reads it)."""
 
     weights_in: float
     weights_square: float
@@ -154,6 +159,7 @@ class LayerWork:
     extra_weights_in: Mapping[str, Any] = field(default_factory=dict)
     mlp_encoder: bool = False
     input_copies: Mapping[str, Any] = field(default_factory=dict)
+    dropped_input_csr: bool = False
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,7 +175,8 @@ def layer_work(model: str) -> LayerWork:
                              "(what one layer computes; zoo.bench.plan.cost)")
     return LayerWork(**{k: float(cost[k]) for k in COST_KEYS}, extra_weights_in=dict(cost.get("extra_weights_in", {})),
                      mlp_encoder=bool(cost.get("mlp_encoder", False)),
-                     input_copies=dict(cost.get("input_copies", {})))
+                     input_copies=dict(cost.get("input_copies", {})),
+                     dropped_input_csr=bool(cost.get("dropped_input_csr", False)))
 
 
 def _input_copies(work: LayerWork, model: str, kw: Mapping[str, Any]) -> float:
@@ -200,10 +207,11 @@ class Features:
     dropout_elements: float
     layers_per_replica: float
     segment_elements: float = 0.0
+    sparse_macs: float = 0.0
 
     def vector(self) -> List[float]:
         return [self.dense_macs, self.edge_elements, self.dropout_elements, self.layers_per_replica,
-                self.segment_elements]
+                self.segment_elements, self.sparse_macs]
 
 
 def positive_int(value: Any, default: int) -> int:
@@ -247,10 +255,13 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     encoder = kw.get("input_encoder")
     graph_level = size.get("kind") == "graph"
 
-    dense = edge = drop = segment = 0.0
+    dense = edge = drop = segment = sparse = 0.0
     width_in = f
-    # a dropped-out input is a new dense tensor every epoch: no CSR product then
-    sparse_first = size["density"] <= SPARSE_MAX_DENSITY and not (input_dropout or dropout or encoder)
+    # a dropped-out input is a new dense tensor every epoch (no CSR product then), but where the card says
+    # the layer's linear map alone reads it (GAT, GATv2, no residual) stacked replicas multiply it as CSR
+    csr_dropped = work.dropped_input_csr and replicas > 1 and kw.get("residual", "none") in ("none", None)
+    sparse_first = size["density"] <= SPARSE_MAX_DENSITY and not (
+        encoder or input_dropout or (dropout and not csr_dropped))
     if encoder in ("affine", "linear", "mlp"):
         enc = positive_int(kw.get("input_encoder_dim"), hidden)
         dense += n * f * enc * size.get("density", 1.0) if size.get("density", 1.0) <= SPARSE_MAX_DENSITY else n * f * enc
@@ -269,12 +280,16 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
         last = layer == layers - 1 and not classifier and not graph_level
         out = classes * out_heads if last else hidden * (heads if averaged else 1)
         h = out_heads if last else heads
-        reads = width_in * (size.get("density", 1.0) if layer == 0 and sparse_first else 1.0)
-        dense += n * (w_in * reads * out + w_sq * out * out)
+        share = size.get("density", 1.0) if layer == 0 and sparse_first else 1.0  # the input's stored entries
+        if share < 1.0:  # a CSR product: its multiply-adds cost unlike a dense product's
+            sparse += n * w_in * width_in * share * out
+            dense += n * w_sq * out * out
+        else:
+            dense += n * (w_in * width_in * out + w_sq * out * out)
         edge += e_loops * (per_unit * out + per_head * h) + n * out * (2 + norm)
         segment += e_loops * h * NORM_SEGMENT_PER_HEAD.get(str(model.get("norm") or "none"), 0) if per_head else 0.0
-        if dropout:
-            drop += n * width_in
+        if dropout:  # masks are drawn on a CSR input's stored entries
+            drop += n * width_in * share
         if attn_dropout and per_head:
             drop += e_loops * h
         width_in = hidden if averaged and not last else out
@@ -289,7 +304,7 @@ def features(config: Mapping[str, Any], replicas: int, table: Mapping[str, Mappi
     # one replica is a plain call; several are one vmap call, whose per-op dispatch costs more
     overhead = layers * calls * ops * (1.0 if replicas == 1 else VMAP_OVERHEAD)
     return Features(dense * passes, edge * passes, drop * (1.0 if measures_once(mode) else 2.0),
-                    overhead / max(replicas, 1), segment * passes)
+                    overhead / max(replicas, 1), segment * passes, sparse * passes)
 
 
 
