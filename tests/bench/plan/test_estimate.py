@@ -48,7 +48,8 @@ def test_slices_runs_groups_and_expected_epochs():
     assert cora10.cpu_seconds > cora2.cpu_seconds / 2          # 10 layers, half the replicas
     assert pubmed.expected_epochs == 400 and pubmed.done == 2  # the median of the finished (patience)
     assert est.runs == 4 and est.groups == 3
-    assert est.wall_seconds <= est.cpu_seconds and est.wall_seconds >= max(s.cpu_seconds for s in est.slices)
+    # the two totals add the same terms in different orders: equal up to rounding when one worker is idle
+    assert est.wall_seconds <= est.cpu_seconds * (1 + 1e-12) and est.wall_seconds >= max(s.cpu_seconds for s in est.slices)
     text = format_estimate(est, "zoo bench s")
     assert "total" in text and "--where dataset=pubmed --where num_layers=2" in text and "runs here" in text
 
