@@ -68,11 +68,17 @@ def _probe_input(n: int, k: int, dtype: torch.dtype, gen: torch.Generator) -> Te
     return x
 
 
-@functools.lru_cache(maxsize=None)
 def agrees(n: int, k: int, m: int, dtype: torch.dtype) -> bool:
-    """Whether, on this machine, the kernel gives the bits of the stacked dense product it replaces:
-    ``vmap(F.linear)`` of an ``(n, k)`` input and an ``(m, k)`` weight, and its weight gradient, each a
-    batched product (tried once per shape and dtype on :func:`_probe_input`; costs the two dense products)."""
+    """Whether, on this machine and at torch's current thread count, the kernel gives the bits of the
+    stacked dense product it replaces: ``vmap(F.linear)`` of an ``(n, k)`` input and an ``(m, k)`` weight,
+    and its weight gradient, each a batched product (tried once per shape, dtype and thread count on
+    :func:`_probe_input`; costs the two dense products)."""
+    # BLAS may split the reduction among threads, so an answer holds for one thread count only
+    return _agrees(n, k, m, dtype, torch.get_num_threads())
+
+
+@functools.lru_cache(maxsize=None)
+def _agrees(n: int, k: int, m: int, dtype: torch.dtype, threads: int) -> bool:
     if not kernel_available(torch.device("cpu"), dtype):
         return False
     with no_vmap_randomness(), torch.no_grad():

@@ -168,3 +168,19 @@ def test_which_layers_get_their_input_unwritten(case):
     if case == "own_forward":
         layer.__class__ = _OwnForward
     assert model._input_to_linear_only(layer) == (case in ("gat", "gatv2"))
+
+
+def test_agreement_is_asked_again_at_another_thread_count(monkeypatch):
+    """BLAS may split the reduction among threads: an answer found at one thread count is not reused at another."""
+    asked = []
+    monkeypatch.setattr(gemm_order, "kernel_available", lambda *a: asked.append(torch.get_num_threads()) and False)
+    gemm_order._agrees.cache_clear()
+    threads = torch.get_num_threads()
+    try:
+        gemm_order.agrees(31, 29, 7, torch.float32)
+        torch.set_num_threads(threads + 1)
+        gemm_order.agrees(31, 29, 7, torch.float32)
+    finally:
+        torch.set_num_threads(threads)
+        gemm_order._agrees.cache_clear()
+    assert asked == [threads, threads + 1]
