@@ -254,11 +254,6 @@ if _HAS_CUSTOM_OPS:
     _csr_linear_float32 = float32_under_autocast(_csr_linear_direct_vmap)
 
 
-def _replicas_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
-                     weight: Tensor) -> Tensor:
-    return gemm_order.csr_mm(crow, col, val, weight.transpose(1, 2).contiguous())
-
-
 def _replicas_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
     ctx.save_for_backward(*inputs[3:6])
 
@@ -275,7 +270,7 @@ if _HAS_CUSTOM_OPS:
     @_custom_op("zoo::csr_linear_replicas")
     def _csr_linear_replicas(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
                              weight: Tensor) -> Tensor:
-        return _replicas_kernel(crow, col, val, crow_t, col_t, val_t, weight)
+        return gemm_order.csr_mm(crow, col, val, weight.transpose(1, 2).contiguous())
 
 
     @_csr_linear_replicas.register_fake

@@ -102,14 +102,21 @@ def _first_layer(x, w, seeds):
     return out, g
 
 
+def _layer_operands(input_seed, weight_seed):
+    """A 1100 x 1000 bag-of-words input (1 % non-zero) and three replicas' 72 x 1000 weights; skips where
+    the kernel's order is not this machine's dense product's."""
+    if not gemm_order.agrees(1100, 1000, 72, torch.float32):
+        pytest.skip("the kernel's order is not this machine's dense product's")
+    x = _sparse(1, 1100, 1000, 0.01, torch.float32, seed=input_seed)[0]
+    w = torch.randn(3, 72, 1000, generator=torch.Generator().manual_seed(weight_seed), requires_grad=True)
+    return x, w
+
+
 def test_stacked_replicas_multiply_their_dropped_inputs_without_the_zeros(monkeypatch):
     """Stacked replicas on one dropped bag-of-words input: the first layer runs the kernel once for the
     forward and once for the weight gradient, with the numbers of the dense batched product (the
     path before: every replica's dense copy, and a dense product over its zeros)."""
-    x = _sparse(1, 1100, 1000, 0.01, torch.float32, seed=7)[0]
-    w = torch.randn(3, 72, 1000, generator=torch.Generator().manual_seed(0), requires_grad=True)
-    if not gemm_order.agrees(1100, 1000, 72, torch.float32):
-        pytest.skip("the kernel's order is not this machine's dense product's")
+    x, w = _layer_operands(input_seed=7, weight_seed=0)
     calls = []
     real = gemm_order.csr_mm
     monkeypatch.setattr(gemm_order, "csr_mm", lambda *a: calls.append(1) or real(*a))
@@ -131,10 +138,7 @@ def test_a_stack_read_by_linear_alone_is_written_only_where_linear_needs_it(monk
     """Under :func:`to_linear_only` the replicas' dropped copies are not written densely where the kernel
     multiplies them, and are written (once, by ``linear``) where the dense product does; the numbers are
     the dense path's either way."""
-    x = _sparse(1, 1100, 1000, 0.01, torch.float32, seed=8)[0]
-    w = torch.randn(3, 72, 1000, generator=torch.Generator().manual_seed(1), requires_grad=True)
-    if not gemm_order.agrees(1100, 1000, 72, torch.float32):
-        pytest.skip("the kernel's order is not this machine's dense product's")
+    x, w = _layer_operands(input_seed=8, weight_seed=1)
     writes = []
     real = SparseInput._write
     monkeypatch.setattr(SparseInput, "_write", lambda self, *a: writes.append(1) or real(self, *a))
