@@ -272,6 +272,24 @@ def test_a_trained_group_takes_its_shapes_level_and_the_file_keeps_it(tmp_path):
     assert cost_file.load_cost_model("cpu", path).shape_factors == {key: 1.5}
 
 
+def test_a_long_run_takes_its_depths_long_run_factor_and_the_file_keeps_it(tmp_path):
+    """A run of at least LONG_RUN_EPOCHS epochs pays its suite's and depth's long-run factor on every epoch, a
+    deeper stack without a factor of its own the deepest shallower one's, a shallower stack, a short run (a
+    probe) and another suite none; the file keeps the factors."""
+    model = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {"s": 3.0}, long_run_factors={"s|32": 2.0})
+    plain = cost.CostModel({"dense_macs": 1.0, "edge_elements": 1.0}, {"s": 3.0})
+    long = cost.LONG_RUN_EPOCHS
+    assert cost.depth_key(config("pubmed", layers=32), "s") == "s|32"
+    for layers, epochs, suite, factor in ((32, long, "s", 2.0), (64, 5000, "s", 2.0), (2, 5000, "s", 1.0),
+                                          (32, long - 1, "s", 1.0), (32, 5000, "other", 1.0)):
+        c = config("cora", layers=layers)
+        assert model.group_seconds([c] * 5, epochs, TABLE, "train", suite) == pytest.approx(
+            factor * plain.group_seconds([c] * 5, epochs, TABLE, "train", suite))
+    path = tmp_path / "cost_model.json"
+    cost_file.write_model([model], path, {})
+    assert cost_file.load_cost_model("cpu", path).long_run_factors == {"s|32": 2.0}
+
+
 def test_the_lipschitz_norms_segment_reductions_are_counted_per_edge_and_head():
     """GAT-Lip's neighbourhood maximum is a scatter over the edges of every head (its time grew with the
     heads, 1.4 ms a head per layer and replica-epoch on Cora, where the four other counts barely move):

@@ -235,6 +235,32 @@ def test_a_shapes_level_is_set_by_its_measured_groups():
     assert calibration.fit([replace(o, cpu_time_s=None) for o in groups], TABLE).shape_factors == {}
 
 
+def test_long_runs_price_their_depths_pending_long_runs_above_the_probes_rate():
+    """Probes (100 epochs) of every shape, and long runs (5 000 epochs) of one depth-5 shape whose epochs
+    cost 2.5x its probes' on average (a deep stack's parameters turn subnormal late: nonlocal_accuracy's Cora
+    L = 32 Pre-LN SAN took ~3x its first epochs' rate over 5 000 epochs).  A pending long run of another
+    depth-5 shape, probed only, is priced above its probes' rate (without the long-run factor: at it, 1.0x),
+    and the long runs themselves near their time (without it: ~0.6x, their shape's level set by them and its
+    probes together); the probes stay near theirs and the depth-2 shapes get no factor."""
+    obs = [replace(o, cpu_time_s=o.wall_time_s) for o in synthetic_observations(TRUTH)]
+    slow = [o for o in obs if o.config["model"]["name"] == "gcn" and o.config["model"]["kwargs"]["num_layers"] == 5]
+    runs = [replace(o, group=o.group + "-long", epochs=5000, wall_time_s=2.5 * o.wall_time_s * 5001 / 101,
+                    cpu_time_s=2.5 * o.wall_time_s * 5001 / 101) for o in slow]
+    model = calibration.fit(obs + runs, TABLE)
+    assert set(model.long_run_factors) == {"s|5"} and model.long_run_factors["s|5"] > 1.8
+
+    def ratio(o, epochs=None, m=model):
+        return m.group_seconds([o.config] * o.replicas, epochs or o.epochs, TABLE, o.mode, o.suite) / o.seconds
+    pending = [o for o in obs if o.config["model"]["name"] == "gat" and o.config["model"]["kwargs"]["num_layers"] == 5]
+    assert all(ratio(o, 5000) * 101 / 5001 > 1.8 for o in pending)
+    assert all(0.85 < ratio(o) < 1.15 for o in runs)  # without the factor: 0.58-0.61
+    assert max(max(ratio(o), 1 / ratio(o)) for o in obs) < 1.15
+    shallow = [o for o in obs if o.config["model"]["kwargs"]["num_layers"] == 2]
+    assert all(ratio(o, 5000) * 101 / 5001 == pytest.approx(ratio(o), rel=1e-9) for o in shallow)
+    unmeasured = calibration.fit([replace(o, cpu_time_s=None) for o in obs + runs], TABLE)
+    assert unmeasured.long_run_factors == {}
+
+
 def test_two_lengths_of_one_group_count_as_their_difference():
     """A probe pays once what its epochs do not (the first touch of its heap, one-off checks): two runs of
     one group by the same code, 5 and 20 epochs, each with 10 s of it, count as one group of 15 epochs

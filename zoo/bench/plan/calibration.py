@@ -18,8 +18,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from scipy.optimize import nnls
 
-from zoo.bench.plan.cost import (TERMS, CostModel, CostModelError, dataset_size, features, positive_int,
-                                  shape_key, shipped_table)
+from zoo.bench.plan.cost import (LONG_RUN_EPOCHS, TERMS, CostModel, CostModelError, dataset_size, depth_key,
+                                  features, positive_int, shape_key, shipped_table)
 
 
 @dataclass(frozen=True)
@@ -300,6 +300,39 @@ def _shape_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float 
     return {k: math.exp(sum(v) / (len(v) + shrink)) for k, v in sorted(logs.items())}
 
 
+def _levels(trained: Sequence[Observation], ratio: np.ndarray
+            ) -> Tuple[Dict[str, float], float, Dict[str, float], np.ndarray]:
+    """``(suite factors, unseen-suite factor, dataset factors, each group's suite x dataset level)`` from
+    ``ratio`` (actual / the coefficients' prediction): the suites' levels, a dataset's from what they leave,
+    then the suites' again without the datasets' share."""
+    factors, unseen = _suite_factors(trained, ratio)
+    level = np.array([factors.get(o.suite, unseen) for o in trained])
+    datasets = _dataset_factors(trained, ratio / level)
+    own = np.array([datasets.get(_dataset(o), 1.0) for o in trained])
+    factors, unseen = _suite_factors(trained, ratio / own)
+    level = np.array([factors.get(o.suite, unseen) for o in trained])
+    return factors, unseen, datasets, own * level
+
+
+def _long_run_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 1.0) -> Dict[str, float]:
+    """``{depth_key: factor}``: per suite and depth, the geometric mean of actual / predicted (``ratio``, after
+    the suites' and datasets' levels) over the measured long runs (at least :data:`LONG_RUN_EPOCHS` epochs)
+    over the same over its measured short ones (probes), the long runs' log shrunk by ``n / (n + shrink)``;
+    a depth without both has none.  A probe sees a run's first epochs; a long run of a deep stack may pay
+    more per epoch later (nonlocal_accuracy's Cora L = 32 Pre-LN SAN, 5 seeds of 5 000 epochs: 0.29
+    CPU-s an epoch for its first ~2 000, 1.2-2 late, as weight decay drives the parameters no gradient
+    pulls on to subnormal numbers), which the levels of the suite, dataset and shape, each set by one
+    kind of group or the other, price for neither.  Groups without a measured CPU time set none."""
+    long: Dict[str, List[float]] = {}
+    short: Dict[str, List[float]] = {}
+    for o, r in zip(obs, ratio):
+        if o.cpu_time_s is not None:
+            (long if o.epochs >= LONG_RUN_EPOCHS else short).setdefault(depth_key(o.config, o.suite), []).append(
+                math.log(r))
+    return {k: math.exp((statistics.mean(v) - statistics.mean(short[k])) * len(v) / (len(v) + shrink))
+            for k, v in sorted(long.items()) if k in short}
+
+
 def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
         device: str = "cpu", fitted_on: str = "") -> CostModel:
     """Fit the coefficients (and per-suite factors, with the factor of a suite the records lack:
@@ -314,14 +347,15 @@ def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_
     factors, unseen = _suite_factors(trained, y / pred) if per_suite else ({}, 1.0)
     datasets: Dict[str, float] = {}
     shapes: Dict[str, float] = {}
-    if per_suite:  # a dataset's level from what its suites' levels leave, the suites' without it, then each
-        # shape's from what both leave
-        level = np.array([factors.get(o.suite, unseen) for o in trained])
-        datasets = _dataset_factors(trained, y / (pred * level))
-        own = np.array([datasets.get(_dataset(o), 1.0) for o in trained])
-        factors, unseen = _suite_factors(trained, y / (pred * own))
-        level = np.array([factors.get(o.suite, unseen) for o in trained])
-        shapes = _shape_factors(trained, y / (pred * own * level))
+    late: Dict[str, float] = {}
+    if per_suite:  # the levels (suite, dataset) of the groups' first epochs' rate, a long run's factor over
+        # it from what they leave, the levels again without the long runs' share, then each shape's
+        factors, unseen, datasets, levels = _levels(trained, y / pred)
+        late = _long_run_factors(trained, y / (pred * levels))
+        model = CostModel({}, {}, long_run_factors=late)
+        lengths = np.array([model.long_run_factor(o.config, o.suite, o.epochs) for o in trained])
+        factors, unseen, datasets, levels = _levels(trained, y / (pred * lengths))
+        shapes = _shape_factors(trained, y / (pred * levels * lengths))
     modes: Dict[str, List[float]] = {}
     for o in obs:
         if o.mode != "train":
@@ -329,7 +363,7 @@ def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_
             modes.setdefault(o.mode, []).append(math.log(yo[0] / max(float(xo[0] @ coef), 1e-12)))
     return CostModel({t: float(c) for t, c in zip(TERMS, coef)}, factors, device, fitted_on,
                      {m: math.exp(sum(v) / len(v)) for m, v in sorted(modes.items())}, unseen_suite_factor=unseen,
-                     dataset_factors=datasets, shape_factors=shapes)
+                     dataset_factors=datasets, shape_factors=shapes, long_run_factors=late)
 
 
 @dataclass

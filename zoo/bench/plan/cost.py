@@ -50,7 +50,10 @@ priced at its dataset's level (:attr:`CostModel.dataset_factors`, fitted on the 
 measured): the counts price an element alike on every graph, which a graph's size against the caches
 and its edges per node do not.  And at its shape's level (:attr:`CostModel.shape_factors`: one suite's groups of
 one family, norm and depth on one graph, :func:`shape_key`), fitted on that shape's measured groups: what
-the counts miss within a suite and a graph, such as subnormal numbers in a deep stack.
+the counts miss within a suite and a graph, such as subnormal numbers in a deep stack.  A long run (at least
+:data:`LONG_RUN_EPOCHS` epochs) also pays its suite's and depth's long-run factor
+(:attr:`CostModel.long_run_factors`, :func:`depth_key`): the measured long runs of that depth over its
+probes, which see a run's first epochs only (a deep stack's parameters can turn subnormal late in training).
 
 The coefficients are fitted (:func:`zoo.bench.plan.calibration.fit`, non-negative least squares on
 the relative error) by ``zoo bench calibrate RECORDS... --out FILE`` from finished records, and ship
@@ -325,6 +328,18 @@ def _passes_and_calls(config: Mapping[str, Any], size: Mapping[str, Any], mode: 
 # --------------------------------------------------------------------------- the model
 
 
+#: a group trained at least this many epochs is a long run: its suite's stacks of its depth may cost more per epoch
+#: late in training than in their first epochs (:attr:`CostModel.long_run_factors`), which a probe of a few epochs
+#: does not see
+LONG_RUN_EPOCHS = 1000
+
+
+def depth_key(config: Mapping[str, Any], suite: Optional[str]) -> str:
+    """``suite|layers``: the stacks of one depth in one suite (every graph and family), which
+    :attr:`CostModel.long_run_factors` prices alike."""
+    return f"{suite}|{positive_int((config['model'].get('kwargs') or {}).get('num_layers'), 2)}"
+
+
 def shape_key(config: Mapping[str, Any], suite: Optional[str]) -> str:
     """``suite|dataset|layers|family|norm``: the groups of one suite that run the same layers on the same
     graph (seeds, inits, heads and other options apart), which :attr:`CostModel.shape_factors` prices alike."""
@@ -360,6 +375,23 @@ class CostModel:
     #: norm), from the measured groups of that shape (:func:`zoo.bench.plan.calibration.fit`); 1 for a shape
     #: without such groups
     shape_factors: Dict[str, float] = field(default_factory=dict)
+    #: a long run's time per epoch over its first epochs' (:data:`LONG_RUN_EPOCHS`), per :func:`depth_key`, from the
+    #: measured long runs of that suite and depth against its measured short ones
+    #: (:func:`zoo.bench.plan.calibration.fit`); see :meth:`long_run_factor`
+    long_run_factors: Dict[str, float] = field(default_factory=dict)
+
+    def long_run_factor(self, config: Mapping[str, Any], suite: Optional[str], epochs: float) -> float:
+        """What a run of ``epochs`` epochs pays per epoch over its first epochs' rate: 1 for a short run
+        (fewer than :data:`LONG_RUN_EPOCHS`), else its depth's factor in its suite, or where that depth has
+        none, the deepest shallower one's of the same suite (a stack's parameters turn subnormal late in
+        training, an x86 core takes a microcode assist per subnormal operand, and deeper stacks hold more of
+        them: balance_table2's GATv2 kept / flushed 1.0 at L = 5, 2.4 at L = 40); 1 without one."""
+        if not suite or epochs < LONG_RUN_EPOCHS or not self.long_run_factors:
+            return 1.0
+        layers = positive_int((config["model"].get("kwargs") or {}).get("num_layers"), 2)
+        depths = [int(k.rsplit("|", 1)[1]) for k in self.long_run_factors if k.rsplit("|", 1)[0] == suite]
+        shallower = [d for d in depths if d <= layers]
+        return self.long_run_factors[f"{suite}|{max(shallower)}"] if shallower else 1.0
 
     def replica_epoch_seconds(self, config: Mapping[str, Any], replicas: int,
                               table: Mapping[str, Mapping[str, Any]], mode: str = "train",
@@ -380,8 +412,10 @@ class CostModel:
         """A group of ``len(configs)`` stacked replicas run for ``epochs`` epochs (0 for
         energy-at-init, counted as one forward)."""
         r = len(configs)
-        passes = 1.0 if measures_once(mode) else float(epochs) + 1.0
-        return passes * r * self.replica_epoch_seconds(configs[0], r, table, mode, suite)
+        if measures_once(mode):
+            return r * self.replica_epoch_seconds(configs[0], r, table, mode, suite)
+        late = self.long_run_factor(configs[0], suite, epochs)
+        return (float(epochs) + 1.0) * r * late * self.replica_epoch_seconds(configs[0], r, table, mode, suite)
 
 
 @functools.lru_cache(maxsize=1)
@@ -396,5 +430,5 @@ def expected_epochs(cap: int, finished: Sequence[int]) -> float:
     return float(statistics.median(finished)) if finished else float(cap)
 
 
-__all__ = ["Features", "features", "layer_work", "LayerWork", "COST_KEYS", "CostModel", "shape_key", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
+__all__ = ["Features", "features", "layer_work", "LayerWork", "COST_KEYS", "CostModel", "shape_key", "depth_key", "LONG_RUN_EPOCHS", "shipped_table", "load_dataset_table", "dataset_size", "expected_epochs",
            "CostModelError", "TERMS", "PROCESS_START_S", "PROCESS_EXIT_S", "REPORT_S"]

@@ -35,7 +35,8 @@ def load_cost_model(device: str = "cpu", path: Path = MODEL_FILE) -> CostModel:
     return CostModel(dict(entry["coefficients"]), dict(entry.get("suite_factors") or {}), kind, fitted_on, modes,
                      unseen_suite_factor=float(entry.get("unseen_suite_factor", 1.0)),
                      dataset_factors=dict(entry.get("dataset_factors") or {}),
-                     shape_factors=dict(entry.get("shape_factors") or {}), **measured)
+                     shape_factors=dict(entry.get("shape_factors") or {}),
+                     long_run_factors=dict(entry.get("long_run_factors") or {}), **measured)
 
 
 @functools.lru_cache(maxsize=4)
@@ -66,7 +67,8 @@ def write_model(models: Sequence[CostModel], path: Path, notes: Mapping[str, Any
         kept = {k: v for k, v in devices.get(m.device, {}).items() if k in MEASURED}  # measured, not fitted
         devices[m.device] = {"coefficients": m.coefficients, "suite_factors": m.suite_factors,
                              "unseen_suite_factor": m.unseen_suite_factor, "mode_factors": m.mode_factors,
-                             "dataset_factors": m.dataset_factors, "shape_factors": m.shape_factors, **kept,
+                             "dataset_factors": m.dataset_factors, "shape_factors": m.shape_factors,
+                             "long_run_factors": m.long_run_factors, **kept,
                              "fitted_on": m.fitted_on, **{k: v for k, v in notes.items()}}
     doc = {"about": "zoo.bench.plan.cost coefficients, seconds per unit of each term; "
                     "written by `zoo bench calibrate RECORDS... --out FILE`",
