@@ -18,6 +18,7 @@ from zoo.ops._custom import is_batched as _is_batched
 from zoo.ops._custom import no_vmap_randomness as _no_vmap_randomness
 from zoo.ops._custom import under_vmap
 from zoo.ops.sparse_input import SparseInput
+from zoo.ops.sparse_linear import each_parts, remember_each_stack
 
 
 
@@ -140,6 +141,17 @@ class ReplicaRandomness:
         with _no_vmap_randomness():
             kernel(out, self.generator(replica, x.device), 1.0 - p, _keep_scale(p, x.dtype), x)
         return out
+
+    def kept_csr(self, replica: int, parts: Tuple[Tensor, Tensor, Tensor], ncols: int, p: float
+                 ) -> Tuple[Tensor, Tensor, Tensor]:
+        """The CSR parts ``(crow, col, values)`` of :meth:`dropped`'s result for the float32 CPU input of
+        these CSR parts (``ncols`` columns): its kept non-zeros, the same numbers, from the same draws
+        (the compiled ``keep_csr``: one word per entry of the input, as ``keep_mask``; the stream left
+        where :meth:`dropped` leaves it)."""
+        crow, col, values = parts
+        with _no_vmap_randomness():
+            return torch.ops.zoo_kernels.keep_csr(crow, col, values, self.generator(replica, values.device), 1.0 - p,
+                                                  _keep_scale(p, values.dtype), ncols)
 
     def sparse_dropped(self, replica: int, nonzeros: SparseInput, p: float, remember: bool = True) -> Tensor:
         """The sparse input with dropout drawn at its non-zeros only, from replica ``replica``'s stream
@@ -271,9 +283,34 @@ if _HAS_CUSTOM_OPS:
         rng = _ACTIVE[-1][0]
         tokens = _batch_replicas(rng, token, in_dims[1], info.batch_size)
         out = torch.empty((len(tokens), *x.shape), dtype=x.dtype, device=x.device)
+        parts = _kept_as_csr(x)
+        if parts is not None:  # read by linear alone: each replica's kept entries as CSR, the stack unwritten
+            kept = [rng.kept_csr(int(r), parts, x.size(1), p) for r in tokens]
+            remember_each_stack(out, kept, functools.partial(_write_kept, x=x, kept=kept))
+            return out, 0
         for i, r in enumerate(tokens):
             rng.dropped(int(r), x, p, out=out[i])
         return out, 0
+
+
+    def _kept_as_csr(x: Tensor) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+        """``x``'s CSR parts where the stacked replicas' dropped copies of ``x`` are kept as CSR instead of
+        written: only :func:`zoo.ops.sparse_linear.linear` reads them (:func:`to_linear_only`), ``x`` is a
+        float32 CPU input that linear multiplies as CSR (:func:`zoo.ops.sparse_linear.each_parts`), and
+        the compiled ``keep_csr`` is there."""
+        if not _TO_LINEAR_ONLY[-1] or not hasattr(torch.ops.zoo_kernels, "keep_csr") or x.dtype != torch.float32:
+            return None
+        return each_parts(x)
+
+
+    def _write_kept(stack: Tensor, x: Tensor, kept: List[Tuple[Tensor, Tensor, Tensor]]) -> Tensor:
+        """Write the stack of dropped copies that :meth:`ReplicaRandomness.kept_csr` gave: slice ``r`` is
+        ``x * 0`` (``x``'s signed zeros, as the mask's zeros give them) with the kept values in place."""
+        for i, (crow, col, values) in enumerate(kept):
+            torch.mul(x, 0.0, out=stack[i])
+            rows = torch.repeat_interleave(torch.arange(x.size(0), device=x.device), crow.diff())
+            stack[i].view(-1).index_copy_(0, rows * x.size(1) + col, values)
+        return stack
 
 
     torch.library.register_vmap("zoo::replica_input_dropout", _replica_input_dropout_vmap)

@@ -13,7 +13,7 @@ caller keeps the dense product where they differ.
 from __future__ import annotations
 
 import functools
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -109,4 +109,68 @@ def serves(n: int, k: int, m: int, dtype: torch.dtype, device: torch.device) -> 
     return kernel_available(device, dtype) and agrees(n, k, m, dtype)
 
 
-__all__ = ["BLOCK", "block_starts", "csr_mm", "agrees", "serves", "kernel_available"]
+#: one replica's CSR matrix: ``(crow, col, values)``, contiguous, int64 indices
+Csr = Tuple[Tensor, Tensor, Tensor]
+
+
+def each_mm(parts: Sequence[Csr], dense: Tensor) -> Tensor:
+    """Slice ``r`` of the result is ``A_r @ dense[r]`` in the dense product's order, ``A_r`` the
+    ``(rows, k)`` CSR matrix ``parts[r]`` (each replica its own structure; one may serve several).
+
+    Shapes: dense ``(R, k, m)`` -> ``(R, rows, m)``."""
+    crows, cols, values = (list(t) for t in zip(*parts))
+    return torch.ops.zoo_kernels.csr_each_mm_gemm_order(crows, cols, values, dense, block_starts(dense.size(1)))
+
+
+def each_t_mm(parts: Sequence[Csr], dense: Tensor, k: int) -> Tensor:
+    """Slice ``r`` of the result is ``A_r^T @ dense[r]`` in the dense product's order (the reduction over
+    ``A_r``'s rows, in blocks), read from ``A_r``'s CSR parts without transposing them.
+
+    Shapes: dense ``(R, rows, m)`` -> ``(R, k, m)``."""
+    crows, cols, values = (list(t) for t in zip(*parts))
+    return torch.ops.zoo_kernels.csr_each_t_mm_gemm_order(crows, cols, values, dense, block_starts(dense.size(1)), k)
+
+
+def each_kernels_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether :func:`each_mm` / :func:`each_t_mm` serve (the CPU, float32 / float64, kernels built)."""
+    return kernel_available(device, dtype) and hasattr(torch.ops.zoo_kernels, "csr_each_t_mm_gemm_order")
+
+
+def each_agrees(n: int, k: int, m: int, dtype: torch.dtype) -> bool:
+    """Whether, on this machine and at torch's current thread count, :func:`each_mm` and :func:`each_t_mm`
+    give the bits of the stacked dense products they replace: ``vmap(F.linear)`` of an ``(n, k)`` input,
+    stacked (the replicas' dropped copies) or shared (one input, its batch stride 0), and an ``(m, k)``
+    weight, and the weight gradient autograd takes from the stacked one (``x^T @ grad``), each a batched
+    product (tried once per shape, dtype and thread count on :func:`_probe_input`)."""
+    return _each_agrees(n, k, m, dtype, torch.get_num_threads())
+
+
+@functools.lru_cache(maxsize=None)
+def _each_agrees(n: int, k: int, m: int, dtype: torch.dtype, threads: int) -> bool:
+    if not each_kernels_available(torch.device("cpu"), dtype):
+        return False
+    with no_vmap_randomness(), torch.no_grad():
+        gen = torch.Generator().manual_seed(0)
+        x = _probe_input(n, k, dtype, gen)
+        # three replicas: the kernel takes two rows in turn, and one alone
+        weight = torch.randn(3, m, k, generator=gen, dtype=dtype)
+        grad = torch.randn(3, n, m, generator=gen, dtype=dtype)
+        stacked = x.expand(3, n, k).contiguous()
+        # what vmap(F.linear) and its backward run (BmmBackward0's weight gradient: x^T @ grad)
+        out = torch.bmm(stacked, weight.transpose(1, 2))
+        shared = torch.bmm(x.expand(3, n, k), weight.transpose(1, 2))
+        weight_grad = torch.bmm(stacked.transpose(1, 2), grad)
+        crow, col, values = _csr_parts(x)[:3]
+        parts = [(crow, col, values)] * 3
+        mine = each_mm(parts, weight.transpose(1, 2).contiguous())
+        mine_grad = each_t_mm(parts, grad, k)
+    return torch.equal(out, mine) and torch.equal(shared, mine) and torch.equal(weight_grad, mine_grad)
+
+
+def each_serves(n: int, k: int, m: int, dtype: torch.dtype, device: torch.device) -> bool:
+    """:func:`each_agrees` where the kernels can run at all (else False, without trying)."""
+    return each_kernels_available(device, dtype) and each_agrees(n, k, m, dtype)
+
+
+__all__ = ["BLOCK", "block_starts", "csr_mm", "agrees", "serves", "kernel_available", "Csr", "each_mm", "each_t_mm",
+           "each_kernels_available", "each_agrees", "each_serves"]

@@ -23,6 +23,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <tuple>
+#include <vector>
 
 namespace {
 
@@ -100,12 +102,82 @@ void keep_mask(const Tensor& out, const std::optional<at::Generator>& generator,
   gen->set_engine(engine);
 }
 
+// flags[t] = 1 where the uniform of the generator's next word t is below q, else 0, for t < count:
+// count words drawn as keep_mask draws them (its float conversion and comparison), the state advanced.
+void draw_flags(at::mt19937_data_pod& d, uint8_t* flags, int64_t count, float qf) {
+  constexpr float kStep = 1.0f / static_cast<float>(1 << 24);
+  for (int64_t i = 0; i < count;) {
+    if (d.left_ <= 1) {
+      next_state(d);
+      d.left_ = kStateN + 1;
+    }
+    const int64_t k = std::min<int64_t>(count - i, d.left_ - 1);
+    const uint32_t* __restrict w = d.state_.data() + d.next_;
+    uint8_t* __restrict f = flags + i;
+    for (int64_t t = 0; t < k; ++t) {
+      const float u = static_cast<float>(static_cast<int32_t>(temper(w[t]) & 0xffffff)) * kStep;
+      f[t] = u < qf ? 1 : 0;
+    }
+    d.next_ += static_cast<uint32_t>(k);
+    d.left_ -= static_cast<int>(k);
+    i += k;
+  }
+}
+
+// keep_csr(crow, col, values, generator, q, scale, ncols) -> (crow, col, values): the stored entries of
+// keep_mask's dropped input x * mask, for x the (n, ncols) float32 matrix of these CSR parts: the same
+// n * ncols words drawn (one per entry, row-major; the generator left where keep_mask leaves it), a
+// stored entry kept where its word's uniform is below q, with the value x * scale (keep_mask's rounded
+// product).  The dropped entries, and x's zeros, are left out (the result's col and values are views of
+// x's nnz-long arrays, filled as far as kept).
+std::tuple<Tensor, Tensor, Tensor> keep_csr(const Tensor& crow, const Tensor& col, const Tensor& values,
+                                            const std::optional<at::Generator>& generator, double q, double scale,
+                                            int64_t ncols) {
+  TORCH_CHECK(crow.scalar_type() == at::kLong && col.scalar_type() == at::kLong && crow.dim() == 1 &&
+                  crow.numel() >= 1 && col.dim() == 1 && values.dim() == 1 && values.numel() == col.numel(),
+              "keep_csr: int64 crow (n + 1) and col (nnz), values (nnz)");
+  TORCH_CHECK(values.device().is_cpu() && values.scalar_type() == at::kFloat, "keep_csr: float32 CPU values");
+  const Tensor c = crow.contiguous(), k = col.contiguous(), v = values.contiguous();
+  const int64_t n = c.numel() - 1, nnz = k.numel();
+  TORCH_CHECK(nnz == 0 || (k.min().item<int64_t>() >= 0 && k.max().item<int64_t>() < ncols),
+              "keep_csr: columns must lie in [0, ncols)");
+  Tensor out_crow = at::empty({n + 1}, c.options()), out_col = at::empty({nnz}, k.options());
+  Tensor out_val = at::empty({nnz}, v.options());
+  const int64_t *cp = c.data_ptr<int64_t>(), *kp = k.data_ptr<int64_t>();
+  const float* vp = v.data_ptr<float>();
+  int64_t *ocp = out_crow.data_ptr<int64_t>(), *okp = out_col.data_ptr<int64_t>();
+  float* ovp = out_val.data_ptr<float>();
+  const float qf = static_cast<float>(q), s = static_cast<float>(scale);
+  std::vector<uint8_t> flags(static_cast<size_t>(std::max<int64_t>(ncols, 1)));
+  auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(generator, at::detail::getDefaultCPUGenerator());
+  std::lock_guard<std::mutex> lock(gen->mutex_);
+  at::mt19937 engine = gen->engine();
+  at::mt19937_data_pod d = engine.data();
+  int64_t kept = 0;
+  ocp[0] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    draw_flags(d, flags.data(), ncols, qf);  // row i's words, one per entry
+    for (int64_t e = cp[i]; e < cp[i + 1]; ++e) {  // written always, counted where kept (no branch)
+      okp[kept] = kp[e];
+      ovp[kept] = vp[e] * s;
+      kept += flags[kp[e]];
+    }
+    ocp[i + 1] = kept;
+  }
+  engine.set_data(d);
+  gen->set_engine(engine);
+  return {out_crow, out_col.narrow(0, 0, kept), out_val.narrow(0, 0, kept)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
   m.def("keep_mask(Tensor(a!) out, Generator? generator, float q, float scale, Tensor? x=None) -> ()");
+  m.def("keep_csr(Tensor crow, Tensor col, Tensor values, Generator? generator, float q, float scale, int ncols) "
+        "-> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("keep_mask", &keep_mask);
+  m.impl("keep_csr", &keep_csr);
 }

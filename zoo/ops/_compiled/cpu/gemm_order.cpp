@@ -126,12 +126,198 @@ Tensor csr_mm_gemm_order(const Tensor& crow, const Tensor& col, const Tensor& va
   return out;
 }
 
+// The transposed product out = A^T @ B, A (n, k) by its CSR parts, B (n, m): the reduction runs over A's
+// rows, so A is read row by row and every out row k keeps its block's running sum in ``acc`` (k, m), all
+// of them folded into ``out`` where the rows cross a block start: per out[c, j] the same FMA chains from
+// zero, block sums added in turn, as the CSR product of A's transpose, without building that transpose.
+// out and acc: (k, m), zeroed.
+template <typename T>
+void transposed_product(const int64_t* crow, const int64_t* col, const T* val, const T* b, const int64_t* starts,
+                        T* out, T* acc, int64_t n, int64_t k, int64_t m) {
+  using L = Lanes<T>;
+  const int64_t* next = starts;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i >= *next) {  // a new block of rows: every block sum joins its total, the next starts from zero
+      for (int64_t t = 0; t < k * m; ++t) {
+        out[t] = out[t] + acc[t];
+        acc[t] = T(0);
+      }
+      while (i >= *next) ++next;
+    }
+    const T* row = b + i * m;
+    int64_t j0 = 0;
+    if constexpr (L::kWidth > 0) {
+      constexpr int kVectors = 4, kStep = L::kWidth / kVectors;
+      for (; j0 + L::kWidth <= m; j0 += L::kWidth) {
+        typename L::V bv[kVectors];
+        for (int q = 0; q < kVectors; ++q) bv[q] = L::load(row + j0 + q * kStep);
+        for (int64_t e = crow[i]; e < crow[i + 1]; ++e) {
+          T* a = acc + col[e] * m + j0;
+          for (int q = 0; q < kVectors; ++q) L::store(a + q * kStep, L::fma(val[e], bv[q], L::load(a + q * kStep)));
+        }
+      }
+    }
+    for (int64_t e = crow[i]; e < crow[i + 1]; ++e) {
+      T* a = acc + col[e] * m;
+      for (int64_t j = j0; j < m; ++j) a[j] = std::fma(val[e], row[j], a[j]);
+    }
+  }
+  for (int64_t t = 0; t < k * m; ++t) out[t] = out[t] + acc[t];
+}
+
+// One replica's CSR matrix: row i is entries crow[i] .. crow[i + 1] of col / val.
+template <typename T>
+struct Csr {
+  const int64_t* crow;
+  const int64_t* col;
+  const T* val;
+};
+
+// Rows i of two replicas' products over the 64 columns from j0, their entries taken in turn: each row's
+// sums exactly as block_row's (its own FMA chains, block resets and block sums), the two rows' chains
+// independent, so the core overlaps them (one row's chain waits on each FMA's latency).
+template <typename T>
+inline void block_row_pair(const Csr<T>& a0, const T* b0, T* out0, const Csr<T>& a1, const T* b1, T* out1,
+                           const int64_t* starts, int64_t m, int64_t j0, int64_t i) {
+  using L = Lanes<T>;
+  constexpr int kVectors = 4, kStep = L::kWidth / kVectors;
+  typename L::V acc0[kVectors], sum0[kVectors], acc1[kVectors], sum1[kVectors];
+  for (int q = 0; q < kVectors; ++q) acc0[q] = sum0[q] = acc1[q] = sum1[q] = L::zero();
+  const int64_t *next0 = starts, *next1 = starts;
+  int64_t e0 = a0.crow[i], e1 = a1.crow[i];
+  const int64_t end0 = a0.crow[i + 1], end1 = a1.crow[i + 1];
+  auto step = [&](const Csr<T>& a, const T* b, int64_t e, const int64_t*& next, typename L::V* acc,
+                  typename L::V* sum) {
+    if (a.col[e] >= *next) {
+      for (int q = 0; q < kVectors; ++q) { sum[q] = L::add(sum[q], acc[q]); acc[q] = L::zero(); }
+      while (a.col[e] >= *next) ++next;
+    }
+    const T v = a.val[e];
+    const T* row = b + a.col[e] * m + j0;
+    for (int q = 0; q < kVectors; ++q) acc[q] = L::fma(v, L::load(row + q * kStep), acc[q]);
+  };
+  for (; e0 < end0 && e1 < end1; ++e0, ++e1) {
+    step(a0, b0, e0, next0, acc0, sum0);
+    step(a1, b1, e1, next1, acc1, sum1);
+  }
+  for (; e0 < end0; ++e0) step(a0, b0, e0, next0, acc0, sum0);
+  for (; e1 < end1; ++e1) step(a1, b1, e1, next1, acc1, sum1);
+  for (int q = 0; q < kVectors; ++q) {
+    L::store(out0 + i * m + j0 + q * kStep, L::add(sum0[q], acc0[q]));
+    L::store(out1 + i * m + j0 + q * kStep, L::add(sum1[q], acc1[q]));
+  }
+}
+
+// out[r] = A_r @ b[r] for every replica r (b (R, k, m), out (R, n, m)), rows outermost so that the
+// replicas' b stay in cache together, two replicas' rows at a time.
+template <typename T>
+void each_product(const std::vector<Csr<T>>& a, const T* b, const int64_t* starts, T* out, int64_t n, int64_t k,
+                  int64_t m) {
+  const int64_t reps = static_cast<int64_t>(a.size()), width = Lanes<T>::kWidth;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t j0 = 0;
+    if constexpr (Lanes<T>::kWidth > 0) {
+      for (; j0 + width <= m; j0 += width) {
+        int64_t r = 0;
+        for (; r + 1 < reps; r += 2) {
+          block_row_pair<T>(a[r], b + r * k * m, out + r * n * m, a[r + 1], b + (r + 1) * k * m, out + (r + 1) * n * m,
+                            starts, m, j0, i);
+        }
+        if (r < reps) block_row<T>(a[r].crow, a[r].col, a[r].val, b + r * k * m, starts, out + r * n * m, m, j0, i);
+      }
+    }
+    if (j0 < m) {
+      for (int64_t r = 0; r < reps; ++r) {
+        scalar_row<T>(a[r].crow, a[r].col, a[r].val, b + r * k * m, starts, out + r * n * m, m, j0, i);
+      }
+    }
+  }
+}
+
+// The replicas' CSR parts as pointers, after checking them: crows[r] (n + 1), cols[r] and values[r] of one
+// length (contiguous, int64 indices, values of dense's dtype).
+template <typename T>
+std::vector<Csr<T>> each_parts(at::TensorList crows, at::TensorList cols, at::TensorList values, const Tensor& dense,
+                               int64_t n, int64_t ncols, const char* name) {
+  TORCH_CHECK(crows.size() == cols.size() && crows.size() == values.size() &&
+                  static_cast<int64_t>(crows.size()) == dense.size(0),
+              name, ": one crow, col and values per replica (dense's first dim)");
+  std::vector<Csr<T>> parts;
+  for (size_t r = 0; r < crows.size(); ++r) {
+    const Tensor &c = crows[r], &k = cols[r], &v = values[r];
+    TORCH_CHECK(c.scalar_type() == at::kLong && k.scalar_type() == at::kLong && v.scalar_type() == dense.scalar_type()
+                    && c.is_contiguous() && k.is_contiguous() && v.is_contiguous() && c.dim() == 1 && c.numel() == n + 1
+                    && k.dim() == 1 && v.dim() == 1 && k.numel() == v.numel(),
+                name, ": replica ", r, ": contiguous int64 crow (n + 1) and col, values of dense's dtype, one length");
+    TORCH_CHECK(c[0].item<int64_t>() == 0 && c[n].item<int64_t>() == k.numel() &&
+                    (k.numel() == 0 || (k.min().item<int64_t>() >= 0 && k.max().item<int64_t>() < ncols)),
+                name, ": replica ", r, ": crow from 0 to nnz, columns in [0, ", ncols, ")");
+    parts.push_back({c.data_ptr<int64_t>(), k.data_ptr<int64_t>(), v.data_ptr<T>()});
+  }
+  return parts;
+}
+
+std::vector<int64_t> bounds_of(const Tensor& starts, int64_t total, const char* name) {
+  TORCH_CHECK(starts.scalar_type() == at::kLong && starts.dim() == 1 && starts.numel() >= 1 &&
+                  starts[-1].item<int64_t>() == total,
+              name, ": int64 starts ending with the reduction's size ", total);
+  const Tensor s = starts.contiguous();
+  std::vector<int64_t> bounds(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + s.numel());
+  bounds.push_back(INT64_MAX);  // the sentinel past the reduction keeps the block scan in bounds
+  return bounds;
+}
+
+// Each replica its own CSR matrix A_r (n, k) (crows[r], cols[r], values[r]; the same tensors may serve
+// several replicas), dense (R, k, m) -> (R, n, m): slice r = A_r @ dense[r] in the dense product's order
+// (starts: the k blocks' first indices after 0, then k).
+Tensor csr_each_mm_gemm_order(at::TensorList crows, at::TensorList cols, at::TensorList values, const Tensor& dense,
+                              const Tensor& starts) {
+  TORCH_CHECK(dense.dim() == 3 && crows.size() > 0, "csr_each_mm_gemm_order: dense (R, k, m), R > 0");
+  const Tensor b = dense.contiguous();
+  const int64_t reps = b.size(0), n = crows[0].numel() - 1, kk = b.size(1), m = b.size(2);
+  const std::vector<int64_t> bounds = bounds_of(starts, kk, "csr_each_mm_gemm_order");
+  Tensor out = at::empty({reps, n, m}, b.options());
+  AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "csr_each_mm_gemm_order", [&] {
+    const auto parts = each_parts<scalar_t>(crows, cols, values, b, n, kk, "csr_each_mm_gemm_order");
+    each_product<scalar_t>(parts, b.data_ptr<scalar_t>(), bounds.data(), out.data_ptr<scalar_t>(), n, kk, m);
+  });
+  return out;
+}
+
+// The weight gradient's products A_r^T @ dense[r] for the same matrices: dense (R, n, m) -> (R, ncols, m),
+// the reduction over the n rows in blocks (starts: the n blocks' first indices after 0, then n).
+Tensor csr_each_t_mm_gemm_order(at::TensorList crows, at::TensorList cols, at::TensorList values, const Tensor& dense,
+                                const Tensor& starts, int64_t ncols) {
+  TORCH_CHECK(dense.dim() == 3, "csr_each_t_mm_gemm_order: dense (R, n, m)");
+  const Tensor b = dense.contiguous();
+  const int64_t reps = b.size(0), n = b.size(1), m = b.size(2);
+  const std::vector<int64_t> bounds = bounds_of(starts, n, "csr_each_t_mm_gemm_order");
+  Tensor out = at::zeros({reps, ncols, m}, b.options());
+  Tensor acc = at::empty({ncols, m}, b.options());
+  AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "csr_each_t_mm_gemm_order", [&] {
+    const auto parts = each_parts<scalar_t>(crows, cols, values, b, n, ncols, "csr_each_t_mm_gemm_order");
+    for (int64_t r = 0; r < reps; ++r) {
+      acc.zero_();
+      transposed_product<scalar_t>(parts[r].crow, parts[r].col, parts[r].val, b.data_ptr<scalar_t>() + r * n * m,
+                                   bounds.data(), out.data_ptr<scalar_t>() + r * ncols * m, acc.data_ptr<scalar_t>(),
+                                   n, ncols, m);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
   m.def("csr_mm_gemm_order(Tensor crow, Tensor col, Tensor values, Tensor dense, Tensor starts) -> Tensor");
+  m.def("csr_each_mm_gemm_order(Tensor[] crows, Tensor[] cols, Tensor[] values, Tensor dense, Tensor starts) -> Tensor");
+  m.def("csr_each_t_mm_gemm_order(Tensor[] crows, Tensor[] cols, Tensor[] values, Tensor dense, Tensor starts, "
+        "int ncols) "
+        "-> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("csr_mm_gemm_order", &csr_mm_gemm_order);
+  m.impl("csr_each_mm_gemm_order", &csr_each_mm_gemm_order);
+  m.impl("csr_each_t_mm_gemm_order", &csr_each_t_mm_gemm_order);
 }
