@@ -250,21 +250,25 @@ def test_narrow_rows_fold_where_one_replica_fits_and_the_numbers_stay(family, mo
         assert torch.equal(a, b)
 
 
-def test_a_tensor_passed_three_times_is_folded_once_and_the_numbers_stay(monkeypatch):
+@pytest.mark.parametrize("heads", [1, 2])
+def test_a_tensor_passed_three_times_is_folded_once_and_the_numbers_stay(heads, monkeypatch):
     """GATv2 with shared weights under vmap, replicas folded into the heads: x_src, x_dst and values
-    (one tensor) reach the op as one folded copy, forward and backward — and the outputs and the
-    gradient of x (its three parts summed by autograd) are bitwise those of a copy per argument."""
+    (one tensor) reach the op as one contiguous folded copy, forward and backward — and the outputs
+    and the gradient of x (its three parts summed by autograd) are bitwise those of a fold per
+    argument.  One head too: there the fold's reshape is a strided view, not a copy, and the op
+    copied each of the three arguments itself (balance_table2 PubMed L = 20: a third of the epoch)."""
     from zoo.ops._compiled import rules
 
     monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0)  # fold whatever the size
-    case = make_inputs("gatv2", heads=2, channels=3)
+    case = make_inputs("gatv2", heads=heads, channels=3)
     stacked = _stack(case["tensors"], 3)
     x, att = stacked["x_src"], stacked["att"]
     kernels = torch.ops.zoo_kernels
     seen = []
     for name in ("gatv2_forward", "gatv2_backward"):
         def spy(*args, _op=getattr(kernels, name), _at=2 if name == "gatv2_forward" else 4):
-            seen.append(len({t.data_ptr() for t in args[_at - 2:_at + 1]}))
+            three = args[_at - 2:_at + 1]
+            seen.append(len({t.data_ptr() for t in three}) if all(t.is_contiguous() for t in three) else "strided")
             return _op(*args)
         monkeypatch.setattr(kernels, name, spy)
 
@@ -273,11 +277,11 @@ def test_a_tensor_passed_three_times_is_folded_once_and_the_numbers_stay(monkeyp
         return [out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), [x, att])]
 
     once = run()
-    assert seen[-2:] == [1, 1]  # one storage for the three arguments
+    assert seen[-2:] == [1, 1]  # one contiguous storage for the three arguments
     monkeypatch.setattr(rules, "_folds", lambda ts, dims, b: [rules._fold(t, d, b) for t, d in zip(ts, dims)])
     seen.clear()
     each = run()
-    assert seen[-2:] == [3, 3]
+    assert seen[-2:] == ([3, 3] if heads > 1 else ["strided", "strided"])
     for a, b in zip(once, each):
         assert torch.equal(a, b)
 

@@ -38,7 +38,8 @@ def _folds(ts: Sequence[Optional[Tensor]], dims: Sequence[Optional[int]], batch:
     """:func:`_fold` of each argument, with one copy per distinct tensor: GATv2 with shared weights passes
     one tensor as x_src, x_dst and values, which was copied three times per call (Amazon Computers' first
     layer: 17.6 MB each).  Each argument keeps a view of its own (as :func:`_firsts`), so the autograd graph
-    has a node per argument as with a copy each."""
+    has a node per argument as with a copy each.  The copy is made contiguous: with one head the fold's
+    reshape merges replicas and heads as a strided view, which the op then copied once per argument."""
     copies: dict = {}
     out = []
     for t, d in zip(ts, dims):
@@ -47,7 +48,7 @@ def _folds(ts: Sequence[Optional[Tensor]], dims: Sequence[Optional[int]], batch:
             continue
         key = (id(t), d)
         if key not in copies:
-            copies[key] = _fold(t, d, batch)
+            copies[key] = _fold(t, d, batch).contiguous()
         out.append(copies[key].movedim(0, 0))
     return out
 
