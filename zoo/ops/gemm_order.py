@@ -114,17 +114,19 @@ Csr = Tuple[Tensor, Tensor, Tensor]
 
 
 def each_mm(parts: Sequence[Csr], dense: Tensor) -> Tensor:
-    """Slice ``r`` of the result is ``A_r @ dense[r]`` in the dense product's order, ``A_r`` the
-    ``(rows, k)`` CSR matrix ``parts[r]`` (each replica its own structure; one may serve several).
+    """``result[:, r]`` is ``A_r @ dense[r]`` in the dense product's order, ``A_r`` the ``(rows, k)`` CSR
+    matrix ``parts[r]`` (each replica its own structure; one may serve several).  The replicas' rows lie
+    side by side, as the attention ops take stacked replicas' node features (``(N, R, C)``).
 
-    Shapes: dense ``(R, k, m)`` -> ``(R, rows, m)``."""
+    Shapes: dense ``(R, k, m)`` -> ``(rows, R, m)``."""
     crows, cols, values = (list(t) for t in zip(*parts))
     return torch.ops.zoo_kernels.csr_each_mm_gemm_order(crows, cols, values, dense, block_starts(dense.size(1)))
 
 
 def each_t_mm(parts: Sequence[Csr], dense: Tensor, k: int) -> Tensor:
     """Slice ``r`` of the result is ``A_r^T @ dense[r]`` in the dense product's order (the reduction over
-    ``A_r``'s rows, in blocks), read from ``A_r``'s CSR parts without transposing them.
+    ``A_r``'s rows, in blocks), read from ``A_r``'s CSR parts without transposing them, and from ``dense``
+    in place (any strides but a unit one along ``m``).
 
     Shapes: dense ``(R, rows, m)`` -> ``(R, k, m)``."""
     crows, cols, values = (list(t) for t in zip(*parts))
@@ -162,7 +164,7 @@ def _each_agrees(n: int, k: int, m: int, dtype: torch.dtype, threads: int) -> bo
         weight_grad = torch.bmm(stacked.transpose(1, 2), grad)
         crow, col, values = _csr_parts(x)[:3]
         parts = [(crow, col, values)] * 3
-        mine = each_mm(parts, weight.transpose(1, 2).contiguous())
+        mine = each_mm(parts, weight.transpose(1, 2).contiguous()).transpose(0, 1)
         mine_grad = each_t_mm(parts, grad, k)
     return torch.equal(out, mine) and torch.equal(shared, mine) and torch.equal(weight_grad, mine_grad)
 

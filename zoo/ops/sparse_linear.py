@@ -351,20 +351,21 @@ def _each_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
 
 def _each_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
     # d(X_r W_r^T)/dW_r = (X_r^T G_r)^T: the transposed view of an (R, F, C) product, as the dense batched
-    # product's weight gradient; the inputs X_r get no gradient (constants)
+    # product's weight gradient (G read in place, (N, R, C)); the inputs X_r get no gradient (constants)
     none = [None] * len(ctx.parts)
-    return none, none, none, gemm_order.each_t_mm(ctx.parts, grad.contiguous(), ctx.k).transpose(1, 2)
+    return none, none, none, gemm_order.each_t_mm(ctx.parts, grad.transpose(0, 1), ctx.k).transpose(1, 2)
 
 
 if _HAS_CUSTOM_OPS:
     @_custom_op("zoo::csr_linear_each")
     def _csr_linear_each(crows: List[Tensor], cols: List[Tensor], values: List[Tensor], weight: Tensor) -> Tensor:
+        """``(N, R, C)``: ``[:, r]`` is ``X_r @ weight[r]^T`` (weight ``(R, C, F)``)."""
         return gemm_order.each_mm(list(zip(crows, cols, values)), weight.transpose(1, 2).contiguous())
 
 
     @_csr_linear_each.register_fake
     def _(crows, cols, values, weight):
-        return weight.new_empty((weight.size(0), crows[0].numel() - 1, weight.size(1)))
+        return weight.new_empty((crows[0].numel() - 1, weight.size(0), weight.size(1)))
 
 
     _csr_linear_each.register_autograd(_each_backward, setup_context=_each_setup)
@@ -386,7 +387,9 @@ if _HAS_CUSTOM_OPS:
         if parts is None or None in parts or weight_dim is None:
             raise ValueError("each_sparse_linear: a remembered stack or a shared sparse input, and stacked weights only")
         crows, cols, values = (list(t) for t in zip(*parts))
-        return _csr_linear_each(crows, cols, values, weight.movedim(weight_dim, 0)), 0
+        # the replicas' rows side by side (N, R, C): the attention ops fold the replicas into the heads
+        # without a copy (the dense batched product's (R, N, C) needs one)
+        return _csr_linear_each(crows, cols, values, weight.movedim(weight_dim, 0)), 1
 
 
     torch.library.register_vmap("zoo::each_sparse_linear", _each_sparse_linear_vmap)

@@ -62,16 +62,18 @@ def _parts(stack):
 @pytest.mark.parametrize("width", [16, 64, 72])
 def test_each_products_equal_the_dense_batched_products(dtype, width):
     """Three replicas with their own structures (two rows in turn, one alone; rows of unequal lengths):
-    forward and weight gradient against ``torch.bmm`` — bitwise where :func:`each_agrees` holds, else
-    to rounding."""
+    forward (the replicas' rows side by side) and weight gradient against ``torch.bmm`` — bitwise where
+    :func:`each_agrees` holds, else to rounding."""
     n, k = 500, 900
     stack = torch.stack([_input(n, k, d, seed=s, dtype=dtype) for s, d in ((1, 0.3), (2, 0.1), (3, 0.45))])
     stack[1, 4] = 0
     gen = torch.Generator().manual_seed(9)
     w = torch.randn(3, width, k, generator=gen, dtype=dtype)
     grad = torch.randn(3, n, width, generator=gen, dtype=dtype)
-    got = gemm_order.each_mm(_parts(stack), w.transpose(1, 2).contiguous())
+    got = gemm_order.each_mm(_parts(stack), w.transpose(1, 2).contiguous()).transpose(0, 1)
     got_grad = gemm_order.each_t_mm(_parts(stack), grad, k)
+    assert torch.equal(gemm_order.each_t_mm(_parts(stack), grad.transpose(0, 1).contiguous().transpose(0, 1), k),
+                       got_grad)  # read in place from another layout
     want, want_grad = torch.bmm(stack, w.transpose(1, 2)), torch.bmm(stack.transpose(1, 2), grad)
     if gemm_order.each_agrees(n, k, width, dtype):
         assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
@@ -169,3 +171,19 @@ def test_inputs_the_csr_path_leaves_alone(case):
         x[5, 5] = float("inf")
     assert sl.each_parts(x) is None
     assert sl.each_parts(_input(1100, 1000, 0.35, seed=1)) is not None
+
+
+def test_the_replicas_rows_lie_side_by_side():
+    """The stacked result is ``(N, R, C)`` in memory (the attention ops fold the replicas into the heads
+    without copying it; the dense batched product's ``(R, N, C)`` needed a copy)."""
+    x, w = _operands(seed=10)
+    rng, seen = ReplicaRandomness([1, 2, 3]), []
+
+    def one(weight, token):
+        with replica_randomness(rng, token), to_linear_only():
+            out = sl.linear(dropout(x, 0.6, training=True), weight)
+        seen.append(torch._C._functorch.get_unwrapped(out))
+        return out
+
+    vmap(one, randomness="different")(w.detach(), rng.tokens(x.device))
+    assert seen[0].shape == (1100, 3, 64) and seen[0].is_contiguous()

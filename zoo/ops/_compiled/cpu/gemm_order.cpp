@@ -130,10 +130,10 @@ Tensor csr_mm_gemm_order(const Tensor& crow, const Tensor& col, const Tensor& va
 // rows, so A is read row by row and every out row k keeps its block's running sum in ``acc`` (k, m), all
 // of them folded into ``out`` where the rows cross a block start: per out[c, j] the same FMA chains from
 // zero, block sums added in turn, as the CSR product of A's transpose, without building that transpose.
-// out and acc: (k, m), zeroed.
+// out and acc: (k, m), zeroed; B's row i at b + i * ldb.
 template <typename T>
-void transposed_product(const int64_t* crow, const int64_t* col, const T* val, const T* b, const int64_t* starts,
-                        T* out, T* acc, int64_t n, int64_t k, int64_t m) {
+void transposed_product(const int64_t* crow, const int64_t* col, const T* val, const T* b, int64_t ldb,
+                        const int64_t* starts, T* out, T* acc, int64_t n, int64_t k, int64_t m) {
   using L = Lanes<T>;
   const int64_t* next = starts;
   for (int64_t i = 0; i < n; ++i) {
@@ -144,7 +144,7 @@ void transposed_product(const int64_t* crow, const int64_t* col, const T* val, c
       }
       while (i >= *next) ++next;
     }
-    const T* row = b + i * m;
+    const T* row = b + i * ldb;
     int64_t j0 = 0;
     if constexpr (L::kWidth > 0) {
       constexpr int kVectors = 4, kStep = L::kWidth / kVectors;
@@ -176,6 +176,7 @@ struct Csr {
 // Rows i of two replicas' products over the 64 columns from j0, their entries taken in turn: each row's
 // sums exactly as block_row's (its own FMA chains, block resets and block sums), the two rows' chains
 // independent, so the core overlaps them (one row's chain waits on each FMA's latency).
+// out0 / out1: the two result rows (columns j0 .. j0 + 63 written).
 template <typename T>
 inline void block_row_pair(const Csr<T>& a0, const T* b0, T* out0, const Csr<T>& a1, const T* b1, T* out1,
                            const int64_t* starts, int64_t m, int64_t j0, int64_t i) {
@@ -203,33 +204,73 @@ inline void block_row_pair(const Csr<T>& a0, const T* b0, T* out0, const Csr<T>&
   for (; e0 < end0; ++e0) step(a0, b0, e0, next0, acc0, sum0);
   for (; e1 < end1; ++e1) step(a1, b1, e1, next1, acc1, sum1);
   for (int q = 0; q < kVectors; ++q) {
-    L::store(out0 + i * m + j0 + q * kStep, L::add(sum0[q], acc0[q]));
-    L::store(out1 + i * m + j0 + q * kStep, L::add(sum1[q], acc1[q]));
+    L::store(out0 + j0 + q * kStep, L::add(sum0[q], acc0[q]));
+    L::store(out1 + j0 + q * kStep, L::add(sum1[q], acc1[q]));
   }
 }
 
-// out[r] = A_r @ b[r] for every replica r (b (R, k, m), out (R, n, m)), rows outermost so that the
-// replicas' b stay in cache together, two replicas' rows at a time.
+// Row i of one replica's product (vector path: columns j0 .. j0 + 63; scalar: j0 .. m - 1) into the row out,
+// the sums of block_row / scalar_row.
+template <typename T>
+inline void block_row_one(const Csr<T>& a, const T* b, T* out, const int64_t* starts, int64_t m, int64_t j0,
+                          int64_t i) {
+  using L = Lanes<T>;
+  constexpr int kVectors = 4, kStep = L::kWidth / kVectors;
+  typename L::V acc[kVectors], sum[kVectors];
+  for (int q = 0; q < kVectors; ++q) acc[q] = sum[q] = L::zero();
+  const int64_t* next = starts;
+  for (int64_t e = a.crow[i]; e < a.crow[i + 1]; ++e) {
+    if (a.col[e] >= *next) {
+      for (int q = 0; q < kVectors; ++q) { sum[q] = L::add(sum[q], acc[q]); acc[q] = L::zero(); }
+      while (a.col[e] >= *next) ++next;
+    }
+    const T v = a.val[e];
+    const T* row = b + a.col[e] * m + j0;
+    for (int q = 0; q < kVectors; ++q) acc[q] = L::fma(v, L::load(row + q * kStep), acc[q]);
+  }
+  for (int q = 0; q < kVectors; ++q) L::store(out + j0 + q * kStep, L::add(sum[q], acc[q]));
+}
+
+template <typename T>
+inline void scalar_row_one(const Csr<T>& a, const T* b, T* out, const int64_t* starts, int64_t m, int64_t j0,
+                           int64_t i) {
+  for (int64_t j = j0; j < m; ++j) {
+    T acc = T(0), sum = T(0);
+    const int64_t* next = starts;
+    for (int64_t e = a.crow[i]; e < a.crow[i + 1]; ++e) {
+      if (a.col[e] >= *next) {
+        sum = sum + acc;
+        acc = T(0);
+        while (a.col[e] >= *next) ++next;
+      }
+      acc = std::fma(a.val[e], b[a.col[e] * m + j], acc);
+    }
+    out[j] = sum + acc;
+  }
+}
+
+// out[i, r] = row i of A_r @ b[r] for every replica r (b (R, k, m), out (n, R, m): the replicas' rows side by
+// side, the order in which the attention ops take them), rows outermost so that the replicas' b stay in cache
+// together, two replicas' rows at a time.
 template <typename T>
 void each_product(const std::vector<Csr<T>>& a, const T* b, const int64_t* starts, T* out, int64_t n, int64_t k,
                   int64_t m) {
   const int64_t reps = static_cast<int64_t>(a.size()), width = Lanes<T>::kWidth;
   for (int64_t i = 0; i < n; ++i) {
+    T* out_i = out + i * reps * m;
     int64_t j0 = 0;
     if constexpr (Lanes<T>::kWidth > 0) {
       for (; j0 + width <= m; j0 += width) {
         int64_t r = 0;
         for (; r + 1 < reps; r += 2) {
-          block_row_pair<T>(a[r], b + r * k * m, out + r * n * m, a[r + 1], b + (r + 1) * k * m, out + (r + 1) * n * m,
+          block_row_pair<T>(a[r], b + r * k * m, out_i + r * m, a[r + 1], b + (r + 1) * k * m, out_i + (r + 1) * m,
                             starts, m, j0, i);
         }
-        if (r < reps) block_row<T>(a[r].crow, a[r].col, a[r].val, b + r * k * m, starts, out + r * n * m, m, j0, i);
+        if (r < reps) block_row_one<T>(a[r], b + r * k * m, out_i + r * m, starts, m, j0, i);
       }
     }
     if (j0 < m) {
-      for (int64_t r = 0; r < reps; ++r) {
-        scalar_row<T>(a[r].crow, a[r].col, a[r].val, b + r * k * m, starts, out + r * n * m, m, j0, i);
-      }
+      for (int64_t r = 0; r < reps; ++r) scalar_row_one<T>(a[r], b + r * k * m, out_i + r * m, starts, m, j0, i);
     }
   }
 }
@@ -249,9 +290,10 @@ std::vector<Csr<T>> each_parts(at::TensorList crows, at::TensorList cols, at::Te
                     && c.is_contiguous() && k.is_contiguous() && v.is_contiguous() && c.dim() == 1 && c.numel() == n + 1
                     && k.dim() == 1 && v.dim() == 1 && k.numel() == v.numel(),
                 name, ": replica ", r, ": contiguous int64 crow (n + 1) and col, values of dense's dtype, one length");
-    TORCH_CHECK(c[0].item<int64_t>() == 0 && c[n].item<int64_t>() == k.numel() &&
-                    (k.numel() == 0 || (k.min().item<int64_t>() >= 0 && k.max().item<int64_t>() < ncols)),
-                name, ": replica ", r, ": crow from 0 to nnz, columns in [0, ", ncols, ")");
+    // the columns are trusted to lie in [0, ncols) (made by to_sparse_csr or keep_csr): a scan of them costs
+    // as much as a product's share of them
+    TORCH_CHECK(c.data_ptr<int64_t>()[0] == 0 && c.data_ptr<int64_t>()[n] == k.numel(),
+                name, ": replica ", r, ": crow from 0 to nnz");
     parts.push_back({c.data_ptr<int64_t>(), k.data_ptr<int64_t>(), v.data_ptr<T>()});
   }
   return parts;
@@ -268,7 +310,7 @@ std::vector<int64_t> bounds_of(const Tensor& starts, int64_t total, const char* 
 }
 
 // Each replica its own CSR matrix A_r (n, k) (crows[r], cols[r], values[r]; the same tensors may serve
-// several replicas), dense (R, k, m) -> (R, n, m): slice r = A_r @ dense[r] in the dense product's order
+// several replicas), dense (R, k, m) -> (n, R, m): [:, r] = A_r @ dense[r] in the dense product's order
 // (starts: the k blocks' first indices after 0, then k).
 Tensor csr_each_mm_gemm_order(at::TensorList crows, at::TensorList cols, at::TensorList values, const Tensor& dense,
                               const Tensor& starts) {
@@ -276,7 +318,7 @@ Tensor csr_each_mm_gemm_order(at::TensorList crows, at::TensorList cols, at::Ten
   const Tensor b = dense.contiguous();
   const int64_t reps = b.size(0), n = crows[0].numel() - 1, kk = b.size(1), m = b.size(2);
   const std::vector<int64_t> bounds = bounds_of(starts, kk, "csr_each_mm_gemm_order");
-  Tensor out = at::empty({reps, n, m}, b.options());
+  Tensor out = at::empty({n, reps, m}, b.options());
   AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "csr_each_mm_gemm_order", [&] {
     const auto parts = each_parts<scalar_t>(crows, cols, values, b, n, kk, "csr_each_mm_gemm_order");
     each_product<scalar_t>(parts, b.data_ptr<scalar_t>(), bounds.data(), out.data_ptr<scalar_t>(), n, kk, m);
@@ -285,11 +327,12 @@ Tensor csr_each_mm_gemm_order(at::TensorList crows, at::TensorList cols, at::Ten
 }
 
 // The weight gradient's products A_r^T @ dense[r] for the same matrices: dense (R, n, m) -> (R, ncols, m),
-// the reduction over the n rows in blocks (starts: the n blocks' first indices after 0, then n).
+// the reduction over the n rows in blocks (starts: the n blocks' first indices after 0, then n).  dense may
+// have any strides but a unit one along m (the gradient of csr_each_mm's (n, R, m) result, read in place).
 Tensor csr_each_t_mm_gemm_order(at::TensorList crows, at::TensorList cols, at::TensorList values, const Tensor& dense,
                                 const Tensor& starts, int64_t ncols) {
   TORCH_CHECK(dense.dim() == 3, "csr_each_t_mm_gemm_order: dense (R, n, m)");
-  const Tensor b = dense.contiguous();
+  const Tensor b = dense.stride(2) == 1 ? dense : dense.contiguous();
   const int64_t reps = b.size(0), n = b.size(1), m = b.size(2);
   const std::vector<int64_t> bounds = bounds_of(starts, n, "csr_each_t_mm_gemm_order");
   Tensor out = at::zeros({reps, ncols, m}, b.options());
@@ -298,9 +341,9 @@ Tensor csr_each_t_mm_gemm_order(at::TensorList crows, at::TensorList cols, at::T
     const auto parts = each_parts<scalar_t>(crows, cols, values, b, n, ncols, "csr_each_t_mm_gemm_order");
     for (int64_t r = 0; r < reps; ++r) {
       acc.zero_();
-      transposed_product<scalar_t>(parts[r].crow, parts[r].col, parts[r].val, b.data_ptr<scalar_t>() + r * n * m,
-                                   bounds.data(), out.data_ptr<scalar_t>() + r * ncols * m, acc.data_ptr<scalar_t>(),
-                                   n, ncols, m);
+      transposed_product<scalar_t>(parts[r].crow, parts[r].col, parts[r].val, b.data_ptr<scalar_t>() + r * b.stride(0),
+                                   b.stride(1), bounds.data(), out.data_ptr<scalar_t>() + r * ncols * m,
+                                   acc.data_ptr<scalar_t>(), n, ncols, m);
     }
   });
   return out;
