@@ -82,6 +82,10 @@ SHAPES: Dict[str, Shape] = {
     # one init (5 seeds, as the queues' groups): all three inits stacked need ~10 GB
     "pubmed": Shape("balance_table2 PubMed GATv2 L=20 w64, SGD, R=5", "balance_table2",
                     {"dataset": ["pubmed"], "num_layers": [20], "init": ["xavier"]}),
+    "pubmed10": Shape("balance_table2 PubMed GATv2 L=10 w64, SGD, R=5", "balance_table2",
+                      {"dataset": ["pubmed"], "num_layers": [10], "init": ["xavier"]}),
+    "actor40": Shape("balance_table2 Actor GATv2 L=40 w64, SGD, R=5", "balance_table2",
+                     {"dataset": ["actor_npz"], "num_layers": [40], "init": ["xavier"]}),
     "energy": Shape("nonlocal_energy PubMed SAN Pre-LN L=128 w32 fp64, R=10", "nonlocal_energy",
                     {"dataset": ["pubmed"], "num_layers": [128], "variant": ["san_pre_ln"]}),
     "oxford4": Shape("oxford_table4 Amazon Computers GATv2 (a) L=2 8x8, Adam, R=5", "oxford_table4",
