@@ -46,6 +46,11 @@ def _keep_mask_kernel(dtype: torch.dtype, device: torch.device) -> Optional[Any]
     return getattr(torch.ops.zoo_kernels, "keep_mask", None) if load_cpu_kernels() else None
 
 
+def _keep_mask_rows_kernel(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether the compiled ``keep_mask_rows`` draw serves (float32 on the CPU, kernels built)."""
+    return _keep_mask_kernel(dtype, device) is not None and hasattr(torch.ops.zoo_kernels, "keep_mask_rows")
+
+
 @functools.lru_cache(maxsize=None)
 def _keep_scale(p: float, dtype: torch.dtype) -> float:
     """The kept entries' value in :meth:`ReplicaRandomness.mask`: ``1 / (1 - p)`` as torch's ``div_``
@@ -129,6 +134,15 @@ class ReplicaRandomness:
         out = torch.empty(like.shape, dtype=like.dtype, device=like.device) if out is None else out
         with _no_vmap_randomness():
             kernel(out, self.generator(replica, like.device), 1.0 - p, _keep_scale(p, like.dtype))
+        return out
+
+    def mask_rows(self, replica: int, out: Tensor, p: float) -> Tensor:
+        """:meth:`mask` of ``out``'s shape written into ``out``, a 2-D float32 CPU tensor whose rows may lie
+        apart (unit column stride; e.g. one replica's slice of an ``(E, R, H)`` stack): the same numbers from
+        the same draws (the compiled ``keep_mask_rows``)."""
+        with _no_vmap_randomness():
+            torch.ops.zoo_kernels.keep_mask_rows(out, self.generator(replica, out.device), 1.0 - p,
+                                                 _keep_scale(p, out.dtype))
         return out
 
     def dropped(self, replica: int, x: Tensor, p: float, out: Optional[Tensor] = None) -> Tensor:
@@ -254,6 +268,13 @@ if _HAS_CUSTOM_OPS:
         rng = _ACTIVE[-1][0]
         tokens = _batch_replicas(rng, token, token_dim, info.batch_size)
         one = like.select(like_dim, 0) if like_dim is not None else like
+        if like_dim is None and one.dim() == 2 and _keep_mask_rows_kernel(one.dtype, one.device):
+            # a shared (E, H) shape: the compiled attention's mask.  The replicas' masks side by side,
+            # (E, R, H), the order in which the attention ops fold the replicas into the heads (no copy)
+            out = torch.empty((one.size(0), len(tokens), one.size(1)), dtype=one.dtype, device=one.device)
+            for i, r in enumerate(tokens):
+                rng.mask_rows(int(r), out[:, i], p)
+            return out, 1
         # each replica's mask drawn into its slice of the result: no stacked copy (R x the input's
         # size on a wide input layer)
         out = torch.empty((len(tokens), *one.shape), dtype=one.dtype, device=one.device)

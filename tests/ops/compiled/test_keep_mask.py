@@ -142,3 +142,44 @@ def test_stacked_replicas_draw_the_masks_of_their_own_activations(monkeypatch):
     assert calls[:3] == [((20, 16), False)] * 3
     for r in range(3):
         assert torch.equal(stacked[r], alone[r])
+
+
+@pytest.mark.parametrize("drawn_before", [0, 623, 1000])
+@pytest.mark.parametrize("rows,width,reps", [(300, 8, 5), (1000, 1, 3), (7, 3, 2)])
+def test_keep_mask_rows_fills_a_replicas_slice_with_keep_masks_numbers(drawn_before, rows, width, reps):
+    """Into one replica's ``(E, H)`` slice of an ``(E, R, H)`` stack (rows apart): ``keep_mask``'s numbers at
+    the same places, the stream left where it leaves it, the other replicas' slices untouched."""
+    a, b = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+    torch.rand(drawn_before, generator=a)
+    torch.rand(drawn_before, generator=b)
+    want = torch.empty(rows, width)
+    torch.ops.zoo_kernels.keep_mask(want, a, 0.4, _keep_scale(0.6, torch.float32))
+    stack = torch.full((rows, reps, width), float("nan"))
+    torch.ops.zoo_kernels.keep_mask_rows(stack[:, 1], b, 0.4, _keep_scale(0.6, torch.float32))
+    assert torch.equal(stack[:, 1], want)
+    assert stack[:, 0].isnan().all() and stack[:, 2:].isnan().all()
+    assert torch.equal(a.get_state(), b.get_state())
+
+
+def test_stacked_attention_masks_lie_in_the_order_the_attention_folds(monkeypatch):
+    """The compiled attention's ``(E, H)`` mask of stacked replicas (a shared shape): each replica's mask is
+    its mask alone, and the stack is ``(E, R, H)`` in memory (the op folds the replicas into the heads
+    without a copy); without the rows kernel, the same numbers as an ``(R, E, H)`` stack."""
+    seeds, like = [4, 5, 6], torch.empty(500, 8)
+    rng, seen = ReplicaRandomness(seeds), []
+
+    def one(token):
+        with replica_randomness(rng, token):
+            mask = dropout_module.dropout_mask(like, 0.6)
+        seen.append(torch._C._functorch.get_unwrapped(mask))
+        return mask
+
+    stacked = vmap(one, randomness="different")(rng.tokens(like.device))
+    assert seen[0].shape == (500, 3, 8) and seen[0].is_contiguous()
+    monkeypatch.setattr(dropout_module, "_keep_mask_rows_kernel", lambda *a: False)
+    rng = ReplicaRandomness(seeds)
+    plain = vmap(one, randomness="different")(rng.tokens(like.device))
+    assert seen[1].shape == (3, 500, 8)
+    for r, seed in enumerate(seeds):
+        alone = ReplicaRandomness([seed]).mask(0, like, 0.6)
+        assert torch.equal(stacked[r], alone) and torch.equal(plain[r], alone)

@@ -102,6 +102,46 @@ void keep_mask(const Tensor& out, const std::optional<at::Generator>& generator,
   gen->set_engine(engine);
 }
 
+// keep_mask_rows(out, generator, q, scale): keep_mask's mask (no x) into a 2-D out whose rows lie apart
+// (out.stride(1) == 1, out.stride(0) >= out.size(1): e.g. one replica's (E, H) slice of an (E, R, H) stack),
+// the same numbers at the same (row, column) from the same words, in row-major order.
+void keep_mask_rows(const Tensor& out, const std::optional<at::Generator>& generator, double q, double scale) {
+  TORCH_CHECK(out.device().is_cpu() && out.scalar_type() == at::kFloat && out.dim() == 2 && out.stride(1) == 1 &&
+                  out.stride(0) >= out.size(1),
+              "keep_mask_rows: out must be a 2-D float32 CPU tensor of unit column stride and non-overlapping rows, got ",
+              out.sizes(), " strides ", out.strides());
+  const int64_t width = out.size(1), ld = out.stride(0), n = out.numel();
+  float* o = out.data_ptr<float>();
+  const float qf = static_cast<float>(q), s = static_cast<float>(scale);
+  constexpr float kStep = 1.0f / static_cast<float>(1 << 24);
+  auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(generator, at::detail::getDefaultCPUGenerator());
+  std::lock_guard<std::mutex> lock(gen->mutex_);
+  at::mt19937 engine = gen->engine();
+  at::mt19937_data_pod d = engine.data();
+  int64_t row = 0, col = 0;
+  for (int64_t i = 0; i < n;) {
+    if (d.left_ <= 1) {
+      next_state(d);
+      d.left_ = kStateN + 1;
+    }
+    const int64_t k = std::min<int64_t>(n - i, d.left_ - 1);
+    const uint32_t* w = d.state_.data() + d.next_;
+    for (int64_t t = 0; t < k; ++t) {
+      const float u = static_cast<float>(static_cast<int32_t>(temper(w[t]) & 0xffffff)) * kStep;
+      o[row * ld + col] = u < qf ? s : 0.0f;
+      if (++col == width) {
+        col = 0;
+        ++row;
+      }
+    }
+    d.next_ += static_cast<uint32_t>(k);
+    d.left_ -= static_cast<int>(k);
+    i += k;
+  }
+  engine.set_data(d);
+  gen->set_engine(engine);
+}
+
 // flags[t] = 1 where the uniform of the generator's next word t is below q, else 0, for t < count:
 // count words drawn as keep_mask draws them (its float conversion and comparison), the state advanced.
 void draw_flags(at::mt19937_data_pod& d, uint8_t* flags, int64_t count, float qf) {
@@ -172,11 +212,13 @@ std::tuple<Tensor, Tensor, Tensor> keep_csr(const Tensor& crow, const Tensor& co
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
   m.def("keep_mask(Tensor(a!) out, Generator? generator, float q, float scale, Tensor? x=None) -> ()");
+  m.def("keep_mask_rows(Tensor(a!) out, Generator? generator, float q, float scale) -> ()");
   m.def("keep_csr(Tensor crow, Tensor col, Tensor values, Generator? generator, float q, float scale, int ncols) "
         "-> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("keep_mask", &keep_mask);
+  m.impl("keep_mask_rows", &keep_mask_rows);
   m.impl("keep_csr", &keep_csr);
 }
