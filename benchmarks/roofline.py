@@ -250,7 +250,8 @@ def count_work(group: Group) -> Work:
       evaluation forward; the energy mode is one forward plus the per-layer energy;
     * dense products 2mkn flops, traffic = operands + result once (the first layer of a
       bag-of-words input, when the zoo multiplies it as CSR, counts nnz x C multiply-adds and
-      reads nnz values + indices);
+      reads nnz values + indices; an input of at most 50 % non-zeros, whose stacked replicas keep
+      only their dropped copies' kept entries, counts (1 - dropout) x nnz in training);
     * edge work (gathers, scores, softmax, aggregation, their gradients): each (E, width) operand
       read once and each (N, width) result written once per pass — a fused kernel's traffic;
       GATv2 score: 4 flops per edge and channel (add, LeakyReLU, product, sum), aggregation 2,
@@ -296,6 +297,10 @@ def count_work(group: Group) -> Work:
         # a bag-of-words input is multiplied as CSR, dropped or not (stacked replicas: each its own
         # dropped copy's stored entries, zoo.ops.gemm_order)
         sparse_first = nnz / (n * f) <= 0.05
+        # at most 50 % non-zero (zoo.ops.sparse_linear.EACH_MAX_DENSITY): each replica's kept entries
+        # (training: forward and weight gradient), the input's (evaluation)
+        kept_first = not sparse_first and nnz / (n * f) <= 0.5 and len(group.cells) > 1
+        kept = 1.0 - float(kw.get("dropout") or 0.0)
         width_in = f
         for layer in range(layers):
             last = layer == layers - 1
@@ -310,6 +315,9 @@ def count_work(group: Group) -> Work:
             for _m in range(mats):
                 if layer == 0 and sparse_first:
                     w.dense(nnz, 1, out, item, fwd_passes + bwd / 2)
+                elif layer == 0 and kept_first:
+                    w.dense(kept * nnz, 1, out, item, 1.0 + bwd / 2)
+                    w.dense(nnz, 1, out, item, fwd_passes - 1.0)
                 else:
                     w.dense(n, width_in, out, item, fwd_passes + bwd / 2 * (1 + grad_in))
             params += mats * width_in * out

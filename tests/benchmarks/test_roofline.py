@@ -109,3 +109,27 @@ def test_the_profiled_optimiser_step_takes_the_deferred_gradients():
     step = roofline.in_optimiser_range(lambda self, grads, active, deferred={}: seen.append((grads, active, deferred)))
     step(None, "g", "a", {0: "d"})
     assert seen == [("g", "a", {0: "d"})]
+
+
+@pytest.mark.parametrize("density,dense_first", [(0.35, False), (0.6, True), (0.02, False)])
+def test_the_first_layer_counts_what_the_zoo_multiplies(monkeypatch, density, dense_first):
+    """oxford4's first layer (Amazon Computers: 35 % non-zero, 5 stacked replicas) is multiplied as CSR
+    (zoo.ops.sparse_linear.EACH_MAX_DENSITY): training's forward and weight gradient count the kept entries,
+    (1 - dropout) x nnz, the evaluation's forward nnz; a denser input counts the dense products."""
+    from zoo.bench.suite.load import load_suite
+    from zoo.bench.suite.selection import select_where
+
+    shape = roofline.SHAPES["oxford4"]
+    cells = select_where(load_suite(shape.suite, validate_models=False), dict(shape.where))
+    group = roofline.Group(shape, "train", cells, None)
+    n, f, c = 1000.0, 800.0, 64.0
+    sizes = {"n": n, "e": 5000.0, "f": f, "nnz": density * n * f, "classes": 10.0}
+    monkeypatch.setattr(roofline, "graph_sizes", lambda g: sizes)
+    first = roofline.count_work(group).dense_flops - 2 * n * c * 10 * 4  # less the second layer's products
+    nnz = density * n * f
+    if dense_first:
+        assert first == pytest.approx(2 * n * f * c * 3)
+    elif density > 0.05:
+        assert first == pytest.approx(2 * c * (0.4 * nnz * 2 + nnz))
+    else:
+        assert first == pytest.approx(2 * c * nnz * 3)
