@@ -571,3 +571,25 @@ def test_gatv2_one_pass_backward_only_where_each_sources_order_is_the_same():
         assert torch.equal(a, b)
     (one, _), _ = _backward_both_ways(edge_index, 40, 1, 8, 8, torch.float32, False, False, replicas=2)
     assert one
+
+
+def test_gatv2_backward_reads_the_saved_log_alpha_not_the_scores():
+    """The GATv2 forward's third output is each edge's log alpha (original edge order), and the backward
+    takes its alpha from it instead of recomputing the scores: given the log alpha of another ``att``,
+    d values is that alpha's weighted sum of the output gradients (before: the third output was the
+    per-destination lse and the backward recomputed the scores from ``att``)."""
+    case = make_inputs("gatv2", heads=2, channels=3)
+    t = {k: v.detach() for k, v in case["tensors"].items()}
+    graph = ops.graph_arguments(case["orders"], triton=False)
+    kernels = torch.ops.zoo_kernels
+    out, alpha, saved = kernels.gatv2_forward(t["x_src"], t["x_dst"], t["values"], t["att"], *graph, SLOPE)
+    assert saved.shape == alpha.shape
+    torch.testing.assert_close(saved.exp(), alpha, rtol=1e-12, atol=0)
+    _, other, other_saved = kernels.gatv2_forward(t["x_src"], t["x_dst"], t["values"], -t["att"], *graph, SLOPE)
+    grad_out = torch.randn_like(out)
+    d_val = kernels.gatv2_backward(grad_out, None, t["x_src"], t["x_dst"], t["values"], t["att"], out, other_saved,
+                                   *graph, SLOPE)[2]
+    src, dst = case["src"], case["dst"]
+    expected = torch.zeros_like(d_val).index_add_(0, src, other.unsqueeze(-1) * grad_out[dst])
+    torch.testing.assert_close(d_val, expected, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(other, alpha)

@@ -11,8 +11,10 @@ stacked tensors replicas first, the Triton ops fold the replicas into the heads)
     h'_{v,h} = \sum_{u \in \mathcal N(v)} \alpha_{uv,h}\, x_{u,h}
 
 The forward is one task per destination over its CSR row (all heads; online softmax) and
-writes ``out``, ``alpha`` and ``lse = log sum_u exp e_uv`` — no ``(E, heads, channels)`` tensor.
-The backward is two passes: by destination (``alpha`` recomputed from ``lse``;
+writes ``out``, ``alpha`` and ``lse = log sum_u exp e_uv`` — no ``(E, heads, channels)`` tensor;
+the C++ GATv2 forward keeps each edge's ``log alpha = e_uv - lse_v`` ``(E, heads)`` instead of ``lse``.
+The backward is two passes: by destination (``alpha = exp(e - lse)``, the scores recomputed, or for
+the C++ GATv2 ``exp(log alpha)``, its scores being most of the forward's work;
 ``delta_v = <g_v, out_v>``, ``de = alpha (d alpha - delta)``, the destination-side gradients and
 partial sums of ``d a``), then by source over the reverse CSR (the source-side gradients).  Every
 output row is written by one task: no atomics, deterministic, and a replica's numbers do not

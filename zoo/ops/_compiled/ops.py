@@ -32,7 +32,7 @@ class KernelsUnavailable(RuntimeError):
 def _cpu_ops() -> Optional[Any]:
     if not build._load_cpu_kernels():
         return None
-    rules.register("zoo_kernels", replica_major=True)
+    rules.register("zoo_kernels", replica_major=True, gatv2_saves_per_edge=True)
     return torch.ops.zoo_kernels
 
 

@@ -3,7 +3,10 @@
 Each backend provides four ops with the same schemas (``gatv2_forward``, ``gatv2_backward``,
 ``gat_forward``, ``gat_backward``; see ``cpu/attention.cpp``; the C++ ones take two more,
 defaulted arguments: ``replicas_outer``, and ``keep``, attention dropout's scaled keep mask per
-edge and head, which a replica carries like its features).  Under ``torch.func.vmap`` there is one call for all
+edge and head, which a replica carries like its features).  Each forward returns ``(out, alpha,
+saved)``, ``saved`` being what its backward takes after ``out``: the log-sum-exp of each destination's
+scores ``(N, H)``, except the C++ ``gatv2_forward``'s, each edge's log alpha ``(E, H)`` (its backward then
+needs no scores: ``register(..., gatv2_saves_per_edge=True)``).  Under ``torch.func.vmap`` there is one call for all
 replicas, exact because every head of every replica is computed on its own:
 
 * the C++ ops (``register(ns, replica_major=True)``) take the stacked tensors as they are,
@@ -175,20 +178,22 @@ def unavailable_reason() -> Optional[str]:
             "(torch >= 2.4): the compiled attention is not available, the plain torch ops are used")
 
 
-def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS) -> None:
+def register(ns: str, replica_major: bool = False, graph_args: int = GRAPH_ARGS,
+             gatv2_saves_per_edge: bool = False) -> None:
     """Register the fake, autograd and vmap rules of ``ns::{gatv2,gat}_{forward,backward}``.
 
     ``replica_major``: the ops take tensors with a leading replica dimension and a trailing
     ``replicas_outer`` flag (the C++ ops); otherwise replicas are folded into the heads.
     ``graph_args``: how many graph tensors follow the ops' feature tensors (they are shared by all
-    replicas and get no gradient).  Raises :class:`RulesUnavailable` on a torch without the
+    replicas and get no gradient).  ``gatv2_saves_per_edge``: ``gatv2_forward``'s third output is per
+    edge ``(E, H)``, not per node (the module docstring).  Raises :class:`RulesUnavailable` on a torch without the
     registration API."""
     reason = unavailable_reason()
     if reason is not None:
         raise RulesUnavailable(reason)
     ops = getattr(torch.ops, ns)
     lib = f"{ns}::"
-    _register_fake(lib)
+    _register_fake(lib, gatv2_saves_per_edge)
     _register_autograd(lib, ops, graph_args)
     _register_vmap(lib, ops, replica_major, graph_args)
 
@@ -204,24 +209,24 @@ def direct_rules(ns: str, replica_major: bool = False, graph_args: int = GRAPH_A
     return {name: rules[name] for name in direct}
 
 
-def _register_fake(lib: str) -> None:
+def _register_fake(lib: str, gatv2_saves_per_edge: bool) -> None:
     """The ops' fake (meta) kernels: output shapes only, for tracing and compile."""
-    def fwd_fake(values: Tensor, col: Tensor, heads: int) -> Tuple[Tensor, Tensor, Tensor]:
+    def fwd_fake(values: Tensor, col: Tensor, heads: int, per_edge: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
         lead = values.shape[:-3]  # (R,) with a replica dimension, else ()
         n = values.shape[-3]
         return (values.new_empty(values.shape), values.new_empty((*lead, col.shape[0], heads)),
-                values.new_empty((*lead, n, heads)))
+                values.new_empty((*lead, col.shape[0] if per_edge else n, heads)))
 
     @torch.library.register_fake(lib + "gatv2_forward")
     def _(x_src, x_dst, values, att, crow, col, perm, crow_s, col_s, perm_s, slope, *flags):
-        return fwd_fake(values, col, x_src.shape[-2])
+        return fwd_fake(values, col, x_src.shape[-2], gatv2_saves_per_edge)
 
     @torch.library.register_fake(lib + "gat_forward")
     def _(score_src, score_dst, bias, values, crow, col, perm, crow_s, col_s, perm_s, slope, *flags):
         return fwd_fake(values, col, score_src.shape[-1])
 
     @torch.library.register_fake(lib + "gatv2_backward")
-    def _(grad_out, grad_alpha, x_src, x_dst, values, att, out, lse, *graph_and_slope):
+    def _(grad_out, grad_alpha, x_src, x_dst, values, att, out, saved, *graph_and_slope):
         return (x_src.new_empty(x_src.shape), x_dst.new_empty(x_dst.shape), values.new_empty(values.shape),
                 att.new_empty(att.shape))
 
@@ -242,18 +247,19 @@ def autograd_formulas(ops: Any, graph_args: int) -> Dict[str, Tuple[Callable[...
     """``{forward op: (backward, setup_context)}``: each forward's backward op as its autograd formula."""
     # inputs: 4 tensors, the graph tensors, slope [, replicas_outer]: the backward gets the same
     # trailing arguments, and no gradient for any of them.
+    # output[2]: what the backward takes after out (the module docstring: lse, or the log alpha per edge)
     def gatv2_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
         x_src, x_dst, values, att = inputs[:4]
         ctx.save_for_backward(x_src, x_dst, values, att, output[0], output[2], *inputs[4:4 + graph_args])
         ctx.trailing = tuple(inputs[4 + graph_args:])
 
     def gatv2_grad(ctx: Any, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
-                   _grad_lse: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
-        x_src, x_dst, values, att, out, lse, *graph = ctx.saved_tensors
+                   _grad_saved: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
+        x_src, x_dst, values, att, out, saved, *graph = ctx.saved_tensors
         if grad_out is None:
             grad_out = torch.zeros_like(out)
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(grad_out.contiguous(), grad_alpha, x_src, x_dst, values,
-                                                        att, out, lse, *graph, *ctx.trailing)
+                                                        att, out, saved, *graph, *ctx.trailing)
         return (d_src, d_dst, d_val, d_att) + (None,) * (graph_args + len(ctx.trailing))
 
     def gat_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
@@ -314,16 +320,16 @@ def vmap_rules(ops: Any, replica_major: bool, graph_args: int) -> Dict[str, Call
         graph, slope = rest[:graph_args], rest[graph_args]
         _shared_graph(in_dims[4:4 + graph_args])
         b = info.batch_size
-        out, alpha, lse = ops.gatv2_forward(*_folds((x_src, x_dst, values), (xs, xd, xv), b),
+        out, alpha, saved = ops.gatv2_forward(*_folds((x_src, x_dst, values), (xs, xd, xv), b),
                                             _fold_att(att, xa, b), *graph, slope,
                                             *_folded_keep(args, in_dims, 4 + graph_args + 1, b))
-        return (_unfold(out, b), _unfold(alpha, b), _unfold(lse, b)), (1, 1, 1)
+        return (_unfold(out, b), _unfold(alpha, b), _unfold(saved, b)), (1, 1, 1)
 
     def gatv2_bwd_vmap(info: Any, in_dims: Sequence[Any], *args):
         done = replicas_first(ops.gatv2_backward, info, in_dims, args, 8, 4)
         if done is not None:
             return done
-        grad_out, grad_alpha, x_src, x_dst, values, att, out, lse, *rest = args
+        grad_out, grad_alpha, x_src, x_dst, values, att, out, saved, *rest = args
         dg, dga, xs, xd, xv, xa, do, dl = in_dims[:8]
         graph, slope = rest[:graph_args], rest[graph_args]
         _shared_graph(in_dims[8:8 + graph_args])
@@ -331,7 +337,7 @@ def vmap_rules(ops: Any, replica_major: bool, graph_args: int) -> Dict[str, Call
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(
             _fold(grad_out, dg, b).contiguous(), _fold(grad_alpha, dga, b),
             *_folds((x_src, x_dst, values), (xs, xd, xv), b), _fold_att(att, xa, b), _fold(out, do, b),
-            _fold(lse, dl, b), *graph, slope,
+            _fold(saved, dl, b), *graph, slope,
             *_folded_keep(args, in_dims, 8 + graph_args + 1, b))
         return ((_unfold(d_src, b), _unfold(d_dst, b), _unfold(d_val, b), d_att.view(b, *att.shape[-2:])),
                 (1, 1, 1, 0))

@@ -8,6 +8,9 @@
 //   both:  alpha = softmax over v's in-edges, out_v,h = sum_u alpha_uv,h k_uv,h x_u,h   x ([R,] N,H,Cv)
 //   k: attention dropout's scaled keep mask ([R,] E,H, original edge order: 0 or 1/(1-p)), or none
 //   (k = 1); alpha is returned before the mask, as the plain ops' softmax.
+// Each forward returns (out, alpha, saved), saved being what its backward takes after out: GAT's
+// lse_v,h = log sum_u exp e_uv,h ([R,] N,H; its backward recomputes the cheap scores), GATv2's
+// log alpha_uv,h = e_uv,h - lse_v,h ([R,] E,H, original edge order; its backward reads no scores).
 // Replicas: every node, edge and parameter tensor may carry a leading replica dimension (the
 // stacked models of torch.func.vmap, passed as they are by the vmap rules: no folding copies);
 // without one, R = 1.  Replica r is computed by exactly the code that runs for it alone.
@@ -185,9 +188,10 @@ inline T exp_nonpositive(T x) {
   return x != x ? x : x < K::lo ? T(0) : p * scale;
 }
 
-// e[k] = exp(e[k] - shift[k % H]) over a row buffer (deg x H): one vectorizable loop.
+// e[k] = exp(e[k] - shift[k % H]) over a row buffer (deg x H): one vectorizable loop.  Out of line, here
+// and in exp_in_place: inlined into a pass, GCC compiled the loop to scalar code (the forward 1.4x as long).
 template <typename T>
-inline void exp_shifted(T* __restrict e, const T* __restrict shift, int64_t deg, int64_t H) {
+__attribute__((noinline)) void exp_shifted(T* __restrict e, const T* __restrict shift, int64_t deg, int64_t H) {
   if (H == 1) {  // one head: one flat loop over the edges (the same arithmetic per element)
     const T s0 = shift[0];
     for (int64_t j = 0; j < deg; ++j) e[j] = exp_nonpositive(e[j] - s0);
@@ -195,6 +199,12 @@ inline void exp_shifted(T* __restrict e, const T* __restrict shift, int64_t deg,
   }
   for (int64_t j = 0; j < deg; ++j)
     for (int64_t h = 0; h < H; ++h) e[j * H + h] = exp_nonpositive(e[j * H + h] - shift[h]);
+}
+
+// e[k] = exp(e[k]) for k < count (e <= 0: log alpha).
+template <typename T>
+__attribute__((noinline)) void exp_in_place(T* __restrict e, int64_t count) {
+  for (int64_t k = 0; k < count; ++k) e[k] = exp_nonpositive(e[k]);
 }
 
 template <typename T>
@@ -376,18 +386,23 @@ struct Scorer<T, false, K> {  // GAT (+ optional edge term, original edge order)
 // ------------------------------------------------------------------------------- passes
 
 // Forward: per destination, scores (row buffer), softmax per head, accumulate alpha * x_u.
+// With `sp` (GATv2), also each edge's log alpha = score - lse ([R,] E, H, original order): the backward's
+// alpha is exp(score - lse), and reading these spares it the scores (most of its per-edge work but for
+// the gradients themselves); the same subtraction of the same numbers as the backward did, so the same bits.
 template <typename T, typename S, int K>
 void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64_t n, int64_t E, int64_t H,
-                  Width<K> width, const Replicas& reps, T* op, T* ap, T* lp) {
+                  Width<K> width, const Replicas& reps, T* op, T* ap, T* lp, T* sp) {
   const int64_t Cv = width();
   for_replicas(reps, n, kRows, [&](int64_t begin, int64_t end, int64_t r) {
     const S sc = scorer.replica(r);
     const T* x = xp + r * n * H * Cv;
     const T* keep = kp ? kp + r * E * H : nullptr;
     T* o = op + r * n * H * Cv; T* al = ap + r * E * H; T* ls = lp + r * n * H;
+    T* la = sp ? sp + r * E * H : nullptr;
     std::vector<T>& e = scratch<T>(0);
     std::vector<T>& m = scratch<T>(1);
     std::vector<T>& l = scratch<T>(2);
+    std::vector<T>& raw = scratch<T>(3);
     m.resize(H); l.resize(H);
     for (int64_t v = begin; v < end; ++v) {
       const int64_t a = g.crow[v], b = g.crow[v + 1];
@@ -399,6 +414,7 @@ void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64
       }
       e.resize((b - a) * H);
       sc.row(g, v, a, b, e.data());
+      if (la) raw.assign(e.begin(), e.begin() + (b - a) * H);  // the scores, before exp_shifted takes them
       // The row's scores are in a task-local buffer, so the softmax needs no online rescaling:
       // the max first, then one exp per edge and head (p, kept in the buffer for alpha).
       const int64_t deg = b - a;
@@ -426,29 +442,68 @@ void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64
       for (int64_t j = a; j < b; ++j)
         for (int64_t h = 0; h < H; ++h)
           al[g.perm[j] * H + h] = e[(j - a) * H + h] * l[h];
+      if (la)
+        for (int64_t j = a; j < b; ++j)
+          for (int64_t h = 0; h < H; ++h) la[g.perm[j] * H + h] = raw[(j - a) * H + h] - ls[v * H + h];
     }
   });
 }
 
-// Backward pass A, by destination: alpha from lse, d alpha = k <g_v, x_u> (+ grad_alpha),
+// The backward's alpha of v's in-edges (row slots [a, b), deg x H into e), two ways:
+// GAT recomputes the scores (a sum of two node terms: cheaper than storing them) and shifts by lse;
+template <typename T, typename S>
+struct ScoredAlpha {
+  S sc;
+  const T* lse;  // ([R,] N, H)
+  int64_t n, H;
+  ScoredAlpha replica(int64_t r) const { return {sc.replica(r), lse + r * n * H, n, H}; }
+  inline void row(const Csr& g, int64_t v, int64_t a, int64_t b, T* e) const {
+    sc.row(g, v, a, b, e);
+    exp_shifted(e, lse + v * H, b - a, H);
+  }
+};
+
+// GATv2 reads the log alpha its forward saved (forward_impl's `sp`): exp(score - lse), the same bits.
+template <typename T>
+struct SavedAlpha {
+  const T* log_alpha;  // ([R,] E, H), original edge order
+  int64_t E, H;
+  SavedAlpha replica(int64_t r) const { return {log_alpha + r * E * H, E, H}; }
+  inline void row(const Csr& g, int64_t, int64_t a, int64_t b, T* e) const {
+    for (int64_t j = a; j < b; ++j)
+      for (int64_t h = 0; h < H; ++h) e[(j - a) * H + h] = log_alpha[g.perm[j] * H + h];
+    exp_in_place(e, (b - a) * H);
+  }
+};
+
+// Backward pass A, by destination: alpha (`alphas`: ScoredAlpha or SavedAlpha), d alpha = k <g_v, x_u> (+ grad_alpha),
 // de = alpha (d alpha - delta_v) with delta_v = <g_v, out_v> (+ sum alpha grad_alpha);
 // writes de and alpha k per edge (original order, replica r at r * E * H) for pass B — or, with
 // de_p and al_p null (the one-pass backward), only into a buffer of this edge's H values — and
 // calls `dst_part(blk, v, j, r, de_j, alk_j)` with this edge's de and alpha k (H values each) for
 // the destination-side gradients (dx_dst / dt and d att partials); then, without the buffers,
 // `row_part(v, a, b, r, de_row, alk_row)` with the row's (deg x H values each, slot order).
-template <typename T, typename S, int K, typename DstPart, typename RowPart>
-void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga, const T* op, const T* lp,
+// `zeroed`: rows ([R,] N, len) set to zero as each destination v comes up, before its edges (the
+// rows dst_part adds into: no separate pass over the whole tensor, and the row is in cache after).
+template <typename T>
+struct Rows {
+  T* base;  // or null: none
+  int64_t len;
+};
+
+template <typename T, typename A, int K, typename DstPart, typename RowPart>
+void pass_a(const A& alphas, const T* xp, const T* kp, const T* gp, const T* ga, const T* op,
             const Csr& g, int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps, T* de_p, T* al_p,
-            const DstPart& dst_part, const RowPart& row_part) {
+            Rows<T> zeroed, const DstPart& dst_part, const RowPart& row_part) {
   const int64_t Cv = width();
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   for_replicas(reps, blocks, 1, [&](int64_t bb, int64_t be, int64_t r) {
-    const S sc = scorer.replica(r);
+    const A alpha_of = alphas.replica(r);
     const T* x = xp + r * n * H * Cv; const T* gr = gp + r * n * H * Cv; const T* o = op + r * n * H * Cv;
-    const T* ls = lp + r * n * H; const T* gar = ga ? ga + r * E * H : nullptr;
+    const T* gar = ga ? ga + r * E * H : nullptr;
     const T* keep = kp ? kp + r * E * H : nullptr;
     T* de = de_p ? de_p + r * E * H : nullptr; T* alr = al_p ? al_p + r * E * H : nullptr;
+    T* zr = zeroed.base ? zeroed.base + r * n * zeroed.len : nullptr;
     std::vector<T>& e = scratch<T>(0);
     std::vector<T>& delta = scratch<T>(1);
     std::vector<T>& dot_buf = scratch<T>(2);
@@ -460,19 +515,20 @@ void pass_a(const S& scorer, const T* xp, const T* kp, const T* gp, const T* ga,
     for (int64_t blk = bb; blk < be; ++blk) {
       for (int64_t v = blk * kBlock; v < std::min(n, (blk + 1) * kBlock); ++v) {
         const int64_t a = g.crow[v], b = g.crow[v + 1];
+        if (zr) std::fill(zr + v * zeroed.len, zr + (v + 1) * zeroed.len, T(0));
         if (a == b) continue;
         e.resize((b - a) * H);
         if (!store) { de_buf.resize((b - a) * H); al_buf.resize((b - a) * H); }
-        sc.row(g, v, a, b, e.data());
+        alpha_of.row(g, v, a, b, e.data());
         const T* gv = gr + v * H * Cv;
         for (int64_t h = 0; h < H; ++h) delta[h] = dot(gv + h * Cv, o + v * H * Cv + h * Cv, Cv);
-        exp_shifted(e.data(), ls + v * H, b - a, H);  // e -> alpha in place
         if (gar) {
           for (int64_t j = a; j < b; ++j)
             for (int64_t h = 0; h < H; ++h) delta[h] += e[(j - a) * H + h] * gar[g.perm[j] * H + h];
         }
         for (int64_t j = a; j < b; ++j) {
           const T* xu = x + g.col[j] * H * Cv;
+          prefetch_ahead(x, g.col, j, g.nnz, H * Cv);
           const int64_t id = g.perm[j];
           T* dots = dot_buf.data();
           int64_t h0 = 0;
@@ -607,7 +663,7 @@ std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Ten
   const Tensor keep = keep_of(keep_, d, E, H, values);
   auto out = at::empty(values.sizes(), values.options());
   auto alpha = at::empty(with_replicas(d, {E, H}), values.options());
-  auto lse = at::empty(with_replicas(d, {n, H}), values.options());
+  auto log_alpha = at::empty(with_replicas(d, {E, H}), values.options());  // what the backward reads
   const Replicas reps{d.R, replicas_outer};
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "zoo_gatv2_forward", [&] {
     using T = scalar_t;
@@ -615,17 +671,17 @@ std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Ten
       constexpr int K = decltype(tag)::value;
       Scorer<T, true, K> sc{x_src.data_ptr<T>(), x_dst.data_ptr<T>(), att.data_ptr<T>(), n, H, Width<K>{C},
                             static_cast<T>(slope)};
+      std::vector<T> lse(d.R * n * H);  // the softmax's own: the backward reads log_alpha
       forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, H, Width<K>{Cv},
-                      reps,
-                      out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>());
+                      reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data(), log_alpha.data_ptr<T>());
     });
   });
-  return {out, alpha, lse};
+  return {out, alpha, log_alpha};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
     const Tensor& grad_out_, const std::optional<Tensor>& grad_alpha_, const Tensor& x_src_, const Tensor& x_dst_,
-    const Tensor& values_, const Tensor& att_, const Tensor& out_, const Tensor& lse_, const Tensor& crow,
+    const Tensor& values_, const Tensor& att_, const Tensor& out_, const Tensor& log_alpha_, const Tensor& crow,
     const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s, const Tensor& perm_s,
     double slope, bool replicas_outer, const std::optional<Tensor>& keep_) {
   const Dims d = node_dims(x_src_, 3, "x_src");
@@ -636,11 +692,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
   check_like(values_, d, {n, H, Cv}, "values");
   check_like(grad_out_, d, {n, H, Cv}, "grad_out");
   check_like(out_, d, {n, H, Cv}, "out");
-  check_like(lse_, d, {n, H}, "lse");
+  check_like(log_alpha_, d, {E, H}, "log_alpha");
   check_graph(crow, col, perm, n);
   check_graph(crow_s, col_s, perm_s, n);
   auto x_src = x_src_.contiguous(), x_dst = x_dst_.contiguous(), values = values_.contiguous(),
-       att = att_.contiguous(), grad_out = grad_out_.contiguous(), out = out_.contiguous(), lse = lse_.contiguous();
+       att = att_.contiguous(), grad_out = grad_out_.contiguous(), out = out_.contiguous(),
+       log_alpha = log_alpha_.contiguous();
   Tensor grad_alpha;
   if (grad_alpha_.has_value() && grad_alpha_->defined()) {
     grad_alpha = grad_alpha_->contiguous();
@@ -649,7 +706,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
   const int64_t blocks = (n + kBlock - 1) / kBlock, R = d.R;
   const bool one = one_pass(crow, col, perm, crow_s, col_s, perm_s);
   // the one pass adds into the source rows edge by edge: they start at zero (pass B zeroes its own)
-  auto d_src = one ? at::zeros_like(x_src) : at::empty_like(x_src), d_dst = at::zeros_like(x_dst),
+  // (pass A zeroes each destination row of d_dst as it comes to it)
+  auto d_src = one ? at::zeros_like(x_src) : at::empty_like(x_src), d_dst = at::empty_like(x_dst),
        d_val = one ? at::zeros_like(values) : at::empty_like(values);
   auto d_att = at::zeros_like(att);
   const Replicas reps{R, replicas_outer};
@@ -665,7 +723,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
       // per-edge de and alpha k for pass B (every slot written by pass A); none for the one pass
       std::unique_ptr<T[]> de(one ? nullptr : new T[R * E * H]), al(one ? nullptr : new T[R * E * H]);
       std::vector<T> part(R * blocks * H * Cc, T(0));
-      Scorer<T, true, K> sc{xs0, xd0, w0, n, H, cw, s};
+      const SavedAlpha<T> alphas{log_alpha.data_ptr<T>(), E, H};
       Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
       T *dd0 = d_dst.data_ptr<T>(), *ds0 = d_src.data_ptr<T>(), *dv0 = d_val.data_ptr<T>();
       const int64_t node = n * H * Cc, vnode = n * H * Cw, par = H * Cc;
@@ -679,6 +737,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
         const T* xu = xs0 + r * node + u * H * Cc; const T* xv = xd0 + r * node + v * H * Cc;
         const T* w = w0 + r * par;
         T* pb = part.data() + (r * blocks + blk) * H * Cc;
+        prefetch_ahead(xs0 + r * node, g.col, j, g.nnz, H * Cc);  // (no score pass reads it first now)
         if (kSource) {
           prefetch_ahead(ds0 + r * node, g.col, j, g.nnz, H * Cc);
           prefetch_ahead(dv0 + r * vnode, g.col, j, g.nnz, H * Cw);
@@ -699,9 +758,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
         }
       };
       if (one) {
-        pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
-                  grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(),
-                  g, n, E, H, vw, reps, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
+        pass_a<T>(alphas, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
+                  grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), g,
+                  n, E, H, vw, reps, static_cast<T*>(nullptr), static_cast<T*>(nullptr), Rows<T>{dd0, H * Cc},
                   [&](int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej, const T* alj) {
                     edge_part(std::true_type(), blk, v, j, r, dej, alj);
                   },
@@ -711,9 +770,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
                                      de_row, s, H, cw, ds0 + r * node);
                   });
       } else {
-        pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
-                  grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(),
-                  g, n, E, H, vw, reps, de.get(), al.get(),
+        pass_a<T>(alphas, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
+                  grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), g,
+                  n, E, H, vw, reps, de.get(), al.get(), Rows<T>{dd0, H * Cc},
                   [&](int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej, const T* alj) {
                     edge_part(std::false_type(), blk, v, j, r, dej, alj);
                   },
@@ -779,8 +838,7 @@ std::tuple<Tensor, Tensor, Tensor> gat_forward(const Tensor& s_, const Tensor& t
       Scorer<T, false, K> sc{s.data_ptr<T>(), t.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
                              n, E, H, static_cast<T>(slope)};
       forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, H, Width<K>{Cv},
-                      reps,
-                      out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>());
+                      reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>(), static_cast<T*>(nullptr));
     });
   });
   return {out, alpha, lse};
@@ -822,7 +880,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
       const T sl = static_cast<T>(slope);
       const T *sp0 = s.data_ptr<T>(), *tp0 = t.data_ptr<T>(), *bp0 = bias.defined() ? bias.data_ptr<T>() : nullptr;
       std::unique_ptr<T[]> de(new T[R * E * H]), al(new T[R * E * H]);  // every slot written by pass A
-      Scorer<T, false, K> sc{sp0, tp0, bp0, n, E, H, sl};
+      const ScoredAlpha<T, Scorer<T, false, K>> alphas{{sp0, tp0, bp0, n, E, H, sl}, lse.data_ptr<T>(), n, H};
       Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
       T *dt0 = d_t.data_ptr<T>(), *dz0 = d_bias.data_ptr<T>();
       auto dst_part = [&](int64_t, int64_t v, int64_t j, int64_t r, const T* dej, const T*) {
@@ -837,9 +895,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
           dt[v * H + h] += dd;
         }
       };
-      pass_a<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), grad_out.data_ptr<T>(),
-                grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), lse.data_ptr<T>(), g,
-                n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), dst_part,
+      pass_a<T>(alphas, values.data_ptr<T>(), ptr_or_null<T>(keep), grad_out.data_ptr<T>(),
+                grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), g,
+                n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), Rows<T>{nullptr, 0}, dst_part,
                 [](int64_t, int64_t, int64_t, int64_t, const T*, const T*) {});
       T* dsp0 = d_s.data_ptr<T>();
       auto src_part = [&](int64_t u, int64_t r) {
@@ -864,8 +922,9 @@ TORCH_LIBRARY(zoo_kernels, m) {
         "Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False, "
         "Tensor? keep=None) -> (Tensor, Tensor, Tensor)");
   m.def("gatv2_backward(Tensor grad_out, Tensor? grad_alpha, Tensor x_src, Tensor x_dst, Tensor values, "
-        "Tensor att, Tensor out, Tensor lse, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
-        "Tensor perm_s, float slope, bool replicas_outer=False, Tensor? keep=None) -> (Tensor, Tensor, Tensor, Tensor)");
+        "Tensor att, Tensor out, Tensor log_alpha, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, "
+        "Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False, Tensor? keep=None) "
+        "-> (Tensor, Tensor, Tensor, Tensor)");
   m.def("gatv2_one_pass_backward(Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
         "Tensor perm_s) -> bool");
   m.def("gat_forward(Tensor score_src, Tensor score_dst, Tensor? bias, Tensor values, Tensor crow, Tensor col, "
