@@ -303,9 +303,9 @@ if _HAS_CUSTOM_OPS:
 
 #: A constant input with at most this fraction of non-zeros, multiplied by stacked weights (replicas),
 #: is multiplied as CSR in the dense product's order (:func:`zoo.ops.gemm_order.each_mm`), and a dropped
-#: copy of it that only this module reads is kept as CSR (:func:`each_parts`).  Measured on Amazon
-#: Computers' features (13752 x 767, 35 % non-zero), 5 replicas, 64 outputs, 1 thread: the CSR product
-#: about half the dense batched product's time undropped, a fifth after dropout 0.6.
+#: copy of it that only this module reads is kept as CSR (:func:`each_parts`).  Below this density the
+#: CSR product does fewer multiply-adds than the dense one by more than its slower inner loop costs
+#: (figures: docs/notes/performance.md, Amazon Computers' 35 % bag of words).
 EACH_MAX_DENSITY = 0.5
 
 
