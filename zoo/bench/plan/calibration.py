@@ -319,10 +319,10 @@ def _long_run_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: flo
     the suites' and datasets' levels) over the measured long runs (at least :data:`LONG_RUN_EPOCHS` epochs)
     over the same over its measured short ones (probes), the long runs' log shrunk by ``n / (n + shrink)``;
     a depth without both has none.  A probe sees a run's first epochs; a long run of a deep stack may pay
-    more per epoch later (nonlocal_accuracy's Cora L = 32 Pre-LN SAN, 5 seeds of 5 000 epochs: 0.29
-    CPU-s an epoch for its first ~2 000, 1.2-2 late, as weight decay drives the parameters no gradient
-    pulls on to subnormal numbers), which the levels of the suite, dataset and shape, each set by one
-    kind of group or the other, price for neither.  Groups without a measured CPU time set none."""
+    more per epoch later (as weight decay drives the parameters no gradient pulls on to subnormal numbers:
+    nonlocal_accuracy's Cora L = 32 Pre-LN SAN, docs/notes/performance.md), which the levels of the suite,
+    dataset and shape, each set by one kind of group or the other, price for neither.  Groups without a
+    measured CPU time set none."""
     long: Dict[str, List[float]] = {}
     short: Dict[str, List[float]] = {}
     for o, r in zip(obs, ratio):

@@ -385,7 +385,7 @@ class CostModel:
         (fewer than :data:`LONG_RUN_EPOCHS`), else its depth's factor in its suite, or where that depth has
         none, the deepest shallower one's of the same suite (a stack's parameters turn subnormal late in
         training, an x86 core takes a microcode assist per subnormal operand, and deeper stacks hold more of
-        them: balance_table2's GATv2 kept / flushed 1.0 at L = 5, 2.4 at L = 40); 1 without one."""
+        them); 1 without one."""
         if not suite or epochs < LONG_RUN_EPOCHS or not self.long_run_factors:
             return 1.0
         layers = positive_int((config["model"].get("kwargs") or {}).get("num_layers"), 2)
