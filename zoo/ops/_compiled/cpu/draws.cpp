@@ -104,7 +104,9 @@ void keep_mask(const Tensor& out, const std::optional<at::Generator>& generator,
 
 // keep_mask_rows(out, generator, q, scale): keep_mask's mask (no x) into a 2-D out whose rows lie apart
 // (out.stride(1) == 1, out.stride(0) >= out.size(1): e.g. one replica's (E, H) slice of an (E, R, H) stack),
-// the same numbers at the same (row, column) from the same words, in row-major order.
+// the same numbers at the same (row, column) from the same words, in row-major order.  Its own copy of the
+// draw loop, as draw_flags: with the loop shared through a helper taking a lambda, GCC kept these loops
+// scalar (keep_mask ~8x, keep_csr ~2x slower; docs/notes/performance.md).
 void keep_mask_rows(const Tensor& out, const std::optional<at::Generator>& generator, double q, double scale) {
   TORCH_CHECK(out.device().is_cpu() && out.scalar_type() == at::kFloat && out.dim() == 2 && out.stride(1) == 1 &&
                   out.stride(0) >= out.size(1),

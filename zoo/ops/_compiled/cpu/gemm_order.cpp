@@ -44,43 +44,60 @@ struct Lanes<float> {
 };
 #endif
 
-// row i of A @ B over the 64 columns from j0 (the vector path)
+// one replica's CSR matrix: row i's entries are crow[i] .. crow[i + 1] - 1 of col / val
 template <typename T>
-inline void block_row(const int64_t* crow, const int64_t* col, const T* val, const T* b, const int64_t* starts,
-                      T* out, int64_t m, int64_t j0, int64_t i) {
+struct Csr {
+  const int64_t* crow;
+  const int64_t* col;
+  const T* val;
+};
+
+// Entry e of a row of A into that row's FMA chains acc over the 64 columns from j0 (the vector path): where
+// its column crosses the next block start (next), the chains are added to the block sums sum and restart from
+// zero (MKL's order); a row's entries taken in turn give its sums exactly.
+template <typename T>
+inline void add_entry(const Csr<T>& a, const T* b, int64_t e, const int64_t*& next, typename Lanes<T>::V* acc,
+                      typename Lanes<T>::V* sum, int64_t m, int64_t j0) {
+  using L = Lanes<T>;
+  constexpr int kVectors = 4, kStep = L::kWidth / kVectors;
+  if (a.col[e] >= *next) {  // a new block: its sum starts from zero
+    for (int q = 0; q < kVectors; ++q) { sum[q] = L::add(sum[q], acc[q]); acc[q] = L::zero(); }
+    while (a.col[e] >= *next) ++next;
+  }
+  const T v = a.val[e];
+  const T* row = b + a.col[e] * m + j0;
+  for (int q = 0; q < kVectors; ++q) acc[q] = L::fma(v, L::load(row + q * kStep), acc[q]);
+}
+
+// row i of A @ B over the 64 columns from j0 (the vector path) into out_row (columns j0 .. j0 + 63)
+template <typename T>
+inline void block_row(const Csr<T>& a, const T* b, const int64_t* starts, T* out_row, int64_t m, int64_t j0,
+                      int64_t i) {
   using L = Lanes<T>;
   constexpr int kVectors = 4, kStep = L::kWidth / kVectors;
   typename L::V acc[kVectors], sum[kVectors];
   for (int q = 0; q < kVectors; ++q) acc[q] = sum[q] = L::zero();
   const int64_t* next = starts;  // the first block start after the current block's
-  for (int64_t e = crow[i]; e < crow[i + 1]; ++e) {
-    if (col[e] >= *next) {  // a new block: its sum starts from zero
-      for (int q = 0; q < kVectors; ++q) { sum[q] = L::add(sum[q], acc[q]); acc[q] = L::zero(); }
-      while (col[e] >= *next) ++next;
-    }
-    const T v = val[e];
-    const T* row = b + col[e] * m + j0;
-    for (int q = 0; q < kVectors; ++q) acc[q] = L::fma(v, L::load(row + q * kStep), acc[q]);
-  }
-  for (int q = 0; q < kVectors; ++q) L::store(out + i * m + j0 + q * kStep, L::add(sum[q], acc[q]));
+  for (int64_t e = a.crow[i]; e < a.crow[i + 1]; ++e) add_entry<T>(a, b, e, next, acc, sum, m, j0);
+  for (int q = 0; q < kVectors; ++q) L::store(out_row + j0 + q * kStep, L::add(sum[q], acc[q]));
 }
 
-// the same sums one column at a time (columns past the vector blocks, or no vector path)
+// the same sums one column at a time (columns j0 .. m - 1: past the vector blocks, or no vector path)
 template <typename T>
-inline void scalar_row(const int64_t* crow, const int64_t* col, const T* val, const T* b, const int64_t* starts,
-                       T* out, int64_t m, int64_t j0, int64_t i) {
+inline void scalar_row(const Csr<T>& a, const T* b, const int64_t* starts, T* out_row, int64_t m, int64_t j0,
+                       int64_t i) {
   for (int64_t j = j0; j < m; ++j) {
     T acc = T(0), sum = T(0);
     const int64_t* next = starts;
-    for (int64_t e = crow[i]; e < crow[i + 1]; ++e) {
-      if (col[e] >= *next) {
+    for (int64_t e = a.crow[i]; e < a.crow[i + 1]; ++e) {
+      if (a.col[e] >= *next) {
         sum = sum + acc;
         acc = T(0);
-        while (col[e] >= *next) ++next;
+        while (a.col[e] >= *next) ++next;
       }
-      acc = std::fma(val[e], b[col[e] * m + j], acc);
+      acc = std::fma(a.val[e], b[a.col[e] * m + j], acc);
     }
-    out[i * m + j] = sum + acc;
+    out_row[j] = sum + acc;
   }
 }
 
@@ -88,13 +105,14 @@ template <typename T>
 void product(const int64_t* crow, const int64_t* col, const T* val, const T* b, const int64_t* starts, T* out,
              int64_t n, int64_t m) {
   const int64_t width = Lanes<T>::kWidth;
+  const Csr<T> a{crow, col, val};
   at::parallel_for(0, n, 64, [&](int64_t row0, int64_t row1) {
     for (int64_t i = row0; i < row1; ++i) {
       int64_t j0 = 0;
       if constexpr (Lanes<T>::kWidth > 0) {
-        for (; j0 + width <= m; j0 += width) block_row<T>(crow, col, val, b, starts, out, m, j0, i);
+        for (; j0 + width <= m; j0 += width) block_row<T>(a, b, starts, out + i * m, m, j0, i);
       }
-      if (j0 < m) scalar_row<T>(crow, col, val, b, starts, out, m, j0, i);
+      if (j0 < m) scalar_row<T>(a, b, starts, out + i * m, m, j0, i);
     }
   });
 }
@@ -165,14 +183,6 @@ void transposed_product(const int64_t* crow, const int64_t* col, const T* val, c
   for (int64_t t = 0; t < k * m; ++t) out[t] = out[t] + acc[t];
 }
 
-// One replica's CSR matrix: row i is entries crow[i] .. crow[i + 1] of col / val.
-template <typename T>
-struct Csr {
-  const int64_t* crow;
-  const int64_t* col;
-  const T* val;
-};
-
 // Rows i of two replicas' products over the 64 columns from j0, their entries taken in turn: each row's
 // sums exactly as block_row's (its own FMA chains, block resets and block sums), the two rows' chains
 // independent, so the core overlaps them (one row's chain waits on each FMA's latency).
@@ -187,65 +197,15 @@ inline void block_row_pair(const Csr<T>& a0, const T* b0, T* out0, const Csr<T>&
   const int64_t *next0 = starts, *next1 = starts;
   int64_t e0 = a0.crow[i], e1 = a1.crow[i];
   const int64_t end0 = a0.crow[i + 1], end1 = a1.crow[i + 1];
-  auto step = [&](const Csr<T>& a, const T* b, int64_t e, const int64_t*& next, typename L::V* acc,
-                  typename L::V* sum) {
-    if (a.col[e] >= *next) {
-      for (int q = 0; q < kVectors; ++q) { sum[q] = L::add(sum[q], acc[q]); acc[q] = L::zero(); }
-      while (a.col[e] >= *next) ++next;
-    }
-    const T v = a.val[e];
-    const T* row = b + a.col[e] * m + j0;
-    for (int q = 0; q < kVectors; ++q) acc[q] = L::fma(v, L::load(row + q * kStep), acc[q]);
-  };
   for (; e0 < end0 && e1 < end1; ++e0, ++e1) {
-    step(a0, b0, e0, next0, acc0, sum0);
-    step(a1, b1, e1, next1, acc1, sum1);
+    add_entry<T>(a0, b0, e0, next0, acc0, sum0, m, j0);
+    add_entry<T>(a1, b1, e1, next1, acc1, sum1, m, j0);
   }
-  for (; e0 < end0; ++e0) step(a0, b0, e0, next0, acc0, sum0);
-  for (; e1 < end1; ++e1) step(a1, b1, e1, next1, acc1, sum1);
+  for (; e0 < end0; ++e0) add_entry<T>(a0, b0, e0, next0, acc0, sum0, m, j0);
+  for (; e1 < end1; ++e1) add_entry<T>(a1, b1, e1, next1, acc1, sum1, m, j0);
   for (int q = 0; q < kVectors; ++q) {
     L::store(out0 + j0 + q * kStep, L::add(sum0[q], acc0[q]));
     L::store(out1 + j0 + q * kStep, L::add(sum1[q], acc1[q]));
-  }
-}
-
-// Row i of one replica's product (vector path: columns j0 .. j0 + 63; scalar: j0 .. m - 1) into the row out,
-// the sums of block_row / scalar_row.
-template <typename T>
-inline void block_row_one(const Csr<T>& a, const T* b, T* out, const int64_t* starts, int64_t m, int64_t j0,
-                          int64_t i) {
-  using L = Lanes<T>;
-  constexpr int kVectors = 4, kStep = L::kWidth / kVectors;
-  typename L::V acc[kVectors], sum[kVectors];
-  for (int q = 0; q < kVectors; ++q) acc[q] = sum[q] = L::zero();
-  const int64_t* next = starts;
-  for (int64_t e = a.crow[i]; e < a.crow[i + 1]; ++e) {
-    if (a.col[e] >= *next) {
-      for (int q = 0; q < kVectors; ++q) { sum[q] = L::add(sum[q], acc[q]); acc[q] = L::zero(); }
-      while (a.col[e] >= *next) ++next;
-    }
-    const T v = a.val[e];
-    const T* row = b + a.col[e] * m + j0;
-    for (int q = 0; q < kVectors; ++q) acc[q] = L::fma(v, L::load(row + q * kStep), acc[q]);
-  }
-  for (int q = 0; q < kVectors; ++q) L::store(out + j0 + q * kStep, L::add(sum[q], acc[q]));
-}
-
-template <typename T>
-inline void scalar_row_one(const Csr<T>& a, const T* b, T* out, const int64_t* starts, int64_t m, int64_t j0,
-                           int64_t i) {
-  for (int64_t j = j0; j < m; ++j) {
-    T acc = T(0), sum = T(0);
-    const int64_t* next = starts;
-    for (int64_t e = a.crow[i]; e < a.crow[i + 1]; ++e) {
-      if (a.col[e] >= *next) {
-        sum = sum + acc;
-        acc = T(0);
-        while (a.col[e] >= *next) ++next;
-      }
-      acc = std::fma(a.val[e], b[a.col[e] * m + j], acc);
-    }
-    out[j] = sum + acc;
   }
 }
 
@@ -266,11 +226,11 @@ void each_product(const std::vector<Csr<T>>& a, const T* b, const int64_t* start
           block_row_pair<T>(a[r], b + r * k * m, out_i + r * m, a[r + 1], b + (r + 1) * k * m, out_i + (r + 1) * m,
                             starts, m, j0, i);
         }
-        if (r < reps) block_row_one<T>(a[r], b + r * k * m, out_i + r * m, starts, m, j0, i);
+        if (r < reps) block_row<T>(a[r], b + r * k * m, starts, out_i + r * m, m, j0, i);
       }
     }
     if (j0 < m) {
-      for (int64_t r = 0; r < reps; ++r) scalar_row_one<T>(a[r], b + r * k * m, out_i + r * m, starts, m, j0, i);
+      for (int64_t r = 0; r < reps; ++r) scalar_row<T>(a[r], b + r * k * m, starts, out_i + r * m, m, j0, i);
     }
   }
 }
