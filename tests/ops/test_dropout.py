@@ -129,6 +129,55 @@ def test_san_encoder_equals_its_modules():
 
 
 
+def _first_layer_alone(x, w, promised):
+    from zoo.ops.dropout import to_linear_only
+    from zoo.ops.sparse_linear import linear
+
+    with replica_randomness(ReplicaRandomness([6]), torch.tensor(0)):
+        with to_linear_only(promised):
+            dropped = dropout(x, P, training=True)
+        out = linear(dropped, w)
+    return [out, *torch.autograd.grad(out.square().sum(), w)]
+
+
+def test_one_replicas_dropped_input_read_by_linear_alone_is_written_only_where_linear_needs_it(monkeypatch):
+    """Under :func:`to_linear_only` one replica's dropped bag-of-words input is not written densely where
+    ``linear`` multiplies its CSR form (Coauthor CS: 125 M entries zeroed every epoch), and is written
+    (once, by ``linear``) where the dense product runs; the numbers are the written input's either way."""
+    import zoo.ops.sparse_linear as sl
+    from zoo.ops.sparse_input import SparseInput
+
+    x = _bag_of_words(rows=1100, cols=1000, density=0.01)
+    w = torch.randn(16, 1000, dtype=torch.float64, requires_grad=True)
+    writes = []
+    real = SparseInput._write_one
+    monkeypatch.setattr(SparseInput, "_write_one", lambda self, *a: writes.append(1) or real(self, *a))
+    want = _first_layer_alone(x, w, promised=False)
+    assert len(writes) == 1
+    got = _first_layer_alone(x, w, promised=True)
+    assert len(writes) == 1  # not written
+    monkeypatch.setattr(sl, "_sparse_parts", lambda *a: None)
+    dense = _first_layer_alone(x, w, promised=True)
+    assert len(writes) == 2  # written by linear, for the dense product
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    torch.testing.assert_close(dense, want, rtol=1e-12, atol=1e-12)
+
+
+def test_san_encoder_leaves_its_dropped_input_unwritten(monkeypatch):
+    """SAN's encoder reads its dropped input through ``linear`` alone, so it promises that (fails when
+    the dropped copy is written densely)."""
+    import zoo
+    from zoo.ops.sparse_input import SparseInput
+
+    x = _bag_of_words(rows=1100, cols=1000, density=0.01).float()
+    model = zoo.build("san_post_ln", in_dim=1000, out_dim=3, hidden_dim=8, num_layers=1, input_dropout=0.5)
+    monkeypatch.setattr(SparseInput, "_write_one", lambda *a: pytest.fail("the dropped input was written"))
+    model.train()
+    with replica_randomness(ReplicaRandomness([1]), torch.tensor(0)):
+        model.encode(None, x).sum().backward()
+    assert model.encoder[0].weight.grad is not None
+
+
 @pytest.mark.parametrize("q", [0.3, 0.999])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
 def test_keep_draws_are_bernoulli_q_in_every_dtype(dtype, q):

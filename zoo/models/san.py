@@ -26,7 +26,7 @@ from zoo.models.transformer import TransformerBlock, check_nonlocal_norm
 from zoo.nn.attention_stack import AttentionStack
 from zoo.nn.validation import check_stack_options, probability, resolve_block_norms
 from zoo.norms.scores import DOT_PRODUCT
-from zoo.ops.dropout import dropout
+from zoo.ops.dropout import dropout, to_linear_only
 from zoo.ops.sparse_linear import linear
 from zoo.registry import register_model
 
@@ -94,8 +94,11 @@ class SAN(AttentionStack):
 
     def encode(self, graph: Graph, x: Tensor) -> Tensor:
         first, rest = self.encoder[0], self.encoder[1:]
-        # the first Linear as zoo's `linear`: a CSR product on bag-of-words input (also after dropout)
-        return rest(linear(dropout(x, self.input_dropout, self.training), first.weight) + first.bias)
+        # the first Linear as zoo's `linear`: a CSR product on bag-of-words input (also after dropout),
+        # which alone reads the dropped input (so that input is written densely only where linear needs it)
+        with to_linear_only():
+            dropped = dropout(x, self.input_dropout, self.training)
+        return rest(linear(dropped, first.weight) + first.bias)
 
     def decode(self, h: Tensor) -> Tensor:
         return self.decoder(h)

@@ -167,11 +167,12 @@ class ReplicaRandomness:
             return torch.ops.zoo_kernels.keep_csr(crow, col, values, self.generator(replica, values.device), 1.0 - p,
                                                   _keep_scale(p, values.dtype), ncols)
 
-    def sparse_dropped(self, replica: int, nonzeros: SparseInput, p: float, remember: bool = True) -> Tensor:
+    def sparse_dropped(self, replica: int, nonzeros: SparseInput, p: float, remember: bool = True,
+                       dense: bool = True) -> Tensor:
         """The sparse input with dropout drawn at its non-zeros only, from replica ``replica``'s stream
-        (``remember``: see :meth:`SparseInput.dropped`)."""
+        (``remember``, ``dense``: see :meth:`SparseInput.dropped`)."""
         keep = self._keep(replica, nonzeros.values.shape, nonzeros.dtype, nonzeros.device, p)
-        return nonzeros.dropped(keep, p, remember=remember)
+        return nonzeros.dropped(keep, p, remember=remember, dense=dense)
 
     def sparse_dropped_stack(self, replicas: Sequence[int], nonzeros: SparseInput, p: float,
                              dense: bool = True) -> Tensor:
@@ -218,10 +219,10 @@ _TO_LINEAR_ONLY: List[bool] = [False]
 @contextmanager
 def to_linear_only(promise: bool = True) -> Iterator[None]:
     """Within (``promise`` true): the caller promises that :func:`dropout`'s result is read by
-    :func:`zoo.ops.sparse_linear.linear` alone.  Stacked replicas' dropped copies of a sparse input
-    are then not written densely: ``linear`` multiplies their stored entries, and writes the dense
-    stack only where it multiplies that instead (the same numbers, without ``R`` dense copies of
-    the input written every epoch)."""
+    :func:`zoo.ops.sparse_linear.linear` alone.  The dropped copies of a sparse input (one replica's,
+    or stacked replicas') are then not written densely: ``linear`` multiplies their stored entries,
+    and writes the dense copy or stack only where it multiplies that instead (the same numbers,
+    without ``R`` dense copies of the input written every epoch)."""
     _TO_LINEAR_ONLY.append(bool(promise))
     try:
         yield
@@ -376,13 +377,15 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     nonzeros = _sparse_input(x)
     if nonzeros is not None:
+        # read by linear alone (to_linear_only): the dropped copy is written only where linear needs it
+        dense = not _TO_LINEAR_ONLY[-1]
         if not _ACTIVE or not custom_ops_active():  # the global stream, as F.dropout
             keep = keep_draws(nonzeros.values.shape, 1.0 - p, None, x.dtype, x.device)
-            return nonzeros.dropped(keep, p)
+            return nonzeros.dropped(keep, p, dense=dense)
         rng, token = _ACTIVE[-1]
         if _is_batched(token):  # stacked replicas: each draws from its own stream (the vmap rule)
             return _replica_sparse_dropout(x, token, float(p))
-        return rng.sparse_dropped(rng.indices(token)[0], nonzeros, p)
+        return rng.sparse_dropped(rng.indices(token)[0], nonzeros, p, dense=dense)
     if not _ACTIVE or not custom_ops_active():
         return F.dropout(x, p, True)
     token = _ACTIVE[-1][1]

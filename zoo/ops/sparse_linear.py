@@ -50,10 +50,15 @@ def _csr_parts(x: Tensor) -> Optional[Tuple[Tensor, ...]]:
 _SPARSE: ConstantCache[Optional[Tuple[Tensor, ...]]] = ConstantCache(_csr_parts)
 
 
-def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int) -> None:
+def remember_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz: int,
+                 write: Optional[Callable[[Tensor], Tensor]] = None) -> None:
     """Record the CSR form of a fresh tensor ``x`` whose structure its maker knows (an input after
-    dropout at its non-zeros), so that :func:`linear` does not convert ``x`` every epoch."""
+    dropout at its non-zeros), so that :func:`linear` does not convert ``x`` every epoch.  ``write``:
+    ``x`` is not written yet; ``write(x)`` writes it (in place), and :func:`linear` calls it before any
+    use of ``x``'s numbers (it holds no reference to ``x``: the entry goes with ``x``)."""
     _SPARSE.put(x, parts() if nnz <= SPARSE_MAX_DENSITY * x.numel() else None)
+    if write is not None:
+        _UNWRITTEN.put(x, write)
 
 
 #: CSR forms of stacked inputs, one slice per replica: the structure and ``(R, nnz)`` values
@@ -75,13 +80,15 @@ def remember_stacked_csr(x: Tensor, parts: Callable[[], Tuple[Tensor, ...]], nnz
 
 
 def _write_if_unwritten(x: Tensor) -> None:
-    """Write the stack under ``x`` where :meth:`~zoo.ops.sparse_input.SparseInput.stacked` left it unwritten."""
-    if _get_unwrapped is None or not under_vmap(x):
-        return
-    stack = _get_unwrapped(x)
-    write = _UNWRITTEN.find(stack)
+    """Write ``x`` (or the stack under it) where its maker left it unwritten
+    (:meth:`~zoo.ops.sparse_input.SparseInput.dropped`, :meth:`~zoo.ops.sparse_input.SparseInput.stacked`)."""
+    if under_vmap(x):
+        if _get_unwrapped is None:
+            return
+        x = _get_unwrapped(x)
+    write = _UNWRITTEN.find(x)
     if write is not None:
-        write(stack)
+        write(x)
 
 
 def _csr_linear_kernel(crow: Tensor, col: Tensor, val: Tensor, crow_t: Tensor, col_t: Tensor, val_t: Tensor,
