@@ -28,7 +28,7 @@ from zoo.nn.validation import check_stack_options, resolve_block_norms
 from zoo.norms.scores import DOT_PRODUCT, DotProductScores, ScoreNorm
 from zoo.ops.dispatch import dropout_active, softmax_aggregate
 from zoo.ops.dropout import dropout
-from zoo.ops.segment import gather_rows, gathered_product, segment_softmax, segment_sum
+from zoo.ops.segment import gather_rows, gathered_dot, segment_softmax, segment_sum
 from zoo.registry import register_model
 
 PLACEMENTS = ("post", "pre")
@@ -82,7 +82,7 @@ class GraphSelfAttention(nn.Module):
         n, src, dst = graph.num_nodes, graph.src, graph.dst
         shape = (n, self.heads, self.channels)
         query, key, value = (lin(x).view(shape) for lin in (self.lin_query, self.lin_key, self.lin_value))
-        scores = gathered_product(query, dst, key, src).sum(-1)  # (E, H)
+        scores = gathered_dot(query, dst, key, src)  # (E, H)
         if self.score_norm is not None:
             scores = self.score_norm.normalize(DotProductScores(graph, query, key, value, scores))
         else:

@@ -172,6 +172,51 @@ def gathered_product(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> 
     return gather_rows(a, index_a) * gather_rows(b, index_b)
 
 
+class _GatheredDot(torch.autograd.Function):
+    """``(a[index_a] * b[index_b]).sum(-1)`` with its gradients by the compiled edge ops: the forward's
+    product read in place (``gather_mul``), the backward one pass over the edges
+    (``gathered_dot_backward``) that adds each product of the gradient and the other factor into its
+    row, in edge order: the numbers of the torch ops' autograd (the gathered ``(E, H, C)`` factors
+    and their gradients never written; only the node tensors are kept for the backward)."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, index_a, b, index_b)
+        return torch.ops.zoo_kernels.gather_mul(a, index_a, b, index_b).sum(-1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Any, None, Any, None]:
+        a, index_a, b, index_b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[2]
+        grad_a, grad_b = torch.ops.zoo_kernels.gathered_dot_backward(grad, a, index_a, b, index_b, need_a, need_b)
+        return (grad_a if need_a else None), None, (grad_b if need_b else None), None
+
+
+def _gathered_dot_serves(a: Tensor, b: Tensor) -> bool:
+    """Whether :class:`_GatheredDot` serves: CPU float32 / float64 ``(N, H, C)`` tensors of one dtype outside
+    any ``torch.func`` transform, a gradient to record, the compiled kernels built."""
+    if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        return False
+    if a.device.type != "cpu" or a.dtype not in (torch.float32, torch.float64) or b.dtype != a.dtype:
+        return False
+    if a.dim() != 3 or b.dim() != 3 or _is_functorch_wrapped(a) or _is_functorch_wrapped(b):
+        return False
+    from zoo.ops._compiled.build import load_cpu_kernels
+
+    return load_cpu_kernels() and hasattr(torch.ops.zoo_kernels, "gathered_dot_backward")
+
+
+def gathered_dot(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tensor:
+    """``(a[index_a] * b[index_b]).sum(-1)``: per edge and head the dot product of two gathered rows
+    (``(N, H, C)`` -> ``(E, H)``; e.g. attention scores ``q_dst . k_src``).
+
+    On the CPU the compiled edge ops (:func:`gathered_product`'s pass, and a one-pass backward with the
+    torch ops' numbers where a gradient is recorded); otherwise the torch ops."""
+    if _gathered_dot_serves(a, b):
+        return _GatheredDot.apply(a, index_a, b, index_b)
+    return gathered_product(a, index_a, b, index_b).sum(-1)
+
+
 def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
     """``sum_{e: dst_e = i} (x[src_e] - x[i])`` per node ``i`` (``(N, C)`` -> ``(num_nodes, C)``).
 
@@ -184,5 +229,5 @@ def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int
     return segment_sum(gather_rows(x, src) - gather_rows(x, dst), dst, num_nodes)
 
 
-__all__ = ["gather_rows", "gathered_product", "neighbour_difference_sum", "segment_sum", "segment_max",
+__all__ = ["gather_rows", "gathered_dot", "gathered_product", "neighbour_difference_sum", "segment_sum", "segment_max",
            "segment_softmax"]

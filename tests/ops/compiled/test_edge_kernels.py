@@ -1,6 +1,8 @@
 """The compiled edge ops without gathered copies (``zoo_kernels.gather_mul``,
 ``zoo_kernels.neighbour_difference_sum``) give the torch expressions' bits, and serve only where no
-gradient is recorded: the SAN scores and the Laplacian energy are the same numbers either way."""
+gradient is recorded: the SAN scores and the Laplacian energy are the same numbers either way.  The
+SAN scores' dot product keeps them with a gradient too (``segment.gathered_dot``: the forward's
+product in place, ``zoo_kernels.gathered_dot_backward``), with the bits of the torch ops' autograd."""
 from __future__ import annotations
 
 import pytest
@@ -114,3 +116,69 @@ def test_san_scores_same_with_and_without_grad():
     with torch.no_grad():
         out2, alpha2 = layer(graph, x)
     assert _bits(alpha2, alpha.detach()) and _bits(out2, out.detach())
+
+
+def _dot_operands(dtype, heads, channels, seed, grads=(True, True)):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(30, heads, channels, generator=g, dtype=dtype).requires_grad_(grads[0])
+    b = torch.randn(25, heads, channels, generator=g, dtype=dtype).requires_grad_(grads[1])
+    ia, ib = torch.randint(0, 30, (700,), generator=g), torch.randint(0, 25, (700,), generator=g)
+    grad = torch.randn(700, heads, generator=g, dtype=dtype)
+    grad[::7] = -0.0  # signed zeros: the sums start from +0 as index_add's
+    return a, ia, b, ib, grad
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads, channels", [(1, 32), (2, 16), (3, 5), (8, 8)])
+def test_gathered_dot_and_its_gradients_bitwise(dtype, heads, channels):
+    """The compiled forward and backward (one pass over the edges, repeated rows included) give the bits
+    of ``(a[ia] * b[ib]).sum(-1)`` and its autograd; fails where the torch ops run (the grad_fn)."""
+    a, ia, b, ib, grad = _dot_operands(dtype, heads, channels, seed=heads * channels)
+    want = (a.index_select(0, ia) * b.index_select(0, ib)).sum(-1)
+    want_a, want_b = torch.autograd.grad(want, (a, b), grad)
+    got = segment.gathered_dot(a, ia, b, ib)
+    assert type(got.grad_fn).__name__ == "_GatheredDotBackward"
+    got_a, got_b = torch.autograd.grad(got, (a, b), grad)
+    assert _bits(got, want) and _bits(got_a, want_a) and _bits(got_b, want_b)
+    with torch.no_grad():
+        assert _bits(segment.gathered_dot(a, ia, b, ib), want.detach())
+
+
+@pytest.mark.parametrize("grads", [(True, False), (False, True)])
+def test_gathered_dot_one_factor_with_a_gradient(grads):
+    a, ia, b, ib, grad = _dot_operands(torch.float32, 2, 8, seed=4, grads=grads)
+    leaf = a if grads[0] else b
+    want = torch.autograd.grad((a.index_select(0, ia) * b.index_select(0, ib)).sum(-1), leaf, grad)[0]
+    got = torch.autograd.grad(segment.gathered_dot(a, ia, b, ib), leaf, grad)[0]
+    assert _bits(got, want)
+
+
+def test_gathered_dot_backward_checks_its_operands():
+    a, ia, b, ib, grad = _dot_operands(torch.float32, 2, 8, seed=5)
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.ops.zoo_kernels.gathered_dot_backward(grad, a.detach(), ia + 30, b.detach(), ib, True, True)
+    with pytest.raises(RuntimeError, match=r"\(E, H\)"):
+        torch.ops.zoo_kernels.gathered_dot_backward(grad[:, :1], a.detach(), ia, b.detach(), ib, True, True)
+
+
+def test_san_layer_gradients_as_with_the_torch_ops(monkeypatch):
+    """A SAN attention layer's forward and every parameter's gradient: the same bits with the compiled
+    score product as with the torch ops."""
+    from zoo.graph import as_graph
+    from zoo.models.transformer import GraphSelfAttention
+
+    torch.manual_seed(0)
+    n = 50
+    x = torch.randn(n, 16)
+    graph = as_graph(torch.stack(_graph(n, 400, seed=6)), x, "add")
+    layer = GraphSelfAttention(16, heads=2)
+
+    def run():
+        out, alpha = layer(graph, x)
+        grads = torch.autograd.grad(out.square().sum() + alpha.sum(), list(layer.parameters()))
+        return [out.detach(), alpha.detach(), *grads]
+
+    got = run()
+    monkeypatch.setattr(segment, "_gathered_dot_serves", lambda a, b: False)
+    want = run()
+    assert all(_bits(g, w) for g, w in zip(got, want))

@@ -9,12 +9,19 @@
 //       edge order, of (x[src[e], :] - x[i, :])
 //       the numbers of x.new_zeros(n, C).index_add(0, dst, x[src] - x[dst]): torch's index_add on
 //       the CPU adds each destination's rows in edge order, starting from zero.
+//   gathered_dot_backward(g, a, ia, b, ib, need_a, need_b) -> (grad_a, grad_b)
+//       the gradients of (a[ia] * b[ib]).sum(-1) (a, b (N, H, C); g (E, H)): grad_a[i, h, :] = sum over
+//       the edges e with ia[e] = i, in edge order, of g[e, h] * b[ib[e], h, :], grad_b likewise: the
+//       numbers of torch's backward (the expanded gradient times the other gathered factor, one rounded
+//       product each, then index_add from zero, which adds each row's terms in edge order); an
+//       undefined tensor where not needed.
 // Every output element is one fixed sequence of operations, whatever the thread count.
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 // element-wise products and differences: nothing to contract, but keep the rule of sparse.cpp
@@ -84,14 +91,54 @@ Tensor neighbour_difference_sum(const Tensor& x_, const Tensor& src_, const Tens
   return out;
 }
 
+std::tuple<Tensor, Tensor> gathered_dot_backward(const Tensor& g_, const Tensor& a_, const Tensor& ia_, const Tensor& b_,
+                                                 const Tensor& ib_, bool need_a, bool need_b) {
+  TORCH_CHECK(a_.dim() == 3 && b_.dim() == 3 && a_.sizes().slice(1) == b_.sizes().slice(1),
+              "gathered_dot_backward: a and b must be (N, H, C) of one row shape, got ", a_.sizes(), " and ", b_.sizes());
+  TORCH_CHECK(a_.scalar_type() == b_.scalar_type() && g_.scalar_type() == a_.scalar_type(),
+              "gathered_dot_backward: g, a and b of one dtype");
+  TORCH_CHECK(ia_.numel() == ib_.numel() && g_.dim() == 2 && g_.size(0) == ia_.numel() && g_.size(1) == a_.size(1),
+              "gathered_dot_backward: g must be (E, H) for E = len(ia) = len(ib), got ", g_.sizes());
+  const Tensor a = a_.contiguous(), b = b_.contiguous(), g = g_.contiguous(), ia = ia_.contiguous(), ib = ib_.contiguous();
+  check_index(ia, a.size(0), "ia");
+  check_index(ib, b.size(0), "ib");
+  Tensor grad_a = need_a ? at::zeros_like(a) : Tensor(), grad_b = need_b ? at::zeros_like(b) : Tensor();
+  const int64_t H = a.size(1), C = a.size(2), row = H * C, E = ia.numel();
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "gathered_dot_backward", [&] {
+    using T = scalar_t;
+    const T* ap = a.data_ptr<T>(); const T* bp = b.data_ptr<T>(); const T* gp = g.data_ptr<T>();
+    T* dap = need_a ? grad_a.data_ptr<T>() : nullptr; T* dbp = need_b ? grad_b.data_ptr<T>() : nullptr;
+    const int64_t* ja = ia.data_ptr<int64_t>(); const int64_t* jb = ib.data_ptr<int64_t>();
+    // one pass in edge order: each output row's additions in the order index_add makes them
+    for (int64_t e = 0; e < E; ++e) {
+      const T* __restrict pa = ap + ja[e] * row; const T* __restrict pb = bp + jb[e] * row;
+      for (int64_t h = 0; h < H; ++h) {
+        const T ge = gp[e * H + h];
+        if (dap != nullptr) {
+          T* __restrict acc = dap + ja[e] * row + h * C;
+          for (int64_t c = 0; c < C; ++c) acc[c] = acc[c] + ge * pb[h * C + c];
+        }
+        if (dbp != nullptr) {
+          T* __restrict acc = dbp + jb[e] * row + h * C;
+          for (int64_t c = 0; c < C; ++c) acc[c] = acc[c] + ge * pa[h * C + c];
+        }
+      }
+    }
+  });
+  return {grad_a, grad_b};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
   m.def("gather_mul(Tensor a, Tensor ia, Tensor b, Tensor ib) -> Tensor");
   m.def("neighbour_difference_sum(Tensor x, Tensor src, Tensor dst, int n) -> Tensor");
+  m.def("gathered_dot_backward(Tensor g, Tensor a, Tensor ia, Tensor b, Tensor ib, bool need_a, bool need_b) "
+        "-> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("gather_mul", &gather_mul);
   m.impl("neighbour_difference_sum", &neighbour_difference_sum);
+  m.impl("gathered_dot_backward", &gathered_dot_backward);
 }
