@@ -112,6 +112,13 @@ SHAPES: Dict[str, Shape] = {
                              {"dataset": ["pubmed"], "num_layers": [20], "variant": ["bal_o"]}),
     "bt6_citeseer_balo": Shape("balance_table6 CiteSeer GATv2 Bal_O L=40 w64, SGD, R=5", "balance_table6",
                                {"dataset": ["citeseer"], "num_layers": [40], "variant": ["bal_o"]}),
+    # one split per seed (data_seed = "seed"): each run is a group of its own
+    "san_cs": Shape("nonlocal_accuracy Coauthor CS SAN Post-LN L=2 w32, Adam, R=1", "nonlocal_accuracy",
+                    {"dataset": ["coauthor_cs"], "num_layers": [2], "model": ["san_post_ln"], "seed": [0]}),
+    "san_cs_nl": Shape("nonlocal_accuracy Coauthor CS SAN nonlocal L=2 w32, Adam, R=1", "nonlocal_accuracy",
+                       {"dataset": ["coauthor_cs"], "num_layers": [2], "model": ["san_nonlocal"], "seed": [0]}),
+    "san_pubmed_nl": Shape("nonlocal_accuracy PubMed SAN nonlocal L=2 w32, Adam, R=1", "nonlocal_accuracy",
+                           {"dataset": ["pubmed"], "num_layers": [2], "model": ["san_nonlocal"], "seed": [0]}),
 }
 
 
