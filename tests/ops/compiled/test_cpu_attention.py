@@ -256,8 +256,11 @@ def test_a_tensor_passed_three_times_is_folded_once_and_the_numbers_stay(heads, 
     (one tensor) reach the op as one contiguous folded copy, forward and backward — and the outputs
     and the gradient of x (its three parts summed by autograd) are bitwise those of a fold per
     argument.  One head too: there the fold's reshape is a strided view, not a copy, and the op
-    copied each of the three arguments itself (balance_table2 PubMed L = 20: a third of the epoch)."""
+    copied each of the three arguments itself (balance_table2 PubMed L = 20: a third of the epoch).
+    Through the dispatcher, where the op takes three arguments (called directly it takes the one
+    tensor once: test_a_shared_tensor_takes_one_node_with_autograds_bits)."""
     from zoo.ops._compiled import rules
+    from zoo.ops._direct import dispatched
 
     monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0)  # fold whatever the size
     case = make_inputs("gatv2", heads=heads, channels=3)
@@ -268,13 +271,16 @@ def test_a_tensor_passed_three_times_is_folded_once_and_the_numbers_stay(heads, 
     for name in ("gatv2_forward", "gatv2_backward"):
         def spy(*args, _op=getattr(kernels, name), _at=2 if name == "gatv2_forward" else 4):
             three = args[_at - 2:_at + 1]
+            if torch._C._functorch.is_batchedtensor(three[0]):  # the dispatcher's logical call
+                return _op(*args)
             seen.append(len({t.data_ptr() for t in three}) if all(t.is_contiguous() for t in three) else "strided")
             return _op(*args)
         monkeypatch.setattr(kernels, name, spy)
 
     def run():
-        out, alpha = vmap(lambda x, a: _fused("gatv2", case)(x, x, x, a))(x, att)
-        return [out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), [x, att])]
+        with dispatched():
+            out, alpha = vmap(lambda x, a: _fused("gatv2", case)(x, x, x, a))(x, att)
+            return [out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), [x, att])]
 
     once = run()
     assert seen[-2:] == [1, 1]  # one contiguous storage for the three arguments
@@ -284,6 +290,63 @@ def test_a_tensor_passed_three_times_is_folded_once_and_the_numbers_stay(heads, 
     assert seen[-2:] == ([3, 3] if heads > 1 else ["strided", "strided"])
     for a, b in zip(once, each):
         assert torch.equal(a, b)
+
+
+def _shared_layouts(layout, monkeypatch):
+    """The vmap rule's path for ``layout``: replicas folded into the heads, or replicas first."""
+    from zoo.ops._compiled import rules
+
+    monkeypatch.setattr(rules, "FOLD_MAX_BYTES", 0 if layout == "folded" else 1 << 40)
+
+
+@pytest.mark.parametrize("layout", ["folded", "replicas_first"])
+def test_a_shared_tensor_under_vmap_equals_plain(layout, monkeypatch):
+    """GATv2 with shared weights under vmap (one tensor as x_src, x_dst and values, which the op's
+    direct path takes once and whose gradient it sums itself): values and gradients equal the plain ops'."""
+    _shared_layouts(layout, monkeypatch)
+    case = make_inputs("gatv2", heads=2, channels=5)
+    stacked = _stack(case["tensors"], 3)
+    assert_same(vmap(lambda x, a: _fused("gatv2", case)(x, x, x, a)),
+                vmap(lambda x, a: reference("gatv2", case)(x, x, x, a)), dict(x=stacked["x_src"], att=stacked["att"]))
+
+
+@pytest.mark.parametrize("layout", ["folded", "replicas_first"])
+@pytest.mark.parametrize("heads,channels", [(1, 64), (2, 8)])
+def test_a_shared_tensor_takes_one_node_with_autograds_bits(layout, heads, channels, monkeypatch):
+    """One tensor as x_src, x_dst and values under vmap: called directly, the op gets that one tensor for
+    the three (one autograd node, whose backward returns one gradient: ``(d values + d x_dst) + d x_src``,
+    added in place), and the outputs and gradients are bitwise those of the dispatched op, whose three
+    inputs' gradients autograd sums (float32, so that another order of the sum shows); also bitwise those of
+    three distinct tensors equal to it (copies), whose gradients autograd sums too."""
+    from zoo.ops._direct import dispatched
+
+    _shared_layouts(layout, monkeypatch)
+    case = make_inputs("gatv2", heads=heads, channels=channels, dtype=torch.float32)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, case["n"], heads, channels, generator=g).requires_grad_()
+    att = torch.randn(3, heads, channels, generator=g).requires_grad_()
+    w = torch.randn(3, case["n"], heads, channels, generator=g)
+    kernels = torch.ops.zoo_kernels
+    one = []
+
+    def spy(*args, _op=kernels.gatv2_forward):
+        if args[0].dim() == 4 or args[0].shape[1] != heads:  # the physical call: replicas first, or folded
+            one.append(args[0] is args[1] is args[2])
+        return _op(*args)
+    monkeypatch.setattr(kernels, "gatv2_forward", spy)
+
+    def run(f):
+        out, alpha = vmap(f)(x, att)
+        return [out, alpha, *torch.autograd.grad((out * w).sum() + alpha.sum(), [x, att])]
+
+    shared = run(lambda x, a: _fused("gatv2", case)(x, x, x, a))
+    assert one == [True]
+    with dispatched():
+        through_autograd = run(lambda x, a: _fused("gatv2", case)(x, x, x, a))
+    copies = run(lambda x, a: _fused("gatv2", case)(x * 1, x * 1, x * 1, a))
+    assert one[1:] == [False, False]
+    for a, b, c in zip(shared, through_autograd, copies):
+        assert torch.equal(a, b) and torch.equal(a, c)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -204,9 +204,37 @@ def direct_rules(ns: str, replica_major: bool = False, graph_args: int = GRAPH_A
     ops = getattr(torch.ops, ns)
     direct = {name: direct_op(Formula(below_autograd(ops, name), setup, grad))
               for name, (grad, setup) in autograd_formulas(ops, graph_args).items()}
-    rules = vmap_rules(SimpleNamespace(**direct, gatv2_backward=ops.gatv2_backward, gat_backward=ops.gat_backward),
+    shared = direct_op(shared_gatv2_formula(ops, graph_args))
+    rules = vmap_rules(SimpleNamespace(**direct, gatv2_backward=ops.gatv2_backward, gat_backward=ops.gat_backward,
+                                       gatv2_forward_shared=lambda x, x_dst, values, *rest: shared(x, *rest)),
                        replica_major, graph_args)
     return {name: rules[name] for name in direct}
+
+
+def shared_gatv2_formula(ops: Any, graph_args: int) -> Formula:
+    """``gatv2_forward(x, x, x, att, ...)`` as one autograd node of ``(x, att, ...)``: GATv2 with shared
+    weights passes one tensor as x_src, x_dst and values.  As three inputs, the backward's three
+    gradients reached autograd as three tensors, which it summed into a fourth, ``(d values + d x_dst)
+    + d x_src`` (the order its engine takes the three views' nodes in: the last made first); this node
+    returns that sum itself, in that order (so the same bits), added in place into ``d values``: no
+    fourth tensor."""
+    kernel = below_autograd(ops, "gatv2_forward")
+
+    def setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
+        x, att = inputs[:2]
+        ctx.save_for_backward(x, att, output[0], output[2], *inputs[2:2 + graph_args])
+        ctx.trailing = tuple(inputs[2 + graph_args:])
+
+    def grad(ctx: Any, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
+             _grad_saved: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
+        x, att, out, saved, *graph = ctx.saved_tensors
+        if grad_out is None:
+            grad_out = torch.zeros_like(out)
+        d_src, d_dst, d_val, d_att = ops.gatv2_backward(grad_out.contiguous(), grad_alpha, x, x, x, att, out, saved,
+                                                        *graph, *ctx.trailing)
+        return (d_val.add_(d_dst).add_(d_src), d_att) + (None,) * (graph_args + len(ctx.trailing))
+
+    return Formula(lambda x, att, *rest: kernel(x, x, x, att, *rest), setup, grad)
 
 
 def _register_fake(lib: str, gatv2_saves_per_edge: bool) -> None:
@@ -311,8 +339,17 @@ def vmap_rules(ops: Any, replica_major: bool, graph_args: int) -> Dict[str, Call
             results = tuple(r.unflatten(0, (b, -1)) for r in results)
         return tuple(results), (0,) * len(results)
 
+    def gatv2_op(args: Sequence[Any], dims: Sequence[Any]) -> Any:
+        """The forward for these arguments: where x_src, x_dst and values are one tensor (shared weights)
+        and the ops have it, the one that takes that tensor once (:func:`shared_gatv2_formula`)."""
+        shared = getattr(ops, "gatv2_forward_shared", None)
+        if shared is not None and args[0] is args[1] is args[2] and dims[0] == dims[1] == dims[2]:
+            return shared
+        return ops.gatv2_forward
+
     def gatv2_fwd_vmap(info: Any, in_dims: Sequence[Any], *args):
-        done = replicas_first(ops.gatv2_forward, info, in_dims, args, 4, 2)
+        forward = gatv2_op(args, in_dims)
+        done = replicas_first(forward, info, in_dims, args, 4, 2)
         if done is not None:
             return done
         x_src, x_dst, values, att, *rest = args
@@ -320,7 +357,7 @@ def vmap_rules(ops: Any, replica_major: bool, graph_args: int) -> Dict[str, Call
         graph, slope = rest[:graph_args], rest[graph_args]
         _shared_graph(in_dims[4:4 + graph_args])
         b = info.batch_size
-        out, alpha, saved = ops.gatv2_forward(*_folds((x_src, x_dst, values), (xs, xd, xv), b),
+        out, alpha, saved = forward(*_folds((x_src, x_dst, values), (xs, xd, xv), b),
                                             _fold_att(att, xa, b), *graph, slope,
                                             *_folded_keep(args, in_dims, 4 + graph_args + 1, b))
         return (_unfold(out, b), _unfold(alpha, b), _unfold(saved, b)), (1, 1, 1)
