@@ -509,8 +509,10 @@ def test_a_strided_tensor_passed_three_times_is_copied_once_with_the_same_bits(m
     """GATv2 with shared weights passes one tensor as x_src, x_dst and values; after the first layer's
     CSR product it is ``(N, R, H, C)`` (replica dim 1).  The op gets one contiguous replica-first copy
     for all three, forward and backward (before: the op copied each argument, and again in the
-    backward), and the outputs and gradients are bitwise those of three strided views."""
+    backward), and the outputs and gradients are bitwise those of three strided views.  Through the
+    dispatcher, where the op takes three arguments (called directly it takes the one tensor once)."""
     from zoo.ops._compiled import rules
+    from zoo.ops._direct import dispatched
 
     case = make_inputs("gatv2", heads=2, channels=4, dtype=torch.float32)
     att = _stack({"att": case["tensors"]["att"]}, 3)["att"]
@@ -528,8 +530,9 @@ def test_a_strided_tensor_passed_three_times_is_copied_once_with_the_same_bits(m
         monkeypatch.setattr(kernels, name, spy)
 
     def run():
-        out, alpha = f(x, att)
-        return (out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), (x, att)))
+        with dispatched():
+            out, alpha = f(x, att)
+            return (out, alpha, *torch.autograd.grad(out.square().sum() + alpha.sum(), (x, att)))
 
     now = run()
     assert seen == [("gatv2_forward", [True] * 3, 1), ("gatv2_backward", [True] * 3, 1)]
@@ -656,3 +659,56 @@ def test_gatv2_backward_reads_the_saved_log_alpha_not_the_scores():
     expected = torch.zeros_like(d_val).index_add_(0, src, other.unsqueeze(-1) * grad_out[dst])
     torch.testing.assert_close(d_val, expected, rtol=1e-12, atol=1e-12)
     assert not torch.allclose(other, alpha)
+
+
+def _with_isolated_and_early_senders(edge_index, n):
+    """``edge_index`` on nodes ``0 .. n-1`` plus an isolated node and a node that only sends to node 0
+    (its row is done at its own index, not at its last destination's), sorted by destination."""
+    extra = torch.tensor([[n + 1], [0]])
+    edges = torch.cat([edge_index, extra], 1)
+    return edges[:, torch.argsort(edges[1] * (n + 2) + edges[0], stable=True)], n + 2
+
+
+@pytest.mark.parametrize("threads", [1, 2], ids=["one_pass", "two_passes"])
+@pytest.mark.parametrize("heads,channels", [(1, 64), (8, 8), (2, 5)])
+@pytest.mark.parametrize("outer", [False, True])
+@pytest.mark.parametrize("extras", ["plain", "keep_and_grad_alpha"])
+def test_gatv2_backward_summed_is_the_three_gradients_in_autograds_order(threads, heads, channels, outer, extras):
+    """``gatv2_backward_summed`` (one tensor x as x_src, x_dst and values) returns d att and d x =
+    (d values + d x_dst) + d x_src of ``gatv2_backward``, bitwise (float32), each row summed as its
+    three parts are done (the one pass, on one thread) or after the passes (two threads); the graph has
+    an isolated node and a node whose last destination comes before it."""
+    from zoo.ops.aggregate import edge_orders
+
+    edge_index, n = _with_isolated_and_early_senders(_sorted_graph(70, 900, 0), 70)
+    graph = ops.graph_arguments(edge_orders(edge_index[0], edge_index[1], n), triton=False)
+    g = torch.Generator().manual_seed(1)
+    r = lambda *shape: torch.randn(3, *shape, generator=g)
+    e = edge_index.size(1)
+    x, att, grad_out = r(n, heads, channels), r(heads, channels), r(n, heads, channels)
+    extra = extras != "plain"
+    mask = (torch.rand(3, e, heads, generator=g) > 0.3).float() / 0.7 if extra else None
+    ga = r(e, heads) if extra else None
+    kernels = torch.ops.zoo_kernels
+    out, _, saved = kernels.gatv2_forward(x, x, x, att, *graph, SLOPE, outer, mask)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        assert kernels.gatv2_one_pass_backward(*graph) == (threads == 1)
+        d_x, d_att = kernels.gatv2_backward_summed(grad_out, ga, x, att, out, saved, *graph, SLOPE, outer, mask)
+        d_src, d_dst, d_val, d_att3 = kernels.gatv2_backward(grad_out, ga, x, x, x, att, out, saved, *graph, SLOPE,
+                                                              outer, mask)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(d_x, (d_val + d_dst) + d_src) and torch.equal(d_att, d_att3)
+    assert not torch.equal(d_x, (d_src + d_dst) + d_val)  # (so that another order would show)
+
+
+def test_opcheck_gatv2_backward_summed():
+    case = make_inputs("gatv2", heads=2, channels=3)
+    t = {k: v.detach() for k, v in case["tensors"].items()}
+    graph = ops.graph_arguments(case["orders"], triton=False)
+    kernels = torch.ops.zoo_kernels
+    out, alpha, saved = kernels.gatv2_forward(t["x_src"], t["x_src"], t["x_src"], t["att"], *graph, SLOPE)
+    torch.library.opcheck(kernels.gatv2_backward_summed, (torch.randn_like(out), torch.randn_like(alpha), t["x_src"],
+                                                          t["att"], out, saved, *graph, SLOPE))

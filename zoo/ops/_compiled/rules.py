@@ -13,6 +13,10 @@ replicas, exact because every head of every replica is computed on its own:
   replicas first — no copy when the replica dimension is already the leading one, which is how
   the stacked models produce it — and return them replicas first;
 * the Triton ops fold the replica dimension into the heads (``(N, R*H, ...)``, a copy).
+
+Called directly under one vmap (:func:`direct_rules`), GATv2 with one tensor as x_src, x_dst and values
+(shared weights) is one autograd node of that tensor (:func:`shared_gatv2_formula`), whose backward is
+the C++ ``gatv2_backward_summed`` where the namespace has it (the three gradients' sum, in autograd's order).
 """
 from __future__ import annotations
 
@@ -216,9 +220,11 @@ def shared_gatv2_formula(ops: Any, graph_args: int) -> Formula:
     weights passes one tensor as x_src, x_dst and values.  As three inputs, the backward's three
     gradients reached autograd as three tensors, which it summed into a fourth, ``(d values + d x_dst)
     + d x_src`` (the order its engine takes the three views' nodes in: the last made first); this node
-    returns that sum itself, in that order (so the same bits), added in place into ``d values``: no
-    fourth tensor."""
+    returns that sum itself, in that order (so the same bits): the op's ``gatv2_backward_summed`` where
+    the namespace has it (the C++ one sums each row as its three parts are done), else added in place
+    into ``d values``."""
     kernel = below_autograd(ops, "gatv2_forward")
+    summed = getattr(ops, "gatv2_backward_summed", None)
 
     def setup(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor, Tensor]) -> None:
         x, att = inputs[:2]
@@ -230,9 +236,12 @@ def shared_gatv2_formula(ops: Any, graph_args: int) -> Formula:
         x, att, out, saved, *graph = ctx.saved_tensors
         if grad_out is None:
             grad_out = torch.zeros_like(out)
+        nones = (None,) * (graph_args + len(ctx.trailing))
+        if summed is not None:
+            return summed(grad_out.contiguous(), grad_alpha, x, att, out, saved, *graph, *ctx.trailing) + nones
         d_src, d_dst, d_val, d_att = ops.gatv2_backward(grad_out.contiguous(), grad_alpha, x, x, x, att, out, saved,
                                                         *graph, *ctx.trailing)
-        return (d_val.add_(d_dst).add_(d_src), d_att) + (None,) * (graph_args + len(ctx.trailing))
+        return (d_val.add_(d_dst).add_(d_src), d_att) + nones
 
     return Formula(lambda x, att, *rest: kernel(x, x, x, att, *rest), setup, grad)
 
@@ -257,6 +266,11 @@ def _register_fake(lib: str, gatv2_saves_per_edge: bool) -> None:
     def _(grad_out, grad_alpha, x_src, x_dst, values, att, out, saved, *graph_and_slope):
         return (x_src.new_empty(x_src.shape), x_dst.new_empty(x_dst.shape), values.new_empty(values.shape),
                 att.new_empty(att.shape))
+
+    if hasattr(getattr(torch.ops, lib[:-2]), "gatv2_backward_summed"):
+        @torch.library.register_fake(lib + "gatv2_backward_summed")
+        def _(grad_out, grad_alpha, x, att, *rest):
+            return x.new_empty(x.shape), att.new_empty(att.shape)
 
     @torch.library.register_fake(lib + "gat_backward")
     def _(grad_out, grad_alpha, score_src, score_dst, bias, values, out, lse, crow, col, *rest):

@@ -485,16 +485,17 @@ struct SavedAlpha {
 // `row_part(v, a, b, r, de_row, alk_row)` with the row's (deg x H values each, slot order).
 // `zeroed`: rows ([R,] N, len) set to zero as each destination v comes up, before its edges (the
 // rows dst_part adds into: no separate pass over the whole tensor, and the row is in cache after).
+// `done(v, r)`: after every destination v of replica r, in the traversal's order (isolated ones too).
 template <typename T>
 struct Rows {
   T* base;  // or null: none
   int64_t len;
 };
 
-template <typename T, typename A, int K, typename DstPart, typename RowPart>
+template <typename T, typename A, int K, typename DstPart, typename RowPart, typename Done>
 void pass_a(const A& alphas, const T* xp, const T* kp, const T* gp, const T* ga, const T* op,
             const Csr& g, int64_t n, int64_t E, int64_t H, Width<K> width, const Replicas& reps, T* de_p, T* al_p,
-            Rows<T> zeroed, const DstPart& dst_part, const RowPart& row_part) {
+            Rows<T> zeroed, const DstPart& dst_part, const RowPart& row_part, const Done& done) {
   const int64_t Cv = width();
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   for_replicas(reps, blocks, 1, [&](int64_t bb, int64_t be, int64_t r) {
@@ -516,7 +517,10 @@ void pass_a(const A& alphas, const T* xp, const T* kp, const T* gp, const T* ga,
       for (int64_t v = blk * kBlock; v < std::min(n, (blk + 1) * kBlock); ++v) {
         const int64_t a = g.crow[v], b = g.crow[v + 1];
         if (zr) std::fill(zr + v * zeroed.len, zr + (v + 1) * zeroed.len, T(0));
-        if (a == b) continue;
+        if (a == b) {
+          done(v, r);
+          continue;
+        }
         e.resize((b - a) * H);
         if (!store) { de_buf.resize((b - a) * H); al_buf.resize((b - a) * H); }
         alpha_of.row(g, v, a, b, e.data());
@@ -550,6 +554,7 @@ void pass_a(const A& alphas, const T* xp, const T* kp, const T* gp, const T* ga,
           dst_part(blk, v, j, r, static_cast<const T*>(dej), static_cast<const T*>(alj));
         }
         if (!store) row_part(v, a, b, r, static_cast<const T*>(de_buf.data()), static_cast<const T*>(al_buf.data()));
+        done(v, r);
       }
     }
   });
@@ -644,6 +649,39 @@ bool gatv2_one_pass_backward(const Tensor& crow, const Tensor& col, const Tensor
 
 // ------------------------------------------------------------------------------------ GATv2
 
+// The summed backward (one tensor passed as x_src, x_dst and values, GATv2 with shared weights):
+// its gradient row k is (d values_k + d x_dst k) + d x_src k, the order in which autograd sums the
+// three gradients of one tensor (so the same bits as returning them apart).  In the one pass, row
+// k's three parts are final once destination k is done (d x_dst k) and every edge out of k (its d
+// values and d x_src terms, added at their destinations): after destination max(k, the last
+// destination k sends to).  Summed there, two of the three rows are still in cache, where a pass
+// over the three whole tensors afterwards reads them all again.
+struct SumSchedule {
+  std::vector<int64_t> start;  // (N + 1): the rows summed after destination v are rows[start[v] .. start[v + 1])
+  std::vector<int64_t> rows;   // (N)
+};
+
+SumSchedule sum_schedule(const Csr& gs, int64_t n) {
+  SumSchedule sched{std::vector<int64_t>(n + 2, 0), std::vector<int64_t>(n)};
+  std::vector<int64_t> at(n);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t t = k;
+    for (int64_t j = gs.crow[k]; j < gs.crow[k + 1]; ++j) t = std::max(t, gs.col[j]);
+    at[k] = t;
+    ++sched.start[t + 2];
+  }
+  for (int64_t v = 0; v < n; ++v) sched.start[v + 2] += sched.start[v + 1];  // start[v + 1]: where v's rows go
+  for (int64_t k = 0; k < n; ++k) sched.rows[sched.start[at[k] + 1]++] = k;  // (then start[v + 1] = end of v's)
+  sched.start.pop_back();
+  return sched;
+}
+
+// d values row += d x_dst row, then += d x_src row, element by element (autograd's two additions).
+template <typename T>
+inline void sum_row(T* __restrict dv, const T* __restrict dd, const T* __restrict ds, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) dv[i] = (dv[i] + dd[i]) + ds[i];
+}
+
 std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Tensor& x_dst_, const Tensor& values_,
                                                  const Tensor& att_, const Tensor& crow, const Tensor& col,
                                                  const Tensor& perm, const Tensor& crow_s, const Tensor& col_s,
@@ -679,13 +717,15 @@ std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Ten
   return {out, alpha, log_alpha};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
+// `summed`: d values returned as (d values + d x_dst) + d x_src (SumSchedule), the other two undefined.
+std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward_impl(
     const Tensor& grad_out_, const std::optional<Tensor>& grad_alpha_, const Tensor& x_src_, const Tensor& x_dst_,
     const Tensor& values_, const Tensor& att_, const Tensor& out_, const Tensor& log_alpha_, const Tensor& crow,
     const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s, const Tensor& perm_s,
-    double slope, bool replicas_outer, const std::optional<Tensor>& keep_) {
+    double slope, bool replicas_outer, const std::optional<Tensor>& keep_, bool summed) {
   const Dims d = node_dims(x_src_, 3, "x_src");
   const int64_t n = d.n, H = d.H, C = x_src_.size(-1), Cv = values_.size(-1), E = col.numel();
+  TORCH_CHECK(!summed || C == Cv, "zoo kernels: the summed GATv2 backward needs values shaped like x_src");
   const Tensor keep = keep_of(keep_, d, E, H, values_);
   check_like(x_dst_, d, {n, H, C}, "x_dst");
   check_like(att_, d, {H, C}, "att");
@@ -727,6 +767,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
       Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
       T *dd0 = d_dst.data_ptr<T>(), *ds0 = d_src.data_ptr<T>(), *dv0 = d_val.data_ptr<T>();
       const int64_t node = n * H * Cc, vnode = n * H * Cw, par = H * Cc;
+      const SumSchedule sched = summed && one ? sum_schedule(gs, n) : SumSchedule{};
       // the destination side of edge j = (u -> v): dx_dst v += t and the d att partial, with
       // t = de w LeakyReLU'(z), z = x_src u + x_dst v; with `source` (the one pass) also the source
       // side pass B computes: dx_src u += t (the same t) and d values_u += alpha k g_v.
@@ -768,6 +809,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
                     // dx_src u += de w LeakyReLU'(z) over v's in-edges (pass B's term and bits)
                     source_row<T, K>(g.col + a, b - a, xs0 + r * node, xd0 + r * node + v * H * Cc, w0 + r * par,
                                      de_row, s, H, cw, ds0 + r * node);
+                  },
+                  [&](int64_t v, int64_t r) {
+                    if (!summed) return;
+                    for (int64_t i = sched.start[v]; i < sched.start[v + 1]; ++i) {
+                      const int64_t k = sched.rows[i];
+                      sum_row(dv0 + r * vnode + k * par, dd0 + r * node + k * par, ds0 + r * node + k * par, par);
+                    }
                   });
       } else {
         pass_a<T>(alphas, values.data_ptr<T>(), ptr_or_null<T>(keep), g0,
@@ -776,7 +824,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
                   [&](int64_t blk, int64_t v, int64_t j, int64_t r, const T* dej, const T* alj) {
                     edge_part(std::false_type(), blk, v, j, r, dej, alj);
                   },
-                  [](int64_t, int64_t, int64_t, int64_t, const T*, const T*) {});
+                  [](int64_t, int64_t, int64_t, int64_t, const T*, const T*) {}, [](int64_t, int64_t) {});
         auto src_part = [&](int64_t u, int64_t r) {
           const T* xd = xd0 + r * node; const T* w = w0 + r * par; const T* der = de.get() + r * E * H;
           T* du = ds0 + r * node + u * H * Cc;
@@ -796,6 +844,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
           }
         };
         pass_b<T>(g0, gs, n, E, H, vw, reps, al.get(), dv0, src_part);
+        if (summed)
+          at::parallel_for(0, R * n, kRows, [&](int64_t b, int64_t e) {
+            for (int64_t k = b; k < e; ++k) sum_row(dv0 + k * par, dd0 + k * par, ds0 + k * par, par);
+          });
       }
       T* dw0 = d_att.data_ptr<T>();  // fixed-order sum of the per-block partials
       for (int64_t r = 0; r < R; ++r)
@@ -803,7 +855,29 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
           for (int64_t k = 0; k < par; ++k) dw0[r * par + k] += part[(r * blocks + blk) * par + k];
     });
   });
+  if (summed) return {d_val, Tensor(), Tensor(), d_att};
   return {d_src, d_dst, d_val, d_att};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> gatv2_backward(
+    const Tensor& grad_out, const std::optional<Tensor>& grad_alpha, const Tensor& x_src, const Tensor& x_dst,
+    const Tensor& values, const Tensor& att, const Tensor& out, const Tensor& log_alpha, const Tensor& crow,
+    const Tensor& col, const Tensor& perm, const Tensor& crow_s, const Tensor& col_s, const Tensor& perm_s,
+    double slope, bool replicas_outer, const std::optional<Tensor>& keep) {
+  return gatv2_backward_impl(grad_out, grad_alpha, x_src, x_dst, values, att, out, log_alpha, crow, col, perm, crow_s,
+                             col_s, perm_s, slope, replicas_outer, keep, false);
+}
+
+// GATv2's backward for one tensor x passed as x_src, x_dst and values: (d x, d att), d x being
+// (d values + d x_dst) + d x_src (the three gradients autograd would sum, in its order).
+std::tuple<Tensor, Tensor> gatv2_backward_summed(
+    const Tensor& grad_out, const std::optional<Tensor>& grad_alpha, const Tensor& x, const Tensor& att,
+    const Tensor& out, const Tensor& log_alpha, const Tensor& crow, const Tensor& col, const Tensor& perm,
+    const Tensor& crow_s, const Tensor& col_s, const Tensor& perm_s, double slope, bool replicas_outer,
+    const std::optional<Tensor>& keep) {
+  auto grads = gatv2_backward_impl(grad_out, grad_alpha, x, x, x, att, out, log_alpha, crow, col, perm, crow_s, col_s,
+                                   perm_s, slope, replicas_outer, keep, true);
+  return {std::get<0>(grads), std::get<3>(grads)};
 }
 
 // -------------------------------------------------------------------------------------- GAT
@@ -898,7 +972,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
       pass_a<T>(alphas, values.data_ptr<T>(), ptr_or_null<T>(keep), grad_out.data_ptr<T>(),
                 grad_alpha.defined() ? grad_alpha.data_ptr<T>() : nullptr, out.data_ptr<T>(), g,
                 n, E, H, Width<K>{Cv}, reps, de.get(), al.get(), Rows<T>{nullptr, 0}, dst_part,
-                [](int64_t, int64_t, int64_t, int64_t, const T*, const T*) {});
+                [](int64_t, int64_t, int64_t, int64_t, const T*, const T*) {}, [](int64_t, int64_t) {});
       T* dsp0 = d_s.data_ptr<T>();
       auto src_part = [&](int64_t u, int64_t r) {
         const T* dz = dz0 + r * E * H;
@@ -925,6 +999,9 @@ TORCH_LIBRARY(zoo_kernels, m) {
         "Tensor att, Tensor out, Tensor log_alpha, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, "
         "Tensor col_s, Tensor perm_s, float slope, bool replicas_outer=False, Tensor? keep=None) "
         "-> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("gatv2_backward_summed(Tensor grad_out, Tensor? grad_alpha, Tensor x, Tensor att, Tensor out, "
+        "Tensor log_alpha, Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, Tensor perm_s, "
+        "float slope, bool replicas_outer=False, Tensor? keep=None) -> (Tensor, Tensor)");
   m.def("gatv2_one_pass_backward(Tensor crow, Tensor col, Tensor perm, Tensor crow_s, Tensor col_s, "
         "Tensor perm_s) -> bool");
   m.def("gat_forward(Tensor score_src, Tensor score_dst, Tensor? bias, Tensor values, Tensor crow, Tensor col, "
@@ -938,6 +1015,7 @@ TORCH_LIBRARY(zoo_kernels, m) {
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("gatv2_forward", &gatv2_forward);
   m.impl("gatv2_backward", &gatv2_backward);
+  m.impl("gatv2_backward_summed", &gatv2_backward_summed);
   m.impl("gatv2_one_pass_backward", &gatv2_one_pass_backward);
   m.impl("gat_forward", &gat_forward);
   m.impl("gat_backward", &gat_backward);
