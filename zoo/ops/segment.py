@@ -11,7 +11,7 @@ All functions here are out-of-place (in-place scatters into fresh tensors cannot
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -173,16 +173,16 @@ def gathered_product(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> 
 
 
 class _GatheredDot(torch.autograd.Function):
-    """``(a[index_a] * b[index_b]).sum(-1)`` with its gradients by the compiled edge ops: the forward's
-    product read in place (``gather_mul``), the backward one pass over the edges
-    (``gathered_dot_backward``) that adds each product of the gradient and the other factor into its
-    row, in edge order: the numbers of the torch ops' autograd (the gathered ``(E, H, C)`` factors
-    and their gradients never written; only the node tensors are kept for the backward)."""
+    """``(a[index_a] * b[index_b]).sum(-1)`` with its gradients by the compiled edge ops: the forward
+    :func:`_dot_forward`, the backward one pass over the edges (``gathered_dot_backward``) that adds
+    each product of the gradient and the other factor into its row, in edge order: the numbers of the
+    torch ops' autograd (the gathered ``(E, H, C)`` factors and their gradients never written; only the
+    node tensors are kept for the backward)."""
 
     @staticmethod
     def forward(ctx: Any, a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tensor:
         ctx.save_for_backward(a, index_a, b, index_b)
-        return torch.ops.zoo_kernels.gather_mul(a, index_a, b, index_b).sum(-1)
+        return _dot_forward(a, index_a, b, index_b)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> Tuple[Any, None, Any, None]:
@@ -192,29 +192,65 @@ class _GatheredDot(torch.autograd.Function):
         return (grad_a if need_a else None), None, (grad_b if need_b else None), None
 
 
+#: (dtype, channels) -> the vector lanes at which ``zoo_kernels.gathered_dot`` adds the products in the
+#: order of torch's sum here, or 0 where none does
+_DOT_LANES: Dict[Tuple[torch.dtype, int], int] = {}
+
+
+def _dot_lanes(dtype: torch.dtype, channels: int) -> int:
+    """The lanes (torch's vector width, or 1 for its scalar path) at which the compiled dot product gives
+    ``(a[ia] * b[ib]).sum(-1)``'s bits for rows of ``channels``, found once per dtype and width on 4096
+    random rows of products spread over many binades (an order that differs changes some row's
+    rounding); 0: none does (the caller sums with torch)."""
+    key = (dtype, channels)
+    if key not in _DOT_LANES:
+        gen = torch.Generator().manual_seed(0)
+        a, b = (torch.randn(4096, 1, channels, generator=gen, dtype=dtype)
+                * torch.exp2(torch.randint(-20, 20, (4096, 1, channels), generator=gen)).to(dtype) for _ in range(2))
+        ia, ib = torch.randperm(4096, generator=gen), torch.randperm(4096, generator=gen)
+        want = (a.index_select(0, ia) * b.index_select(0, ib)).sum(-1)
+        _DOT_LANES[key] = 0
+        for lanes in (16, 8, 4, 2, 1):
+            if channels >= 64 * (lanes if channels >= lanes else 1):
+                continue
+            if torch.equal(torch.ops.zoo_kernels.gathered_dot(a, ia, b, ib, lanes), want):
+                _DOT_LANES[key] = lanes
+                break
+    return _DOT_LANES[key]
+
+
+def _dot_forward(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tensor:
+    """The compiled forward: products and sums in one pass where :func:`_dot_lanes` found torch's order,
+    else the products (``gather_mul``, read in place) then torch's sum."""
+    lanes = _dot_lanes(a.dtype, a.size(-1))
+    if lanes:
+        return torch.ops.zoo_kernels.gathered_dot(a, index_a, b, index_b, lanes)
+    return torch.ops.zoo_kernels.gather_mul(a, index_a, b, index_b).sum(-1)
+
+
 def _gathered_dot_serves(a: Tensor, b: Tensor) -> bool:
-    """Whether :class:`_GatheredDot` serves: CPU float32 / float64 ``(N, H, C)`` tensors of one dtype outside
-    any ``torch.func`` transform, a gradient to record, the compiled kernels built."""
-    if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
-        return False
+    """Whether the compiled dot product serves: CPU float32 / float64 ``(N, H, C)`` tensors of one dtype
+    outside any ``torch.func`` transform, the compiled kernels built."""
     if a.device.type != "cpu" or a.dtype not in (torch.float32, torch.float64) or b.dtype != a.dtype:
         return False
     if a.dim() != 3 or b.dim() != 3 or _is_functorch_wrapped(a) or _is_functorch_wrapped(b):
         return False
     from zoo.ops._compiled.build import load_cpu_kernels
 
-    return load_cpu_kernels() and hasattr(torch.ops.zoo_kernels, "gathered_dot_backward")
+    return load_cpu_kernels() and hasattr(torch.ops.zoo_kernels, "gathered_dot")
 
 
 def gathered_dot(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tensor:
     """``(a[index_a] * b[index_b]).sum(-1)``: per edge and head the dot product of two gathered rows
     (``(N, H, C)`` -> ``(E, H)``; e.g. attention scores ``q_dst . k_src``).
 
-    On the CPU the compiled edge ops (:func:`gathered_product`'s pass, and a one-pass backward with the
-    torch ops' numbers where a gradient is recorded); otherwise the torch ops."""
-    if _gathered_dot_serves(a, b):
+    On the CPU the compiled edge ops, with the torch ops' numbers (a one-pass backward where a gradient
+    is recorded); otherwise the torch ops."""
+    if not _gathered_dot_serves(a, b):
+        return gathered_product(a, index_a, b, index_b).sum(-1)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _GatheredDot.apply(a, index_a, b, index_b)
-    return gathered_product(a, index_a, b, index_b).sum(-1)
+    return _dot_forward(a, index_a, b, index_b)
 
 
 def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:

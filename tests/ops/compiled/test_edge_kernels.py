@@ -144,6 +144,30 @@ def test_gathered_dot_and_its_gradients_bitwise(dtype, heads, channels):
         assert _bits(segment.gathered_dot(a, ia, b, ib), want.detach())
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gathered_dot_sums_in_torchs_order_at_every_width(dtype):
+    """The one-pass forward (products and torch's summation order) at widths below, at and past the
+    vector width, with tails; on this machine's torch some lane count must give float32's SAN width."""
+    assert segment._dot_lanes(torch.float32, 32) > 0
+    for channels in [1, 2, 3, 5, 8, 12, 16, 17, 31, 32, 33, 40, 64, 70, 100]:
+        lanes = segment._dot_lanes(dtype, channels)
+        a, ia, b, ib, _ = _dot_operands(dtype, 2, channels, seed=channels, grads=(False, False))
+        a[::3, :, ::2] = 0.0  # products of -0 (a zero times a negative): torch's sums start from +0
+        a[::4] = -0.0  # rows of -0 products only
+        want = (a.index_select(0, ia) * b.index_select(0, ib)).sum(-1)
+        if lanes:
+            assert _bits(torch.ops.zoo_kernels.gathered_dot(a, ia, b, ib, lanes), want), channels
+        assert _bits(segment.gathered_dot(a, ia, b, ib), want), channels
+
+
+def test_gathered_dot_refuses_a_width_past_its_order():
+    a, ia, b, ib, _ = _dot_operands(torch.float32, 1, 130, seed=2, grads=(False, False))
+    with pytest.raises(RuntimeError, match="not summed in torch's order"):
+        torch.ops.zoo_kernels.gathered_dot(a, ia, b, ib, 2)
+    with pytest.raises(RuntimeError, match="not summed in torch's order"):
+        torch.ops.zoo_kernels.gathered_dot(a, ia, b, ib, 3)
+
+
 @pytest.mark.parametrize("grads", [(True, False), (False, True)])
 def test_gathered_dot_one_factor_with_a_gradient(grads):
     a, ia, b, ib, grad = _dot_operands(torch.float32, 2, 8, seed=4, grads=grads)
