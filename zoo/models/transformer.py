@@ -28,7 +28,7 @@ from zoo.nn.validation import check_stack_options, resolve_block_norms
 from zoo.norms.scores import DOT_PRODUCT, DotProductScores, ScoreNorm
 from zoo.ops.dispatch import dropout_active, softmax_aggregate
 from zoo.ops.dropout import dropout
-from zoo.ops.segment import gather_rows, gathered_dot, segment_softmax, segment_sum
+from zoo.ops.segment import gather_rows, gathered_dot, segment_softmax, segment_sum, weighted_gather_sum
 from zoo.registry import register_model
 
 PLACEMENTS = ("post", "pre")
@@ -104,7 +104,7 @@ class GraphSelfAttention(nn.Module):
                          n: int) -> Tensor:
         """Per-head energy ``(H,)`` in front of ``P^h X V^h`` (nonlocal message passing, §4.1)."""
         # P^h X V^h = P^h (X V^h), so only the energy needs P^h X.
-        px = segment_sum(weights.unsqueeze(-1) * gather_rows(x, src).unsqueeze(1), dst, n)  # (N, H, dim)
+        px = weighted_gather_sum(weights, x, src, dst, n)  # (N, H, dim)
         per_node = (px - x.unsqueeze(1)).pow(2).sum(-1)  # (N, H): |P^h X(i) - X(i)|^2
         if self.nonlocal_norm == "mu":
             # §2's Laplacian energy on head h's weighted graph: omega_ij = exp(e_ij) and the measure

@@ -253,6 +253,50 @@ def gathered_dot(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tens
     return _dot_forward(a, index_a, b, index_b)
 
 
+class _WeightedGatherSum(torch.autograd.Function):
+    """:func:`weighted_gather_sum` by the compiled edge ops, one head: the forward one pass over the edges,
+    the backward one pass for both gradients (the weights' products summed in torch's order, the rows'
+    added in edge order): the numbers of the torch expression's autograd, without its ``(E, C)`` copies."""
+
+    @staticmethod
+    def forward(ctx: Any, weights: Tensor, x: Tensor, src: Tensor, dst: Tensor, n: int) -> Tensor:
+        ctx.save_for_backward(weights, x, src, dst)
+        return torch.ops.zoo_kernels.weighted_gather_sum(weights, x, src, dst, n)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Any, Any, None, None, None]:
+        weights, x, src, dst = ctx.saved_tensors
+        need_w, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_w, grad_x = torch.ops.zoo_kernels.weighted_gather_sum_backward(
+            grad, weights, x, src, dst, _dot_lanes(x.dtype, x.size(-1)), need_w, need_x)
+        return (grad_w if need_w else None), (grad_x if need_x else None), None, None, None
+
+
+def weighted_gather_sum(weights: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
+    """``sum_{e: dst_e = i} weights[e, h] * x[src_e]`` per node ``i`` and head ``h``
+    (``(E, H)``, ``(N, C)`` -> ``(num_nodes, H, C)``; e.g. ``P^h X`` for attention weights ``P^h``).
+
+    On the CPU (float32 / float64, outside ``torch.func`` transforms) one compiled pass in edge order (the
+    numbers of ``segment_sum(weights[..., None] * x[src][:, None], dst)``), and with one head and a gradient
+    to record a compiled backward with that expression's gradients; otherwise the torch ops."""
+    if _weighted_kernels_serve(weights, x):
+        if not (torch.is_grad_enabled() and (weights.requires_grad or x.requires_grad)):
+            return torch.ops.zoo_kernels.weighted_gather_sum(weights, x, src, dst, num_nodes)
+        if weights.size(1) == 1 and _dot_lanes(x.dtype, x.size(-1)):
+            return _WeightedGatherSum.apply(weights, x, src, dst, num_nodes)
+    return segment_sum(weights.unsqueeze(-1) * gather_rows(x, src).unsqueeze(1), dst, num_nodes)
+
+
+def _weighted_kernels_serve(weights: Tensor, x: Tensor) -> bool:
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or weights.dtype != x.dtype:
+        return False
+    if weights.dim() != 2 or x.dim() != 2 or _is_functorch_wrapped(weights) or _is_functorch_wrapped(x):
+        return False
+    from zoo.ops._compiled.build import load_cpu_kernels
+
+    return load_cpu_kernels() and hasattr(torch.ops.zoo_kernels, "weighted_gather_sum")
+
+
 def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
     """``sum_{e: dst_e = i} (x[src_e] - x[i])`` per node ``i`` (``(N, C)`` -> ``(num_nodes, C)``).
 
@@ -265,5 +309,5 @@ def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int
     return segment_sum(gather_rows(x, src) - gather_rows(x, dst), dst, num_nodes)
 
 
-__all__ = ["gather_rows", "gathered_dot", "gathered_product", "neighbour_difference_sum", "segment_sum", "segment_max",
+__all__ = ["gather_rows", "gathered_dot", "gathered_product", "weighted_gather_sum", "neighbour_difference_sum", "segment_sum", "segment_max",
            "segment_softmax"]

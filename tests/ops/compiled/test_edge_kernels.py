@@ -2,7 +2,8 @@
 ``zoo_kernels.neighbour_difference_sum``) give the torch expressions' bits, and serve only where no
 gradient is recorded: the SAN scores and the Laplacian energy are the same numbers either way.  The
 SAN scores' dot product keeps them with a gradient too (``segment.gathered_dot``: the forward's
-product in place, ``zoo_kernels.gathered_dot_backward``), with the bits of the torch ops' autograd."""
+product in place, ``zoo_kernels.gathered_dot_backward``), with the bits of the torch ops' autograd,
+and so does the nonlocal SAN's ``P^h X`` (``segment.weighted_gather_sum``)."""
 from __future__ import annotations
 
 import pytest
@@ -203,6 +204,58 @@ def test_san_layer_gradients_as_with_the_torch_ops(monkeypatch):
         return [out.detach(), alpha.detach(), *grads]
 
     got = run()
+    monkeypatch.setattr(segment, "_gathered_dot_serves", lambda a, b: False)
+    want = run()
+    assert all(_bits(g, w) for g, w in zip(got, want))
+
+
+def _weighted_operands(dtype, heads, channels, seed):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.rand(900, heads, generator=g, dtype=dtype).requires_grad_(True)
+    x = torch.randn(40, channels, generator=g, dtype=dtype)
+    x[::5, ::2] = 0.0  # products of -0 with negative gradients
+    x.requires_grad_(True)
+    src, dst = _graph(40, 900, seed=seed, sort=True)
+    grad = torch.randn(40, heads, channels, generator=g, dtype=dtype)
+    return w, x, src, dst, grad
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads, channels", [(1, 32), (1, 5), (1, 17), (1, 64), (2, 16)])
+def test_weighted_gather_sum_and_its_gradients_bitwise(dtype, heads, channels):
+    """``P^h X`` of the nonlocal factor and its gradients: the bits of the torch expression (its autograd),
+    compiled for one head (fails where the torch ops run: the grad_fn), the torch ops for more."""
+    w, x, src, dst, grad = _weighted_operands(dtype, heads, channels, seed=channels)
+    want = segment.segment_sum(w.unsqueeze(-1) * segment.gather_rows(x, src).unsqueeze(1), dst, 40)
+    want_w, want_x = torch.autograd.grad(want, (w, x), grad)
+    got = segment.weighted_gather_sum(w, x, src, dst, 40)
+    if heads == 1:
+        assert type(got.grad_fn).__name__ == "_WeightedGatherSumBackward"
+    got_w, got_x = torch.autograd.grad(got, (w, x), grad)
+    assert _bits(got, want) and _bits(got_w, want_w) and _bits(got_x, want_x)
+    with torch.no_grad():
+        assert _bits(segment.weighted_gather_sum(w, x, src, dst, 40), want.detach())
+
+
+def test_nonlocal_san_layer_as_with_the_torch_ops(monkeypatch):
+    """A nonlocal SAN layer's output and every parameter's and the input's gradient: the same bits with the
+    compiled edge ops as with the torch ops."""
+    from zoo.graph import as_graph
+    from zoo.models.transformer import GraphSelfAttention
+
+    torch.manual_seed(0)
+    n = 50
+    x = torch.randn(n, 16, requires_grad=True)
+    graph = as_graph(torch.stack(_graph(n, 400, seed=8)), x.detach(), "add")
+    layer = GraphSelfAttention(16, heads=1, nonlocal_energy=True)
+
+    def run():
+        out, alpha = layer(graph, x)
+        grads = torch.autograd.grad(out.square().sum() + alpha.sum(), [x, *layer.parameters()])
+        return [out.detach(), alpha.detach(), *grads]
+
+    got = run()
+    monkeypatch.setattr(segment, "_weighted_kernels_serve", lambda w, x: False)
     monkeypatch.setattr(segment, "_gathered_dot_serves", lambda a, b: False)
     want = run()
     assert all(_bits(g, w) for g, w in zip(got, want))

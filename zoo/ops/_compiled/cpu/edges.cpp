@@ -19,6 +19,13 @@
 //       numbers of torch's backward (the expanded gradient times the other gathered factor, one rounded
 //       product each, then index_add from zero, which adds each row's terms in edge order); an
 //       undefined tensor where not needed.
+//   weighted_gather_sum(w, x, src, dst, n)[i, h, :] = sum over the edges e with dst[e] = i, in edge
+//       order, of w[e, h] * x[src[e], :] (w (E, H), x (N, C) -> (n, H, C)): the numbers of
+//       zeros.index_add(0, dst, w[..., None] * x[src][:, None]);
+//   weighted_gather_sum_backward(g, w, x, src, dst, lanes, need_w, need_x) -> (grad_w, grad_x), one head:
+//       grad_w[e] = torch's sum over c of g[dst[e], 0, c] * x[src[e], c] (gathered_dot's order at
+//       ``lanes``), grad_x[j, :] = sum over the edges with src[e] = j, in edge order, of
+//       g[dst[e], 0, :] * w[e]: the numbers of the torch expression's autograd.
 // Every output element is one fixed sequence of operations, whatever the thread count.
 #include <torch/library.h>
 #include <ATen/ATen.h>
@@ -237,11 +244,93 @@ std::tuple<Tensor, Tensor> gathered_dot_backward(const Tensor& g_, const Tensor&
   return {grad_a, grad_b};
 }
 
+Tensor weighted_gather_sum(const Tensor& w_, const Tensor& x_, const Tensor& src_, const Tensor& dst_, int64_t n) {
+  TORCH_CHECK(w_.dim() == 2 && x_.dim() == 2 && w_.scalar_type() == x_.scalar_type(),
+              "weighted_gather_sum: w (E, H) and x (N, C) of one dtype, got ", w_.sizes(), " and ", x_.sizes());
+  TORCH_CHECK(src_.numel() == dst_.numel() && w_.size(0) == src_.numel(),
+              "weighted_gather_sum: w, src and dst must have E rows");
+  const Tensor w = w_.contiguous(), x = x_.contiguous(), src = src_.contiguous(), dst = dst_.contiguous();
+  check_index(src, x.size(0), "src");
+  check_index(dst, n, "dst");
+  const int64_t E = src.numel(), H = w.size(1), C = x.size(1);
+  Tensor out = at::zeros({n, H, C}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "weighted_gather_sum", [&] {
+    using T = scalar_t;
+    const T* __restrict wp = w.data_ptr<T>(); const T* __restrict xp = x.data_ptr<T>(); T* __restrict op = out.data_ptr<T>();
+    const int64_t* __restrict s = src.data_ptr<int64_t>(); const int64_t* __restrict d = dst.data_ptr<int64_t>();
+    // one pass in edge order: each output row's additions in the order index_add makes them
+    for (int64_t e = 0; e < E; ++e) {
+      if (e + kPrefetchEdges < E) prefetch_row(xp + s[e + kPrefetchEdges] * C, C * int64_t(sizeof(T)));
+      const T* xu = xp + s[e] * C;
+      for (int64_t h = 0; h < H; ++h) {
+        const T we = wp[e * H + h];
+        T* acc = op + (d[e] * H + h) * C;
+        for (int64_t c = 0; c < C; ++c) acc[c] = acc[c] + we * xu[c];
+      }
+    }
+  });
+  return out;
+}
+
+template <typename T, int L>
+void weighted_grads(const T* __restrict gp, const T* __restrict wp, const T* __restrict xp, const int64_t* __restrict s,
+                    const int64_t* __restrict d, T* __restrict dwp, T* __restrict dxp, int64_t E, int64_t C) {
+  for (int64_t e = 0; e < E; ++e) {
+    if (e + kPrefetchEdges < E) {
+      prefetch_row(xp + s[e + kPrefetchEdges] * C, C * int64_t(sizeof(T)));
+      if (dxp != nullptr) prefetch_row(dxp + s[e + kPrefetchEdges] * C, C * int64_t(sizeof(T)));
+    }
+    const T* gv = gp + d[e] * C; const T* xu = xp + s[e] * C;
+    if (dwp != nullptr) dwp[e] = torch_order_dot<T, L>(gv, xu, C);
+    if (dxp != nullptr) {
+      const T we = wp[e];
+      T* acc = dxp + s[e] * C;
+      for (int64_t c = 0; c < C; ++c) acc[c] = acc[c] + gv[c] * we;
+    }
+  }
+}
+
+std::tuple<Tensor, Tensor> weighted_gather_sum_backward(const Tensor& g_, const Tensor& w_, const Tensor& x_,
+                                                        const Tensor& src_, const Tensor& dst_, int64_t lanes,
+                                                        bool need_w, bool need_x) {
+  TORCH_CHECK(g_.dim() == 3 && g_.size(1) == 1 && w_.dim() == 2 && w_.size(1) == 1 && x_.dim() == 2 &&
+              g_.size(2) == x_.size(1), "weighted_gather_sum_backward: one head: g (n, 1, C), w (E, 1), x (N, C)");
+  TORCH_CHECK(g_.scalar_type() == x_.scalar_type() && w_.scalar_type() == x_.scalar_type(),
+              "weighted_gather_sum_backward: g, w and x of one dtype");
+  TORCH_CHECK(src_.numel() == dst_.numel() && w_.size(0) == src_.numel(),
+              "weighted_gather_sum_backward: w, src and dst must have E rows");
+  const int64_t C = x_.size(1), L = C < lanes ? 1 : lanes;
+  TORCH_CHECK((lanes == 1 || lanes == 2 || lanes == 4 || lanes == 8 || lanes == 16) && C < 64 * L,
+              "weighted_gather_sum_backward: ", C, " channels at ", lanes, " lanes are not summed in torch's order here");
+  const Tensor g = g_.contiguous(), w = w_.contiguous(), x = x_.contiguous(), src = src_.contiguous(), dst = dst_.contiguous();
+  check_index(src, x.size(0), "src");
+  check_index(dst, g.size(0), "dst");
+  const int64_t E = src.numel();
+  Tensor grad_w = need_w ? at::empty_like(w) : Tensor(), grad_x = need_x ? at::zeros_like(x) : Tensor();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "weighted_gather_sum_backward", [&] {
+    using T = scalar_t;
+    const T* gp = g.data_ptr<T>(); const T* wp = w.data_ptr<T>(); const T* xp = x.data_ptr<T>();
+    const int64_t* s = src.data_ptr<int64_t>(); const int64_t* d = dst.data_ptr<int64_t>();
+    T* dwp = need_w ? grad_w.data_ptr<T>() : nullptr; T* dxp = need_x ? grad_x.data_ptr<T>() : nullptr;
+    switch (L) {
+      case 1: weighted_grads<T, 1>(gp, wp, xp, s, d, dwp, dxp, E, C); break;
+      case 2: weighted_grads<T, 2>(gp, wp, xp, s, d, dwp, dxp, E, C); break;
+      case 4: weighted_grads<T, 4>(gp, wp, xp, s, d, dwp, dxp, E, C); break;
+      case 8: weighted_grads<T, 8>(gp, wp, xp, s, d, dwp, dxp, E, C); break;
+      default: weighted_grads<T, 16>(gp, wp, xp, s, d, dwp, dxp, E, C); break;
+    }
+  });
+  return {grad_w, grad_x};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
   m.def("gather_mul(Tensor a, Tensor ia, Tensor b, Tensor ib) -> Tensor");
   m.def("neighbour_difference_sum(Tensor x, Tensor src, Tensor dst, int n) -> Tensor");
+  m.def("weighted_gather_sum(Tensor w, Tensor x, Tensor src, Tensor dst, int n) -> Tensor");
+  m.def("weighted_gather_sum_backward(Tensor g, Tensor w, Tensor x, Tensor src, Tensor dst, int lanes, bool need_w, "
+        "bool need_x) -> (Tensor, Tensor)");
   m.def("gathered_dot(Tensor a, Tensor ia, Tensor b, Tensor ib, int lanes) -> Tensor");
   m.def("gathered_dot_backward(Tensor g, Tensor a, Tensor ia, Tensor b, Tensor ib, bool need_a, bool need_b) "
         "-> (Tensor, Tensor)");
@@ -250,6 +339,8 @@ TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("gather_mul", &gather_mul);
   m.impl("neighbour_difference_sum", &neighbour_difference_sum);
+  m.impl("weighted_gather_sum", &weighted_gather_sum);
+  m.impl("weighted_gather_sum_backward", &weighted_gather_sum_backward);
   m.impl("gathered_dot", &gathered_dot);
   m.impl("gathered_dot_backward", &gathered_dot_backward);
 }
