@@ -119,6 +119,8 @@ SHAPES: Dict[str, Shape] = {
                        {"dataset": ["coauthor_cs"], "num_layers": [2], "model": ["san_nonlocal"], "seed": [0]}),
     "san_pubmed_nl": Shape("nonlocal_accuracy PubMed SAN nonlocal L=2 w32, Adam, R=1", "nonlocal_accuracy",
                            {"dataset": ["pubmed"], "num_layers": [2], "model": ["san_nonlocal"], "seed": [0]}),
+    "san_cora32": Shape("nonlocal_accuracy Cora SAN Post-LN L=32 w32, Adam, R=1", "nonlocal_accuracy",
+                        {"dataset": ["cora"], "num_layers": [32], "model": ["san_post_ln"], "seed": [0]}),
 }
 
 
