@@ -49,8 +49,9 @@ from torch import Tensor
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph
+from zoo.ops.bounds import neighbour_max, scale_divide
 from zoo.ops.message import squared_norm
-from zoo.ops.segment import segment_max
+from zoo.ops.segment import gather_rows, segment_max
 from zoo.norms._registry import register_norm
 from zoo.norms.scores import AdditiveScores, DotProductScores, MLPScores, ScoreRules, score_rule
 
@@ -69,7 +70,7 @@ def neighbourhood_max(per_edge: Tensor, graph: Graph) -> Tensor:
     """``max`` of a non-negative ``(E, H)`` edge quantity over each destination's incoming edges,
     gathered back to the edges (``(E, H)``).  Empty neighbourhoods never reach an edge."""
     per_node = segment_max(per_edge, graph.dst, graph.num_nodes).clamp_min(0.0)
-    return per_node.index_select(0, graph.dst)
+    return gather_rows(per_node, graph.dst)
 
 
 @register_norm("lipschitz", aliases=("lipschitznorm", "lipschitz_norm", "lip"))
@@ -112,11 +113,11 @@ class LipschitzNorm(ScoreRules):
         graph = s.graph
         query_norm = safe_norm(torch.cat([s.att_src, s.att_dst], dim=-1))  # (H,)
         sq = squared_norm(s.nodes)  # (N, H)
-        max_src = segment_max(sq.index_select(0, graph.src), graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
-        # The bound depends on the destination alone: computed per node and gathered once (the values
+        max_src = neighbour_max(sq, graph.src, graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
+        # The bound depends on the destination alone: computed per node and read per edge (the values
         # a per-edge computation gives, with O(N) element-wise work instead of O(E)).
         bound = (query_norm * (sq + max_src).clamp_min(_TINY**2).sqrt()).clamp_min(_TINY)
-        return self.alpha * s.scores / bound.index_select(0, graph.dst)
+        return scale_divide(s.scores, bound, graph.dst, self.alpha)  # alpha * scores / bound[dst]
 
     def _authors_code_additive(self, s: AdditiveScores) -> Tensor:
         """The released ``LipschitzNorm.forward`` (see the module docstring), same inputs."""
@@ -126,9 +127,9 @@ class LipschitzNorm(ScoreRules):
             att_norm = 4.0 * att.pow(2).sum().sqrt()  # one norm over all heads
         else:
             att_norm = 4.0 * att.pow(2).sum(-1).sqrt()  # (H,)
-        norm_x = squared_norm(s.nodes).index_select(0, graph.src)  # (E, H): the edge's source norm
+        norm_x = gather_rows(squared_norm(s.nodes), graph.src)  # (E, H): the edge's source norm
         per_node = segment_max(norm_x, graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
-        flat_max = per_node.reshape(-1, 1).index_select(0, graph.dst)  # (E, 1): flat index v, as released
+        flat_max = gather_rows(per_node.reshape(-1, 1), graph.dst)  # (E, 1): flat index v, as released
         divisor = (flat_max + norm_x).clamp_min(_TINY**2).sqrt()  # the floor only keeps 0-rows finite
         return self.alpha * s.scores / (att_norm * divisor + 1e-12)
 
@@ -166,8 +167,8 @@ class LipschitzNorm(ScoreRules):
         """
         self._paper_only("dot-product")
         graph = s.graph
-        u = safe_norm(s.query).index_select(0, graph.dst)  # (E, H)
-        v = neighbourhood_max(safe_norm(s.key).index_select(0, graph.src), graph)
-        w = neighbourhood_max(safe_norm(s.value).index_select(0, graph.src), graph)
+        u = gather_rows(safe_norm(s.query), graph.dst)  # (E, H)
+        v = neighbourhood_max(gather_rows(safe_norm(s.key), graph.src), graph)
+        w = neighbourhood_max(gather_rows(safe_norm(s.value), graph.src), graph)
         bound = torch.maximum(torch.maximum(u * v, u * w), v * w)
         return self.alpha * s.scores / bound.clamp_min(_TINY)
