@@ -2,6 +2,7 @@
 
 * :mod:`zoo.ops.segment` — gather / scatter / segment softmax (vmap-efficient custom ops);
 * :mod:`zoo.ops.message` — per-edge products with their own backward;
+* :mod:`zoo.ops.bounds` — per-destination maxima and divisors (LipschitzNorm's bound) as compiled edge ops;
 * :mod:`zoo.ops.score` — the fused attention scores (GATv2, GAT);
 * :mod:`zoo.ops.aggregate` — the fused softmax + aggregation as sparse products;
 * :mod:`zoo.ops.sparse_linear` — the first layer's linear map on sparse constant inputs;
