@@ -27,7 +27,7 @@ _is_functorch_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_funct
 
 #: the largest row (elements per index, all replicas) that :func:`gather_rows` under vmap copies to a
 #: contiguous tensor before gathering; larger strided rows gather in place (a copy of the whole tensor
-#: then costs more than the strided gather saves: 15 replicas of 64 channels, measured)
+#: then costs more than the strided gather saves; figures in docs/notes/performance.md)
 _COPY_ROWS_MAX = 64
 
 if _HAS_CUSTOM_OPS:
@@ -93,7 +93,7 @@ if _HAS_CUSTOM_OPS:
         rows = x.movedim(x_dim, dim + 1)
         if dim == 0 and not rows.is_contiguous() and math.prod(rows.shape[1:]) <= _COPY_ROWS_MAX:
             # index_select of a strided tensor goes element by element (replicas-first scores, (N, R, H)
-            # seen through the move: 5-15x the time of a copy and a contiguous gather of its rows)
+            # seen through the move), slower than a copy and a contiguous gather of its rows
             rows = rows.contiguous()
         return _gather_rows(rows, index, dim), dim + 1
 
@@ -403,5 +403,5 @@ def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int
     return segment_sum(gather_rows(x, src) - gather_rows(x, dst), dst, num_nodes)
 
 
-__all__ = ["gather_rows", "gathered_dot", "gathered_product", "weighted_gather_sum", "neighbour_difference_sum", "segment_sum", "segment_max",
-           "segment_softmax"]
+__all__ = ["gather_rows", "gathered_dot", "gathered_product", "neighbour_difference_sum", "segment_max",
+           "segment_softmax", "segment_sum", "weighted_gather_sum"]
