@@ -261,6 +261,25 @@ def test_long_runs_price_their_depths_pending_long_runs_above_the_probes_rate():
     assert unmeasured.long_run_factors == {}
 
 
+def test_a_long_runs_factor_compares_it_with_its_own_shapes_probes():
+    """Long runs (5 000 epochs) of one depth-5 shape at 2.5x its probes' rate, and the other depth-5 shapes
+    probed again after a speed-up (0.4x their first probes' time, the old probes gone): the depth's factor is
+    the long runs' over their own shape's probes (~2.5 shrunk), not over all the depth's probes (which would
+    read the other shapes' speed-up as lateness: above 3)."""
+    obs = [replace(o, cpu_time_s=o.wall_time_s) for o in synthetic_observations(TRUTH)]
+
+    def faster(o):
+        c = o.config["model"]
+        if c["kwargs"]["num_layers"] != 5 or c["name"] == "gcn":
+            return o
+        return replace(o, wall_time_s=0.4 * o.wall_time_s, cpu_time_s=0.4 * o.cpu_time_s)
+    slow = [o for o in obs if o.config["model"]["name"] == "gcn" and o.config["model"]["kwargs"]["num_layers"] == 5]
+    runs = [replace(o, group=o.group + "-long", epochs=5000, wall_time_s=2.5 * o.wall_time_s * 5001 / 101,
+                    cpu_time_s=2.5 * o.wall_time_s * 5001 / 101) for o in slow]
+    model = calibration.fit([faster(o) for o in obs] + runs, TABLE)
+    assert 1.8 < model.long_run_factors["s|5"] < 2.4
+
+
 def test_two_lengths_of_one_group_count_as_their_difference():
     """A probe pays once what its epochs do not (the first touch of its heap, one-off checks): two runs of
     one group by the same code, 5 and 20 epochs, each with 10 s of it, count as one group of 15 epochs

@@ -317,20 +317,34 @@ def _levels(trained: Sequence[Observation], ratio: np.ndarray
 def _long_run_factors(obs: Sequence[Observation], ratio: np.ndarray, shrink: float = 1.0) -> Dict[str, float]:
     """``{depth_key: factor}``: per suite and depth, the geometric mean of actual / predicted (``ratio``, after
     the suites' and datasets' levels) over the measured long runs (at least :data:`LONG_RUN_EPOCHS` epochs)
-    over the same over its measured short ones (probes), the long runs' log shrunk by ``n / (n + shrink)``;
-    a depth without both has none.  A probe sees a run's first epochs; a long run of a deep stack may pay
+    over the same over the measured short ones (probes) of their own shape (:func:`shape_key`; the depth's
+    probes where no long run's shape has any), the long runs' log shrunk by ``n / (n + shrink)``; a depth
+    without both has none.  Probes of other shapes may measure newer code than the long runs: compared with
+    those, a speed-up would read as lateness.  A probe sees a run's first epochs; a long run of a deep stack may pay
     more per epoch later (as weight decay drives the parameters no gradient pulls on to subnormal numbers:
     nonlocal_accuracy's Cora L = 32 Pre-LN SAN, docs/notes/performance.md), which the levels of the suite,
     dataset and shape, each set by one kind of group or the other, price for neither.  Groups without a
     measured CPU time set none."""
-    long: Dict[str, List[float]] = {}
-    short: Dict[str, List[float]] = {}
+    long: Dict[str, Dict[str, List[float]]] = {}
+    short: Dict[str, Dict[str, List[float]]] = {}
     for o, r in zip(obs, ratio):
         if o.cpu_time_s is not None:
-            (long if o.epochs >= LONG_RUN_EPOCHS else short).setdefault(depth_key(o.config, o.suite), []).append(
+            side = long if o.epochs >= LONG_RUN_EPOCHS else short
+            side.setdefault(depth_key(o.config, o.suite), {}).setdefault(shape_key(o.config, o.suite), []).append(
                 math.log(r))
-    return {k: math.exp((statistics.mean(v) - statistics.mean(short[k])) * len(v) / (len(v) + shrink))
-            for k, v in sorted(long.items()) if k in short}
+    out: Dict[str, float] = {}
+    for depth, shapes in sorted(long.items()):
+        probes = short.get(depth, {})
+        # a long run against its own shape's probes where it has them: another shape's probes may
+        # measure newer (faster) code than the long runs, which a depth-wide mean would price as lateness
+        paired = [(v, probes[k]) for k, v in shapes.items() if k in probes]
+        if not paired and probes:
+            paired = [(sum(shapes.values(), []), sum(probes.values(), []))]
+        if paired:
+            n = sum(len(v) for v, _ in paired)
+            late = sum(len(v) * (statistics.mean(v) - statistics.mean(p)) for v, p in paired) / n
+            out[depth] = math.exp(late * n / (n + shrink))
+    return out
 
 
 def fit(obs: Sequence[Observation], table: Mapping[str, Mapping[str, Any]], per_suite: bool = True,
