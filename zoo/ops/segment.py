@@ -322,16 +322,16 @@ def _dot_forward(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tens
     return torch.ops.zoo_kernels.gather_mul(a, index_a, b, index_b).sum(-1)
 
 
-def _gathered_dot_serves(a: Tensor, b: Tensor) -> bool:
-    """Whether the compiled dot product serves: CPU float32 / float64 ``(N, H, C)`` tensors of one dtype
-    outside any ``torch.func`` transform, the compiled kernels built."""
+def _compiled_pair_serves(op: str, a: Tensor, b: Tensor, dims: Tuple[int, int]) -> bool:
+    """Whether the compiled kernel ``zoo_kernels.<op>`` serves two inputs: CPU float32 / float64 tensors
+    of one dtype with ``dims`` dimensions, outside any ``torch.func`` transform, the kernels built."""
     if a.device.type != "cpu" or a.dtype not in (torch.float32, torch.float64) or b.dtype != a.dtype:
         return False
-    if a.dim() != 3 or b.dim() != 3 or _is_functorch_wrapped(a) or _is_functorch_wrapped(b):
+    if (a.dim(), b.dim()) != dims or _is_functorch_wrapped(a) or _is_functorch_wrapped(b):
         return False
     from zoo.ops._compiled.build import load_cpu_kernels
 
-    return load_cpu_kernels() and hasattr(torch.ops.zoo_kernels, "gathered_dot")
+    return load_cpu_kernels() and hasattr(torch.ops.zoo_kernels, op)
 
 
 def gathered_dot(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tensor:
@@ -340,7 +340,7 @@ def gathered_dot(a: Tensor, index_a: Tensor, b: Tensor, index_b: Tensor) -> Tens
 
     On the CPU the compiled edge ops, with the torch ops' numbers (a one-pass backward where a gradient
     is recorded); otherwise the torch ops."""
-    if not _gathered_dot_serves(a, b):
+    if not _compiled_pair_serves("gathered_dot", a, b, (3, 3)):
         return gathered_product(a, index_a, b, index_b).sum(-1)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _GatheredDot.apply(a, index_a, b, index_b)
@@ -373,22 +373,12 @@ def weighted_gather_sum(weights: Tensor, x: Tensor, src: Tensor, dst: Tensor, nu
     On the CPU (float32 / float64, outside ``torch.func`` transforms) one compiled pass in edge order (the
     numbers of ``segment_sum(weights[..., None] * x[src][:, None], dst)``), and with one head and a gradient
     to record a compiled backward with that expression's gradients; otherwise the torch ops."""
-    if _weighted_kernels_serve(weights, x):
+    if _compiled_pair_serves("weighted_gather_sum", weights, x, (2, 2)):
         if not (torch.is_grad_enabled() and (weights.requires_grad or x.requires_grad)):
             return torch.ops.zoo_kernels.weighted_gather_sum(weights, x, src, dst, num_nodes)
         if weights.size(1) == 1 and _dot_lanes(x.dtype, x.size(-1)):
             return _WeightedGatherSum.apply(weights, x, src, dst, num_nodes)
     return segment_sum(weights.unsqueeze(-1) * gather_rows(x, src).unsqueeze(1), dst, num_nodes)
-
-
-def _weighted_kernels_serve(weights: Tensor, x: Tensor) -> bool:
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or weights.dtype != x.dtype:
-        return False
-    if weights.dim() != 2 or x.dim() != 2 or _is_functorch_wrapped(weights) or _is_functorch_wrapped(x):
-        return False
-    from zoo.ops._compiled.build import load_cpu_kernels
-
-    return load_cpu_kernels() and hasattr(torch.ops.zoo_kernels, "weighted_gather_sum")
 
 
 def neighbour_difference_sum(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
