@@ -57,6 +57,14 @@ def test_the_extension_name_carries_source_and_cpu_hashes(tiny_source, monkeypat
     assert "-march=native" not in build.cflags() and build.extension_name().endswith("_generic")
 
 
+def test_an_edited_header_builds_anew(tiny_source):
+    header = tiny_source.parent / "shared.h"
+    header.write_text("#pragma once\n")
+    name = build.extension_name()
+    header.write_text("#pragma once\n// edited\n")
+    assert build.extension_name() != name  # a source's include changed: never load the stale library
+
+
 def _fresh_python(code: str, tmp_path, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "OMP_NUM_THREADS": "1", **env}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=full, capture_output=True,

@@ -1,8 +1,9 @@
 """Compile the C++ attention kernels at first use (or ahead of time: ``zoo build-kernels``).
 
-The sources ship as package data (``cpu/*.cpp``: the attention ops, the sparse product); :func:`load_cpu_kernels`
-compiles them into one library once per machine into the torch extensions directory (``TORCH_EXTENSIONS_DIR``, default
-``~/.cache/torch_extensions``) and loads it, which registers the ``torch.ops.zoo_kernels`` ops.
+The sources ship as package data (``cpu/*.cpp``: the attention ops, the sparse product; ``cpu/*.h``: what
+they share); :func:`load_cpu_kernels` compiles them into one library once per machine into the torch extensions
+directory (``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``) and loads it, which registers the
+``torch.ops.zoo_kernels`` ops.
 
 * Flags: ``-O3 -fno-trapping-math`` (without the latter GCC keeps LeakyReLU's select as a
   branch: measured 12x slower) and ``-march=native`` (with 512-bit vectors on an AVX-512 CPU,
@@ -86,10 +87,15 @@ def sources() -> List[Path]:
     return sorted(SOURCE.parent.glob("*.cpp"))
 
 
+def headers() -> List[Path]:
+    """The headers the sources include (``cpu/*.h``): part of the build's hash, not compiled alone."""
+    return sorted(SOURCE.parent.glob("*.h"))
+
+
 def extension_name() -> str:
-    """``zoo_attention_<hash of the sources and flags>_<cpu tag | generic>``."""
+    """``zoo_attention_<hash of the sources, headers and flags>_<cpu tag | generic>``."""
     digest = hashlib.sha256()
-    for path in sources():
+    for path in sources() + headers():
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     digest.update(" ".join(cflags()).encode())  # a change of flags builds anew too
     source = digest.hexdigest()[:10]

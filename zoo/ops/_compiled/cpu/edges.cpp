@@ -30,6 +30,7 @@
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include "checks.h"
 
 #include <algorithm>
 #include <tuple>
@@ -46,12 +47,7 @@ namespace {
 
 using at::Tensor;
 
-void check_index(const Tensor& index, int64_t rows, const char* what) {
-  TORCH_CHECK(index.scalar_type() == at::kLong && index.dim() == 1, "zoo kernels: ", what, " must be an int64 (E,) index");
-  const int64_t* p = index.data_ptr<int64_t>();
-  for (int64_t e = 0; e < index.numel(); ++e)
-    TORCH_CHECK(p[e] >= 0 && p[e] < rows, "zoo kernels: ", what, " holds ", p[e], ", out of range for ", rows, " rows");
-}
+using zoo_kernels_checks::check_index;
 
 Tensor gather_mul(const Tensor& a_, const Tensor& ia_, const Tensor& b_, const Tensor& ib_) {
   TORCH_CHECK(a_.dim() >= 1 && b_.dim() == a_.dim() && a_.sizes().slice(1) == b_.sizes().slice(1),

@@ -25,6 +25,7 @@
 // the thread count; alpha is rounded to the tensors' dtype first, as torch does with a Python scalar.
 #include <torch/library.h>
 #include <ATen/ATen.h>
+#include "checks.h"
 
 #include <cmath>
 #include <limits>
@@ -52,13 +53,7 @@ Layout layout(const Tensor& t, int64_t dim, const char* what) {
   return l;
 }
 
-void check_index(const Tensor& index, int64_t edges, int64_t rows, const char* what) {
-  TORCH_CHECK(index.scalar_type() == at::kLong && index.dim() == 1 && index.numel() == edges,
-              "zoo kernels: ", what, " must be an int64 (E,) index, one entry per edge");
-  const int64_t* p = index.data_ptr<int64_t>();
-  for (int64_t e = 0; e < edges; ++e)
-    TORCH_CHECK(p[e] >= 0 && p[e] < rows, "zoo kernels: ", what, " holds ", p[e], ", out of range for ", rows, " rows");
-}
+using zoo_kernels_checks::check_index;
 
 std::vector<int64_t> with_rows(const Tensor& t, int64_t dim, int64_t rows) {
   std::vector<int64_t> shape = t.sizes().vec();
@@ -179,7 +174,7 @@ void max_grads(const T* grad, const T* result, const int64_t* index, int64_t E, 
 Tensor segment_max(const Tensor& values_, const Tensor& index_, int64_t n, int64_t dim) {
   const Tensor values = values_.contiguous(), index = index_.contiguous();
   const Layout l = layout(values, dim, "segment_max: values");
-  check_index(index, l.rows, n, "segment_max: index");
+  check_index(index, n, "segment_max: index", l.rows);
   Tensor out = at::full(with_rows(values, dim, n), -std::numeric_limits<double>::infinity(), values.options());
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "segment_max", [&] {
     using T = scalar_t;
@@ -199,7 +194,7 @@ Tensor segment_max_backward(const Tensor& grad_, const Tensor& values_, const Te
   same_rows(values, result, dim, "segment_max_backward: values and result");
   const Layout l = layout(values, dim, "segment_max_backward: values");
   const int64_t n = result.size(dim);
-  check_index(index, l.rows, n, "segment_max_backward: index");
+  check_index(index, n, "segment_max_backward: index", l.rows);
   Tensor out = at::empty_like(values);
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "segment_max_backward", [&] {
     using T = scalar_t;
@@ -216,8 +211,8 @@ Tensor neighbour_max(const Tensor& x_, const Tensor& src_, const Tensor& dst_, i
   const Tensor x = x_.contiguous(), src = src_.contiguous(), dst = dst_.contiguous();
   const Layout l = layout(x, dim, "neighbour_max: x");
   const int64_t E = src.numel();
-  check_index(src, E, l.rows, "neighbour_max: src");
-  check_index(dst, E, n, "neighbour_max: dst");
+  check_index(src, l.rows, "neighbour_max: src", E);
+  check_index(dst, n, "neighbour_max: dst", E);
   Tensor out = at::full(with_rows(x, dim, n), -std::numeric_limits<double>::infinity(), x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "neighbour_max", [&] {
     using T = scalar_t;
@@ -236,8 +231,8 @@ Tensor neighbour_max_backward(const Tensor& grad_, const Tensor& x_, const Tenso
   same_rows(x, result, dim, "neighbour_max_backward: x and result");
   const Layout nodes = layout(x, dim, "neighbour_max_backward: x");
   const int64_t n = result.size(dim), E = src.numel(), K = nodes.inner;
-  check_index(src, E, nodes.rows, "neighbour_max_backward: src");
-  check_index(dst, E, n, "neighbour_max_backward: dst");
+  check_index(src, nodes.rows, "neighbour_max_backward: src", E);
+  check_index(dst, n, "neighbour_max_backward: dst", E);
   Tensor out = at::zeros_like(x);  // index_add's start: the edges' gradients added at src in edge order
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "neighbour_max_backward", [&] {
     using T = scalar_t;
@@ -257,7 +252,7 @@ Tensor scale_divide(const Tensor& s_, const Tensor& b_, const Tensor& dst_, doub
   same_rows(s, bound, dim, "scale_divide: s and b");
   const Layout edges = layout(s, dim, "scale_divide: s");
   const int64_t n = bound.size(dim), K = edges.inner;
-  check_index(dst, edges.rows, n, "scale_divide: dst");
+  check_index(dst, n, "scale_divide: dst", edges.rows);
   Tensor out = at::empty_like(s);
   AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "scale_divide", [&] {
     using T = scalar_t;
@@ -282,7 +277,7 @@ std::tuple<Tensor, Tensor> scale_divide_backward(const Tensor& grad_, const Tens
   same_rows(out, bound, dim, "scale_divide_backward: out and b");
   const Layout edges = layout(out, dim, "scale_divide_backward: out");
   const int64_t n = bound.size(dim), K = edges.inner;
-  check_index(dst, edges.rows, n, "scale_divide_backward: dst");
+  check_index(dst, n, "scale_divide_backward: dst", edges.rows);
   Tensor grad_s = at::empty_like(out), grad_b = at::zeros_like(bound);
   AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "scale_divide_backward", [&] {
     using T = scalar_t;
