@@ -121,11 +121,13 @@ def _in_order(csr_matrix, b):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_order_is_each_rows_entries_in_turn_at_every_width(dtype):
-    """Blocks of 256 bytes (4 AVX-512 or 8 AVX2 vectors, by the CPU), narrower tails: every column's
-    sum is the sequential one, so the vector width changes no bit."""
+    """Blocks of 256 bytes (4 AVX-512 or 8 AVX2 vectors, by the CPU), the columns left over in blocks
+    of 4, 2 and 1 vectors, the last ones short of a vector one by one (every combination of these at
+    8 or 16 lanes among the widths): every column's sum is the sequential one, so the vector width
+    changes no bit."""
     a = _sparse(40, 70, 0.15, dtype, seed=3)
     csr_a = _csr(a)
-    for width in (1, 7, 32, 64, 96, 130, 200):
+    for width in (1, 7, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 96, 112, 120, 130, 200, 250):
         b = torch.randn(70, width, generator=torch.Generator().manual_seed(width), dtype=dtype)
         got = torch.ops.zoo_kernels.csr_mm(csr_a.crow_indices(), csr_a.col_indices(), csr_a.values(), b)
         assert torch.equal(got, _in_order(csr_a, b)), width
@@ -143,7 +145,7 @@ def _with_specials(x):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("width", [5, 64, 75, 200])
+@pytest.mark.parametrize("width", [5, 32, 48, 64, 75, 200])
 def test_fused_relu_and_gate_are_the_separate_ops_bitwise(dtype, width):
     """``relu``: ``torch.relu`` of the product (negative sums 0, NaN kept); ``gate``: the product of
     ``threshold_backward(b, gate, 0)`` (b where gate > 0, NaN in the gate passes b); both at once;

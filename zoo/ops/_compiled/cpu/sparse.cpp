@@ -12,10 +12,11 @@
 // their order, each product rounded before it is added (no fused multiply-add).  That is the order
 // of MKL's CSR product, which torch.sparse.mm runs on x86 builds: the results are bitwise the same
 // (tests/ops/compiled/test_sparse_mm.py), so records made with either agree.
-// Speed: B's columns are taken in blocks of 4 or 8 SIMD vectors whose sums stay in registers across a
-// row's entries (one store per block), and every row is run over one block before the next, so
-// that block of B is read from cache, not memory.  One task per range of rows: every output
-// element is written by one task, whatever the thread count.
+// Speed: B's columns are taken in blocks of 4 or 8 SIMD vectors (the columns left over in narrower
+// blocks, down to one vector) whose sums stay in registers across a row's entries (one store per
+// block), and every row is run over one block before the next, so that block of B is read from
+// cache, not memory.  One task per range of rows: every output element is written by one task,
+// whatever the thread count.
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -61,16 +62,16 @@ inline V gated(const V& b, const V& gate) { return gate <= V{} ? V{} : b; }
 template <typename V>
 inline V relu(const V& x) { return x < V{} ? V{} : x; }  // as clamp_min(x, 0): max_ps(0, x)
 
-// row i of A @ B over one block of columns from j0, in registers: the sums in the order of A's entries
-template <typename T, bool Gated>
+// row i of A @ B over one block of NV vectors of columns from j0, in registers: the sums in the order of A's entries
+template <typename T, bool Gated, int NV>
 inline void block_sums(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, int64_t m,
                        int64_t j0, int64_t i, typename Simd<T>::V* acc) {
   using S = Simd<T>;
-  for (int q = 0; q < kVectors; ++q) acc[q] = typename S::V{};
+  for (int q = 0; q < NV; ++q) acc[q] = typename S::V{};
   for (int64_t k = crow[i]; k < crow[i + 1]; ++k) {
     const T v = val[k];
     const int64_t at = col[k] * m + j0;
-    for (int q = 0; q < kVectors; ++q) {
+    for (int q = 0; q < NV; ++q) {
       typename S::V x = S::load(b + at + q * S::kLanes);
       if (Gated) x = gated(x, S::load(gate + at + q * S::kLanes));
       acc[q] = acc[q] + v * x;
@@ -78,14 +79,14 @@ inline void block_sums(const int64_t* crow, const int64_t* col, const T* val, co
   }
 }
 
-template <typename T, bool Gated, bool Relu>
+template <typename T, bool Gated, bool Relu, int NV = kVectors>
 void block_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, T* out,
                 int64_t m, int64_t j0, int64_t row0, int64_t row1) {
   using S = Simd<T>;
-  typename S::V acc[kVectors];
+  typename S::V acc[NV];
   for (int64_t i = row0; i < row1; ++i) {
-    block_sums<T, Gated>(crow, col, val, b, gate, m, j0, i, acc);
-    for (int q = 0; q < kVectors; ++q) S::store(out + i * m + j0 + q * S::kLanes, Relu ? relu(acc[q]) : acc[q]);
+    block_sums<T, Gated, NV>(crow, col, val, b, gate, m, j0, i, acc);
+    for (int q = 0; q < NV; ++q) S::store(out + i * m + j0 + q * S::kLanes, Relu ? relu(acc[q]) : acc[q]);
   }
 }
 
@@ -108,6 +109,22 @@ void tail_rows(const int64_t* crow, const int64_t* col, const T* val, const T* b
   }
 }
 
+// The columns left after the full blocks, in blocks of NV, NV / 2, ... vectors (the remainder's binary
+// digits; each lane summed as in a full block), advancing j0; tail_rows takes those short of one vector.
+// Without them SAN's 32 hidden columns (and GCN's 16) all went through tail_rows, which loads and
+// stores the output row once per stored entry.
+template <typename T, bool Gated, bool Relu, int NV>
+void narrower_blocks(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, T* out,
+                     int64_t m, int64_t& j0, int64_t row0, int64_t row1) {
+  if constexpr (NV >= 1) {
+    if (j0 + NV * Simd<T>::kLanes <= m) {
+      block_rows<T, Gated, Relu, NV>(crow, col, val, b, gate, out, m, j0, row0, row1);
+      j0 += NV * Simd<T>::kLanes;
+    }
+    narrower_blocks<T, Gated, Relu, NV / 2>(crow, col, val, b, gate, out, m, j0, row0, row1);
+  }
+}
+
 template <typename T, bool Gated, bool Relu>
 void csr_dense(const int64_t* crow, const int64_t* col, const T* val, const T* b, const T* gate, T* out, int64_t n,
                int64_t m) {
@@ -115,6 +132,7 @@ void csr_dense(const int64_t* crow, const int64_t* col, const T* val, const T* b
   at::parallel_for(0, n, 64, [&](int64_t row0, int64_t row1) {
     int64_t j0 = 0;
     for (; j0 + width <= m; j0 += width) block_rows<T, Gated, Relu>(crow, col, val, b, gate, out, m, j0, row0, row1);
+    narrower_blocks<T, Gated, Relu, kVectors / 2>(crow, col, val, b, gate, out, m, j0, row0, row1);
     if (j0 < m) tail_rows<T, Gated, Relu>(crow, col, val, b, gate, out, m, j0, row0, row1);
   });
 }
@@ -186,7 +204,7 @@ void sgd_block_rows(const int64_t* crow, const int64_t* col, const T* val, const
   for (int64_t j = 0; j < width; ++j) neg[j] = -rate[(j0 + j) / c];
   typename S::V acc[kVectors];
   for (int64_t i = row0; i < row1; ++i) {
-    block_sums<T, false>(crow, col, val, b, nullptr, m, j0, i, acc);
+    block_sums<T, false, kVectors>(crow, col, val, b, nullptr, m, j0, i, acc);
     for (int q = 0; q < kVectors; ++q) S::store(sums + q * S::kLanes, acc[q]);
     T* out = param + i * m + j0;
     for (int64_t j = 0; j < width; ++j) out[j] = std::fma(neg[j], sums[j], out[j]);
