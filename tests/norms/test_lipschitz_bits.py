@@ -184,3 +184,52 @@ def test_neighbour_max_and_scale_divide_bits(dtype, sort):
     got.backward(grad)
     assert _bits(got.detach(), want.detach())
     assert all(_bits(n.grad, o.grad) for n, o in zip(leaves[1], leaves[0]))
+
+
+def _stacked_gat_lip(heads, dtype, seeds=(0, 1, 2)):
+    """Forward and every parameter's gradient of a stacked GAT with LipschitzNorm (paper rule)."""
+    from torch.func import functional_call, stack_module_state
+
+    import zoo
+
+    g = torch.Generator().manual_seed(heads)
+    n = 30
+    edge_index = torch.randint(0, n, (2, 120), generator=g)
+    x = torch.randn(n, 6, generator=g, dtype=dtype)
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(zoo.build("gat", in_dim=6, out_dim=3, hidden_dim=8 * heads, heads=heads, num_layers=3,
+                                norm="lipschitz").to(dtype))
+    params, buffers = stack_module_state(models)
+    out = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
+    grads = torch.autograd.grad(out.square().sum(), list(params.values()))
+    return [out.detach(), *grads]
+
+
+@pytest.mark.skipif(not ops.available(torch.device("cpu")), reason="the C++ kernels could not be built here")
+@pytest.mark.parametrize("heads", [1, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_eq17_on_the_physical_replicas_gives_the_dispatched_bits(heads, dtype, monkeypatch):
+    """Under one vmap Eq. 17's chain runs once on the replicas' physical tensors (bounds.on_replicas,
+    one call a layer); the model's output and every gradient keep the bits of the chain run op by op
+    under vmap (each op through its vmap rule)."""
+    from zoo.ops import bounds
+    from zoo.ops._direct import dispatched
+
+    taken = []
+    real = bounds.vmapped
+
+    def spy(rule, args):
+        done = real(rule, args)
+        taken.append(done is not None)
+        return done
+
+    monkeypatch.setattr(bounds, "vmapped", spy)
+    direct = _stacked_gat_lip(heads, dtype)
+    assert taken == [True] * 3
+    with dispatched():
+        via_vmap = _stacked_gat_lip(heads, dtype)
+    assert len(taken) == 6 and not any(taken[3:])
+    for a, b in zip(direct, via_vmap):
+        assert _bits(a, b)

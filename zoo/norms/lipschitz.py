@@ -49,7 +49,7 @@ from torch import Tensor
 
 from zoo._names import normalize_name, unknown_name_error
 from zoo.graph import Graph
-from zoo.ops.bounds import neighbour_max, scale_divide
+from zoo.ops.bounds import BoundOps, on_replicas
 from zoo.ops.message import squared_norm
 from zoo.ops.segment import gather_rows, segment_max
 from zoo.norms._registry import register_norm
@@ -64,6 +64,18 @@ def safe_norm(t: Tensor) -> Tensor:
     """Euclidean norm over the last dim with a zero (not NaN) gradient at the zero vector
     (dead ReLU units make all-zero rows common in deep models)."""
     return t.pow(2).sum(-1).clamp_min(_TINY**2).sqrt()
+
+
+def _eq17(ops: BoundOps, scores: Tensor, nodes: Tensor, query_norm: Tensor, src: Tensor, dst: Tensor,
+          num_nodes: int, alpha: float) -> Tensor:
+    """Eq. 17's ``alpha * scores / bound[dst]`` (a rule of :func:`zoo.ops.bounds.on_replicas`): scores
+    ``(..., E, H)``, nodes ``(..., N, H, C)``, query norms ``(..., H)``, an optional leading replica dim."""
+    sq = squared_norm(nodes)  # (..., N, H)
+    max_src = ops.neighbour_max(sq, src, dst, num_nodes).clamp_min(0.0)  # (..., N, H)
+    # The bound depends on the destination alone: computed per node and read per edge (the values
+    # a per-edge computation gives, with O(N) element-wise work instead of O(E)).
+    bound = (query_norm.unsqueeze(-2) * (sq + max_src).clamp_min(_TINY**2).sqrt()).clamp_min(_TINY)
+    return ops.scale_divide(scores, bound, dst, alpha)  # alpha * scores / bound[dst]
 
 
 def neighbourhood_max(per_edge: Tensor, graph: Graph) -> Tensor:
@@ -112,12 +124,10 @@ class LipschitzNorm(ScoreRules):
             return self._authors_code_additive(s)
         graph = s.graph
         query_norm = safe_norm(torch.cat([s.att_src, s.att_dst], dim=-1))  # (H,)
-        sq = squared_norm(s.nodes)  # (N, H)
-        max_src = neighbour_max(sq, graph.src, graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
-        # The bound depends on the destination alone: computed per node and read per edge (the values
-        # a per-edge computation gives, with O(N) element-wise work instead of O(E)).
-        bound = (query_norm * (sq + max_src).clamp_min(_TINY**2).sqrt()).clamp_min(_TINY)
-        return scale_divide(s.scores, bound, graph.dst, self.alpha)  # alpha * scores / bound[dst]
+        # Under vmap the chain runs once on the replicas' physical tensors (on_replicas): ~a dozen small
+        # ops a layer, each otherwise behind a vmap layer (the custom ops behind torch.library's Python).
+        return on_replicas(_eq17, (s.scores, s.nodes, query_norm), graph.src, graph.dst, graph.num_nodes,
+                           self.alpha)
 
     def _authors_code_additive(self, s: AdditiveScores) -> Tensor:
         """The released ``LipschitzNorm.forward`` (see the module docstring), same inputs."""

@@ -5,17 +5,20 @@ Each function is one compiled pass (forward and backward; ``cpu/segment_max.cpp`
 the torch expression it names elsewhere: the same numbers, gradient included (ties of a maximum
 share its gradient evenly, as ``scatter_reduce``'s), without the ``(E, ...)`` gathered copies, masks
 and counts of that expression's autograd.  Under ``torch.func.vmap`` one call serves all replicas
-(an outer dimension of the kernels).
+(an outer dimension of the kernels).  :func:`on_replicas` runs a whole bound rule made of these ops once on
+the replicas' physical tensors (:mod:`zoo.ops._direct`): the same ops, kernels and autograd nodes, without a
+vmap layer (and, for the custom ops, torch.library's Python layers) around each.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from zoo.ops._custom import HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
+from zoo.ops._direct import Formula, direct_op, vmapped
 from zoo.ops.segment import compiled_edge_op_serves, replicas_first, segment_max
 
 if HAS_CUSTOM_OPS:
@@ -147,4 +150,69 @@ def scale_divide(scores: Tensor, bound: Tensor, dst: Tensor, alpha: float) -> Te
     return alpha * scores / bound.index_select(0, dst)
 
 
-__all__ = ["neighbour_max", "scale_divide"]
+class BoundOps(NamedTuple):
+    """:func:`neighbour_max` and :func:`scale_divide` (without their ``dim``) for a rule of
+    :func:`on_replicas`: the public functions on logical tensors, or the kernels on replicas-first ones."""
+
+    neighbour_max: Callable[[Tensor, Tensor, Tensor, int], Tensor]
+    scale_divide: Callable[[Tensor, Tensor, Tensor, float], Tensor]
+
+
+#: the ops of a rule called on logical tensors (no replica dim)
+LOGICAL = BoundOps(neighbour_max, scale_divide)
+
+
+def _physical_ops() -> Optional[BoundOps]:
+    """The kernels on replicas-first ``(R, N, ...)`` / ``(R, E, ...)`` tensors, each call one autograd
+    node with its op's formula (:func:`zoo.ops._direct.direct_op`); the backward calls the backward
+    kernel itself, as the op's vmap rule does for the replicas' gradients."""
+    if not HAS_CUSTOM_OPS:
+        return None
+    kernels = torch.ops.zoo_kernels
+
+    def neighbour_grad(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None, None, None]:
+        x, src, dst, result = ctx.saved_tensors
+        return kernels.neighbour_max_backward(grad, x, src, dst, result, ctx.dim), None, None, None, None
+
+    def divide_grad(ctx: Any, grad: Tensor) -> Tuple[Tensor, Tensor, None, None, None]:
+        out, b, dst = ctx.saved_tensors
+        grad_s, grad_b = kernels.scale_divide_backward(grad, out, b, dst, ctx.alpha, ctx.dim)
+        return grad_s, grad_b, None, None, None
+
+    n_max = direct_op(Formula(lambda *a: kernels.neighbour_max(*a), _neighbour_setup, neighbour_grad))
+    divide = direct_op(Formula(lambda *a: kernels.scale_divide(*a), _divide_setup, divide_grad))
+    return BoundOps(lambda x, src, dst, n: n_max(x, src, dst, n, 1),
+                    lambda s, b, dst, alpha: divide(s, b, dst, float(alpha), 1))
+
+
+_PHYSICAL: Optional[BoundOps] = None
+
+
+def on_replicas(rule: Callable[..., Tensor], replicated: Sequence[Tensor], src: Tensor, dst: Tensor,
+                *constants: Any) -> Tensor:
+    """``rule(ops, *replicated, src, dst, *constants)``: under one ``torch.func.vmap`` with the compiled
+    edge ops serving, once on the physical tensors, replicas first (``ops`` the kernels over dim 1,
+    the result batched again at dim 0); otherwise on the tensors as given (``ops`` = :data:`LOGICAL`).
+
+    ``rule`` must be written for an optional leading replica dim (node tensors ``(..., N, ...)``,
+    per-replica vectors broadcast with ``unsqueeze(-2)``); the graph (``src``, ``dst``) is shared by
+    all replicas.  Same numbers either way: the same ops and kernels on the same physical data."""
+    global _PHYSICAL
+
+    def physical(info: Any, dims: Sequence[Any], *args: Any) -> Tuple[Tensor, int]:
+        k = len(replicated)
+        _shared(*dims[k:k + 2])
+        tensors = [replicas_first(t, d, info.batch_size) for t, d in zip(args[:k], dims[:k])]
+        return rule(_PHYSICAL, *tensors, *args[k:]), 0
+
+    if compiled_edge_op_serves(replicated[0]) and len({t.dtype for t in replicated}) == 1:
+        if _PHYSICAL is None:
+            _PHYSICAL = _physical_ops()
+        if _PHYSICAL is not None:
+            done = vmapped(physical, (*replicated, src, dst, *constants))
+            if done is not None:
+                return done
+    return rule(LOGICAL, *replicated, src, dst, *constants)
+
+
+__all__ = ["BoundOps", "LOGICAL", "neighbour_max", "on_replicas", "scale_divide"]
