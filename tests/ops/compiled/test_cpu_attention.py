@@ -7,10 +7,12 @@ import contextlib
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.func import vmap
 
 from tests.ops.compiled.cases import SLOPE, assert_same, fused, make_inputs, reference
 from zoo.ops._compiled import ops
+from zoo.ops.segment import segment_softmax, segment_sum
 
 pytestmark = pytest.mark.skipif(not ops.available(torch.device("cpu")),
                                 reason="the C++ attention kernels could not be built here (no compiler?)")
@@ -369,6 +371,31 @@ def test_float32_equals_plain_to_float_rounding(family, channels):
     assert_same(_fused(family, case), reference(family, case), case["tensors"], tol=dict(rtol=1e-4, atol=1e-4))
 
 
+@pytest.mark.parametrize("slope", [SLOPE, 1.0])
+def test_one_head_per_edge_scores_of_both_signs_and_tied_maxima_equal_plain(slope):
+    """SAN's call: no node terms, the scores as the per-edge term, one head of 32 float channels (a
+    compile-time width): scores of both signs (LeakyReLU's select), rows whose maximum is tied or
+    comes first, last or in between (each head's row maximum), within float rounding of the plain ops."""
+    case = make_inputs("gat", heads=1, channels=32, dtype=torch.float32)
+    t = case["tensors"]
+    with torch.no_grad():
+        t["score_src"].zero_()
+        t["score_dst"].zero_()
+        bias = t["bias"]
+        bias[::3] = 1.5  # ties of the maximum in the hub's row and elsewhere
+        bias[1::7] = -bias[1::7].abs() - 0.5
+    src, dst, n = case["src"], case["dst"], case["n"]
+
+    def ref(score_src, score_dst, bias, values):
+        z = score_src.index_select(0, src) + score_dst.index_select(0, dst) + bias
+        alpha = segment_softmax(F.leaky_relu(z, slope), dst, n)
+        return segment_sum(alpha.unsqueeze(-1) * values.index_select(0, src), dst, n), alpha
+
+    graph = ops.graph_arguments(case["orders"], False)
+    assert_same(lambda s_, t_, b_, v_: ops.gat_attention(s_, t_, b_, v_, slope, graph), ref, t,
+                tol=dict(rtol=1e-4, atol=1e-4))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("keep", [False, True])
 def test_float32_heads_of_8_channels_each_bitwise_as_alone(family, keep):
@@ -438,8 +465,6 @@ def _with_keep(family, case, keep, plain):
         return lambda s, t, b, values: ref_gat(s, t, b, values, keep)
     return lambda s, t, b, values: ops.gat_attention(s, t, b, values, SLOPE, graph, keep)
 
-
-from zoo.ops.segment import segment_softmax, segment_sum  # noqa: E402
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -45,8 +45,15 @@ constexpr int64_t kBlock = 32;
 // replica runs over one unit before the next unit (one pass over the graph for all replicas).
 constexpr int64_t kRows = 16;
 
+// The product first, then a select: written `z > 0 ? z : z * slope`, GCC compiled GAT's scalar score
+// loop (one head) to a compare and a branch on the sign of every score (random: mispredicted half the
+// time); this way it is a compare and a blend.  The same value either way (the product is discarded
+// where z > 0).
 template <typename T>
-inline T leaky(T z, T slope) { return z > T(0) ? z : z * slope; }
+inline T leaky(T z, T slope) {
+  const T negative = z * slope;
+  return z > T(0) ? z : negative;
+}
 
 template <typename T>
 inline T leaky_grad(T z, T slope) { return z > T(0) ? T(1) : slope; }
@@ -418,9 +425,14 @@ void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64
       // The row's scores are in a task-local buffer, so the softmax needs no online rescaling:
       // the max first, then one exp per edge and head (p, kept in the buffer for alpha).
       const int64_t deg = b - a;
-      for (int64_t h = 0; h < H; ++h) { m[h] = -std::numeric_limits<T>::infinity(); l[h] = T(0); }
-      for (int64_t j = 0; j < deg; ++j)
-        for (int64_t h = 0; h < H; ++h) m[h] = std::max(m[h], e[j * H + h]);
+      // each head's max in a local over its edges in order (the same std::max calls as edge by edge
+      // with every head's max in the buffer, which GCC stored and reloaded once per edge)
+      for (int64_t h = 0; h < H; ++h) {
+        T mh = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j < deg; ++j) mh = std::max(mh, e[j * H + h]);
+        m[h] = mh;
+        l[h] = T(0);
+      }
       exp_shifted(e.data(), m.data(), deg, H);  // p = exp(e - max), kept in the buffer for alpha
       for (int64_t j = a; j < b; ++j) {
         const T* xu = x + g.col[j] * H * Cv;
