@@ -211,9 +211,9 @@ def _stacked_gat_lip(heads, dtype, seeds=(0, 1, 2)):
 @pytest.mark.parametrize("heads", [1, 4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_eq17_on_the_physical_replicas_gives_the_dispatched_bits(heads, dtype, monkeypatch):
-    """Under one vmap Eq. 17's chain runs once on the replicas' physical tensors (bounds.on_replicas,
-    one call a layer); the model's output and every gradient keep the bits of the chain run op by op
-    under vmap (each op through its vmap rule)."""
+    """Under one vmap the summed node terms (bounds.edge_sum) and Eq. 17's chain (bounds.on_replicas) run
+    once each on the replicas' physical tensors, two calls a layer; the model's output and every gradient
+    keep the bits of the gathers and the chain run op by op under vmap (each op through its vmap rule)."""
     from zoo.ops import bounds
     from zoo.ops._direct import dispatched
 
@@ -227,9 +227,56 @@ def test_eq17_on_the_physical_replicas_gives_the_dispatched_bits(heads, dtype, m
 
     monkeypatch.setattr(bounds, "vmapped", spy)
     direct = _stacked_gat_lip(heads, dtype)
-    assert taken == [True] * 3
+    assert taken == [True] * 6
     with dispatched():
         via_vmap = _stacked_gat_lip(heads, dtype)
-    assert len(taken) == 6 and not any(taken[3:])
+    assert len(taken) == 12 and not any(taken[6:])
     for a, b in zip(direct, via_vmap):
         assert _bits(a, b)
+
+
+@pytest.mark.skipif(not ops.available(torch.device("cpu")), reason="the C++ kernels could not be built here")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("layout", ["replicas_first", "nodes_first"])
+def test_edge_sum_gives_the_gathers_bits(dtype, layout):
+    """bounds.edge_sum under vmap (one compiled pass on the physical replicas) against gather_rows(a, src) +
+    gather_rows(b, dst) under vmap: forward and both gradients bitwise, repeated sources / destinations
+    (sums in edge order), signed zeros, an isolated node; and the plain path outside vmap."""
+    from zoo.ops.bounds import edge_sum
+
+    g = torch.Generator().manual_seed(3)
+    r, n, e, h = 3, 11, 60, 4
+    src, dst = torch.randint(0, n - 1, (2, e), generator=g)  # node n - 1 isolated
+    a = torch.randn(n, r, h, generator=g, dtype=dtype) * 1e3
+    b = torch.randn(n, r, h, generator=g, dtype=dtype)
+    a[0], b[1] = -0.0, 0.0
+    if layout == "replicas_first":
+        a, b = a.transpose(0, 1).contiguous(), b.transpose(0, 1).contiguous()
+        dim = 0
+    else:
+        dim = 1
+    grad = torch.randn(r, e, h, generator=g, dtype=dtype)
+    grad[:, :5] = -0.0
+
+    def run(fn, stacked=True):
+        leaves = [t.clone().requires_grad_(True) for t in (a, b)]
+        if stacked:
+            out = vmap(fn, in_dims=(dim, dim))(*leaves)
+        else:
+            out = torch.stack([fn(leaves[0].select(dim, i), leaves[1].select(dim, i)) for i in range(r)])
+        out.backward(grad)
+        return [out.detach(), leaves[0].grad, leaves[1].grad]
+
+    want = run(lambda x, y: segment.gather_rows(x, src) + segment.gather_rows(y, dst))
+    for got in (run(lambda x, y: edge_sum(x, y, src, dst)), run(lambda x, y: edge_sum(x, y, src, dst), False)):
+        for w, o in zip(want, got):
+            assert _bits(o, w)
+
+
+@pytest.mark.skipif(not ops.available(torch.device("cpu")), reason="the C++ kernels could not be built here")
+def test_edge_sum_kernels_check_indices():
+    x = torch.randn(2, 5, 3)
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.ops.zoo_kernels.edge_sum(x, x, torch.tensor([0, 5]), torch.tensor([0, 1]), 1)
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.ops.zoo_kernels.edge_sum_backward(torch.randn(2, 2, 3), torch.tensor([0, 1]), torch.tensor([-1, 1]), 5, 1)

@@ -19,7 +19,7 @@ from torch import Tensor
 from zoo.ops._custom import HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._direct import Formula, direct_op, vmapped
-from zoo.ops.segment import compiled_edge_op_serves, replicas_first, segment_max
+from zoo.ops.segment import compiled_edge_op_serves, gather_rows, replicas_first, segment_max
 
 if HAS_CUSTOM_OPS:
     @_custom_op("zoo::neighbour_max")
@@ -188,6 +188,45 @@ def _physical_ops() -> Optional[BoundOps]:
 _PHYSICAL: Optional[BoundOps] = None
 
 
+def _edge_sum_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+    a, _, src, dst, dim = inputs
+    ctx.save_for_backward(src, dst)
+    ctx.n, ctx.dim = a.shape[dim], dim
+
+
+def _edge_sum_backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, Tensor, None, None, None]:
+    src, dst = ctx.saved_tensors
+    grad_a, grad_b = torch.ops.zoo_kernels.edge_sum_backward(grad, src, dst, ctx.n, ctx.dim)
+    return grad_a, grad_b, None, None, None
+
+
+_EDGE_SUM: Optional[Callable[..., Tensor]] = None
+
+
+def edge_sum(a: Tensor, b: Tensor, src: Tensor, dst: Tensor) -> Tensor:
+    """``a[src] + b[dst]``: node terms ``(N, ...)`` summed per edge ``(E, ...)``, gradient included
+    (each term's gradient added at its node in edge order from zero, as ``index_select``'s backward).
+
+    Under one ``torch.func.vmap`` with the compiled edge ops serving, one compiled pass over the
+    replicas' physical tensors (replicas first) and one for the backward; otherwise the two gathers
+    (:func:`zoo.ops.segment.gather_rows`) and the sum."""
+    global _EDGE_SUM
+
+    def physical(info: Any, dims: Sequence[Any], a: Tensor, b: Tensor, src: Tensor, dst: Tensor) -> Tuple[Tensor, int]:
+        _shared(dims[2], dims[3])
+        r = info.batch_size
+        return _EDGE_SUM(replicas_first(a, dims[0], r), replicas_first(b, dims[1], r), src, dst, 1), 0
+
+    if HAS_CUSTOM_OPS and a.dtype == b.dtype and compiled_edge_op_serves(a):
+        if _EDGE_SUM is None:
+            kernels = torch.ops.zoo_kernels
+            _EDGE_SUM = direct_op(Formula(lambda *args: kernels.edge_sum(*args), _edge_sum_setup, _edge_sum_backward))
+        done = vmapped(physical, (a, b, src, dst))
+        if done is not None:
+            return done
+    return gather_rows(a, src) + gather_rows(b, dst)
+
+
 def on_replicas(rule: Callable[..., Tensor], replicated: Sequence[Tensor], src: Tensor, dst: Tensor,
                 *constants: Any) -> Tensor:
     """``rule(ops, *replicated, src, dst, *constants)``: under one ``torch.func.vmap`` with the compiled
@@ -215,4 +254,4 @@ def on_replicas(rule: Callable[..., Tensor], replicated: Sequence[Tensor], src: 
     return rule(LOGICAL, *replicated, src, dst, *constants)
 
 
-__all__ = ["BoundOps", "LOGICAL", "neighbour_max", "on_replicas", "scale_divide"]
+__all__ = ["BoundOps", "LOGICAL", "edge_sum", "neighbour_max", "on_replicas", "scale_divide"]

@@ -53,6 +53,7 @@ from torch import Tensor
 from zoo.ops._compiled import ops as compiled
 from zoo.ops._custom import custom_ops_active, is_batched, vmap_without_rules
 from zoo.ops.aggregate import edge_attention, graph_orders
+from zoo.ops.bounds import edge_sum
 from zoo.ops.config import FusedConfig, use_fused
 from zoo.ops.dropout import dropout, dropout_mask
 from zoo.ops.message import leaky_relu_dot, node_scores, weight_messages
@@ -213,7 +214,7 @@ def _normalized_edge_term(score_src: Tensor, score_dst: Tensor, graph: object, n
                           bias: Optional[Tensor]) -> Tensor:
     """GAT's score before its LeakyReLU with a score norm, as :func:`gat_scores` computes it: the node
     terms summed per edge, normalised, then ``bias`` added (``(E, H)``)."""
-    scores = normalize(gather_rows(score_src, graph.src) + gather_rows(score_dst, graph.dst))
+    scores = normalize(edge_sum(score_src, score_dst, graph.src, graph.dst))
     return scores if bias is None else scores + bias
 
 

@@ -21,6 +21,9 @@
 //   scale_divide(s, b, dst, alpha, dim)[., e, k] = (s[., e, k] * alpha) / b[., dst[e], k]
 //       = alpha * s / b.index_select(dim, dst); its backward (torch's mul and div formulas):
 //       grad_s = (g / b[dst]) * alpha, grad_b = zeros.index_add(dim, dst, -g * ((s * alpha / b[dst]) / b[dst])).
+//   edge_sum(a, b, src, dst, dim)[., e, k] = a[., src[e], k] + b[., dst[e], k]
+//       = a.index_select(dim, src) + b.index_select(dim, dst); its backward (index_select's, twice):
+//       grad_a = zeros.index_add(dim, src, g), grad_b = zeros.index_add(dim, dst, g).
 // Every output element is one fixed sequence of operations (sums in edge order from zero), whatever
 // the thread count; alpha is rounded to the tensors' dtype first, as torch does with a Python scalar.
 #include <torch/library.h>
@@ -300,6 +303,53 @@ std::tuple<Tensor, Tensor> scale_divide_backward(const Tensor& grad_, const Tens
   return {grad_s, grad_b};
 }
 
+Tensor edge_sum(const Tensor& a_, const Tensor& b_, const Tensor& src_, const Tensor& dst_, int64_t dim) {
+  const Tensor a = a_.contiguous(), bn = b_.contiguous(), src = src_.contiguous(), dst = dst_.contiguous();
+  same_rows(a, bn, dim, "edge_sum: a and b");
+  const Layout nodes = layout(a, dim, "edge_sum: a");
+  const int64_t E = src.numel(), n = nodes.rows, K = nodes.inner;
+  check_index(src, n, "edge_sum: src", E);
+  check_index(dst, n, "edge_sum: dst", E);
+  Tensor out = at::empty(with_rows(a, dim, E), a.options());
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_sum", [&] {
+    using T = scalar_t;
+    const T* ap = a.data_ptr<T>(); const T* bp = bn.data_ptr<T>(); T* op = out.data_ptr<T>();
+    const int64_t* s = src.data_ptr<int64_t>(); const int64_t* d = dst.data_ptr<int64_t>();
+    for (int64_t b = 0; b < nodes.outer; ++b)
+      for (int64_t e = 0; e < E; ++e) {
+        const T* __restrict au = ap + (b * n + s[e]) * K; const T* __restrict bv = bp + (b * n + d[e]) * K;
+        T* __restrict o = op + (b * E + e) * K;
+        for (int64_t k = 0; k < K; ++k) o[k] = au[k] + bv[k];
+      }
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> edge_sum_backward(const Tensor& grad_, const Tensor& src_, const Tensor& dst_, int64_t n,
+                                             int64_t dim) {
+  const Tensor grad = grad_.contiguous(), src = src_.contiguous(), dst = dst_.contiguous();
+  const Layout edges = layout(grad, dim, "edge_sum_backward: grad");
+  const int64_t E = edges.rows, K = edges.inner;
+  check_index(src, n, "edge_sum_backward: src", E);
+  check_index(dst, n, "edge_sum_backward: dst", E);
+  // index_add's start: each edge's gradient added at its source / destination in edge order from zero
+  Tensor grad_a = at::zeros(with_rows(grad, dim, n), grad.options()), grad_b = at::zeros_like(grad_a);
+  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "edge_sum_backward", [&] {
+    using T = scalar_t;
+    const T* gp = grad.data_ptr<T>(); T* ga = grad_a.data_ptr<T>(); T* gb = grad_b.data_ptr<T>();
+    const int64_t* s = src.data_ptr<int64_t>(); const int64_t* d = dst.data_ptr<int64_t>();
+    for (int64_t b = 0; b < edges.outer; ++b)
+      for (int64_t e = 0; e < E; ++e) {
+        const T* __restrict g = gp + (b * E + e) * K;
+        T* __restrict au = ga + (b * n + s[e]) * K;
+        T* __restrict bv = gb + (b * n + d[e]) * K;
+        for (int64_t k = 0; k < K; ++k) au[k] = au[k] + g[k];
+        for (int64_t k = 0; k < K; ++k) bv[k] = bv[k] + g[k];
+      }
+  });
+  return {grad_a, grad_b};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
@@ -309,6 +359,8 @@ TORCH_LIBRARY_FRAGMENT(zoo_kernels, m) {
   m.def("neighbour_max_backward(Tensor grad, Tensor x, Tensor src, Tensor dst, Tensor result, int dim) -> Tensor");
   m.def("scale_divide(Tensor s, Tensor b, Tensor dst, float alpha, int dim) -> Tensor");
   m.def("scale_divide_backward(Tensor grad, Tensor out, Tensor b, Tensor dst, float alpha, int dim) -> (Tensor, Tensor)");
+  m.def("edge_sum(Tensor a, Tensor b, Tensor src, Tensor dst, int dim) -> Tensor");
+  m.def("edge_sum_backward(Tensor grad, Tensor src, Tensor dst, int n, int dim) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
@@ -318,4 +370,6 @@ TORCH_LIBRARY_IMPL(zoo_kernels, CPU, m) {
   m.impl("neighbour_max_backward", &neighbour_max_backward);
   m.impl("scale_divide", &scale_divide);
   m.impl("scale_divide_backward", &scale_divide_backward);
+  m.impl("edge_sum", &edge_sum);
+  m.impl("edge_sum_backward", &edge_sum_backward);
 }
