@@ -737,3 +737,31 @@ def test_opcheck_gatv2_backward_summed():
     out, alpha, saved = kernels.gatv2_forward(t["x_src"], t["x_src"], t["x_src"], t["att"], *graph, SLOPE)
     torch.library.opcheck(kernels.gatv2_backward_summed, (torch.randn_like(out), torch.randn_like(alpha), t["x_src"],
                                                           t["att"], out, saved, *graph, SLOPE))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("channels", [64, 5])
+@pytest.mark.parametrize("keep", [False, True])
+def test_gatv2_forward_of_one_head_is_bitwise_each_head_of_two(channels, dtype, keep):
+    """One head takes the forward compiled for one head (its loops over heads folded away): every
+    output (values, alpha, the per-edge log alpha the backward reads) is bitwise the same head of a
+    two-head call through the general path, replicas first, with and without a keep mask; at a
+    compile-time width (64, the balance paper's) and a run-time one (5: the output layers)."""
+    from zoo.ops.aggregate import edge_orders
+
+    n, heads, replicas = 70, 2, 3
+    edge_index = _sorted_graph(n, 900, 2)
+    e = edge_index.size(1)
+    graph = ops.graph_arguments(edge_orders(edge_index[0], edge_index[1], n), triton=False)
+    g = torch.Generator().manual_seed(4)
+    r = lambda *shape: torch.randn(replicas, *shape, generator=g, dtype=torch.float64).to(dtype)
+    xs, xd, values, att = r(n, heads, channels), r(n, heads, channels), r(n, heads, channels), r(heads, channels)
+    mask = (torch.rand(replicas, e, heads, generator=g) > 0.3).to(dtype) / 0.7 if keep else None
+    kernels = torch.ops.zoo_kernels
+    both = kernels.gatv2_forward(xs, xd, values, att, *graph, SLOPE, True, mask)
+    for h in range(heads):
+        one = lambda t: t[..., h:h + 1, :].contiguous()  # noqa: E731
+        alone = kernels.gatv2_forward(one(xs), one(xd), one(values), att[:, h:h + 1].contiguous(), *graph, SLOPE,
+                                      True, None if mask is None else mask[..., h:h + 1].contiguous())
+        for a, b in zip(alone, (both[0][..., h:h + 1, :], both[1][..., h:h + 1], both[2][..., h:h + 1])):
+            assert torch.equal(a, b), h

@@ -67,6 +67,20 @@ struct Width {
   inline int64_t operator()() const { return K > 0 ? K : runtime; }
 };
 
+// Heads, the same way: one head (every balance-paper GATv2) a compile-time constant, so the per-edge
+// loops over heads fold away (the same operations per head in the same order: the same bits).
+template <int K>
+struct Heads {
+  int64_t runtime;
+  inline int64_t operator()() const { return K > 0 ? K : runtime; }
+};
+
+template <typename F>
+void with_heads(int64_t h, const F& f) {
+  if (h == 1) f(std::integral_constant<int, 1>());
+  else f(std::integral_constant<int, 0>());
+}
+
 template <typename F>
 void with_width(int64_t c, const F& f) {
   switch (c) {
@@ -334,21 +348,22 @@ const T* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr<T>() : n
 // ------------------------------------------------------------------------------- scorers
 
 // Score of every in-edge of v (row slots [a, b)), all heads, into e (deg x H).
-template <typename T, bool V2, int K>
+template <typename T, bool V2, int K, int KH = 0>
 struct Scorer;
 
-template <typename T, int K>
-struct Scorer<T, true, K> {  // GATv2
+template <typename T, int K, int KH>
+struct Scorer<T, true, K, KH> {  // GATv2
   const T *xs, *xd, *att;
-  int64_t n, H;
+  int64_t n;
+  Heads<KH> heads;
   Width<K> C;
   T slope;
   Scorer replica(int64_t r) const {
-    const int64_t node = n * H * C(), par = H * C();
-    return {xs + r * node, xd + r * node, att + r * par, n, H, C, slope};
+    const int64_t node = n * heads() * C(), par = heads() * C();
+    return {xs + r * node, xd + r * node, att + r * par, n, heads, C, slope};
   }
   inline void row(const Csr& g, int64_t v, int64_t a, int64_t b, T* e) const {
-    const int64_t c_ = C();
+    const int64_t H = heads(), c_ = C();
     const T* xv = xd + v * H * c_;
     for (int64_t j = a; j < b; ++j) {
       const T* xu = xs + g.col[j] * H * c_;
@@ -368,8 +383,8 @@ struct Scorer<T, true, K> {  // GATv2
   }
 };
 
-template <typename T, int K>
-struct Scorer<T, false, K> {  // GAT (+ optional edge term, original edge order)
+template <typename T, int K, int KH>
+struct Scorer<T, false, K, KH> {  // GAT (+ optional edge term, original edge order)
   const T *s, *t, *bias;
   int64_t n, E, H;
   T slope;
@@ -396,11 +411,12 @@ struct Scorer<T, false, K> {  // GAT (+ optional edge term, original edge order)
 // With `sp` (GATv2), also each edge's log alpha = score - lse ([R,] E, H, original order): the backward's
 // alpha is exp(score - lse), and reading these spares it the scores (most of its per-edge work but for
 // the gradients themselves); the same subtraction of the same numbers as the backward did, so the same bits.
-template <typename T, typename S, int K>
-void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64_t n, int64_t E, int64_t H,
+template <typename T, typename S, int K, int KH>
+void forward_impl(const S& scorer, const T* xp, const T* kp, const Csr& g, int64_t n, int64_t E, Heads<KH> heads,
                   Width<K> width, const Replicas& reps, T* op, T* ap, T* lp, T* sp) {
   const int64_t Cv = width();
   for_replicas(reps, n, kRows, [&](int64_t begin, int64_t end, int64_t r) {
+    const int64_t H = heads();  // (here, not captured: a constant for one head)
     const S sc = scorer.replica(r);
     const T* x = xp + r * n * H * Cv;
     const T* keep = kp ? kp + r * E * H : nullptr;
@@ -719,11 +735,14 @@ std::tuple<Tensor, Tensor, Tensor> gatv2_forward(const Tensor& x_src_, const Ten
     using T = scalar_t;
     with_width(C == Cv ? C : 0, [&](auto tag) {
       constexpr int K = decltype(tag)::value;
-      Scorer<T, true, K> sc{x_src.data_ptr<T>(), x_dst.data_ptr<T>(), att.data_ptr<T>(), n, H, Width<K>{C},
-                            static_cast<T>(slope)};
-      std::vector<T> lse(d.R * n * H);  // the softmax's own: the backward reads log_alpha
-      forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, H, Width<K>{Cv},
-                      reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data(), log_alpha.data_ptr<T>());
+      with_heads(H, [&](auto htag) {
+        constexpr int KH = decltype(htag)::value;
+        Scorer<T, true, K, KH> sc{x_src.data_ptr<T>(), x_dst.data_ptr<T>(), att.data_ptr<T>(), n, Heads<KH>{H},
+                                  Width<K>{C}, static_cast<T>(slope)};
+        std::vector<T> lse(d.R * n * H);  // the softmax's own: the backward reads log_alpha
+        forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, Heads<KH>{H},
+                        Width<K>{Cv}, reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data(), log_alpha.data_ptr<T>());
+      });
     });
   });
   return {out, alpha, log_alpha};
@@ -923,8 +942,9 @@ std::tuple<Tensor, Tensor, Tensor> gat_forward(const Tensor& s_, const Tensor& t
       constexpr int K = decltype(tag)::value;
       Scorer<T, false, K> sc{s.data_ptr<T>(), t.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
                              n, E, H, static_cast<T>(slope)};
-      forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, H, Width<K>{Cv},
-                      reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>(), static_cast<T*>(nullptr));
+      forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, Heads<0>{H},
+                      Width<K>{Cv}, reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>(),
+                      static_cast<T*>(nullptr));
     });
   });
   return {out, alpha, lse};
