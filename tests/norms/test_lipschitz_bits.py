@@ -186,8 +186,8 @@ def test_neighbour_max_and_scale_divide_bits(dtype, sort):
     assert all(_bits(n.grad, o.grad) for n, o in zip(leaves[1], leaves[0]))
 
 
-def _stacked_gat_lip(heads, dtype, seeds=(0, 1, 2)):
-    """Forward and every parameter's gradient of a stacked GAT with LipschitzNorm (paper rule)."""
+def _stacked_gat_lip(heads, dtype, variant, seeds=(0, 1, 2)):
+    """Forward and every parameter's gradient of a stacked GAT with LipschitzNorm."""
     from torch.func import functional_call, stack_module_state
 
     import zoo
@@ -200,7 +200,7 @@ def _stacked_gat_lip(heads, dtype, seeds=(0, 1, 2)):
     for seed in seeds:
         torch.manual_seed(seed)
         models.append(zoo.build("gat", in_dim=6, out_dim=3, hidden_dim=8 * heads, heads=heads, num_layers=3,
-                                norm="lipschitz").to(dtype))
+                                norm="lipschitz", norm_kwargs={"variant": variant}).to(dtype))
     params, buffers = stack_module_state(models)
     out = vmap(lambda p, b: functional_call(models[0], (p, b), (edge_index, x)))(params, buffers)
     grads = torch.autograd.grad(out.square().sum(), list(params.values()))
@@ -210,10 +210,12 @@ def _stacked_gat_lip(heads, dtype, seeds=(0, 1, 2)):
 @pytest.mark.skipif(not ops.available(torch.device("cpu")), reason="the C++ kernels could not be built here")
 @pytest.mark.parametrize("heads", [1, 4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_eq17_on_the_physical_replicas_gives_the_dispatched_bits(heads, dtype, monkeypatch):
-    """Under one vmap the summed node terms (bounds.edge_sum) and Eq. 17's chain (bounds.on_replicas) run
-    once each on the replicas' physical tensors, two calls a layer; the model's output and every gradient
-    keep the bits of the gathers and the chain run op by op under vmap (each op through its vmap rule)."""
+@pytest.mark.parametrize("variant", ["paper", "authors_code", "authors_code_si"])
+def test_rules_on_the_physical_replicas_give_the_dispatched_bits(heads, dtype, variant, monkeypatch):
+    """Under one vmap the summed node terms (bounds.edge_sum) and the rule's chain (Eq. 17 or the released
+    rule, bounds.on_replicas) run once each on the replicas' physical tensors, two calls a layer; the
+    model's output and every gradient keep the bits of the gathers and the chain run op by op under vmap
+    (each op through its vmap rule)."""
     from zoo.ops import bounds
     from zoo.ops._direct import dispatched
 
@@ -226,10 +228,10 @@ def test_eq17_on_the_physical_replicas_gives_the_dispatched_bits(heads, dtype, m
         return done
 
     monkeypatch.setattr(bounds, "vmapped", spy)
-    direct = _stacked_gat_lip(heads, dtype)
+    direct = _stacked_gat_lip(heads, dtype, variant)
     assert taken == [True] * 6
     with dispatched():
-        via_vmap = _stacked_gat_lip(heads, dtype)
+        via_vmap = _stacked_gat_lip(heads, dtype, variant)
     assert len(taken) == 12 and not any(taken[6:])
     for a, b in zip(direct, via_vmap):
         assert _bits(a, b)

@@ -78,6 +78,18 @@ def _eq17(ops: BoundOps, scores: Tensor, nodes: Tensor, query_norm: Tensor, src:
     return ops.scale_divide(scores, bound, dst, alpha)  # alpha * scores / bound[dst]
 
 
+def _authors_rule(ops: BoundOps, scores: Tensor, nodes: Tensor, att_norm: Tensor, src: Tensor, dst: Tensor,
+                  num_nodes: int, alpha: float) -> Tensor:
+    """The released rule (module docstring; a rule of :func:`zoo.ops.bounds.on_replicas`): scores
+    ``(..., E, H)``, nodes ``(..., N, H, C)``, ``4 ||a||`` as ``(..., 1, 1)`` or ``(..., 1, H)``."""
+    norm_x = ops.gather_rows(squared_norm(nodes), src)  # (..., E, H): the edge's source norm
+    per_node = ops.segment_max(norm_x, dst, num_nodes).clamp_min(0.0)  # (..., N, H)
+    flat = per_node.reshape(*per_node.shape[:-2], -1, 1)
+    flat_max = ops.gather_rows(flat, dst)  # (..., E, 1): flat index v, as released
+    divisor = (flat_max + norm_x).clamp_min(_TINY**2).sqrt()  # the floor only keeps 0-rows finite
+    return alpha * scores / (att_norm * divisor + 1e-12)
+
+
 def neighbourhood_max(per_edge: Tensor, graph: Graph) -> Tensor:
     """``max`` of a non-negative ``(E, H)`` edge quantity over each destination's incoming edges,
     gathered back to the edges (``(E, H)``).  Empty neighbourhoods never reach an edge."""
@@ -134,14 +146,12 @@ class LipschitzNorm(ScoreRules):
         graph = s.graph
         att = torch.cat([s.att_src, s.att_dst], dim=-1)  # (H, 2C)
         if self.variant == "authors_code":
-            att_norm = 4.0 * att.pow(2).sum().sqrt()  # one norm over all heads
+            att_norm = (4.0 * att.pow(2).sum().sqrt()).reshape(1, 1)  # one norm over all heads
         else:
-            att_norm = 4.0 * att.pow(2).sum(-1).sqrt()  # (H,)
-        norm_x = gather_rows(squared_norm(s.nodes), graph.src)  # (E, H): the edge's source norm
-        per_node = segment_max(norm_x, graph.dst, graph.num_nodes).clamp_min(0.0)  # (N, H)
-        flat_max = gather_rows(per_node.reshape(-1, 1), graph.dst)  # (E, 1): flat index v, as released
-        divisor = (flat_max + norm_x).clamp_min(_TINY**2).sqrt()  # the floor only keeps 0-rows finite
-        return self.alpha * s.scores / (att_norm * divisor + 1e-12)
+            att_norm = (4.0 * att.pow(2).sum(-1).sqrt()).reshape(1, -1)  # (1, H)
+        # as Eq. 17's chain: under vmap once on the replicas' physical tensors (on_replicas)
+        return on_replicas(_authors_rule, (s.scores, s.nodes, att_norm), graph.src, graph.dst, graph.num_nodes,
+                           self.alpha)
 
     # ---------------------------------------------------------------- perceptron (GATv2): Eq. 15
     @score_rule(MLPScores)

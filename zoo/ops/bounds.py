@@ -11,6 +11,7 @@ vmap layer (and, for the custom ops, torch.library's Python layers) around each.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -19,9 +20,11 @@ from torch import Tensor
 from zoo.ops._custom import HAS_CUSTOM_OPS
 from zoo.ops._custom import custom_op as _custom_op
 from zoo.ops._direct import Formula, direct_op, vmapped
-from zoo.ops.segment import compiled_edge_op_serves, gather_rows, replicas_first, segment_max
+from zoo.ops.segment import _COPY_ROWS_MAX, compiled_edge_op_serves, gather_rows, replicas_first, segment_max
 
 if HAS_CUSTOM_OPS:
+    from zoo.ops.segment import _max_setup
+
     @_custom_op("zoo::neighbour_max")
     def _neighbour_max(x: Tensor, src: Tensor, dst: Tensor, num_nodes: int, dim: int) -> Tensor:
         return torch.ops.zoo_kernels.neighbour_max(x, src, dst, num_nodes, dim)
@@ -151,15 +154,28 @@ def scale_divide(scores: Tensor, bound: Tensor, dst: Tensor, alpha: float) -> Te
 
 
 class BoundOps(NamedTuple):
-    """:func:`neighbour_max` and :func:`scale_divide` (without their ``dim``) for a rule of
-    :func:`on_replicas`: the public functions on logical tensors, or the kernels on replicas-first ones."""
+    """:func:`neighbour_max`, :func:`scale_divide`, :func:`zoo.ops.segment.segment_max` and
+    :func:`zoo.ops.segment.gather_rows` (without a ``dim``) for a rule of :func:`on_replicas`: the
+    public functions on logical tensors, or the same kernels and gathers on replicas-first ones."""
 
     neighbour_max: Callable[[Tensor, Tensor, Tensor, int], Tensor]
     scale_divide: Callable[[Tensor, Tensor, Tensor, float], Tensor]
+    segment_max: Callable[[Tensor, Tensor, int], Tensor]
+    gather_rows: Callable[[Tensor, Tensor], Tensor]
 
 
 #: the ops of a rule called on logical tensors (no replica dim)
-LOGICAL = BoundOps(neighbour_max, scale_divide)
+LOGICAL = BoundOps(neighbour_max, scale_divide, segment_max, gather_rows)
+
+
+def _gather_replica_rows(x: Tensor, index: Tensor) -> Tensor:
+    """``x[:, index]`` of a replicas-first tensor as gather_rows' vmap rule gathers it: the replicas
+    moved after the node dim (small strided rows copied first), one ``index_select`` of those rows,
+    then the replicas moved back to the front (a view)."""
+    rows = x.movedim(0, 1)
+    if not rows.is_contiguous() and math.prod(rows.shape[1:]) <= _COPY_ROWS_MAX:
+        rows = rows.contiguous()
+    return rows.index_select(0, index).movedim(1, 0)
 
 
 def _physical_ops() -> Optional[BoundOps]:
@@ -179,10 +195,16 @@ def _physical_ops() -> Optional[BoundOps]:
         grad_s, grad_b = kernels.scale_divide_backward(grad, out, b, dst, ctx.alpha, ctx.dim)
         return grad_s, grad_b, None, None, None
 
+    def max_grad(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None, None]:
+        values, index, result = ctx.saved_tensors
+        return kernels.segment_max_backward(grad, values, index, result, ctx.dim), None, None, None
+
     n_max = direct_op(Formula(lambda *a: kernels.neighbour_max(*a), _neighbour_setup, neighbour_grad))
     divide = direct_op(Formula(lambda *a: kernels.scale_divide(*a), _divide_setup, divide_grad))
+    s_max = direct_op(Formula(lambda *a: kernels.segment_max(*a), _max_setup, max_grad))
     return BoundOps(lambda x, src, dst, n: n_max(x, src, dst, n, 1),
-                    lambda s, b, dst, alpha: divide(s, b, dst, float(alpha), 1))
+                    lambda s, b, dst, alpha: divide(s, b, dst, float(alpha), 1),
+                    lambda values, index, n: s_max(values, index, n, 1), _gather_replica_rows)
 
 
 _PHYSICAL: Optional[BoundOps] = None
