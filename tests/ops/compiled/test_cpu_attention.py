@@ -765,3 +765,34 @@ def test_gatv2_forward_of_one_head_is_bitwise_each_head_of_two(channels, dtype, 
                                       True, None if mask is None else mask[..., h:h + 1].contiguous())
         for a, b in zip(alone, (both[0][..., h:h + 1, :], both[1][..., h:h + 1], both[2][..., h:h + 1])):
             assert torch.equal(a, b), h
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("channels", [32, 5])
+@pytest.mark.parametrize("keep", [False, True])
+def test_gat_forward_of_one_head_is_bitwise_each_head_of_two(channels, dtype, keep):
+    """GAT's one head (SAN's call: zero node terms, the scores as the per-edge term) takes the forward
+    compiled for one head: its values, alpha and log-sum-exp are bitwise the same head of a two-head
+    call through the general path, replicas first, with and without a keep mask; at a compile-time
+    width (32, SAN's) and a run-time one (5)."""
+    from zoo.ops.aggregate import edge_orders
+
+    n, heads, replicas = 70, 2, 3
+    edge_index = _sorted_graph(n, 900, 2)
+    e = edge_index.size(1)
+    graph = ops.graph_arguments(edge_orders(edge_index[0], edge_index[1], n), triton=False)
+    g = torch.Generator().manual_seed(5)
+    r = lambda *shape: torch.randn(replicas, *shape, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
+    s, t, bias, values = r(n, heads), r(n, heads), r(e, heads), r(n, heads, channels)
+    mask = (torch.rand(replicas, e, heads, generator=g) > 0.3).to(dtype) / 0.7 if keep else None
+    kernels = torch.ops.zoo_kernels
+    for node_terms in (True, False):
+        if not node_terms:
+            s, t = torch.zeros_like(s), torch.zeros_like(t)
+        both = kernels.gat_forward(s, t, bias, values, *graph, SLOPE, True, mask)
+        for h in range(heads):
+            one = lambda x: x[..., h:h + 1].contiguous()  # noqa: E731
+            alone = kernels.gat_forward(one(s), one(t), one(bias), values[..., h:h + 1, :].contiguous(), *graph,
+                                        SLOPE, True, None if mask is None else one(mask))
+            for a, b in zip(alone, (both[0][..., h:h + 1, :], both[1][..., h:h + 1], both[2][..., h:h + 1])):
+                assert torch.equal(a, b), (h, node_terms)

@@ -386,12 +386,15 @@ struct Scorer<T, true, K, KH> {  // GATv2
 template <typename T, int K, int KH>
 struct Scorer<T, false, K, KH> {  // GAT (+ optional edge term, original edge order)
   const T *s, *t, *bias;
-  int64_t n, E, H;
+  int64_t n, E;
+  Heads<KH> heads;
   T slope;
   Scorer replica(int64_t r) const {
-    return {s + r * n * H, t + r * n * H, bias ? bias + r * E * H : nullptr, n, E, H, slope};
+    const int64_t H = heads();
+    return {s + r * n * H, t + r * n * H, bias ? bias + r * E * H : nullptr, n, E, heads, slope};
   }
   inline void row(const Csr& g, int64_t v, int64_t a, int64_t b, T* e) const {
+    const int64_t H = heads();
     const T* tv = t + v * H;
     for (int64_t j = a; j < b; ++j) {
       const T* su = s + g.col[j] * H;
@@ -940,11 +943,14 @@ std::tuple<Tensor, Tensor, Tensor> gat_forward(const Tensor& s_, const Tensor& t
     using T = scalar_t;
     with_width(Cv, [&](auto tag) {
       constexpr int K = decltype(tag)::value;
-      Scorer<T, false, K> sc{s.data_ptr<T>(), t.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
-                             n, E, H, static_cast<T>(slope)};
-      forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, Heads<0>{H},
-                      Width<K>{Cv}, reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>(),
-                      static_cast<T*>(nullptr));
+      with_heads(H, [&](auto htag) {  // one head (SAN's): its loops over heads folded away, as GATv2's
+        constexpr int KH = decltype(htag)::value;
+        Scorer<T, false, K, KH> sc{s.data_ptr<T>(), t.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
+                                   n, E, Heads<KH>{H}, static_cast<T>(slope)};
+        forward_impl<T>(sc, values.data_ptr<T>(), ptr_or_null<T>(keep), csr_of(crow, col, perm), n, E, Heads<KH>{H},
+                        Width<K>{Cv}, reps, out.data_ptr<T>(), alpha.data_ptr<T>(), lse.data_ptr<T>(),
+                        static_cast<T*>(nullptr));
+      });
     });
   });
   return {out, alpha, lse};
@@ -986,7 +992,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gat_backward(
       const T sl = static_cast<T>(slope);
       const T *sp0 = s.data_ptr<T>(), *tp0 = t.data_ptr<T>(), *bp0 = bias.defined() ? bias.data_ptr<T>() : nullptr;
       std::unique_ptr<T[]> de(new T[R * E * H]), al(new T[R * E * H]);  // every slot written by pass A
-      const ScoredAlpha<T, Scorer<T, false, K>> alphas{{sp0, tp0, bp0, n, E, H, sl}, lse.data_ptr<T>(), n, H};
+      const ScoredAlpha<T, Scorer<T, false, K>> alphas{{sp0, tp0, bp0, n, E, Heads<0>{H}, sl}, lse.data_ptr<T>(), n, H};
       Csr g = csr_of(crow, col, perm), gs = csr_of(crow_s, col_s, perm_s);
       T *dt0 = d_t.data_ptr<T>(), *dz0 = d_bias.data_ptr<T>();
       auto dst_part = [&](int64_t, int64_t v, int64_t j, int64_t r, const T* dej, const T*) {
