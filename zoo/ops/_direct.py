@@ -84,6 +84,12 @@ def vmapped(rule: Callable[..., Tuple[Any, Any]], args: Sequence[Any]) -> Any:
     return tuple(_batched(o, d, level) for o, d in zip(outs, out_dims))
 
 
+def untransformed() -> bool:
+    """Whether a plain call may take a direct form (:func:`direct_op`) instead of the dispatched op: this
+    module on, no functorch transform active, nothing being traced by ``torch.compile``."""
+    return _SWITCH.active and _functorch.get_dynamic_layer_stack_depth() == 0 and not _compiling()
+
+
 def call(op: Callable[..., Any], rule: Callable[..., Tuple[Any, Any]], args: Sequence[Any]) -> Any:
     """``op(*args)``, with ``rule`` (``op``'s vmap rule over direct forms) run by :func:`vmapped` instead
     where it takes the call: the stacked replicas' path without the op's dispatch."""
@@ -141,4 +147,4 @@ def below_autograd(ops: Any, name: str) -> Callable[..., Any]:
     return call
 
 
-__all__ = ["AVAILABLE", "dispatched", "VmapInfo", "vmapped", "call", "Formula", "direct_op", "below_autograd"]
+__all__ = ["AVAILABLE", "dispatched", "VmapInfo", "vmapped", "untransformed", "call", "Formula", "direct_op", "below_autograd"]

@@ -351,6 +351,38 @@ def test_a_shared_tensor_takes_one_node_with_autograds_bits(layout, heads, chann
         assert torch.equal(a, b) and torch.equal(a, c)
 
 
+@pytest.mark.parametrize("layout", ["folded", "replicas_first"])
+@pytest.mark.parametrize("heads,channels", [(1, 64), (2, 8)])
+def test_a_shared_tensor_called_plainly_has_the_stacked_replicas_bits(layout, heads, channels, monkeypatch):
+    """One tensor as x_src, x_dst and values outside vmap (one replica trained alone, or unstacked):
+    outputs and gradients bitwise each replica's under vmap, the gradient of x summed in their order,
+    ``(d values + d x_dst) + d x_src``.  Through the dispatcher autograd summed it in the op's output
+    order, ``(d x_src + d x_dst) + d values`` (float32, so that the other order shows): a replica's
+    numbers then depended on whether it was trained beside others."""
+    from zoo.ops._direct import dispatched
+
+    _shared_layouts(layout, monkeypatch)
+    case = make_inputs("gatv2", heads=heads, channels=channels, dtype=torch.float32)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, case["n"], heads, channels, generator=g)
+    att = torch.randn(3, heads, channels, generator=g)
+    w = torch.randn(3, case["n"], heads, channels, generator=g)
+    f = lambda x, a: _fused("gatv2", case)(x, x, x, a)
+
+    def run(x, att, w, batched):
+        x, att = x.clone().requires_grad_(), att.clone().requires_grad_()
+        out, alpha = (vmap(f) if batched else f)(x, att)
+        return [out, alpha, *torch.autograd.grad((out * w).sum() + alpha.sum(), [x, att])]
+
+    stacked = run(x, att, w, batched=True)
+    for r in range(3):
+        for a, b in zip(run(x[r], att[r], w[r], batched=False), stacked):
+            assert torch.equal(a, b[r])
+    with dispatched():
+        apart = [run(x[r], att[r], w[r], batched=False)[2] for r in range(3)]
+    assert not all(torch.equal(a, stacked[2][r]) for r, a in enumerate(apart))  # (so that the old order shows)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_equals_plain_under_nested_vmap(family):
     """vmap inside vmap: the outer replicas are merged into the inner replica dimension."""

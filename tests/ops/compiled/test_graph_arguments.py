@@ -91,5 +91,6 @@ def test_a_call_computes_nothing_from_the_graph(monkeypatch):
         layer(graph, x)[0].sum().backward()
     graph_work = {"aten.nonzero", "aten.bincount", "aten.argsort", "aten.sort", "aten.cumsum", "aten.item",
                   "aten._local_scalar_dense"}
-    assert "zoo_kernels.gatv2_forward" in seen and "zoo_kernels.gatv2_backward" in seen
+    # (shared weights: the backward of the one tensor, gatv2_backward_summed)
+    assert "zoo_kernels.gatv2_forward" in seen and any(s.startswith("zoo_kernels.gatv2_backward") for s in seen)
     assert graph_work.isdisjoint(seen), sorted(graph_work.intersection(seen))

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from zoo.ops._compiled import build, rules
 from zoo.ops._custom import under_vmap
-from zoo.ops._direct import call
+from zoo.ops._direct import call, untransformed
 from zoo.ops._compiled.degree_buckets import split_by_degree
 from zoo.ops.aggregate import graph_orders
 from zoo._allocator import request_huge_pages
@@ -107,7 +107,25 @@ def _forward(name: str, values: Tensor, args: Tuple[Any, ...]) -> Tuple[Tensor, 
         _huge_pages_for(values)
         if under_vmap(values):
             return call(op, _cpu_direct_rules()[name], args)
+        if name == "gatv2_forward" and _plain_shared(args):
+            x, _, _, att, *rest = args
+            return _cpu_shared_gatv2()(x, att, *rest)
     return op(*args)
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_shared_gatv2() -> Any:
+    return rules.shared_gatv2_op("zoo_kernels")
+
+
+def _plain_shared(args: Tuple[Any, ...]) -> bool:
+    """A plain call (no transform, not traced) of GATv2 with one tensor as x_src, x_dst and values
+    (shared weights): it takes the stacked replicas' autograd node of that tensor
+    (:func:`.rules.shared_gatv2_formula`), so that its gradient is summed in their order, ``(d values
+    + d x_dst) + d x_src``.  Through the dispatcher the op's three gradients reached the one input in
+    the op's output order, ``(d x_src + d x_dst) + d values``: another rounding, and one replica
+    trained alone (or unstacked) drifted from the same replica trained stacked beside others."""
+    return args[0] is args[1] is args[2] and untransformed()
 
 
 def _huge_pages_for(values: Tensor) -> None:

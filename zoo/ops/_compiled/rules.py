@@ -215,6 +215,12 @@ def direct_rules(ns: str, replica_major: bool = False, graph_args: int = GRAPH_A
     return {name: rules[name] for name in direct}
 
 
+def shared_gatv2_op(ns: str, graph_args: int = GRAPH_ARGS) -> Callable[..., Any]:
+    """``op(x, att, *graph, slope, ...)``: GATv2 of one tensor as x_src, x_dst and values outside vmap, as one
+    autograd node of ``(x, att)`` (:func:`shared_gatv2_formula`: the gradient the stacked replicas get)."""
+    return direct_op(shared_gatv2_formula(getattr(torch.ops, ns), graph_args))
+
+
 def shared_gatv2_formula(ops: Any, graph_args: int) -> Formula:
     """``gatv2_forward(x, x, x, att, ...)`` as one autograd node of ``(x, att, ...)``: GATv2 with shared
     weights passes one tensor as x_src, x_dst and values.  As three inputs, the backward's three
