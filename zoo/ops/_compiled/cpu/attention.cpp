@@ -67,13 +67,11 @@ struct Width {
   inline int64_t operator()() const { return K > 0 ? K : runtime; }
 };
 
-// Heads, the same way: one head (every balance-paper GATv2) a compile-time constant, so the per-edge
-// loops over heads fold away (the same operations per head in the same order: the same bits).
+// Heads, the same way (a count fixed at compile time or read at run time): one head (every
+// balance-paper GATv2) a compile-time constant, so the per-edge loops over heads fold away (the same
+// operations per head in the same order: the same bits).
 template <int K>
-struct Heads {
-  int64_t runtime;
-  inline int64_t operator()() const { return K > 0 ? K : runtime; }
-};
+using Heads = Width<K>;
 
 template <typename F>
 void with_heads(int64_t h, const F& f) {
