@@ -1,12 +1,13 @@
-"""``zoo bench calibrate RECORDS... --out FILE``: fit the cost model on finished records, print its
-leave-one-out error, write it.  A subcommand of ``zoo bench`` (:mod:`zoo.cli.bench`)."""
+"""``zoo bench calibrate RECORDS... [--bridge DIR...] --out FILE``: fit the cost model on finished records,
+print its leave-one-out error and the machines the records ran on, write it.  A subcommand of ``zoo bench``
+(:mod:`zoo.cli.bench`)."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Tuple
+from typing import Any, Dict, List, NoReturn, Sequence, Tuple
 
 from zoo.cli.args import user_path
 from zoo.cli.errors import EXIT_ERROR, os_error
@@ -34,44 +35,88 @@ def parser() -> argparse.ArgumentParser:
                    help="what a cpu fit is on (default auto): each group's CPU time (group_cpu_time_s) where its "
                         "records carry it, else its wall time x the median CPU / wall share of those that do; cpu: "
                         "only the groups with a CPU time; wall: every group's wall time (records before CPU time)")
+    p.add_argument("--bridge", nargs="+", action="extend", default=[], type=user_path, metavar="DIR",
+                   help="bridge folders (after the records): not fitted on (also when given as records), they set "
+                        "machine factors. The model prices the machine of most fitted groups (their records' "
+                        "float_order: cpu, with or without avx512f); a bridge is a shape run by one commit on another "
+                        "machine and on that one (probe pairs: two epoch caps in one results.jsonl, or single groups "
+                        "of equal epochs), its factor that machine's CPU-s per replica-epoch over the reference's. "
+                        "Each fitted group of a bridged machine is divided by its shape's factor, else by the median "
+                        "of its machine's; machines without a bridge stay at face value")
     p.set_defaults(handler=run, prog=PROG)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Fit, print the leave-one-out errors, write (one line on stderr for unusable records)."""
-    from zoo.bench.plan import calibration, cost, cost_file
+    from zoo.bench.plan import bridges, calibration, cost, cost_file
     from zoo.bench.store import records
 
     try:
-        rows = [r for path in args.records for r in records.read_records(path)]
+        fitted, bridge_folders = _folders(args.records, args.bridge)
+        if bridge_folders and calibration.device_kind({"device": args.device}) != "cpu":
+            raise ValueError("--bridge: machine factors are for a cpu fit (its groups' CPU time)")
+        rows = [r for path in fitted for r in records.read_records(path)]
         table = cost.load_dataset_table()
-        every, basis = _observations(rows, args.device, args.time)
+        raw = calibration.observations(rows, device=args.device)
+        machines = bridges.find_bridges(raw, {b: calibration.observations(records.read_records(b), device=args.device)
+                                              for b in bridge_folders})
+        every, basis = _observations(machines.normalise(raw), args.device, args.time)
         obs = [o for o in every if o.mode == "train"]
         cpu = sum(o.cpu_time_s is not None for o in obs)
         basis = dataclasses.replace(basis, cpu=cpu, wall=len(obs) - cpu)  # the trained groups' counts
         per_suite = not args.no_suite_factors
         devices = sorted({str(r.get("device") or "cpu") for r in rows
                           if calibration.device_kind(r) == args.device.split(":")[0]})
+        priced = f"; priced on {machines.reference} ({len(machines.bridges)} bridges)" if bridge_folders else ""
         model = calibration.fit(every, table, per_suite, device=args.device,
-                                fitted_on=f"{len(obs)} trained groups in {len(args.records)} records folder(s) on "
-                                          + ", ".join(devices) + f"; {basis.short()}")
+                                fitted_on=f"{len(obs)} trained groups in {len(fitted)} records folder(s) on "
+                                          + ", ".join(devices) + f"; {basis.short()}{priced}")
         notes = {"time_basis": basis.describe(), **_qualities(obs, table, per_suite)}
+        if bridge_folders:
+            notes["machines"] = "; ".join(machines.summary(raw))
         cost_file.write_model([model], Path(args.out), notes)
     except (OSError, ValueError, records.CorruptRecordsError) as e:
         print(f"{PROG}: error: {os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return EXIT_ERROR
     _print(model, notes, per_suite)
+    _print_machines(machines, raw, len(args.records) - len(fitted), len(bridge_folders))
     print(f"written: {args.out} ({args.device})")
     return 0
 
 
-def _observations(rows: List[Dict[str, Any]], device: str, basis: str) -> Tuple[List[Any], Any]:
-    """The records' groups that ran on ``device``'s kind, on one time scale, and what it is
+def _folder(path: str) -> Path:
+    """A records argument as the folder it reads (``DIR`` or ``DIR/results.jsonl``), resolved."""
+    p = Path(path)
+    return (p.parent if p.name == "results.jsonl" else p).resolve()
+
+
+def _folders(paths: Sequence[str], bridge: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """``(records to fit, bridge folders)``: a folder given both ways is a bridge only (a reference machine's
+    probe of a shape re-probed on another machine: the new probe is fitted, the old one bridges), each once."""
+    bridges: Dict[Path, str] = {}
+    for b in bridge:
+        bridges.setdefault(_folder(b), b)
+    fitted = [p for p in paths if _folder(p) not in bridges]
+    if bridges and not fitted:
+        raise ValueError("--bridge: every records folder is a bridge folder: nothing left to fit")
+    return fitted, list(bridges.values())
+
+
+def _print_machines(machines: Any, raw: List[Any], excluded: int, bridge_folders: int) -> None:
+    """Per machine of the fitted groups: how many, and how they were priced (:meth:`MachineFactors.summary`)."""
+    folders = f"; {bridge_folders} bridge folder(s), {excluded} of them also given as records (not fitted)" \
+        if bridge_folders else ""
+    print(f"machines (groups of the fitted records{folders}):")
+    for line in machines.summary(raw):
+        print(f"  {line}")
+
+
+def _observations(every: List[Any], device: str, basis: str) -> Tuple[List[Any], Any]:
+    """The groups (of records that ran on ``device``'s kind) on one time scale, and what it is
     (:func:`zoo.bench.plan.calibration.time_basis`; a GPU's groups on their wall time)."""
     from zoo.bench.plan import calibration
 
-    every = calibration.observations(rows, device=device)
     if calibration.device_kind({"device": device}) != "cpu":
         if basis == "cpu":
             raise ValueError(f"--time cpu: a {device} group's cost is its wall time (its records carry no CPU time)")

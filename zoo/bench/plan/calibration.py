@@ -36,6 +36,8 @@ class Observation:
     cpu_time_s: Optional[float] = None   # the group's process CPU time, where its records carry it (CPU only)
     wall_share: float = 1.0              # the factor a group without it takes its wall time by (time_basis)
     commit: str = ""                     # the code it ran (its records' ``commit``)
+    machine: str = "unknown"             # the CPU it ran on (:func:`machine_key`)
+    setup_free: bool = False             # the difference of two lengths of one group (:func:`without_setup`)
 
     @property
     def seconds(self) -> float:
@@ -47,6 +49,21 @@ def device_kind(record: Mapping[str, Any]) -> str:
     """``cpu`` or ``cuda``: the kind of device a record ran on (its ``device`` is ``cpu (...)`` or a GPU's
     name; records without one ran on the CPU)."""
     return "cpu" if str(record.get("device") or "cpu").startswith("cpu") else "cuda"
+
+
+#: the machine of records that do not name their CPU (``float_order.cpu``: records before it was written)
+UNKNOWN_MACHINE = "unknown"
+
+
+def machine_key(record: Mapping[str, Any]) -> str:
+    """The machine a record ran on: its ``float_order.cpu`` with whether its ``isa`` has ``avx512f``
+    (``Intel(R) Xeon(R) Processor, avx512f``; ``AMD EPYC, no avx512f``: two AMD EPYCs, with and without
+    AVX-512, ran records), or :data:`UNKNOWN_MACHINE` for a record without ``float_order.cpu``."""
+    order = record.get("float_order")
+    cpu = order.get("cpu") if isinstance(order, Mapping) else None
+    if not cpu:
+        return UNKNOWN_MACHINE
+    return f"{cpu}, {'' if 'avx512f' in (order.get('isa') or ()) else 'no '}avx512f"
 
 
 def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = None) -> List[Observation]:
@@ -68,7 +85,8 @@ def observations(records: Iterable[Mapping[str, Any]], device: Optional[str] = N
         epochs = max(int(r.get("epochs_run") or 0) for r in rs)
         mode = "energy_at_init" if first.get("stop_reason") == "measured" else "train"
         out.append(Observation(suite, group, first["config"], int(first.get("group_size") or len(rs)), epochs, mode,
-                               wall, _cpu_time(first), commit=str(first.get("commit") or "")))
+                               wall, _cpu_time(first), commit=str(first.get("commit") or ""),
+                               machine=machine_key(first)))
     return out
 
 
@@ -129,7 +147,8 @@ class TimeBasis:
                 f"speed-up since), x{self.share:.3f} in the other suites (the median of those)")
 
 
-def _per_replica_epoch(o: Observation, seconds: float) -> float:
+def per_replica_epoch(o: Observation, seconds: float) -> float:
+    """``seconds`` of ``o`` per replica and epoch (an epoch's pass and the evaluation after it)."""
     return seconds / ((1.0 if o.mode == "energy_at_init" else o.epochs + 1.0) * o.replicas)
 
 
@@ -139,12 +158,12 @@ def _rerun_ratios(obs: Sequence[Observation]) -> Dict[str, List[float]]:
     measured: Dict[Tuple[str, str], List[float]] = {}
     for o in obs:
         if o.cpu_time_s is not None:
-            measured.setdefault((o.suite, o.group), []).append(_per_replica_epoch(o, o.cpu_time_s))
+            measured.setdefault((o.suite, o.group), []).append(per_replica_epoch(o, o.cpu_time_s))
     out: Dict[str, List[float]] = {}
     for o in obs:
         if o.cpu_time_s is None and (o.suite, o.group) in measured:
             out.setdefault(o.suite, []).append(statistics.median(measured[(o.suite, o.group)])
-                                               / _per_replica_epoch(o, o.wall_time_s))
+                                               / per_replica_epoch(o, o.wall_time_s))
     return out
 
 
@@ -164,24 +183,26 @@ def wall_shares(obs: Sequence[Observation]) -> Tuple[Dict[str, float], float, in
     return {}, (statistics.median(own) if own else 1.0), 0
 
 
-def _same_but_epochs(o: Observation) -> Tuple[str, str, int, str]:
+def same_but_epochs(o: Observation) -> Tuple[str, int, str]:
+    """``(suite, replicas, configuration without its epoch cap)``: what two lengths of one group share."""
     config = json.loads(json.dumps(o.config, default=str))
     (config.get("train") or {}).pop("epochs", None)
-    return o.suite, o.commit, o.replicas, json.dumps(config, sort_keys=True)
+    return o.suite, o.replicas, json.dumps(config, sort_keys=True)
 
 
 def without_setup(measured: Sequence[Observation]) -> List[Observation]:
     """``measured`` with the trained groups that differ only in their epoch cap, run by the same code
-    (``commit``), taken as each longer one's epochs and times less the shortest's.  A group also pays once
-    what its epochs do not (building the replicas, the first touch of its heap, kernels' first calls and
-    one-off checks): seconds that a probe of a few epochs divides among them and a run of thousands does
-    not notice (Coauthor CS GAT, 5 replicas, at 78dc8e8: 4.0 of a 12-epoch probe's 11.4 CPU-s).  The
-    difference of two lengths is the epochs' time alone; groups without such a partner are kept as they are."""
-    by: Dict[Tuple[str, str, int, str], List[Observation]] = {}
+    (``commit``) on one machine, taken as each longer one's epochs and times less the shortest's
+    (``setup_free``).  A group also pays once what its epochs do not (building the replicas, the first
+    touch of its heap, kernels' first calls and one-off checks): seconds that a probe of a few epochs
+    divides among them and a run of thousands does not notice (Coauthor CS GAT, 5 replicas, at 78dc8e8:
+    4.0 of a 12-epoch probe's 11.4 CPU-s).  The difference of two lengths is the epochs' time alone;
+    groups without such a partner are kept as they are."""
+    by: Dict[Tuple[str, str, Tuple[str, int, str]], List[Observation]] = {}
     for o in measured:
-        by.setdefault(_same_but_epochs(o), []).append(o)
+        by.setdefault((o.commit, o.machine, same_but_epochs(o)), []).append(o)
     out: List[Observation] = []
-    for (_, commit, _, _), group in by.items():
+    for (commit, _, _), group in by.items():
         group = sorted(group, key=lambda o: o.epochs)
         short = group[0]
         if not commit or len(group) < 2 or short.mode != "train":
@@ -189,7 +210,7 @@ def without_setup(measured: Sequence[Observation]) -> List[Observation]:
             continue
         longer = [o for o in group[1:] if o.epochs > short.epochs and o.cpu_time_s > short.cpu_time_s]
         out += [replace(o, epochs=o.epochs - short.epochs - 1, cpu_time_s=o.cpu_time_s - short.cpu_time_s,
-                        wall_time_s=max(o.wall_time_s - short.wall_time_s, 1e-9)) for o in longer]
+                        wall_time_s=max(o.wall_time_s - short.wall_time_s, 1e-9), setup_free=True) for o in longer]
         out += [short] if not longer else []
         out += [o for o in group[1:] if o not in longer]
     return out
