@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zoo.bench.report.missing_cost import (DATA_ABSENT, NEEDS_GPU, RUNS_HERE, absent_datasets, fill_commands,
+from zoo.bench.report.missing_cost import (DATA_ABSENT, NEEDS_GPU, NO_CELL, RUNS_HERE, absent_datasets, fill_commands,
                                            missing_cells, pending_seconds)
 from zoo.bench.plan import cost, cost_file
 from zoo.bench.plan.estimate import hours
@@ -220,3 +220,24 @@ def test_the_size_table_says_which_datasets_the_mirror_lacks(tmp_path):
     assert mirrored(["PubMed/p.npz", "geom/"], [tmp_path])
     assert not mirrored(["PubMed/p.npz", "texas/t.npz"], [tmp_path])
     assert not mirrored(["other/"], [tmp_path])
+
+
+def test_a_paper_cell_without_cells_is_not_runs_here():
+    """A paper cell no suite cell fills (e.g. a hidden width the suite does not run) costs 0 s because
+    nothing would run it: it is *no cell of the suite*, not *runs here*, counted under its own words in
+    the summary line (and only where there is one), with no command; the table shows the same class."""
+    from zoo.bench.render.missing import missing_html, missing_markdown, totals, totals_line
+
+    nowhere = {"dataset": "texas_npz", "num_layers": 10, "hidden_dim": 512, "table": "T", "value": 50.0}
+    miss, cmds = commands(cells(), [*ENTRIES, nowhere])
+    assert [m.cls for m in miss] == [RUNS_HERE, RUNS_HERE, NEEDS_GPU, NO_CELL]
+    assert totals(miss)[RUNS_HERE]["cells"] == 2 and totals(miss)[NO_CELL] == {
+        "cells": 1, "runs": 0, "seconds": 0.0, "gpu_seconds": 0.0}
+    line = totals_line(miss)
+    assert line.startswith("2 *runs here* (") and line.endswith(", 1 with *no cell of the suite*")
+    assert "no cell" not in totals_line(miss[:3])
+    assert [c.cells for c in cmds] == [1, 1, 1] and all(c.cls != NO_CELL for c in cmds)
+    md = missing_markdown("s", miss, cmds)
+    assert md[2].startswith("2 *runs here* (") and "1 with *no cell of the suite*;" in md[2]
+    assert "| T | dataset=texas_npz, num_layers=10, hidden_dim=512 | 0 | – | – | no cell of the suite |" in md
+    assert "<td>0</td><td>–</td><td>–</td><td>no cell of the suite</td>" in missing_html("s", miss, cmds)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.bench.report.missing_cost import DATA_ABSENT, NEEDS_GPU, RUNS_HERE, SLICE_KEYS, pending_seconds
+from zoo.bench.report.missing_cost import DATA_ABSENT, NEEDS_GPU, NO_CELL, RUNS_HERE, SLICE_KEYS, pending_seconds
 from zoo.bench.report.status import build_report
 from zoo.bench.suite.selection import select_where
 from zoo.bench.suite.load import load_suite
@@ -46,6 +46,7 @@ def test_every_unrun_paper_cell_has_a_cost_and_a_class(report):
     assert len(with_cells) >= 0.95 * len(missing)  # a paper cell no suite cell fills is named as such
     assert all(m.seconds > 0 and m.cls in (RUNS_HERE, NEEDS_GPU, DATA_ABSENT) for m in with_cells)
     assert {RUNS_HERE, NEEDS_GPU} <= {m.cls for m in with_cells}
+    assert all(m.cls == NO_CELL for m in missing if not m.cells)  # not *runs here* at 0 s
     by_suite = {s.board.suite: s for s in report.suites}
     fill = by_suite["balance_table2"].fill
     webkb = [c for c in fill if any(k == "dataset" and v[0] in ("texas_npz", "wisconsin_npz", "cornell_npz")

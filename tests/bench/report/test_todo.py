@@ -51,3 +51,16 @@ def test_todo_options_need_todo(capsys: pytest.CaptureFixture) -> None:
 def test_todo_lines_give_a_gpu_commands_gpu_time() -> None:
     gpu = FillCommand("t2", (("dataset", ("cora",)),), runs=5, seconds=30 * 3600.0, cells=1, gpu_seconds=1200.0)
     assert todo_lines([gpu])[0].endswith("needs a GPU, ≈ 20 min on one GPU")
+
+
+def test_todo_lists_no_paper_cell_without_suite_cells() -> None:
+    """A paper cell the suite has no cell for (*no cell of the suite*) has no command: ``--class
+    runs-here`` lists only the commands of the suites' fill lists, none for it."""
+    from zoo.bench.report.missing_cost import NO_CELL, MissingCell, fill_commands
+
+    nowhere = MissingCell({"dataset": "cora", "hidden_dim": 512, "table": "T", "value": 1.0}, [], {})
+    assert nowhere.cls == NO_CELL != RUNS_HERE
+    fill = fill_commands("t2", [nowhere], lambda config, key: None, [], {})
+    assert fill == []
+    report = Report([SimpleNamespace(fill=fill, missing=[nowhere])], [], [])
+    assert todo(report, "runs-here") == [] and todo(report) == []

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import html as h
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zoo.bench.analyze.board import KEY_META
-from zoo.bench.report.missing_cost import DATA_ABSENT, NEEDS_GPU, RUNS_HERE, FillCommand, MissingCell
+from zoo.bench.report.missing_cost import DATA_ABSENT, NEEDS_GPU, NO_CELL, RUNS_HERE, FillCommand, MissingCell
 from zoo.bench.plan.cost_file import provisional
 from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value, hours
 
@@ -21,7 +21,7 @@ def totals(missing: Sequence[MissingCell]) -> Dict[str, Dict[str, float]]:
     """``{class: {"cells": n, "runs": r, "seconds": s, "gpu_seconds": g}}`` (a suite cell shared by
     paper cells once; ``gpu_seconds``: by the ``cuda`` cost model)."""
     out: Dict[str, Dict[str, float]] = {c: {"cells": 0, "runs": 0, "seconds": 0.0, "gpu_seconds": 0.0}
-                                        for c in (RUNS_HERE, NEEDS_GPU, DATA_ABSENT)}
+                                        for c in (RUNS_HERE, NEEDS_GPU, DATA_ABSENT, NO_CELL)}
     seen: Dict[str, float] = {}
     for m in missing:
         t = out[m.cls]
@@ -42,7 +42,8 @@ def totals_line(missing: Sequence[MissingCell]) -> str:
             f"{t[RUNS_HERE]['runs']:.0f} runs, ≈ {t[RUNS_HERE]['seconds'] / 3600:,.0f} CPU-hours), "
             f"{t[NEEDS_GPU]['cells']:.0f} *need a GPU* ({t[NEEDS_GPU]['runs']:.0f} runs, "
             f"≈ {t[NEEDS_GPU]['gpu_seconds'] / 3600:,.1f} GPU-hours{marked}; "
-            f"≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours){_absent_clause(missing, t[DATA_ABSENT])}")
+            f"≈ {t[NEEDS_GPU]['seconds'] / 3600:,.0f} CPU-hours){_absent_clause(missing, t[DATA_ABSENT])}"
+            f"{_no_cell_clause(t[NO_CELL])}")
 
 
 def _absent_clause(missing: Sequence[MissingCell], t: Mapping[str, float]) -> str:
@@ -53,6 +54,19 @@ def _absent_clause(missing: Sequence[MissingCell], t: Mapping[str, float]) -> st
     why = "; ".join(dict.fromkeys(m.absent for m in missing if m.absent))
     return (f", {t['cells']:.0f} *data absent here* ({t['runs']:.0f} runs, ≈ {t['seconds'] / 3600:,.0f} CPU-hours; "
             f"{why})")
+
+
+def _no_cell_clause(t: Mapping[str, float]) -> str:
+    """``, N with *no cell of the suite*``: paper cells nothing in the suite would run (no cost, no runs),
+    counted apart from *runs here*; ``""`` if none."""
+    return f", {t['cells']:.0f} with *{NO_CELL}*" if t["cells"] else ""
+
+
+def _costs(m: MissingCell) -> Tuple[str, str]:
+    """A paper cell's CPU and GPU time as the table shows them: ``–`` where it has no cell to run."""
+    if m.cls == NO_CELL:
+        return "–", "–"
+    return hours(m.seconds), _gpu_time(m.gpu_seconds)
 
 
 def _class(c: FillCommand) -> str:
@@ -85,9 +99,9 @@ def missing_markdown(suite: str, missing: Sequence[MissingCell], commands: Seque
              "(`--estimate --device cuda`).", "",
              "| paper table | cell | runs | CPU time | GPU time | class |", "|---|---|---|---|---|---|"]
     for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))):
+        cpu, gpu = _costs(m)
         lines.append(f"| {m.entry.get('table', '')} | {describe_entry(m.entry)} | {len(m.cells)} | "
-                     f"{hours(m.seconds) if m.cells else '–'} | {_gpu_time(m.gpu_seconds) if m.cells else '–'} | "
-                     f"{m.cls if m.cells else 'no cell of the suite'} |")
+                     f"{cpu} | {gpu} | {m.cls} |")
     if commands:
         lines += ["", "Commands filling them (one slice each, cheapest first; add `--out` to run into a copy of the "
                       "records folder):", "", "```"]
@@ -105,9 +119,8 @@ def missing_html(suite: str, missing: Sequence[MissingCell], commands: Sequence[
         return ""
     rows = "".join(
         f"<tr><td>{h.escape(str(m.entry.get('table', '')))}</td><td class=k>{h.escape(describe_entry(m.entry))}</td>"
-        f"<td>{len(m.cells)}</td><td>{h.escape(hours(m.seconds)) if m.cells else '–'}</td>"
-        f"<td>{h.escape(_gpu_time(m.gpu_seconds)) if m.cells else '–'}</td>"
-        f"<td>{h.escape(m.cls if m.cells else 'no cell of the suite')}</td></tr>"
+        f"<td>{len(m.cells)}</td>{''.join(f'<td>{h.escape(t)}</td>' for t in _costs(m))}"
+        f"<td>{h.escape(m.cls)}</td></tr>"
         for m in sorted(missing, key=lambda m: (str(m.entry.get("table", "")), m.seconds, describe_entry(m.entry))))
     cmds = "\n".join(command_line(c) for c in commands)
     return (f"<details><summary>{h.escape(suite)}: {len(missing)} paper cells not run — "

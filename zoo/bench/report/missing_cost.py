@@ -8,7 +8,8 @@ more than one replica, less than R); its class is *runs here* when that fits
 and then its GPU time is the same share of the ``cuda`` cost model's estimate (:func:`gpu_hours`); a cell
 whose dataset's raw files are not in the records' machine's data mirror (:func:`absent_datasets`) is *data
 absent here* instead, whatever its cost, with the reason: no command of it runs there until the files are
-provided.
+provided.  A paper cell that no pending suite cell fills (the suite has no cell of its keys) is *no cell of
+the suite*, a class of its own: its zero cost is not a price (nothing would run it), so never *runs here*.
 The missing cells of a suite are gathered by slice (dataset x depth) into ``zoo bench`` commands, each
 narrowed to the paper cells' keys so that it runs what it says it costs; a slice too large to run
 here is split further where its paper cells run here on their own.
@@ -26,6 +27,7 @@ from zoo.bench.plan.estimate import RUNS_HERE_CPU_HOURS, format_value
 RUNS_HERE = "runs here"
 NEEDS_GPU = "needs a GPU"
 DATA_ABSENT = "data absent here"
+NO_CELL = "no cell of the suite"   # a paper cell no pending suite cell fills: nothing to run, not "runs here"
 SLICE_KEYS = ("dataset", "num_layers")
 
 
@@ -50,6 +52,10 @@ class MissingCell:
 
     @property
     def cls(self) -> str:
+        """Its class: :data:`NO_CELL` without cells (its zero cost is not a price), else
+        :data:`DATA_ABSENT` where its data is absent here, else by its cost."""
+        if not self.cells:
+            return NO_CELL
         return DATA_ABSENT if self.absent else _by_cost(self.seconds)
 
 
