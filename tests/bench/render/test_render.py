@@ -46,3 +46,11 @@ def test_report_names_the_callers_paths():
     assert "zoo report rec --md out/r.md --html out/r.html" in md and "`rec/<suite>/`" in md
     assert "docs/reproduction" not in md and "docs/reproduction" not in page
     assert "<code>out/r.md</code>" in page
+
+
+def test_report_page_text_drops_markdown_emphasis():
+    """The HTML page's summary lines (the missing cells' totals) carry no literal Markdown marks."""
+    from zoo.bench.render.report import _plain
+    assert _plain("144 *runs here* (≤ 6 CPU-hours each), 3 with *no cell of the suite*; **held** `zoo`") == \
+        "144 runs here (≤ 6 CPU-hours each), 3 with no cell of the suite; held zoo"
+    assert _plain("suites/reported/*.json and 2 * 3") == "suites/reported/*.json and 2 * 3"

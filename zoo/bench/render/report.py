@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html as h
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -386,8 +387,9 @@ def _suite_markdown(s: SuiteReport, sources: ReportSources) -> List[str]:
 
 
 def _plain(markdown: str) -> str:
-    """Markdown emphasis and code marks dropped (the page's text is escaped, not rendered)."""
-    return markdown.replace("**", "").replace("`", "")
+    """Markdown emphasis (``**strong**``, ``*emphasis*``) and code marks dropped (the page's text is escaped,
+    not rendered); an asterisk not around words (``reported/*.json``) stays."""
+    return re.sub(r"\*(\w[^*]*?\w)\*", r"\1", markdown.replace("**", "")).replace("`", "")
 
 
 def to_html(report: Report, sources: ReportSources) -> str:
